@@ -1,0 +1,341 @@
+/**
+ * A local Rafter cluster of real processes on 127.0.0.1: registry nodes and
+ * hello servers started with `deno run`, killed by PID, restarted from
+ * their data folders. The demo and the end-to-end tests use it.
+ *
+ * Every child runs with `--watch-stdin` and a piped stdin held by this
+ * process, so a child exits when this process ends, however it ends.
+ *
+ * @module
+ */
+
+import type { RegistryStatus } from "../../registry/types.ts";
+import { dial } from "../../rpc/dial.ts";
+
+const ROOT = new URL("../../", import.meta.url);
+
+/** A child process started by the cluster. */
+export interface Child {
+  /** Name given at start (e.g. `n1`, `hello-2`). */
+  readonly name: string;
+  /** Operating-system process id. */
+  readonly pid: number;
+  /** Every line the child printed so far (stdout and stderr). */
+  readonly output: string[];
+  /** Resolves with the exit code when the child ends. */
+  readonly exited: Promise<number>;
+  /** Whether the child is still running. */
+  readonly running: boolean;
+}
+
+interface ChildState extends Omit<Child, "exited" | "running"> {
+  exited: Promise<number>;
+  process: Deno.ChildProcess;
+  running: boolean;
+  waiters: Array<{ pattern: RegExp; resolve(line: string): void }>;
+}
+
+/** Settings of a {@link LocalCluster}. */
+export interface LocalClusterOptions {
+  /** Folder for the nodes' data; default a fresh temporary folder, removed by `stop()`. */
+  dataDir?: string;
+  /** Raft tick of the registry nodes, ms. Default 50. */
+  tickMs?: number;
+  /** Election timeout of the registry nodes in ticks. Default 10. */
+  electionTicks?: number;
+  /** Receives each line a child prints, prefixed with its name. */
+  onOutput?(name: string, line: string): void;
+}
+
+/**
+ * Picks `count` free TCP ports on 127.0.0.1 (bind port 0, note it, close).
+ */
+export function freePorts(count: number): number[] {
+  const listeners = Array.from(
+    { length: count },
+    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
+  );
+  const ports = listeners.map((l) => (l.addr as Deno.NetAddr).port);
+  for (const listener of listeners) listener.close();
+  return ports;
+}
+
+/**
+ * Starts and stops the processes of a local cluster.
+ *
+ * @example
+ * ```ts ignore
+ * import { LocalCluster } from "./local_cluster.ts";
+ * const cluster = new LocalCluster();
+ * await cluster.startRegistry(3);
+ * await cluster.startHello("hello-1");
+ * console.log(await cluster.waitForLeader());
+ * await cluster.stop();
+ * ```
+ */
+export class LocalCluster {
+  readonly #options: LocalClusterOptions;
+  readonly #children = new Map<string, ChildState>();
+  #dataDir: string | null;
+  #ownsDataDir: boolean;
+  /** Registry node id → URL. */
+  readonly registry = new Map<string, string>();
+
+  /** @param options data folder, timing and output hook. */
+  constructor(options: LocalClusterOptions = {}) {
+    this.#options = options;
+    this.#dataDir = options.dataDir ?? null;
+    this.#ownsDataDir = options.dataDir === undefined;
+  }
+
+  /** Registry URLs, in node order. */
+  get registryUrls(): string[] {
+    return [...this.registry.values()];
+  }
+
+  /** The child named `name`. @throws {Error} if there is none. */
+  child(name: string): Child {
+    const child = this.#children.get(name);
+    if (child === undefined) throw new Error(`no child named ${name}`);
+    return child;
+  }
+
+  /** The folder node `id` keeps its log in. */
+  async dataDirOf(id: string): Promise<string> {
+    return `${await this.#root()}/${id}`;
+  }
+
+  /**
+   * Starts `count` registry nodes n1..nN on free ports and waits until each
+   * listens.
+   */
+  async startRegistry(count: number): Promise<void> {
+    const ports = freePorts(count);
+    ports.forEach((port, i) => {
+      this.registry.set(`n${i + 1}`, `tcp://127.0.0.1:${port}`);
+    });
+    await Promise.all(
+      [...this.registry.keys()].map((id) => this.startNode(id)),
+    );
+  }
+
+  /** Starts (or restarts) registry node `id` from its data folder. */
+  async startNode(id: string): Promise<Child> {
+    const peers = [...this.registry]
+      .map(([peer, url]) => `${peer}=${url.slice("tcp://".length)}`)
+      .join(",");
+    const child = this.#spawn(id, "registry/main.ts", [
+      "--id",
+      id,
+      "--peers",
+      peers,
+      "--data",
+      await this.dataDirOf(id),
+      "--tick-ms",
+      String(this.#options.tickMs ?? 50),
+      "--election-ticks",
+      String(this.#options.electionTicks ?? 10),
+    ]);
+    await this.waitForLine(id, /listening on/, 20_000);
+    return child;
+  }
+
+  /** Starts a hello server `id` bound as `hello`; resolves once it is bound. */
+  async startHello(id: string): Promise<Child> {
+    const child = this.#spawn(id, "examples/hello/server.ts", [
+      "--registry",
+      this.registryUrls.join(","),
+      "--id",
+      id,
+    ]);
+    await this.waitForLine(id, /serving on .* bound as/, 30_000);
+    return child;
+  }
+
+  /**
+   * Resolves with the first line of child `name` matching `pattern`,
+   * including lines already printed.
+   *
+   * @throws {Error} after `timeoutMs`, or if the child exits first; the
+   * message holds the child's output.
+   */
+  waitForLine(
+    name: string,
+    pattern: RegExp,
+    timeoutMs: number,
+  ): Promise<string> {
+    const child = this.#children.get(name)!;
+    const seen = child.output.find((line) => pattern.test(line));
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        fail(`no line matching ${pattern} within ${timeoutMs} ms`);
+      }, timeoutMs);
+      const waiter = {
+        pattern,
+        resolve: (line: string) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      };
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        child.waiters = child.waiters.filter((w) => w !== waiter);
+        reject(
+          new Error(`${name}: ${why}; its output:\n${child.output.join("\n")}`),
+        );
+      };
+      child.waiters.push(waiter);
+      child.exited.then((code) => {
+        if (child.waiters.includes(waiter)) fail(`exited with code ${code}`);
+      });
+    });
+  }
+
+  /** Sends `signal` to child `name` and waits until it has exited. */
+  async kill(name: string, signal: Deno.Signal = "SIGKILL"): Promise<void> {
+    const child = this.#children.get(name);
+    if (child === undefined || !child.running) return;
+    try {
+      child.process.kill(signal);
+    } catch {
+      // It exited in the meantime.
+    }
+    await child.exited;
+  }
+
+  /** `registry.status` of node `id`, or null when it does not answer within `timeoutMs`. */
+  async status(id: string, timeoutMs = 500): Promise<RegistryStatus | null> {
+    const url = this.registry.get(id);
+    if (url === undefined || !this.#children.get(id)?.running) return null;
+    try {
+      const connection = await dial(url, { connectTimeoutMs: timeoutMs });
+      try {
+        return await connection.call<RegistryStatus>("registry.status", [], {
+          timeoutMs,
+        });
+      } finally {
+        connection.close();
+      }
+    } catch {
+      return null;
+    }
+  }
+
+  /** The id of the leader all running nodes that know one agree on, or null. */
+  async leader(): Promise<string | null> {
+    const statuses = await Promise.all(
+      [...this.registry.keys()].map((id) => this.status(id)),
+    );
+    const leaders = statuses.filter((s) => s?.role === "leader");
+    if (leaders.length !== 1) return null;
+    return leaders[0]!.id;
+  }
+
+  /** Polls until a single leader is known; @throws {Error} after `timeoutMs`. */
+  async waitForLeader(timeoutMs = 10_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const leader = await this.leader();
+      if (leader !== null) return leader;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no registry leader within ${timeoutMs} ms`);
+  }
+
+  /**
+   * Stops every child (SIGTERM, then SIGKILL after `graceMs`) and removes
+   * the data folder if the cluster made it.
+   */
+  async stop(graceMs = 2000): Promise<void> {
+    const running = [...this.#children.values()].filter((c) => c.running);
+    await Promise.all(running.map(async (child) => {
+      try {
+        child.process.kill("SIGTERM");
+      } catch {
+        return;
+      }
+      const timer = setTimeout(() => {
+        try {
+          child.process.kill("SIGKILL");
+        } catch { /* already gone */ }
+      }, graceMs);
+      await child.exited;
+      clearTimeout(timer);
+    }));
+    // Let every child's output readers finish.
+    await Promise.all([...this.#children.values()].map((c) => c.exited));
+    if (this.#ownsDataDir && this.#dataDir !== null) {
+      await Deno.remove(this.#dataDir, { recursive: true }).catch(() => {});
+      this.#dataDir = null;
+    }
+  }
+
+  async #root(): Promise<string> {
+    this.#dataDir ??= await Deno.makeTempDir({ prefix: "rafter-cluster-" });
+    return this.#dataDir;
+  }
+
+  #spawn(name: string, script: string, args: string[]): ChildState {
+    const existing = this.#children.get(name);
+    if (existing?.running) throw new Error(`${name} is already running`);
+    const process = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL(script, ROOT).pathname,
+        ...args,
+        "--watch-stdin",
+      ],
+      cwd: new URL(".", ROOT).pathname,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const output: string[] = [];
+    const state: ChildState = {
+      name,
+      pid: process.pid,
+      output,
+      process,
+      running: true,
+      waiters: [],
+      exited: Promise.resolve(0),
+    };
+    const readers = [process.stdout, process.stderr].map((stream) =>
+      this.#readLines(stream, state)
+    );
+    state.exited = Promise.all([process.status, ...readers]).then(
+      async ([status]) => {
+        state.running = false;
+        await process.stdin.close().catch(() => {});
+        return status.code;
+      },
+    );
+    this.#children.set(name, state);
+    return state;
+  }
+
+  async #readLines(
+    stream: ReadableStream<Uint8Array>,
+    child: ChildState,
+  ): Promise<void> {
+    let rest = "";
+    const onLine = (line: string) => {
+      child.output.push(line);
+      this.#options.onOutput?.(child.name, line);
+      for (const waiter of [...child.waiters]) {
+        if (waiter.pattern.test(line)) {
+          child.waiters = child.waiters.filter((w) => w !== waiter);
+          waiter.resolve(line);
+        }
+      }
+    };
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+      const lines = (rest + text).split("\n");
+      rest = lines.pop()!;
+      lines.forEach(onLine);
+    }
+    if (rest !== "") onLine(rest);
+  }
+}

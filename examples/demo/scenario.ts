@@ -1,0 +1,285 @@
+/**
+ * The demo's scenario, shared by `deno task demo` and the end-to-end test:
+ * a 3-node registry and 2 hello servers as real processes, a client calling
+ * `hello` continuously, then a hello server killed, the registry leader
+ * killed, a third server bound, and the killed registry node restarted from
+ * its data folder.
+ *
+ * @module
+ */
+
+import { connect } from "../../stub/client.ts";
+import { roundRobin } from "../../stub/round_robin.ts";
+import type { LookupResult } from "../../registry/types.ts";
+import { dial } from "../../rpc/dial.ts";
+import type { Hello } from "../hello/server.ts";
+import { LocalCluster } from "./local_cluster.ts";
+
+/** When each event happens, in ms after the client starts calling. */
+export interface Timeline {
+  killServerAt: number;
+  killLeaderAt: number;
+  bindThirdAt: number;
+  restartNodeAt: number;
+  endAt: number;
+}
+
+/** The default timeline: about 12 s of calls. */
+export const DEFAULT_TIMELINE: Timeline = {
+  killServerAt: 2000,
+  killLeaderAt: 4500,
+  bindThirdAt: 7000,
+  restartNodeAt: 9000,
+  endAt: 12000,
+};
+
+/** Options of {@link runScenario}. */
+export interface ScenarioOptions {
+  timeline?: Timeline;
+  /** Concurrent callers. Default 2. */
+  callers?: number;
+  /** Receives the progress lines (one per second, plus events). */
+  log?(line: string): void;
+  /** Stops the scenario early (e.g. on Ctrl-C); cleanup still runs. */
+  signal?: AbortSignal;
+}
+
+/** What happened, for the summary line and the test's assertions. */
+export interface ScenarioResult {
+  calls: number;
+  failed: number;
+  /** First few failure messages. */
+  failures: string[];
+  /** Server id → calls it answered. */
+  answeredBy: Record<string, number>;
+  /** Which hello server was killed. */
+  killedServer: string;
+  /** Registry leader before the kill, and the one after. */
+  killedLeader: string;
+  newLeader: string | null;
+  /** Time from the leader kill until a new leader was seen, ms. */
+  failoverMs: number | null;
+  /** Whether hello-3 bound itself after the leader kill. */
+  thirdBound: boolean;
+  /** Linearizable lookups of `hello` on every node at the end, by node id. */
+  lookups: Record<string, LookupResult | string>;
+  /** Serializable lookup on the restarted node, taken before any other request to it. */
+  restartedLookup: LookupResult | string | null;
+  /** Whether the scenario ran to its end (not aborted). */
+  completed: boolean;
+}
+
+/** Runs the scenario and always stops every process it started. */
+export async function runScenario(
+  options: ScenarioOptions = {},
+): Promise<ScenarioResult> {
+  const timeline = options.timeline ?? DEFAULT_TIMELINE;
+  const log = options.log ?? (() => {});
+  const cluster = new LocalCluster();
+  const result: ScenarioResult = {
+    calls: 0,
+    failed: 0,
+    failures: [],
+    answeredBy: {},
+    killedServer: "hello-1",
+    killedLeader: "",
+    newLeader: null,
+    failoverMs: null,
+    thirdBound: false,
+    lookups: {},
+    restartedLookup: null,
+    completed: false,
+  };
+  const client = { close() {} } as { close(): void };
+  let stopCalls = false;
+  const loops: Promise<void>[] = [];
+  try {
+    log("starting 3 registry nodes…");
+    await cluster.startRegistry(3);
+    const leader = await cluster.waitForLeader();
+    log(`registry leader: ${leader}; starting hello-1 and hello-2…`);
+    await Promise.all([
+      cluster.startHello("hello-1"),
+      cluster.startHello("hello-2"),
+    ]);
+    const rafter = connect(cluster.registryUrls, {
+      refreshMs: 1000,
+      quarantineMs: 3000,
+    });
+    client.close = () => rafter.close();
+    // greet has no side effects, so a call caught in flight by a server's
+    // death may safely run again on another server.
+    const hello = rafter.stub<Hello>("hello", {
+      distributor: roundRobin(),
+      idempotent: ["greet"],
+    });
+
+    const started = Date.now();
+    const elapsed = () => Date.now() - started;
+    let second = { ok: 0, failed: 0, by: {} as Record<string, number> };
+    const caller = async () => {
+      while (!stopCalls) {
+        try {
+          const { server } = await hello.greet("demo");
+          result.calls++;
+          second.ok++;
+          result.answeredBy[server] = (result.answeredBy[server] ?? 0) + 1;
+          second.by[server] = (second.by[server] ?? 0) + 1;
+        } catch (error) {
+          result.calls++;
+          result.failed++;
+          second.failed++;
+          if (result.failures.length < 5) {
+            result.failures.push((error as Error).message);
+          }
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      }
+    };
+    loops.push(...Array.from({ length: options.callers ?? 2 }, caller));
+
+    let currentLeader: string | null = leader;
+    let tick = 0;
+    loops.push((async () => {
+      while (!stopCalls) {
+        await sleep(1000 - (elapsed() % 1000));
+        if (stopCalls) break;
+        tick++;
+        currentLeader = await cluster.leader();
+        const by = Object.entries(second.by).sort()
+          .map(([id, n]) => `${id}=${n}`).join(" ") || "none";
+        log(
+          `t=${String(tick).padStart(2)}s  ok ${
+            String(second.ok).padStart(5)
+          }  failed ${second.failed}  answered ${by}  registry leader ${
+            currentLeader ?? "(electing)"
+          }`,
+        );
+        second = { ok: 0, failed: 0, by: {} };
+      }
+    })());
+
+    const at = async (ms: number) => {
+      const wait = ms - elapsed();
+      if (wait > 0) await sleep(wait, options.signal);
+    };
+
+    await at(timeline.killServerAt);
+    log(`event: SIGKILL hello-1 (pid ${cluster.child("hello-1").pid})`);
+    await cluster.kill("hello-1", "SIGKILL");
+
+    await at(timeline.killLeaderAt);
+    const doomed = (await cluster.leader()) ?? leader;
+    result.killedLeader = doomed;
+    log(
+      `event: SIGKILL registry leader ${doomed} (pid ${
+        cluster.child(doomed).pid
+      })`,
+    );
+    const killedAt = Date.now();
+    await cluster.kill(doomed, "SIGKILL");
+    const newLeader = await cluster.waitForLeader(10_000);
+    result.newLeader = newLeader;
+    result.failoverMs = Date.now() - killedAt;
+    log(`event: ${newLeader} leads the registry after ${result.failoverMs} ms`);
+
+    await at(timeline.bindThirdAt);
+    log("event: starting hello-3, which binds itself through the new leader");
+    await cluster.startHello("hello-3");
+    result.thirdBound = true;
+
+    await at(timeline.restartNodeAt);
+    log(`event: restarting ${doomed} from its data folder`);
+    await cluster.startNode(doomed);
+    result.restartedLookup = await lookupOn(
+      cluster.registry.get(doomed)!,
+      "serializable",
+      3000,
+      (r) => r.endpoints.some((e) => e.id === "hello-3"),
+    );
+
+    await at(timeline.endAt);
+    stopCalls = true;
+    await Promise.all(loops);
+    for (const [id, url] of cluster.registry) {
+      result.lookups[id] = await lookupOn(url, "linearizable", 3000);
+    }
+    result.completed = true;
+    return result;
+  } catch (error) {
+    if (options.signal?.aborted) return result;
+    throw error;
+  } finally {
+    stopCalls = true;
+    await Promise.all(loops);
+    client.close();
+    await cluster.stop();
+  }
+}
+
+/**
+ * Looks `hello` up on one registry node, retrying until `accept` holds or
+ * `timeoutMs` passes; returns the last answer or error message.
+ */
+async function lookupOn(
+  url: string,
+  consistency: "linearizable" | "serializable",
+  timeoutMs: number,
+  accept: (result: LookupResult) => boolean = () => true,
+): Promise<LookupResult | string> {
+  const deadline = Date.now() + timeoutMs;
+  let last: LookupResult | string = "no answer";
+  while (Date.now() < deadline) {
+    try {
+      const connection = await dial(url, { connectTimeoutMs: 500 });
+      try {
+        last = await connection.call<LookupResult>("registry.lookup", {
+          name: "hello",
+          consistency,
+        }, { timeoutMs: 1000 });
+      } finally {
+        connection.close();
+      }
+      if (accept(last)) return last;
+    } catch (error) {
+      last = (error as Error).message;
+    }
+    await sleep(100);
+  }
+  return last;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** The one-line summary the demo ends with. */
+export function summaryLine(result: ScenarioResult): string {
+  const by = Object.entries(result.answeredBy).sort()
+    .map(([id, n]) => `${id} ${n}`).join(", ");
+  const nodes = Object.entries(result.lookups).map(([id, lookup]) =>
+    typeof lookup === "string"
+      ? `${id}: ${lookup}`
+      : `${id}: ${
+        lookup.endpoints.map((e) => e.id).join("+")
+      }@rev${lookup.revision}`
+  ).join(", ");
+  return `summary: ${result.calls} calls, ${result.failed} failed, answered by ${
+    by || "nobody"
+  }; registry leader ${result.killedLeader || "?"} killed, ${
+    result.newLeader ?? "no one"
+  } led after ${result.failoverMs ?? "?"} ms; hello-3 ${
+    result.thirdBound ? "bound" : "NOT bound"
+  } after the leader kill; lookups ${nodes || "not taken"}`;
+}

@@ -1,0 +1,200 @@
+/**
+ * Crash-safe whole-file writes for small files a Raft node keeps beside its
+ * write-ahead log (`meta.json` with the node id and peers, snapshots).
+ *
+ * After a crash at any moment, a file written with {@link writeFileAtomic}
+ * holds either its old content or its new content, never a mix, and once the
+ * promise resolves the new content survives a power loss.
+ *
+ * @module
+ */
+
+/**
+ * Returns the directory part of `path` (`"a/b/c"` → `"a/b"`, `"c"` → `"."`,
+ * `"/c"` → `"/"`). Accepts `\` as a separator on Windows.
+ */
+function parentDir(path: string): string {
+  const windows = Deno.build.os === "windows";
+  let end = path.length;
+  while (end > 1 && isSeparator(path[end - 1], windows)) end--;
+  let i = end - 1;
+  while (i >= 0 && !isSeparator(path[i], windows)) i--;
+  if (i < 0) return ".";
+  if (i === 0) return path[0];
+  return path.slice(0, i);
+}
+
+function isSeparator(ch: string, windows: boolean): boolean {
+  return ch === "/" || (windows && ch === "\\");
+}
+
+/**
+ * True for the errors a platform gives when it cannot fsync a directory:
+ * Windows refuses to open a directory as a file; some Linux file systems
+ * answer `EINVAL` or `ENOTSUP` to `fsync` on a directory.
+ */
+function isDirSyncUnsupported(err: unknown): boolean {
+  if (Deno.build.os === "windows") {
+    return err instanceof Deno.errors.PermissionDenied ||
+      err instanceof Deno.errors.IsADirectory;
+  }
+  if (err instanceof Deno.errors.NotSupported) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "EINVAL" || code === "ENOTSUP" || code === "EOPNOTSUPP";
+}
+
+/**
+ * Flushes a directory's entries (file creations, renames, removals within it)
+ * to stable storage, so that a new or renamed file's name survives a power
+ * loss. On platforms that cannot fsync a directory (Windows, and some Linux
+ * file systems) it resolves without doing anything.
+ *
+ * @param dir Path of the directory to flush.
+ * @returns Resolves once the directory's entries are durable.
+ * @throws {Deno.errors.NotFound} If `dir` does not exist.
+ * @throws {Deno.errors.PermissionDenied} If `dir` cannot be opened for reading
+ *   (other than on Windows).
+ *
+ * @example Make a freshly created file's name durable
+ * ```ts
+ * import { syncDir } from "./atomic_file.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/node.id`, "n1");
+ * await syncDir(dir);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function syncDir(dir: string): Promise<void> {
+  let handle: Deno.FsFile;
+  try {
+    handle = await Deno.open(dir, { read: true });
+  } catch (err) {
+    if (isDirSyncUnsupported(err)) return;
+    throw err;
+  }
+  try {
+    await handle.sync();
+  } catch (err) {
+    if (!isDirSyncUnsupported(err)) throw err;
+  } finally {
+    handle.close();
+  }
+}
+
+/**
+ * Writes all of `bytes` to an open file, looping over partial writes.
+ *
+ * @param file An open file handle with write access.
+ * @param bytes The bytes to write at the file's current position.
+ * @returns Resolves once every byte has been handed to the OS (not yet
+ *   durable: call `file.sync()` or `file.syncData()` for that).
+ * @throws {Deno.errors.WriteZero} If the OS accepts zero bytes.
+ *
+ * @example Write a buffer fully, then make it durable
+ * ```ts
+ * import { writeAll } from "./atomic_file.ts";
+ * const dir = await Deno.makeTempDir();
+ * const file = await Deno.open(`${dir}/log`, { create: true, append: true });
+ * await writeAll(file, new Uint8Array(100_000));
+ * await file.syncData();
+ * file.close();
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function writeAll(
+  file: Deno.FsFile,
+  bytes: Uint8Array,
+): Promise<void> {
+  let off = 0;
+  while (off < bytes.length) {
+    const n = await file.write(bytes.subarray(off));
+    if (n <= 0) {
+      throw new Deno.errors.WriteZero(
+        `write accepted 0 of ${bytes.length - off} remaining bytes`,
+      );
+    }
+    off += n;
+  }
+}
+
+/**
+ * Replaces the content of the file at `path` with `bytes`, atomically and
+ * durably: it writes `<path>.tmp`, fsyncs it, renames it over `path`, then
+ * fsyncs the parent directory so the rename itself survives a power loss.
+ *
+ * A crash leaves `path` with either its old or its new content (and perhaps a
+ * stale `<path>.tmp`, which the next call overwrites). Calls for the same
+ * `path` must not run concurrently: they share the `.tmp` name.
+ *
+ * @param path Destination file path. Its parent directory must exist.
+ * @param bytes The complete new content (any length, including 0).
+ * @returns Resolves once the new content and the rename are durable.
+ * @throws {Deno.errors.NotFound} If the parent directory does not exist.
+ * @throws {Deno.errors.PermissionDenied} If the directory is not writable.
+ * @throws {Deno.errors.IsADirectory} If `path` is a directory (from the rename;
+ *   the `.tmp` file is removed).
+ *
+ * @example Persist a node's identity
+ * ```ts
+ * import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
+ * const dir = await Deno.makeTempDir();
+ * const meta = new TextEncoder().encode(JSON.stringify({ id: "n1", peers: [] }));
+ * await writeFileAtomic(`${dir}/meta.json`, meta);
+ * const back = await readFileIfExists(`${dir}/meta.json`); // same bytes as `meta`
+ * console.assert(back !== null && back.length === meta.length);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function writeFileAtomic(
+  path: string,
+  bytes: Uint8Array,
+): Promise<void> {
+  const tmp = `${path}.tmp`;
+  const file = await Deno.open(tmp, {
+    write: true,
+    create: true,
+    truncate: true,
+  });
+  try {
+    try {
+      await writeAll(file, bytes);
+      await file.sync();
+    } finally {
+      file.close();
+    }
+    await Deno.rename(tmp, path);
+  } catch (err) {
+    await Deno.remove(tmp).catch(() => {});
+    throw err;
+  }
+  await syncDir(parentDir(path));
+}
+
+/**
+ * Reads a whole file, or gives `null` if it does not exist (a node starting
+ * for the first time has no `meta.json` yet).
+ *
+ * @param path File path.
+ * @returns The file's bytes, or `null` when nothing exists at `path`.
+ * @throws {Deno.errors.IsADirectory} If `path` is a directory.
+ * @throws {Deno.errors.PermissionDenied} If the file cannot be read.
+ *
+ * @example Load optional state
+ * ```ts
+ * import { readFileIfExists } from "./atomic_file.ts";
+ * const dir = await Deno.makeTempDir();
+ * const meta = await readFileIfExists(`${dir}/meta.json`);
+ * console.assert(meta === null); // first start
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function readFileIfExists(
+  path: string,
+): Promise<Uint8Array | null> {
+  try {
+    return await Deno.readFile(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return null;
+    throw err;
+  }
+}

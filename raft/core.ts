@@ -1,0 +1,822 @@
+/**
+ * The pure Raft consensus core: a deterministic state machine with no I/O
+ * and no timers, modelled on etcd's raft library. The caller (a driver, or a
+ * simulation) feeds it `tick()`, `step(message)` and `propose(data)`, then
+ * takes a {@link Ready} batch of work, performs it in order (persist, send,
+ * apply) and calls `advance(ready)`.
+ *
+ * Implements leader election and log replication (Raft paper §5), the
+ * new-leader empty entry (§8), CheckQuorum with lease-based vote ignoring
+ * (Raft dissertation §4.2.3 and §6.2), and ReadIndex reads (dissertation
+ * §6.4).
+ *
+ * @module
+ */
+
+import { RaftLog } from "./log.ts";
+import { Progress } from "./progress.ts";
+import type {
+  AppendRequest,
+  AppendResponse,
+  Entry,
+  HardState,
+  Message,
+  NodeId,
+  ReadIndexRequest,
+  ReadIndexResponse,
+  Role,
+  VoteRequest,
+  VoteResponse,
+} from "./types.ts";
+
+/** Settings of one core. */
+export interface RaftCoreConfig {
+  /** This node's id; must be one of `voters`. */
+  id: NodeId;
+  /** Ids of every voting member, this node included. */
+  voters: readonly NodeId[];
+  /**
+   * Ticks without word from a leader before a follower stands for election;
+   * each election timeout is drawn from [electionTicks, 2 * electionTicks).
+   * Default 10.
+   */
+  electionTicks?: number;
+  /** Ticks between a leader's heartbeats; must be < electionTicks. Default 1. */
+  heartbeatTicks?: number;
+  /** Uniform random numbers in [0, 1) for election timeouts. Default Math.random. */
+  random?: () => number;
+  /** Persisted term, vote and commit index from a previous run. */
+  hardState?: HardState;
+  /** Persisted log from a previous run, contiguous from index 1. */
+  entries?: readonly Entry[];
+  /** Most entries in one append message. Default 64. */
+  maxEntriesPerAppend?: number;
+  /** Most unanswered appends per follower while pipelining. Default 64. */
+  maxInflightAppends?: number;
+  /**
+   * Leader steps down when it has not heard from a quorum within an election
+   * timeout, and nodes that heard from a leader within the minimum election
+   * timeout ignore vote requests. Default true.
+   */
+  checkQuorum?: boolean;
+}
+
+/** Volatile facts a driver reports (who leads, which role this node has). */
+export interface SoftState {
+  term: number;
+  role: Role;
+  leader: NodeId | null;
+}
+
+/** A read that may be served once the state machine has applied `index`. */
+export interface ReadState {
+  context: string;
+  index: number;
+}
+
+/**
+ * A batch of work the driver must perform, in this order: persist
+ * `hardState` and `entries` (fsync), send `messages`, apply
+ * `committedEntries`, serve `readStates`; then call `advance(ready)`.
+ */
+export interface Ready {
+  /** Changed term/vote/commit to persist, or null when unchanged. */
+  hardState: HardState | null;
+  /**
+   * Entries to persist. If the first index is <= the last persisted index,
+   * the persisted log from that index on is replaced (a conflict, §5.3).
+   */
+  entries: Entry[];
+  /** Messages to send once `hardState` and `entries` are durable. */
+  messages: Message[];
+  /** Committed entries to apply to the state machine, in log order. */
+  committedEntries: Entry[];
+  /** ReadIndex answers: serve each once `index` has been applied. */
+  readStates: ReadState[];
+  /** New term/role/leader, or null when unchanged since the last Ready. */
+  softState: SoftState | null;
+}
+
+/**
+ * Thrown by {@link RaftCore.propose} on a node that is not the leader.
+ * `leader` names the leader this node knows of, or is null during an
+ * election.
+ */
+export class NotLeaderError extends Error {
+  /** The current leader's id, if known. */
+  readonly leader: NodeId | null;
+
+  /** @param leader the leader's id, or null when unknown. */
+  constructor(leader: NodeId | null) {
+    super(
+      leader === null
+        ? "not the leader, and no leader is known yet (election in progress)"
+        : `not the leader; the leader is ${leader}`,
+    );
+    this.name = "NotLeaderError";
+    this.leader = leader;
+  }
+}
+
+interface PendingRead {
+  /** Heartbeat context of the round that confirms this read. */
+  round: string;
+  /** The requester's token. */
+  context: string;
+  index: number;
+  /** Node that asked: this node, or a follower that forwarded the read. */
+  requester: NodeId;
+  acks: Set<NodeId>;
+}
+
+/**
+ * One Raft node's consensus state. Deterministic: for the same config
+ * (including `random`) and the same calls it produces the same Readys.
+ *
+ * @example A single-node cluster elects itself and commits a proposal
+ * ```ts
+ * import { RaftCore } from "./core.ts";
+ * const core = new RaftCore({ id: "n1", voters: ["n1"] });
+ * core.campaign();
+ * core.propose("hello");
+ * const ready = core.ready();
+ * // persist ready.entries and ready.hardState, send ready.messages, then:
+ * console.log(ready.committedEntries.map((e) => e.data)); // ["", "hello"]
+ * core.advance(ready);
+ * ```
+ */
+export class RaftCore {
+  readonly id: NodeId;
+  readonly #voters: readonly NodeId[];
+  readonly #electionTicks: number;
+  readonly #heartbeatTicks: number;
+  readonly #random: () => number;
+  readonly #maxEntriesPerAppend: number;
+  readonly #maxInflight: number;
+  readonly #checkQuorum: boolean;
+
+  #term = 0;
+  #vote: NodeId | null = null;
+  #commit = 0;
+  #role: Role = "follower";
+  #leader: NodeId | null = null;
+  readonly #log: RaftLog;
+
+  #electionElapsed = 0;
+  #heartbeatElapsed = 0;
+  #randomizedElectionTimeout = 0;
+  #votes = new Map<NodeId, boolean>();
+  #progress = new Map<NodeId, Progress>();
+
+  #messages: Message[] = [];
+  #readStates: ReadState[] = [];
+  #pendingReads: PendingRead[] = [];
+  /** Reads received before this leader committed an entry of its term. */
+  #deferredReads: { context: string; requester: NodeId }[] = [];
+  #readSequence = 0;
+
+  /** Highest index handed to the driver for applying. */
+  #appliedCursor: number;
+  #persistedHardState: HardState;
+  #reportedSoftState: SoftState;
+  #outstanding: Ready | null = null;
+
+  /**
+   * @throws {RangeError} when `id` is not among `voters`, ticks are not
+   * positive integers with heartbeatTicks < electionTicks, or the persisted
+   * state is inconsistent (commit beyond the log).
+   */
+  constructor(config: RaftCoreConfig) {
+    this.id = config.id;
+    this.#voters = [...new Set(config.voters)];
+    if (!this.#voters.includes(this.id)) {
+      throw new RangeError(`node ${this.id} is not among voters`);
+    }
+    this.#electionTicks = config.electionTicks ?? 10;
+    this.#heartbeatTicks = config.heartbeatTicks ?? 1;
+    if (
+      !Number.isInteger(this.#electionTicks) ||
+      !Number.isInteger(this.#heartbeatTicks) || this.#heartbeatTicks < 1 ||
+      this.#heartbeatTicks >= this.#electionTicks
+    ) {
+      throw new RangeError(
+        "electionTicks and heartbeatTicks must be integers with 1 <= heartbeatTicks < electionTicks",
+      );
+    }
+    this.#random = config.random ?? Math.random;
+    this.#maxEntriesPerAppend = config.maxEntriesPerAppend ?? 64;
+    this.#maxInflight = config.maxInflightAppends ?? 64;
+    this.#checkQuorum = config.checkQuorum ?? true;
+    this.#log = new RaftLog(config.entries ?? []);
+    const hardState = config.hardState ?? { term: 0, vote: null, commit: 0 };
+    if (hardState.commit > this.#log.lastIndex) {
+      throw new RangeError(
+        `persisted commit index ${hardState.commit} is beyond the last log index ${this.#log.lastIndex}`,
+      );
+    }
+    this.#term = hardState.term;
+    this.#vote = hardState.vote;
+    this.#commit = hardState.commit;
+    this.#persistedHardState = { ...hardState };
+    this.#appliedCursor = 0;
+    this.#reportedSoftState = this.softState;
+    this.#becomeFollower(this.#term, null);
+  }
+
+  /** Current term. */
+  get term(): number {
+    return this.#term;
+  }
+  /** Current role. */
+  get role(): Role {
+    return this.#role;
+  }
+  /** Known leader of the current term, or null. */
+  get leader(): NodeId | null {
+    return this.#leader;
+  }
+  /** Highest index known to be committed. */
+  get commitIndex(): number {
+    return this.#commit;
+  }
+  /** Index of the last log entry. */
+  get lastIndex(): number {
+    return this.#log.lastIndex;
+  }
+  /** Ids of the voting members. */
+  get voters(): readonly NodeId[] {
+    return this.#voters;
+  }
+  /** Term, role and leader as a value. */
+  get softState(): SoftState {
+    return { term: this.#term, role: this.#role, leader: this.#leader };
+  }
+  /** Term, vote and commit index as a value. */
+  get hardState(): HardState {
+    return { term: this.#term, vote: this.#vote, commit: this.#commit };
+  }
+  /** The entry at `index`, if present (for tests and diagnostics). */
+  entryAt(index: number): Entry | undefined {
+    return this.#log.entryAt(index);
+  }
+
+  /** Advances logical time by one tick (the driver calls it every tickMs). */
+  tick(): void {
+    if (this.#role === "leader") {
+      this.#tickLeader();
+    } else {
+      this.#electionElapsed++;
+      if (this.#electionElapsed >= this.#randomizedElectionTimeout) {
+        this.campaign();
+      }
+    }
+  }
+
+  /**
+   * Starts an election now (Raft paper §5.2): a new term, a vote for itself,
+   * vote requests to every other voter. A leader ignores it.
+   */
+  campaign(): void {
+    if (this.#role === "leader") return;
+    this.#becomeCandidate();
+    if (this.#countVotes(true) >= this.#quorum) {
+      this.#becomeLeader();
+      return;
+    }
+    for (const peer of this.#peers()) {
+      this.#send<VoteRequest>({
+        type: "vote",
+        from: this.id,
+        to: peer,
+        term: this.#term,
+        lastLogIndex: this.#log.lastIndex,
+        lastLogTerm: this.#log.lastTerm,
+      });
+    }
+  }
+
+  /**
+   * Appends `data` to the leader's log and starts replicating it.
+   *
+   * @returns the new entry's index and term; it is committed when it shows
+   * up in a Ready's `committedEntries` with that same term.
+   * @throws {NotLeaderError} when this node is not the leader.
+   */
+  propose(data: string): { index: number; term: number } {
+    if (this.#role !== "leader") throw new NotLeaderError(this.#leader);
+    const entry = this.#log.appendNew(this.#term, data);
+    this.#maybeCommit();
+    this.#broadcastAppend();
+    return { index: entry.index, term: entry.term };
+  }
+
+  /**
+   * Asks for a linearizable read (ReadIndex, Raft dissertation §6.4). A
+   * {@link ReadState} with the same `context` appears in a later Ready once
+   * the leader has confirmed it still leads; the read may then be served
+   * from the state machine as soon as it has applied `index`. When no leader
+   * is known the request is dropped: the caller retries after a timeout.
+   *
+   * @param context a token unique among this node's outstanding reads.
+   */
+  readIndex(context: string): void {
+    if (this.#role === "leader") {
+      this.#leaderRead(context, this.id);
+    } else if (this.#leader !== null) {
+      this.#send<ReadIndexRequest>({
+        type: "readIndex",
+        from: this.id,
+        to: this.#leader,
+        term: this.#term,
+        context,
+      });
+    }
+  }
+
+  /**
+   * Feeds a message from another node (Raft paper §5.1: a higher term makes
+   * any node a follower; a lower term is stale).
+   */
+  step(message: Message): void {
+    if (message.to !== this.id || !this.#voters.includes(message.from)) return;
+    if (message.term > this.#term) {
+      if (message.type === "vote" && this.#inLease()) {
+        // A leader is alive as far as this node knows: a candidate that
+        // cannot hear it must not depose it (dissertation §4.2.3).
+        return;
+      }
+      const leader = message.type === "append" ? message.from : null;
+      this.#becomeFollower(message.term, leader);
+    } else if (message.term < this.#term) {
+      this.#answerStale(message);
+      return;
+    }
+    switch (message.type) {
+      case "vote":
+        return this.#onVote(message);
+      case "voteResponse":
+        return this.#onVoteResponse(message);
+      case "append":
+        return this.#onAppend(message);
+      case "appendResponse":
+        return this.#onAppendResponse(message);
+      case "readIndex":
+        return this.#onReadIndex(message);
+      case "readIndexResponse":
+        return this.#onReadIndexResponse(message);
+    }
+  }
+
+  /** Whether {@link ready} has any work. */
+  hasReady(): boolean {
+    return this.#messages.length > 0 ||
+      this.#readStates.length > 0 ||
+      this.#log.unstableEntries().length > 0 ||
+      this.#commit > this.#appliedCursor ||
+      !sameHardState(this.hardState, this.#persistedHardState) ||
+      !sameSoftState(this.softState, this.#reportedSoftState);
+  }
+
+  /**
+   * Takes the pending work. Call {@link advance} with it before the next
+   * `ready()`.
+   *
+   * @throws {Error} when the previous Ready was not advanced.
+   */
+  ready(): Ready {
+    if (this.#outstanding !== null) {
+      throw new Error("advance() the previous Ready before taking another");
+    }
+    const hardState = this.hardState;
+    const softState = this.softState;
+    const ready: Ready = {
+      hardState: sameHardState(hardState, this.#persistedHardState)
+        ? null
+        : hardState,
+      entries: this.#log.unstableEntries(),
+      messages: this.#messages,
+      committedEntries: this.#log.slice(this.#appliedCursor + 1, this.#commit),
+      readStates: this.#readStates,
+      softState: sameSoftState(softState, this.#reportedSoftState)
+        ? null
+        : softState,
+    };
+    this.#messages = [];
+    this.#readStates = [];
+    this.#reportedSoftState = softState;
+    this.#outstanding = ready;
+    return ready;
+  }
+
+  /**
+   * Acknowledges that `ready` was fully handled: its entries and hard state
+   * are durable and its committed entries applied.
+   *
+   * @throws {Error} when `ready` is not the outstanding Ready.
+   */
+  advance(ready: Ready): void {
+    if (ready !== this.#outstanding) {
+      throw new Error("advance() takes the Ready last returned by ready()");
+    }
+    this.#outstanding = null;
+    const last = ready.entries.at(-1);
+    if (last !== undefined) this.#log.stableTo(last.index, last.term);
+    if (ready.hardState !== null) this.#persistedHardState = ready.hardState;
+    const applied = ready.committedEntries.at(-1);
+    if (applied !== undefined) this.#appliedCursor = applied.index;
+  }
+
+  // --- roles -------------------------------------------------------------
+
+  get #quorum(): number {
+    return Math.floor(this.#voters.length / 2) + 1;
+  }
+
+  #peers(): NodeId[] {
+    return this.#voters.filter((id) => id !== this.id);
+  }
+
+  #resetTimers(): void {
+    this.#electionElapsed = 0;
+    this.#heartbeatElapsed = 0;
+    this.#randomizedElectionTimeout = this.#electionTicks +
+      Math.floor(this.#random() * this.#electionTicks);
+  }
+
+  #becomeFollower(term: number, leader: NodeId | null): void {
+    if (term !== this.#term) {
+      this.#term = term;
+      this.#vote = null;
+    }
+    this.#role = "follower";
+    this.#leader = leader;
+    this.#resetTimers();
+    this.#progress.clear();
+    this.#dropReads();
+  }
+
+  #becomeCandidate(): void {
+    this.#term++;
+    this.#vote = this.id;
+    this.#role = "candidate";
+    this.#leader = null;
+    this.#resetTimers();
+    this.#votes = new Map([[this.id, true]]);
+    this.#dropReads();
+  }
+
+  #becomeLeader(): void {
+    this.#role = "leader";
+    this.#leader = this.id;
+    this.#resetTimers();
+    this.#progress.clear();
+    for (const peer of this.#peers()) {
+      this.#progress.set(
+        peer,
+        new Progress(this.#log.lastIndex + 1, this.#maxInflight),
+      );
+    }
+    // An empty entry of the new term lets the leader commit everything
+    // before it (Raft paper §5.4.2, §8).
+    this.#log.appendNew(this.#term, "");
+    this.#maybeCommit();
+    this.#broadcastAppend();
+  }
+
+  #inLease(): boolean {
+    return this.#checkQuorum && this.#leader !== null &&
+      this.#electionElapsed < this.#electionTicks;
+  }
+
+  #tickLeader(): void {
+    this.#heartbeatElapsed++;
+    this.#electionElapsed++;
+    if (this.#electionElapsed >= this.#electionTicks) {
+      this.#electionElapsed = 0;
+      if (this.#checkQuorum && !this.#quorumActive()) {
+        this.#becomeFollower(this.#term, null);
+        return;
+      }
+    }
+    if (this.#heartbeatElapsed >= this.#heartbeatTicks) {
+      this.#heartbeatElapsed = 0;
+      this.#broadcastHeartbeat(this.#pendingReads.at(-1)?.round);
+      for (const progress of this.#progress.values()) progress.onHeartbeat();
+      this.#broadcastAppend();
+      this.#probeTails();
+    }
+  }
+
+  /**
+   * While pipelining, a lost append is only noticed when a later one is
+   * refused, and a full window sends no later one: so once per heartbeat
+   * interval, ask each follower with unacknowledged appends whether it holds
+   * the last entry sent (an empty append at `next - 1`). It answers a
+   * success, which frees the window, or a rejection, which resends from
+   * `match + 1`.
+   */
+  #probeTails(): void {
+    for (const [peer, progress] of this.#progress) {
+      if (
+        progress.state !== "replicate" || progress.next - 1 <= progress.match
+      ) {
+        continue;
+      }
+      const prevLogIndex = progress.next - 1;
+      this.#send<AppendRequest>({
+        type: "append",
+        from: this.id,
+        to: peer,
+        term: this.#term,
+        prevLogIndex,
+        prevLogTerm: this.#log.termAt(prevLogIndex),
+        entries: [],
+        commit: this.#commit,
+      });
+    }
+  }
+
+  /** CheckQuorum: did a quorum (counting this node) answer lately? */
+  #quorumActive(): boolean {
+    let active = 1;
+    for (const progress of this.#progress.values()) {
+      if (progress.recentActive) active++;
+      progress.recentActive = false;
+    }
+    return active >= this.#quorum;
+  }
+
+  // --- elections ---------------------------------------------------------
+
+  #onVote(message: VoteRequest): void {
+    const canVote = this.#vote === null || this.#vote === message.from;
+    const granted = canVote &&
+      this.#log.isUpToDate(message.lastLogIndex, message.lastLogTerm);
+    if (granted) {
+      this.#vote = message.from;
+      this.#electionElapsed = 0;
+    }
+    this.#send<VoteResponse>({
+      type: "voteResponse",
+      from: this.id,
+      to: message.from,
+      term: this.#term,
+      granted,
+    });
+  }
+
+  #onVoteResponse(message: VoteResponse): void {
+    if (this.#role !== "candidate") return;
+    if (!this.#votes.has(message.from)) {
+      this.#votes.set(message.from, message.granted);
+    }
+    if (this.#countVotes(true) >= this.#quorum) {
+      this.#becomeLeader();
+    } else if (this.#countVotes(false) >= this.#quorum) {
+      this.#becomeFollower(this.#term, null);
+    }
+  }
+
+  #countVotes(granted: boolean): number {
+    let count = 0;
+    for (const value of this.#votes.values()) if (value === granted) count++;
+    return count;
+  }
+
+  // --- replication -------------------------------------------------------
+
+  /** Sends entries to every follower that is not paused. */
+  #broadcastAppend(): void {
+    for (const peer of this.#progress.keys()) this.#sendAppend(peer);
+  }
+
+  #sendAppend(peer: NodeId): void {
+    const progress = this.#progress.get(peer)!;
+    if (progress.paused) return;
+    const prevLogIndex = progress.next - 1;
+    const entries = this.#log.slice(
+      progress.next,
+      this.#log.lastIndex,
+      this.#maxEntriesPerAppend,
+    );
+    if (entries.length === 0 && progress.state === "replicate") return;
+    this.#send<AppendRequest>({
+      type: "append",
+      from: this.id,
+      to: peer,
+      term: this.#term,
+      prevLogIndex,
+      prevLogTerm: this.#log.termAt(prevLogIndex),
+      entries,
+      commit: this.#commit,
+    });
+    progress.onSent(prevLogIndex + entries.length, entries.length);
+  }
+
+  /**
+   * Heartbeats anchored at each follower's match index: they always pass
+   * the consistency check, carry the commit index (the follower caps it at
+   * the match index) and, during a ReadIndex round, its context.
+   */
+  #broadcastHeartbeat(context?: string): void {
+    for (const [peer, progress] of this.#progress) {
+      const message: AppendRequest = {
+        type: "append",
+        from: this.id,
+        to: peer,
+        term: this.#term,
+        prevLogIndex: progress.match,
+        prevLogTerm: this.#log.termAt(progress.match),
+        entries: [],
+        commit: this.#commit,
+      };
+      if (context !== undefined) message.context = context;
+      this.#send(message);
+    }
+  }
+
+  #onAppend(message: AppendRequest): void {
+    if (this.#role !== "follower") {
+      this.#becomeFollower(this.#term, message.from);
+    }
+    this.#leader = message.from;
+    this.#electionElapsed = 0;
+    const reply = (success: boolean, index: number, rejectHint = 0) => {
+      const response: AppendResponse = {
+        type: "appendResponse",
+        from: this.id,
+        to: message.from,
+        term: this.#term,
+        success,
+        index,
+        rejectHint,
+      };
+      if (message.context !== undefined) response.context = message.context;
+      this.#send(response);
+    };
+    if (message.prevLogIndex < this.#commit) {
+      // A delayed message: everything up to our commit index agrees with
+      // any current leader's log.
+      return reply(true, this.#commit);
+    }
+    if (this.#log.termAt(message.prevLogIndex) !== message.prevLogTerm) {
+      let hint = Math.min(message.prevLogIndex - 1, this.#log.lastIndex);
+      while (hint > 0 && this.#log.termAt(hint) > message.prevLogTerm) hint--;
+      return reply(false, message.prevLogIndex, Math.max(hint, 0));
+    }
+    this.#log.merge(message.entries, this.#commit);
+    const lastNew = message.prevLogIndex + message.entries.length;
+    const commit = Math.min(message.commit, lastNew);
+    if (commit > this.#commit) this.#commit = commit;
+    reply(true, lastNew);
+  }
+
+  #onAppendResponse(message: AppendResponse): void {
+    if (this.#role !== "leader") return;
+    const progress = this.#progress.get(message.from);
+    if (progress === undefined) return;
+    progress.recentActive = true;
+    if (message.success) {
+      if (progress.onSuccess(message.index) && this.#maybeCommit()) {
+        this.#broadcastHeartbeat();
+      }
+      if (message.context !== undefined) {
+        this.#ackRead(message.context, message.from);
+      }
+      this.#sendAppend(message.from);
+    } else if (progress.onReject(message.index, message.rejectHint)) {
+      this.#sendAppend(message.from);
+    }
+  }
+
+  /**
+   * Advances the commit index to the highest index stored on a quorum, if
+   * that entry is of the current term (Raft paper §5.4.2).
+   * @returns whether it advanced.
+   */
+  #maybeCommit(): boolean {
+    const matches = [this.#log.lastIndex];
+    for (const progress of this.#progress.values()) {
+      matches.push(progress.match);
+    }
+    matches.sort((a, b) => b - a);
+    const quorumIndex = matches[this.#quorum - 1];
+    if (
+      quorumIndex > this.#commit &&
+      this.#log.termAt(quorumIndex) === this.#term
+    ) {
+      this.#commit = quorumIndex;
+      this.#releaseDeferredReads();
+      return true;
+    }
+    return false;
+  }
+
+  /** Answers a message from an older term so its sender learns the new term. */
+  #answerStale(message: Message): void {
+    if (message.type === "append") {
+      this.#send<AppendResponse>({
+        type: "appendResponse",
+        from: this.id,
+        to: message.from,
+        term: this.#term,
+        success: false,
+        index: message.prevLogIndex,
+        rejectHint: 0,
+      });
+    } else if (message.type === "vote") {
+      this.#send<VoteResponse>({
+        type: "voteResponse",
+        from: this.id,
+        to: message.from,
+        term: this.#term,
+        granted: false,
+      });
+    }
+  }
+
+  // --- ReadIndex ---------------------------------------------------------
+
+  #leaderRead(context: string, requester: NodeId): void {
+    if (this.#log.termAt(this.#commit) !== this.#term) {
+      // Until an entry of this term commits, the leader's commit index may
+      // lag what earlier leaders committed (dissertation §6.4 step 1).
+      this.#deferredReads.push({ context, requester });
+      return;
+    }
+    if (this.#voters.length === 1) {
+      this.#answerRead(context, requester, this.#commit);
+      return;
+    }
+    const round = `${this.#term}:${++this.#readSequence}`;
+    this.#pendingReads.push({
+      round,
+      context,
+      index: this.#commit,
+      requester,
+      acks: new Set([this.id]),
+    });
+    this.#broadcastHeartbeat(round);
+  }
+
+  #ackRead(round: string, from: NodeId): void {
+    const position = this.#pendingReads.findIndex((r) => r.round === round);
+    if (position === -1) return;
+    const read = this.#pendingReads[position];
+    read.acks.add(from);
+    if (read.acks.size < this.#quorum) return;
+    // A quorum confirmed leadership after this read arrived, and so after
+    // every earlier one too.
+    for (const done of this.#pendingReads.splice(0, position + 1)) {
+      this.#answerRead(done.context, done.requester, done.index);
+    }
+  }
+
+  #answerRead(context: string, requester: NodeId, index: number): void {
+    if (requester === this.id) {
+      this.#readStates.push({ context, index });
+    } else {
+      this.#send<ReadIndexResponse>({
+        type: "readIndexResponse",
+        from: this.id,
+        to: requester,
+        term: this.#term,
+        context,
+        index,
+      });
+    }
+  }
+
+  #releaseDeferredReads(): void {
+    const deferred = this.#deferredReads;
+    this.#deferredReads = [];
+    for (const read of deferred) this.#leaderRead(read.context, read.requester);
+  }
+
+  #onReadIndex(message: ReadIndexRequest): void {
+    if (this.#role === "leader") {
+      this.#leaderRead(message.context, message.from);
+    }
+  }
+
+  #onReadIndexResponse(message: ReadIndexResponse): void {
+    this.#readStates.push({ context: message.context, index: message.index });
+  }
+
+  #dropReads(): void {
+    this.#pendingReads = [];
+    this.#deferredReads = [];
+  }
+
+  #send<M extends Message>(message: M): void {
+    this.#messages.push(message);
+  }
+}
+
+function sameHardState(a: HardState, b: HardState): boolean {
+  return a.term === b.term && a.vote === b.vote && a.commit === b.commit;
+}
+
+function sameSoftState(a: SoftState, b: SoftState): boolean {
+  return a.term === b.term && a.role === b.role && a.leader === b.leader;
+}

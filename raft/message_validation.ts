@@ -1,0 +1,128 @@
+/**
+ * Checks Raft messages received from the network before they reach the
+ * core, so a faulty or hostile peer cannot corrupt a node's state.
+ *
+ * @module
+ */
+
+import type { Entry, Message } from "./types.ts";
+
+const TYPES = new Set([
+  "vote",
+  "voteResponse",
+  "append",
+  "appendResponse",
+  "readIndex",
+  "readIndexResponse",
+]);
+
+/**
+ * Returns `value` as a {@link Message} after checking every field the core
+ * reads.
+ *
+ * @throws {TypeError} naming the first field that is missing or of the wrong
+ * type.
+ *
+ * @example
+ * ```ts
+ * import { parseMessage } from "./message_validation.ts";
+ * const message = parseMessage({
+ *   type: "voteResponse", from: "n2", to: "n1", term: 3, granted: true,
+ * });
+ * console.log(message.type); // voteResponse
+ * ```
+ */
+export function parseMessage(value: unknown): Message {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new TypeError("a Raft message must be an object");
+  }
+  const m = value as Record<string, unknown>;
+  if (typeof m.type !== "string" || !TYPES.has(m.type)) {
+    throw new TypeError(`unknown Raft message type ${JSON.stringify(m.type)}`);
+  }
+  requireString(m, "from");
+  requireString(m, "to");
+  requireCount(m, "term");
+  switch (m.type) {
+    case "vote":
+      requireCount(m, "lastLogIndex");
+      requireCount(m, "lastLogTerm");
+      break;
+    case "voteResponse":
+      requireBoolean(m, "granted");
+      break;
+    case "append":
+      requireCount(m, "prevLogIndex");
+      requireCount(m, "prevLogTerm");
+      requireCount(m, "commit");
+      optionalString(m, "context");
+      requireEntries(m.entries, m.prevLogIndex as number, m.term as number);
+      break;
+    case "appendResponse":
+      requireBoolean(m, "success");
+      requireCount(m, "index");
+      requireCount(m, "rejectHint");
+      optionalString(m, "context");
+      break;
+    case "readIndex":
+      requireString(m, "context");
+      break;
+    case "readIndexResponse":
+      requireString(m, "context");
+      requireCount(m, "index");
+      break;
+  }
+  return m as unknown as Message;
+}
+
+function requireString(m: Record<string, unknown>, field: string): void {
+  if (typeof m[field] !== "string") {
+    throw new TypeError(`Raft message field "${field}" must be a string`);
+  }
+}
+
+function optionalString(m: Record<string, unknown>, field: string): void {
+  if (field in m && m[field] !== undefined) requireString(m, field);
+}
+
+function requireBoolean(m: Record<string, unknown>, field: string): void {
+  if (typeof m[field] !== "boolean") {
+    throw new TypeError(`Raft message field "${field}" must be a boolean`);
+  }
+}
+
+function requireCount(m: Record<string, unknown>, field: string): void {
+  const v = m[field];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new TypeError(
+      `Raft message field "${field}" must be a non-negative integer`,
+    );
+  }
+}
+
+function requireEntries(
+  value: unknown,
+  prevLogIndex: number,
+  term: number,
+): void {
+  if (!Array.isArray(value)) {
+    throw new TypeError('Raft message field "entries" must be an array');
+  }
+  let previousTerm = 1;
+  value.forEach((entry: Partial<Entry>, i) => {
+    if (
+      typeof entry !== "object" || entry === null ||
+      entry.index !== prevLogIndex + 1 + i ||
+      typeof entry.term !== "number" || !Number.isSafeInteger(entry.term) ||
+      entry.term < previousTerm || entry.term > term ||
+      typeof entry.data !== "string"
+    ) {
+      throw new TypeError(
+        `Raft message entry ${i} must be { index: ${
+          prevLogIndex + 1 + i
+        }, term: ${previousTerm}..${term}, data: string }`,
+      );
+    }
+    previousTerm = entry.term;
+  });
+}

@@ -1,0 +1,427 @@
+/**
+ * The Raft driver: runs a {@link RaftCore} with real time, durable storage
+ * and a network. It ticks the core on a timer, persists each Ready to the
+ * write-ahead log with fsync before sending the messages that depend on it,
+ * applies committed entries to the caller's state machine, and resolves
+ * proposals and linearizable reads.
+ *
+ * @module
+ */
+
+import type { Methods } from "../rpc/dispatcher.ts";
+import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import type { Dialer } from "../rpc/transport.ts";
+import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
+import {
+  NotLeaderError,
+  RaftCore,
+  type Ready,
+  type SoftState,
+} from "./core.ts";
+import { parseMessage } from "./message_validation.ts";
+import { PeerTransport, STEP_METHOD } from "./peer_transport.ts";
+import type { Entry, Message, NodeId } from "./types.ts";
+import { Wal } from "./wal.ts";
+
+/** Settings of a {@link RaftNode}. */
+export interface RaftNodeOptions<R> {
+  /** This node's id; a key of `peers`. */
+  id: NodeId;
+  /** Every voter's id → its `tcp://host:port` URL, this node included. */
+  peers: Readonly<Record<NodeId, string>>;
+  /** Folder for the write-ahead log and `meta.json`; created if missing. */
+  dataDir: string;
+  /**
+   * Applies one committed entry to the state machine and returns the result
+   * the proposer receives. Called in log order, exactly once per entry per
+   * process lifetime (after a restart the log is applied again from index
+   * 1). Entries whose `data` is "" are the leaders' empty entries.
+   */
+  apply(entry: Entry): R;
+  /** Milliseconds per tick. Default 100. */
+  tickMs?: number;
+  /** Election timeout in ticks (randomized up to twice this). Default 10. */
+  electionTicks?: number;
+  /** Heartbeat interval in ticks. Default 1. */
+  heartbeatTicks?: number;
+  /** Opens peer connections; default Deno TCP. */
+  dialer?: Dialer;
+  /** Called when the term, role or leader changes. */
+  onSoftState?(state: SoftState): void;
+  /**
+   * Called when storage fails; the node has stopped itself, since it can no
+   * longer promise durability. Default: log to stderr.
+   */
+  onFatal?(error: unknown): void;
+}
+
+/** A snapshot of a node's consensus state, for status endpoints. */
+export interface RaftStatus {
+  id: NodeId;
+  term: number;
+  role: SoftState["role"];
+  leader: NodeId | null;
+  /** URL of the leader, if one is known. */
+  leaderUrl: string | null;
+  commitIndex: number;
+  appliedIndex: number;
+  lastIndex: number;
+}
+
+/** Thrown when a proposal or read cannot complete; the caller may retry. */
+export class RaftUnavailableError extends Error {
+  /** @param message what failed and what to do. */
+  constructor(message: string) {
+    super(message);
+    this.name = "RaftUnavailableError";
+  }
+}
+
+interface PendingProposal<R> {
+  term: number;
+  resolve(result: R): void;
+  reject(error: Error): void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+interface PendingRead {
+  index: number | null;
+  resolve(): void;
+  reject(error: Error): void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/**
+ * A running Raft node. Mount {@link RaftNode.methods} on the node's RPC
+ * server so peers can reach it.
+ *
+ * @example
+ * ```ts ignore
+ * import { serve } from "../rpc/serve.ts";
+ * import { RaftNode } from "./node.ts";
+ * const node = await RaftNode.start({
+ *   id: "n1",
+ *   peers: { n1: "tcp://127.0.0.1:7001" },
+ *   dataDir: "./data/n1",
+ *   apply: (entry) => entry.data.length,
+ * });
+ * const server = serve({ port: 7001, methods: node.methods });
+ * console.log(await node.propose("hello")); // 5, once committed
+ * await node.stop();
+ * await server.close();
+ * ```
+ */
+export class RaftNode<R = unknown> {
+  readonly #options: RaftNodeOptions<R>;
+  readonly #core: RaftCore;
+  readonly #wal: Wal;
+  readonly #transport: PeerTransport;
+  readonly #ticker: ReturnType<typeof setInterval>;
+  readonly #proposals = new Map<number, PendingProposal<R>>();
+  readonly #reads = new Map<string, PendingRead>();
+  #readSequence = 0;
+  #applied = 0;
+  #draining = false;
+  #again = false;
+  #stopped = false;
+  #softState: SoftState;
+
+  private constructor(options: RaftNodeOptions<R>, core: RaftCore, wal: Wal) {
+    this.#options = options;
+    this.#core = core;
+    this.#wal = wal;
+    this.#softState = core.softState;
+    const peers = { ...options.peers };
+    delete peers[options.id];
+    this.#transport = new PeerTransport({ peers, dialer: options.dialer });
+    this.#ticker = setInterval(() => {
+      this.#core.tick();
+      this.#schedule();
+    }, options.tickMs ?? 100);
+    this.#schedule();
+  }
+
+  /**
+   * Opens (or creates) the data folder, reloads the persisted term, vote
+   * and log, and starts ticking.
+   *
+   * @throws {Error} when `id` is not in `peers`, when the folder belongs to
+   * another node id, or when the log is corrupt (see `WalCorruptError`).
+   */
+  static async start<R>(options: RaftNodeOptions<R>): Promise<RaftNode<R>> {
+    if (!(options.id in options.peers)) {
+      throw new Error(
+        `node id "${options.id}" is not among the peers (${
+          Object.keys(options.peers).join(", ")
+        }); list every voter, this node included`,
+      );
+    }
+    await checkMeta(options.dataDir, options.id);
+    const { wal, hardState, entries } = await Wal.open(options.dataDir);
+    const core = new RaftCore({
+      id: options.id,
+      voters: Object.keys(options.peers),
+      electionTicks: options.electionTicks,
+      heartbeatTicks: options.heartbeatTicks,
+      hardState,
+      entries,
+    });
+    return new RaftNode(options, core, wal);
+  }
+
+  /** JSON-RPC methods peers call: `raft.step`. */
+  get methods(): Methods {
+    return {
+      [STEP_METHOD]: (messages: unknown) => {
+        if (!Array.isArray(messages)) {
+          throw new RpcError(
+            INVALID_PARAMS,
+            `Invalid params: ${STEP_METHOD} takes [messages]`,
+          );
+        }
+        let parsed: Message[];
+        try {
+          parsed = messages.map(parseMessage);
+        } catch (error) {
+          throw new RpcError(
+            INVALID_PARAMS,
+            `Invalid params: ${(error as Error).message}`,
+          );
+        }
+        this.step(parsed);
+      },
+    };
+  }
+
+  /** Delivers messages from peers to the core. */
+  step(messages: readonly Message[]): void {
+    if (this.#stopped) return;
+    for (const message of messages) this.#core.step(message);
+    this.#schedule();
+  }
+
+  /** Current term, role, leader and indexes. */
+  get status(): RaftStatus {
+    const soft = this.#core.softState;
+    return {
+      id: this.#options.id,
+      term: soft.term,
+      role: soft.role,
+      leader: soft.leader,
+      leaderUrl: soft.leader === null
+        ? null
+        : this.#options.peers[soft.leader] ?? null,
+      commitIndex: this.#core.commitIndex,
+      appliedIndex: this.#applied,
+      lastIndex: this.#core.lastIndex,
+    };
+  }
+
+  /**
+   * Replicates `data` and resolves with the state machine's result once the
+   * entry is committed and applied on this node.
+   *
+   * @param options.timeoutMs give up after this long (default 5000 ms); the
+   * entry may still commit later.
+   * @throws {NotLeaderError} (rejects at once) when this node is not the
+   * leader.
+   * @throws {RaftUnavailableError} when leadership was lost before the entry
+   * committed, the timeout passed, or the node stopped.
+   */
+  propose(data: string, options: { timeoutMs?: number } = {}): Promise<R> {
+    if (this.#stopped) {
+      return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
+    }
+    let index: number, term: number;
+    try {
+      ({ index, term } = this.#core.propose(data));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#schedule();
+    const timeoutMs = options.timeoutMs ?? 5000;
+    return new Promise<R>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#proposals.delete(index);
+        reject(
+          new RaftUnavailableError(
+            `proposal at index ${index} not committed within ${timeoutMs} ms; it may still commit, retry if the write is idempotent`,
+          ),
+        );
+      }, timeoutMs);
+      this.#proposals.set(index, { term, resolve, reject, timer });
+    });
+  }
+
+  /**
+   * Waits until this node's state machine reflects every write committed
+   * before the call (a linearizable read barrier: ReadIndex, Raft
+   * dissertation §6.4).
+   *
+   * @param options.timeoutMs give up after this long (default 3000 ms).
+   * @throws {NotLeaderError} at once when no leader is known.
+   * @throws {RaftUnavailableError} when the leader did not confirm in time.
+   */
+  readBarrier(options: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.#stopped) {
+      return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
+    }
+    if (this.#core.leader === null) {
+      return Promise.reject(new NotLeaderError(null));
+    }
+    const context = `${this.#options.id}:${++this.#readSequence}`;
+    const timeoutMs = options.timeoutMs ?? 3000;
+    const promise = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#reads.delete(context);
+        reject(
+          new RaftUnavailableError(
+            `the leader did not confirm a read within ${timeoutMs} ms; retry`,
+          ),
+        );
+      }, timeoutMs);
+      this.#reads.set(context, { index: null, resolve, reject, timer });
+    });
+    this.#core.readIndex(context);
+    this.#schedule();
+    return promise;
+  }
+
+  /**
+   * Stops ticking, closes peer connections and the log, and rejects pending
+   * proposals and reads. Safe to call twice.
+   */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    clearInterval(this.#ticker);
+    this.#transport.close();
+    const error = new RaftUnavailableError("the Raft node stopped");
+    for (const proposal of this.#proposals.values()) {
+      clearTimeout(proposal.timer);
+      proposal.reject(error);
+    }
+    this.#proposals.clear();
+    for (const read of this.#reads.values()) {
+      clearTimeout(read.timer);
+      read.reject(error);
+    }
+    this.#reads.clear();
+    while (this.#draining) await new Promise((r) => setTimeout(r, 1));
+    await this.#wal.close();
+  }
+
+  #schedule(): void {
+    if (this.#draining) {
+      this.#again = true;
+      return;
+    }
+    this.#draining = true;
+    queueMicrotask(() => this.#drain());
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      do {
+        this.#again = false;
+        while (!this.#stopped && this.#core.hasReady()) {
+          await this.#handle(this.#core.ready());
+        }
+      } while (this.#again && !this.#stopped);
+    } catch (error) {
+      this.#draining = false;
+      this.#fail(error);
+      return;
+    }
+    this.#draining = false;
+  }
+
+  /** Persist → send → apply → serve reads → advance (the Ready contract). */
+  async #handle(ready: Ready): Promise<void> {
+    if (ready.hardState !== null || ready.entries.length > 0) {
+      await this.#wal.append({
+        hardState: ready.hardState ?? undefined,
+        entries: ready.entries,
+      });
+    }
+    if (this.#stopped) return;
+    this.#transport.send(ready.messages);
+    for (const entry of ready.committedEntries) this.#apply(entry);
+    for (const state of ready.readStates) {
+      const read = this.#reads.get(state.context);
+      if (read !== undefined) read.index = state.index;
+    }
+    this.#serveReads();
+    if (ready.softState !== null) this.#onSoftState(ready.softState);
+    this.#core.advance(ready);
+  }
+
+  #apply(entry: Entry): void {
+    const result = this.#options.apply(entry);
+    this.#applied = entry.index;
+    const proposal = this.#proposals.get(entry.index);
+    if (proposal === undefined) return;
+    this.#proposals.delete(entry.index);
+    clearTimeout(proposal.timer);
+    if (proposal.term === entry.term) {
+      proposal.resolve(result);
+    } else {
+      proposal.reject(
+        new RaftUnavailableError(
+          `proposal at index ${entry.index} was replaced by a new leader's entry; retry`,
+        ),
+      );
+    }
+  }
+
+  #serveReads(): void {
+    for (const [context, read] of this.#reads) {
+      if (read.index !== null && read.index <= this.#applied) {
+        this.#reads.delete(context);
+        clearTimeout(read.timer);
+        read.resolve();
+      }
+    }
+  }
+
+  #onSoftState(state: SoftState): void {
+    const previous = this.#softState;
+    this.#softState = state;
+    if (previous.leader !== state.leader && state.leader === null) {
+      // Reads waiting for the old leader's confirmation will never get it.
+      for (const [context, read] of this.#reads) {
+        if (read.index === null) {
+          this.#reads.delete(context);
+          clearTimeout(read.timer);
+          read.reject(new NotLeaderError(null));
+        }
+      }
+    }
+    this.#options.onSoftState?.(state);
+  }
+
+  #fail(error: unknown): void {
+    const onFatal = this.#options.onFatal ??
+      ((e: unknown) => console.error("raft: storage failed, node stopped:", e));
+    this.stop().catch(() => {}).finally(() => onFatal(error));
+  }
+}
+
+async function checkMeta(dataDir: string, id: NodeId): Promise<void> {
+  const path = `${dataDir}/meta.json`;
+  const bytes = await readFileIfExists(path);
+  if (bytes !== null) {
+    const meta = JSON.parse(new TextDecoder().decode(bytes)) as { id?: string };
+    if (meta.id !== id) {
+      throw new Error(
+        `data folder ${dataDir} belongs to node "${meta.id}", not "${id}"; pass that node's --id or another --data folder`,
+      );
+    }
+    return;
+  }
+  await Deno.mkdir(dataDir, { recursive: true });
+  await writeFileAtomic(
+    path,
+    new TextEncoder().encode(JSON.stringify({ id }) + "\n"),
+  );
+}

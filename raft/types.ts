@@ -1,0 +1,132 @@
+/**
+ * Data shapes shared by the Raft core, its storage and its driver
+ * (Ongaro & Ousterhout, "In Search of an Understandable Consensus
+ * Algorithm", 2014, Figure 2).
+ *
+ * @module
+ */
+
+/** A node's id, unique within its cluster (e.g. `"n1"`). */
+export type NodeId = string;
+
+/** One log entry. Indexes start at 1; index 0 is the empty log's sentinel. */
+export interface Entry {
+  /** Position in the log, >= 1. */
+  index: number;
+  /** Term of the leader that created the entry. */
+  term: number;
+  /**
+   * Opaque payload for the state machine. The empty string marks the entry a
+   * new leader appends at the start of its term (Raft paper §8); state
+   * machines skip it.
+   */
+  data: string;
+}
+
+/**
+ * The state a node must persist before it answers any message
+ * (Raft paper Figure 2, "Persistent state on all servers").
+ */
+export interface HardState {
+  /** Latest term this node has seen, >= 0. */
+  term: number;
+  /** Candidate this node voted for in `term`, or null. */
+  vote: NodeId | null;
+  /** Highest log index known to be committed (kept so a restart can apply at once). */
+  commit: number;
+}
+
+/** A RequestVote RPC (Raft paper §5.2, §5.4.1). */
+export interface VoteRequest {
+  type: "vote";
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  lastLogIndex: number;
+  lastLogTerm: number;
+}
+
+/** A RequestVote reply. */
+export interface VoteResponse {
+  type: "voteResponse";
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  granted: boolean;
+}
+
+/**
+ * An AppendEntries RPC (Raft paper §5.3); with no entries it is a heartbeat.
+ */
+export interface AppendRequest {
+  type: "append";
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  prevLogIndex: number;
+  prevLogTerm: number;
+  entries: Entry[];
+  /** Leader's commit index. */
+  commit: number;
+  /**
+   * Set on the heartbeats of a ReadIndex round (Raft dissertation §6.4): the
+   * follower echoes it so the leader can count a quorum for that read.
+   */
+  context?: string;
+}
+
+/**
+ * An AppendEntries reply. On success `index` is the last index the follower
+ * now holds in agreement with the leader; on a rejection it is the
+ * `prevLogIndex` that was refused, and `rejectHint` is the highest index at
+ * or below it whose entry might still match (the follower skips back over
+ * every entry of a term newer than `prevLogTerm`), so the leader backs up a
+ * term at a time instead of an entry at a time (Raft paper §5.3, last
+ * paragraph).
+ */
+export interface AppendResponse {
+  type: "appendResponse";
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  success: boolean;
+  index: number;
+  rejectHint: number;
+  /** Echo of the request's `context`, if it had one. */
+  context?: string;
+}
+
+/**
+ * A follower asks the leader for a read index on behalf of a client
+ * (Raft dissertation §6.4, "ReadIndex").
+ */
+export interface ReadIndexRequest {
+  type: "readIndex";
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  /** Caller's unique token for the read. */
+  context: string;
+}
+
+/** The leader's answer: reads are linearizable once `index` is applied. */
+export interface ReadIndexResponse {
+  type: "readIndexResponse";
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  context: string;
+  index: number;
+}
+
+/** Any message one Raft node sends another. */
+export type Message =
+  | VoteRequest
+  | VoteResponse
+  | AppendRequest
+  | AppendResponse
+  | ReadIndexRequest
+  | ReadIndexResponse;
+
+/** The role a node plays in its current term (Raft paper §5.1). */
+export type Role = "follower" | "candidate" | "leader";

@@ -1,0 +1,624 @@
+import assert from "node:assert/strict";
+import { crc32 } from "./crc32.ts";
+import type { Entry, HardState } from "./types.ts";
+import { Wal, WalCorruptError } from "./wal.ts";
+
+const encoder = new TextEncoder();
+const EMPTY: HardState = { term: 0, vote: null, commit: 0 };
+
+async function withTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_wal_" });
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function entry(index: number, term = 1, data = `cmd-${index}`): Entry {
+  return { index, term, data };
+}
+
+function range(from: number, to: number, term = 1): Entry[] {
+  const out: Entry[] = [];
+  for (let i = from; i <= to; i++) out.push(entry(i, term));
+  return out;
+}
+
+/** Encodes one raw record, as the WAL does, around any payload. */
+function rawRecord(payload: unknown): Uint8Array {
+  const bytes = typeof payload === "string"
+    ? encoder.encode(payload)
+    : encoder.encode(JSON.stringify(payload));
+  const out = new Uint8Array(8 + bytes.length);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, bytes.length);
+  view.setUint32(4, crc32(bytes));
+  out.set(bytes, 8);
+  return out;
+}
+
+/** Offsets of the records of a well-formed WAL file, plus its length. */
+function recordOffsets(bytes: Uint8Array): number[] {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out: number[] = [];
+  let off = 0;
+  while (off < bytes.length) {
+    out.push(off);
+    off += 8 + view.getUint32(off);
+  }
+  assert.equal(off, bytes.length);
+  return out;
+}
+
+/** Opens, checks the recovered state, and closes. */
+async function expectState(
+  dir: string,
+  hardState: HardState,
+  entries: Entry[],
+  repairedBytes = 0,
+): Promise<void> {
+  const r = await Wal.open(dir);
+  try {
+    assert.deepEqual(r.hardState, hardState);
+    assert.deepEqual(r.entries, entries);
+    assert.equal(r.repairedBytes, repairedBytes);
+    assert.equal(r.wal.lastIndex, entries.length);
+    assert.equal(r.wal.sizeBytes, (await Deno.stat(`${dir}/wal.log`)).size);
+  } finally {
+    await r.wal.close();
+  }
+}
+
+Deno.test("open creates the directory and an empty log", async () => {
+  await withTempDir(async (root) => {
+    const dir = `${root}/a/b/node1`;
+    const { wal, hardState, entries, repairedBytes } = await Wal.open(dir);
+    assert.deepEqual(hardState, EMPTY);
+    assert.deepEqual(entries, []);
+    assert.equal(repairedBytes, 0);
+    assert.equal(wal.lastIndex, 0);
+    assert.equal(wal.sizeBytes, 0);
+    await wal.close();
+    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, 0);
+    await expectState(`${dir}/`, EMPTY, []);
+  });
+});
+
+Deno.test("hard states and entries round-trip across close and reopen", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({ hardState: { term: 1, vote: "n1", commit: 0 } });
+    await wal.append({ entries: range(1, 3) });
+    const odd: Entry = {
+      index: 4,
+      term: 2,
+      data: 'unicode ☃ "quotes" \n newline \u0000 nul',
+    };
+    await wal.append({
+      entries: [odd, { index: 5, term: 2, data: "" }],
+      hardState: { term: 2, vote: null, commit: 3 },
+    });
+    assert.equal(wal.lastIndex, 5);
+    const size = wal.sizeBytes;
+    await wal.close();
+    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, size);
+    const expected = [...range(1, 3), odd, { index: 5, term: 2, data: "" }];
+    await expectState(dir, { term: 2, vote: null, commit: 3 }, expected);
+
+    // Reopen again, append more, and the newest hard state wins.
+    const again = await Wal.open(dir);
+    assert.equal(again.wal.sizeBytes, size);
+    await again.wal.append({
+      entries: [entry(6, 3)],
+      hardState: { term: 3, vote: "n2", commit: 5 },
+    });
+    await again.wal.close();
+    await expectState(dir, { term: 3, vote: "n2", commit: 5 }, [
+      ...expected,
+      entry(6, 3),
+    ]);
+  });
+});
+
+Deno.test("an empty update writes nothing", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({});
+    await wal.append({ entries: [] });
+    assert.equal(wal.sizeBytes, 0);
+    await wal.close();
+    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, 0);
+  });
+});
+
+Deno.test("entries at or below the last index truncate the log (Raft §5.3)", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({ entries: range(1, 5, 1) });
+    await wal.append({ entries: range(3, 4, 2) });
+    assert.equal(wal.lastIndex, 4);
+    await wal.close();
+    const expected = [...range(1, 2, 1), ...range(3, 4, 2)];
+    await expectState(dir, EMPTY, expected);
+
+    // The in-memory last index follows the truncation: 5 is next, 6 a gap.
+    const r = await Wal.open(dir);
+    await assert.rejects(r.wal.append({ entries: [entry(6, 2)] }), TypeError);
+    await r.wal.append({ entries: [entry(5, 2)] });
+    // Truncating all the way back to index 1.
+    await r.wal.append({ entries: [entry(1, 3)] });
+    assert.equal(r.wal.lastIndex, 1);
+    await r.wal.close();
+    await expectState(dir, EMPTY, [entry(1, 3)]);
+  });
+});
+
+Deno.test("a torn tail at every byte offset of the last append is repaired", async () => {
+  await withTempDir(async (root) => {
+    const dir = `${root}/orig`;
+    const { wal } = await Wal.open(dir);
+    const hs1: HardState = { term: 1, vote: "n1", commit: 2 };
+    await wal.append({ entries: range(1, 5), hardState: hs1 });
+    const lastAppendStart = wal.sizeBytes;
+    await wal.append({
+      entries: [entry(6, 2, "the last entry")],
+      hardState: { term: 2, vote: "n3", commit: 5 },
+    });
+    await wal.close();
+    const full = await Deno.readFile(`${dir}/wal.log`);
+    const offsets = recordOffsets(full);
+    const hsStart = offsets[offsets.length - 1]; // the last record
+    const entryStart = offsets[offsets.length - 2]; // the record before it
+    assert.equal(entryStart, lastAppendStart);
+
+    const work = `${root}/work`;
+    for (let cut = lastAppendStart; cut < full.length; cut++) {
+      await Deno.remove(work, { recursive: true }).catch(() => {});
+      await Deno.mkdir(work);
+      await Deno.writeFile(`${work}/wal.log`, full.subarray(0, cut));
+
+      const keptEntries = cut >= hsStart
+        ? range(1, 5).concat(entry(6, 2, "the last entry"))
+        : range(1, 5);
+      const goodEnd = cut >= hsStart ? hsStart : entryStart;
+      const r = await Wal.open(work);
+      assert.deepEqual(r.entries, keptEntries, `cut at ${cut}`);
+      assert.deepEqual(r.hardState, hs1, `cut at ${cut}`);
+      assert.equal(r.repairedBytes, cut - goodEnd, `cut at ${cut}`);
+      assert.equal(r.wal.sizeBytes, goodEnd);
+      assert.equal((await Deno.stat(`${work}/wal.log`)).size, goodEnd);
+
+      // The repaired log takes appends, and they survive a reopen.
+      const next = keptEntries.length + 1;
+      await r.wal.append({
+        entries: [entry(next, 4)],
+        hardState: { term: 4, vote: null, commit: next },
+      });
+      await r.wal.close();
+      await expectState(work, { term: 4, vote: null, commit: next }, [
+        ...keptEntries,
+        entry(next, 4),
+      ]);
+    }
+  });
+});
+
+Deno.test("a zero-filled tail is repaired", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({
+      entries: range(1, 3),
+      hardState: { term: 1, vote: null, commit: 1 },
+    });
+    const good = wal.sizeBytes;
+    await wal.close();
+    const path = `${dir}/wal.log`;
+    const original = await Deno.readFile(path);
+
+    // The file grew (e.g. by a 4 KiB page) but its data never reached disk.
+    const f = await Deno.open(path, { append: true });
+    await f.write(new Uint8Array(4096));
+    f.close();
+    await expectState(
+      dir,
+      { term: 1, vote: null, commit: 1 },
+      range(1, 3),
+      4096,
+    );
+    assert.deepEqual(await Deno.readFile(path), original);
+
+    // A record whose header landed but whose payload is zeros.
+    const hs = rawRecord({ t: "h", term: 9, vote: "x", commit: 0 });
+    const torn = new Uint8Array(good + hs.length + 100);
+    torn.set(original);
+    torn.set(hs.subarray(0, 8), good);
+    await Deno.writeFile(path, torn);
+    await expectState(
+      dir,
+      { term: 1, vote: null, commit: 1 },
+      range(1, 3),
+      hs.length + 100,
+    );
+
+    // A zero-filled region that starts inside a header.
+    const cut = new Uint8Array(good + 3 + 50);
+    cut.set(original);
+    cut.set(hs.subarray(0, 3), good);
+    await Deno.writeFile(path, cut);
+    await expectState(dir, { term: 1, vote: null, commit: 1 }, range(1, 3), 53);
+  });
+});
+
+Deno.test("a flipped byte in the last record is repaired", async () => {
+  await withTempDir(async (root) => {
+    const dir = `${root}/orig`;
+    const { wal } = await Wal.open(dir);
+    await wal.append({
+      entries: range(1, 4),
+      hardState: { term: 1, vote: "n2", commit: 1 },
+    });
+    await wal.append({ entries: [entry(5, 2)] });
+    await wal.close();
+    const full = await Deno.readFile(`${dir}/wal.log`);
+    const last = recordOffsets(full).at(-1)!;
+
+    const work = `${root}/work`;
+    await Deno.mkdir(work);
+    // Every byte of the CRC field and of the payload.
+    for (let at = last + 4; at < full.length; at++) {
+      const bad = full.slice();
+      bad[at] ^= 0x5a;
+      await Deno.writeFile(`${work}/wal.log`, bad);
+      const r = await Wal.open(work);
+      assert.deepEqual(r.entries, range(1, 4), `flip at ${at}`);
+      assert.deepEqual(r.hardState, { term: 1, vote: "n2", commit: 1 });
+      assert.equal(r.repairedBytes, full.length - last, `flip at ${at}`);
+      await r.wal.close();
+      assert.equal((await Deno.stat(`${work}/wal.log`)).size, last);
+    }
+  });
+});
+
+Deno.test("a damaged length field in the last record: too long is a torn tail, too short is corruption", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({ entries: range(1, 3) });
+    await wal.close();
+    const path = `${dir}/wal.log`;
+    const full = await Deno.readFile(path);
+    const last = recordOffsets(full).at(-1)!;
+    const view = new DataView(full.buffer);
+    const len = view.getUint32(last);
+
+    const longer = full.slice();
+    new DataView(longer.buffer).setUint32(last, len + 1000);
+    await Deno.writeFile(path, longer);
+    await expectState(dir, EMPTY, range(1, 2), full.length - last);
+
+    // A shorter length leaves non-zero bytes after a record whose CRC fails:
+    // not something a torn write produces.
+    const shorter = full.slice();
+    new DataView(shorter.buffer).setUint32(last, len - 1);
+    await Deno.writeFile(path, shorter);
+    await assert.rejects(Wal.open(dir), WalCorruptError);
+  });
+});
+
+Deno.test("a flipped byte in a middle record is corruption, reported at that record", async () => {
+  await withTempDir(async (root) => {
+    const dir = `${root}/orig`;
+    const { wal } = await Wal.open(dir);
+    await wal.append({
+      entries: range(1, 2),
+      hardState: { term: 1, vote: null, commit: 0 },
+    });
+    await wal.append({ entries: [entry(3, 1, "middle entry")] });
+    await wal.append({
+      entries: range(4, 5),
+      hardState: { term: 1, vote: null, commit: 4 },
+    });
+    await wal.close();
+    const full = await Deno.readFile(`${dir}/wal.log`);
+    const offsets = recordOffsets(full);
+    const middle = offsets[3]; // entry 3
+    const middleEnd = offsets[4];
+
+    const work = `${root}/work`;
+    await Deno.mkdir(work);
+    const path = `${work}/wal.log`;
+    // Every byte of the record, header included.
+    for (let at = middle; at < middleEnd; at++) {
+      const bad = full.slice();
+      bad[at] ^= 0xff;
+      await Deno.writeFile(path, bad);
+      await assert.rejects(
+        Wal.open(work),
+        (err: unknown) => {
+          assert.ok(err instanceof WalCorruptError, `flip at ${at}: ${err}`);
+          assert.equal(err.offset, middle, `flip at ${at}`);
+          assert.equal(err.path, path);
+          assert.match(err.message, new RegExp(`byte offset ${middle}\\b`));
+          assert.ok(err.message.includes(path));
+          assert.match(err.message, /move it aside and restart the node empty/);
+          return true;
+        },
+      );
+      // The damaged file is left exactly as it was, for inspection.
+      assert.deepEqual(await Deno.readFile(path), bad);
+    }
+  });
+});
+
+Deno.test("records with a valid CRC but the wrong content are rejected clearly", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/wal.log`;
+    const good = rawRecord({ t: "e", index: 1, term: 1, data: "a" });
+    const cases: Array<[unknown, RegExp]> = [
+      [{ t: "x" }, /unknown record type "x"/],
+      [[1, 2], /not a JSON object/],
+      [null, /not a JSON object/],
+      [
+        { t: "h", term: -1, vote: null, commit: 0 },
+        /hard-state record has the wrong shape/,
+      ],
+      [
+        { t: "h", term: 1, vote: 7, commit: 0 },
+        /hard-state record has the wrong shape/,
+      ],
+      [
+        { t: "e", index: 2, term: 1, data: 5 },
+        /entry record has the wrong shape/,
+      ],
+      [
+        { t: "e", index: 0, term: 1, data: "" },
+        /entry record has the wrong shape/,
+      ],
+      [
+        { t: "e", index: 1.5, term: 1, data: "" },
+        /entry record has the wrong shape/,
+      ],
+      [
+        { t: "e", index: 3, term: 1, data: "gap" },
+        /entry index 3 leaves a gap after last index 1/,
+      ],
+    ];
+    for (const [payload, message] of cases) {
+      // Last in the file, and in the middle: both are errors.
+      for (const after of [new Uint8Array(0), good]) {
+        const bad = rawRecord(payload);
+        const bytes = new Uint8Array(good.length + bad.length + after.length);
+        bytes.set(good);
+        bytes.set(bad, good.length);
+        bytes.set(after, good.length + bad.length);
+        await Deno.writeFile(path, bytes);
+        await assert.rejects(Wal.open(dir), (err: unknown) => {
+          assert.ok(err instanceof WalCorruptError, String(err));
+          assert.equal(err.offset, good.length);
+          assert.match(err.message, message);
+          return true;
+        });
+      }
+    }
+  });
+});
+
+Deno.test("a payload that is not JSON is a torn tail at the end and corruption in the middle", async () => {
+  await withTempDir(async (dir) => {
+    const path = `${dir}/wal.log`;
+    const good = rawRecord({ t: "e", index: 1, term: 1, data: "a" });
+    const notJson = rawRecord("{not json");
+    await Deno.writeFile(path, new Uint8Array([...good, ...notJson]));
+    await expectState(dir, EMPTY, [entry(1, 1, "a")], notJson.length);
+
+    await Deno.writeFile(path, new Uint8Array([...good, ...notJson, ...good]));
+    await assert.rejects(Wal.open(dir), WalCorruptError);
+
+    // An all-zero header is a zero-length record, never valid.
+    await Deno.writeFile(
+      path,
+      new Uint8Array([...good, ...new Uint8Array(8), ...good]),
+    );
+    await assert.rejects(Wal.open(dir), WalCorruptError);
+  });
+});
+
+Deno.test("append rejects gaps and bad shapes with a TypeError and writes nothing", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await assert.rejects(wal.append({ entries: [entry(2)] }), {
+      name: "TypeError",
+      message: /index 2 leaves a gap after the log's last index 0/,
+    });
+    await wal.append({ entries: range(1, 3) });
+    const size = wal.sizeBytes;
+
+    const bad: Array<Parameters<Wal["append"]>[0]> = [
+      { entries: [entry(5)] },
+      { entries: [entry(4), entry(6)] },
+      { entries: [entry(4), entry(4)] },
+      { entries: [entry(3), entry(2)] },
+      { entries: [entry(0)] },
+      { entries: [{ index: 4, term: 1, data: 1 as unknown as string }] },
+      { entries: [{ index: 4, term: -1, data: "" }] },
+      { entries: [entry(4)], hardState: { term: 1, vote: null, commit: -1 } },
+      { entries: [entry(4)], hardState: { term: 1.5, vote: null, commit: 0 } },
+      {
+        entries: [entry(4)],
+        hardState: { term: 1, vote: undefined as unknown as null, commit: 0 },
+      },
+    ];
+    for (const update of bad) {
+      await assert.rejects(
+        wal.append(update),
+        TypeError,
+        JSON.stringify(update),
+      );
+      assert.equal(wal.sizeBytes, size);
+      assert.equal(wal.lastIndex, 3);
+    }
+    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, size);
+
+    // The log still works after the rejections.
+    await wal.append({ entries: [entry(4)] });
+    await wal.close();
+    await expectState(dir, EMPTY, range(1, 4));
+  });
+});
+
+Deno.test("concurrent appends are serialized in call order", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    const n = 200;
+    const calls: Promise<void>[] = [];
+    for (let i = 1; i <= n; i++) {
+      // Sizes vary so that interleaved writes would corrupt the file.
+      calls.push(wal.append({
+        entries: [entry(i, 1, "x".repeat((i * 37) % 500))],
+        hardState: { term: 1, vote: "n1", commit: i },
+      }));
+    }
+    // One call in the middle has a gap: only it fails.
+    const gap = wal.append({ entries: [entry(n + 5)] });
+    for (let i = n + 1; i <= n + 10; i++) {
+      calls.push(wal.append({ entries: [entry(i)] }));
+    }
+    await Promise.all(calls);
+    await assert.rejects(gap, TypeError);
+    assert.equal(wal.lastIndex, n + 10);
+    await wal.close();
+    const expected: Entry[] = [];
+    for (let i = 1; i <= n; i++) {
+      expected.push(entry(i, 1, "x".repeat((i * 37) % 500)));
+    }
+    for (let i = n + 1; i <= n + 10; i++) expected.push(entry(i));
+    await expectState(dir, { term: 1, vote: "n1", commit: n }, expected);
+  });
+});
+
+Deno.test("append copies its input: the caller may reuse its objects at once", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    const entries = range(1, 3);
+    const hardState: HardState = { term: 1, vote: "n1", commit: 2 };
+    const pending = wal.append({ entries, hardState });
+    entries[0].data = "changed";
+    entries.length = 1;
+    hardState.term = 99;
+    await pending;
+    assert.equal(wal.lastIndex, 3);
+    await wal.close();
+    await expectState(dir, { term: 1, vote: "n1", commit: 2 }, range(1, 3));
+  });
+});
+
+Deno.test("close waits for pending appends; later appends reject", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    const pending = wal.append({ entries: range(1, 50) });
+    await wal.close();
+    await pending;
+    assert.equal(wal.lastIndex, 50);
+    await assert.rejects(wal.append({ entries: [entry(51)] }), /closed/);
+    await wal.close();
+    await expectState(dir, EMPTY, range(1, 50));
+  });
+});
+
+Deno.test("a bad length field in the middle is corruption, not a torn tail", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    for (let i = 1; i <= 5; i++) await wal.append({ entries: [entry(i)] });
+    await wal.close();
+    const path = `${dir}/wal.log`;
+    const full = await Deno.readFile(path);
+    const second = recordOffsets(full)[1];
+    const bad = full.slice();
+    new DataView(bad.buffer).setUint32(second, 0x00100000); // runs past EOF
+    await Deno.writeFile(path, bad);
+    await assert.rejects(Wal.open(dir), (err: unknown) => {
+      assert.ok(err instanceof WalCorruptError);
+      assert.equal(err.offset, second);
+      assert.match(err.message, /runs past the end of the file/);
+      return true;
+    });
+  });
+});
+
+Deno.test({
+  name: "no acknowledged append is lost when the writer is killed with SIGKILL",
+  async fn() {
+    await withTempDir(async (root) => {
+      const walUrl = new URL("./wal.ts", import.meta.url).href;
+      const script = `${root}/writer.ts`;
+      await Deno.writeTextFile(
+        script,
+        `import { Wal } from ${JSON.stringify(walUrl)};
+const { wal } = await Wal.open(Deno.args[0]);
+const enc = new TextEncoder();
+const stop = Date.now() + 5000;
+let last = wal.lastIndex;
+while (Date.now() < stop && last < 100000) {
+  const count = 1 + (last % 3);
+  const entries = [];
+  for (let i = last + 1; i <= last + count; i++) {
+    entries.push({ index: i, term: 1, data: "entry-" + i + "-" + "z".repeat(i % 300) });
+  }
+  await wal.append({ entries, hardState: { term: 1, vote: "n1", commit: last + count } });
+  last += count;
+  Deno.stdout.writeSync(enc.encode(last + "\\n"));
+}
+`,
+      );
+      const dir = `${root}/data`;
+      const child = new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "--no-config", script, dir],
+        cwd: root,
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const stderr = new Response(child.stderr).text();
+
+      const acked: number[] = [];
+      let buffered = "";
+      let killed = false;
+      const decoder = new TextDecoder();
+      for await (const chunk of child.stdout) {
+        buffered += decoder.decode(chunk, { stream: true });
+        const lines = buffered.split("\n");
+        buffered = lines.pop()!; // an incomplete line is not an acknowledgement
+        for (const line of lines) acked.push(Number(line));
+        if (!killed && acked.length >= 1000) {
+          child.kill("SIGKILL");
+          killed = true;
+        }
+      }
+      const status = await child.status;
+      const errText = await stderr;
+      assert.ok(killed, `the writer exited before it was killed: ${errText}`);
+      assert.equal(status.signal, "SIGKILL", errText);
+
+      const maxAcked = Math.max(...acked);
+      const r = await Wal.open(dir);
+      assert.ok(
+        r.wal.lastIndex >= maxAcked,
+        `lost acknowledged entries: last index ${r.wal.lastIndex} < ${maxAcked}`,
+      );
+      r.entries.forEach((e, i) => {
+        assert.equal(e.index, i + 1);
+        assert.equal(e.data, `entry-${i + 1}-${"z".repeat((i + 1) % 300)}`);
+      });
+      for (const a of acked) assert.equal(r.entries[a - 1]?.index, a);
+      assert.ok(r.hardState.commit >= maxAcked);
+      assert.ok(r.hardState.commit <= r.wal.lastIndex);
+      // The (possibly repaired) log takes appends and reopens cleanly.
+      const next = r.wal.lastIndex + 1;
+      await r.wal.append({ entries: [entry(next, 2)] });
+      await r.wal.close();
+      const again = await Wal.open(dir);
+      assert.equal(again.repairedBytes, 0);
+      assert.equal(again.wal.lastIndex, next);
+      await again.wal.close();
+    });
+  },
+});

@@ -1,0 +1,25 @@
+/**
+ * The Rafter registry: a replicated map from service name to endpoints,
+ * kept consistent by Raft. It holds the state machine, the JSON-RPC service
+ * (`registry.bind`, `registry.unbind`, `registry.lookup`,
+ * `registry.status`) and `startRegistryNode`, which runs one node;
+ * `registry/main.ts` is its command line.
+ *
+ * @example
+ * ```ts ignore
+ * import { startRegistryNode } from "./mod.ts";
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 7001 },
+ *   dataDir: "./data/n1",
+ * });
+ * await node.stop();
+ * ```
+ *
+ * @module
+ */
+
+export * from "./types.ts";
+export * from "./state.ts";
+export * from "./service.ts";
+export * from "./registry_node.ts";

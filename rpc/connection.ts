@@ -1,0 +1,446 @@
+/**
+ * The client side of a connection: many concurrent JSON-RPC calls
+ * multiplexed over one byte stream, matched to their responses by id.
+ *
+ * @module
+ */
+
+import {
+  CANCELLED,
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  INVALID_PARAMS,
+  RpcError,
+} from "./errors.ts";
+import type { Params, Response } from "./message.ts";
+import { validateResponse } from "./message.ts";
+import { FrameWriter } from "./frame_writer.ts";
+import { encodeTextFrame, NdjsonDecoder } from "./ndjson.ts";
+import type { ByteStream } from "./transport.ts";
+
+/** Default largest response frame a client accepts: 16 MiB (16_777_216 bytes). */
+export const DEFAULT_CLIENT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+/** Default deadline of a call: 30_000 ms. */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+/** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** Options of {@link RpcConnection}. */
+export interface RpcConnectionOptions {
+  /** The peer's URL, used in error messages (e.g. `tcp://127.0.0.1:7001`). */
+  url?: string;
+  /**
+   * Largest frame accepted from the server, in bytes (default 16 MiB). A
+   * larger frame closes the connection: its response cannot be matched.
+   */
+  maxFrameBytes?: number;
+  /**
+   * Default deadline of each call, in ms (default 30_000). `Infinity` means
+   * no deadline.
+   */
+  timeoutMs?: number;
+  /**
+   * Called with each valid response whose id matches no outstanding call:
+   * a late response to a call that timed out or was cancelled, a response
+   * with id null (the server could not read a request), or a stray one.
+   * Such responses are otherwise ignored.
+   */
+  onUnmatchedResponse?(response: Response): void;
+}
+
+/** Options of one {@link RpcConnection.call}. */
+export interface CallOptions {
+  /** Aborting it rejects the call with `CANCELLED` (-32005). */
+  signal?: AbortSignal;
+  /**
+   * Deadline of this call in ms, overriding the connection's `timeoutMs`.
+   * Zero or less rejects at once with `DEADLINE_EXCEEDED`, without sending;
+   * `Infinity` means no deadline.
+   */
+  timeoutMs?: number;
+}
+
+interface PendingCall {
+  method: string;
+  resolve(result: unknown): void;
+  reject(error: unknown): void;
+  /** Clears the call's timer and abort listener. */
+  cleanup(): void;
+}
+
+/**
+ * A client connection that multiplexes concurrent calls over one byte stream,
+ * using numeric request ids; responses may arrive in any order. Requests sent
+ * in the same tick share one write.
+ *
+ * How a call fails tells whether it may have run on the server:
+ * - {@link ConnectionError} with `written: false`: the request was never handed
+ *   to the transport (the connection was already closed); always safe to retry.
+ * - {@link ConnectionError} with `written: true`: the connection ended (peer
+ *   closed it, read or write error, `close()`) after the request was handed
+ *   to the transport; it may have run.
+ * - {@link RpcError} `DEADLINE_EXCEEDED` (-32003) or `CANCELLED` (-32005):
+ *   the call was abandoned; `data.written` says whether it was sent. A late
+ *   response is ignored.
+ * - any other {@link RpcError}: the server's error response.
+ *
+ * @example
+ * ```ts ignore
+ * import { dial } from "./dial.ts";
+ * const connection = await dial("tcp://127.0.0.1:7001");
+ * const pong = await connection.call<string>("rpc.ping");
+ * const sum = await connection.call<number>("add", [1, 2], { timeoutMs: 1000 });
+ * connection.close();
+ * await connection.closed;
+ * ```
+ */
+export class RpcConnection {
+  /** The peer's URL as given in the options (for messages), or "the peer". */
+  readonly url: string;
+  /**
+   * Resolves once the connection has ended, from either side, and its stream
+   * is closed. Never rejects.
+   */
+  readonly closed: Promise<void>;
+
+  readonly #stream: ByteStream;
+  readonly #writer: FrameWriter;
+  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly #decoder: NdjsonDecoder;
+  readonly #maxFrameBytes: number;
+  readonly #timeoutMs: number;
+  readonly #onUnmatchedResponse?: (response: Response) => void;
+  readonly #pending = new Map<number, PendingCall>();
+  #nextId = 1;
+  #isClosed = false;
+  #cancelled: Promise<void> = Promise.resolve();
+
+  /**
+   * Starts reading responses from `stream` at once. The connection owns the
+   * stream from now on and closes it when it ends.
+   *
+   * @throws {RangeError} when `maxFrameBytes` or `timeoutMs` is not a positive number.
+   */
+  constructor(stream: ByteStream, options: RpcConnectionOptions = {}) {
+    this.url = options.url ?? "the peer";
+    this.#maxFrameBytes = options.maxFrameBytes ??
+      DEFAULT_CLIENT_MAX_FRAME_BYTES;
+    this.#decoder = new NdjsonDecoder({ maxFrameBytes: this.#maxFrameBytes });
+    const timeoutMs = options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
+      throw new RangeError(
+        `timeoutMs must be a positive number of ms, got ${timeoutMs}`,
+      );
+    }
+    this.#timeoutMs = timeoutMs;
+    this.#onUnmatchedResponse = options.onUnmatchedResponse;
+    this.#stream = stream;
+    this.#writer = new FrameWriter(stream.writable, {
+      onError: (error) =>
+        this.#shutdown(`write failed: ${messageOf(error)}`, error),
+    });
+    this.#reader = stream.readable.getReader();
+    this.closed = this.#readLoop();
+  }
+
+  /** Whether the connection has ended; calls on it fail with `written: false`. */
+  get isClosed(): boolean {
+    return this.#isClosed;
+  }
+
+  /** How many calls are waiting for their response. */
+  get pendingCalls(): number {
+    return this.#pending.size;
+  }
+
+  /**
+   * Calls a method and waits for its result.
+   *
+   * @param method Method name, e.g. `"greet"`.
+   * @param params Positional (array) or named (object) params; omit for none.
+   * @param options.timeoutMs Deadline in ms (default: the connection's, 30_000).
+   * @param options.signal Aborting it abandons the call.
+   * @returns the response's `result`, typed as `T` without checking.
+   * @throws {ConnectionError} `written: false` when the connection is closed
+   * (nothing is sent); `written: true` when it ends before the response.
+   * @throws {RpcError} the server's error response; `DEADLINE_EXCEEDED` when
+   * no response came in time; `CANCELLED` when the signal aborted (at once,
+   * without sending, if it already had); `INVALID_PARAMS` when `params` is not
+   * an array or object or cannot be encoded as JSON (nothing is sent).
+   *
+   * @example
+   * ```ts ignore
+   * const greeting = await connection.call<string>("greet", { name: "Ada" }, {
+   *   timeoutMs: 2_000,
+   *   signal: AbortSignal.timeout(5_000),
+   * });
+   * ```
+   */
+  call<T = unknown>(
+    method: string,
+    params?: Params,
+    options: CallOptions = {},
+  ): Promise<T> {
+    const name = JSON.stringify(String(method));
+    if (this.#isClosed) return Promise.reject(this.#closedError(method));
+    const { signal } = options;
+    if (signal?.aborted) {
+      return Promise.reject(cancelledError(name, false, signal.reason));
+    }
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs)) {
+      return Promise.reject(
+        new RangeError(`timeoutMs must be a number of ms, got ${timeoutMs}`),
+      );
+    }
+    if (timeoutMs <= 0) {
+      return Promise.reject(
+        new RpcError(
+          DEADLINE_EXCEEDED,
+          `Deadline exceeded: no time left to call ${name} (timeoutMs ${timeoutMs})`,
+          { timeoutMs, written: false },
+        ),
+      );
+    }
+    const id = this.#nextId++;
+    let frame: Uint8Array;
+    try {
+      frame = encodeRequest(method, params, id);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise<T>((resolve, reject) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const onAbort = () => {
+        this.#forget(id);
+        reject(cancelledError(name, true, signal?.reason));
+      };
+      const cleanup = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      this.#pending.set(id, {
+        method,
+        resolve: resolve as (result: unknown) => void,
+        reject,
+        cleanup,
+      });
+      if (timeoutMs <= MAX_TIMER_MS) {
+        timer = setTimeout(() => {
+          this.#forget(id);
+          reject(
+            new RpcError(
+              DEADLINE_EXCEEDED,
+              `Deadline exceeded: no response to ${name} within ${timeoutMs} ms`,
+              { timeoutMs, written: true },
+            ),
+          );
+        }, timeoutMs);
+      }
+      signal?.addEventListener("abort", onAbort, { once: true });
+      // A failed write ends the connection, which rejects this call.
+      this.#writer.write(frame);
+    });
+  }
+
+  /**
+   * Sends a notification: a request without an id, which gets no response.
+   *
+   * @returns a promise that resolves once the frame has been written to the
+   * transport (not when the server has run it).
+   * @throws {ConnectionError} `written: false` when the connection is closed;
+   * `written: true` when writing fails.
+   * @throws {RpcError} `INVALID_PARAMS` when `params` cannot be encoded.
+   *
+   * @example
+   * ```ts ignore
+   * await connection.notify("log", ["started"]);
+   * ```
+   */
+  async notify(method: string, params?: Params): Promise<void> {
+    if (this.#isClosed) throw this.#closedError(method);
+    const frame = encodeRequest(method, params, undefined);
+    try {
+      await this.#writer.write(frame);
+    } catch (error) {
+      throw new ConnectionError(
+        `connection to ${this.url} failed while sending the notification ${
+          JSON.stringify(String(method))
+        }: ${messageOf(error)}`,
+        true,
+        { cause: error },
+      );
+    }
+  }
+
+  /**
+   * Closes the connection now. Calls still waiting reject with a
+   * `ConnectionError` (`written: true`); frames not yet written are dropped,
+   * so await `notify` first if it must go out. Safe to call more than once.
+   * Await {@link closed} to know the stream is closed.
+   *
+   * @example
+   * ```ts ignore
+   * connection.close();
+   * await connection.closed;
+   * ```
+   */
+  close(): void {
+    this.#shutdown("close() was called");
+  }
+
+  async #readLoop(): Promise<void> {
+    let reason = "the peer closed the connection";
+    let cause: unknown;
+    try {
+      while (!this.#isClosed) {
+        const { done, value } = await this.#reader.read();
+        if (this.#isClosed) return;
+        const frames = done ? this.#decoder.end() : this.#decoder.push(value);
+        for (const frame of frames) {
+          if (frame.kind === "text") {
+            this.#receive(frame.text);
+          } else if (frame.kind === "tooLarge") {
+            reason =
+              `received a frame larger than maxFrameBytes (${this.#maxFrameBytes} bytes)`;
+            return;
+          }
+        }
+        if (done) return;
+      }
+    } catch (error) {
+      reason = `read failed: ${messageOf(error)}`;
+      cause = error;
+    } finally {
+      this.#shutdown(reason, cause);
+      await this.#cancelled;
+      await this.#writer.idle();
+    }
+  }
+
+  #receive(text: string): void {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return;
+    }
+    for (const item of Array.isArray(value) ? value : [value]) {
+      const response = validateResponse(item);
+      if (response === null) continue;
+      const call = typeof response.id === "number"
+        ? this.#pending.get(response.id)
+        : undefined;
+      if (call === undefined) {
+        try {
+          this.#onUnmatchedResponse?.(response);
+        } catch {
+          // A failing callback must not stop the connection.
+        }
+        continue;
+      }
+      this.#pending.delete(response.id as number);
+      call.cleanup();
+      if ("error" in response) call.reject(RpcError.fromObject(response.error));
+      else call.resolve(response.result);
+    }
+  }
+
+  #forget(id: number): void {
+    const call = this.#pending.get(id);
+    if (call === undefined) return;
+    this.#pending.delete(id);
+    call.cleanup();
+  }
+
+  #closedError(method: string): ConnectionError {
+    return new ConnectionError(
+      `connection to ${this.url} is closed; ${
+        JSON.stringify(String(method))
+      } was not sent`,
+      false,
+    );
+  }
+
+  #shutdown(reason: string, cause?: unknown): void {
+    if (this.#isClosed) return;
+    this.#isClosed = true;
+    const calls = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const call of calls) {
+      call.cleanup();
+      call.reject(
+        new ConnectionError(
+          `connection to ${this.url} closed before the response to ${
+            JSON.stringify(call.method)
+          }: ${reason}`,
+          true,
+          cause === undefined ? undefined : { cause },
+        ),
+      );
+    }
+    try {
+      this.#stream.close();
+    } catch {
+      // Already closed.
+    }
+    this.#cancelled = this.#reader.cancel().catch(() => {});
+  }
+}
+
+function encodeRequest(
+  method: string,
+  params: Params | undefined,
+  id: number | undefined,
+): Uint8Array {
+  const name = JSON.stringify(String(method));
+  if (typeof method !== "string") {
+    throw new TypeError(`method must be a string, got ${typeof method}`);
+  }
+  if (params !== undefined && (typeof params !== "object" || params === null)) {
+    throw new RpcError(
+      INVALID_PARAMS,
+      `Invalid params: the params of ${name} must be an array or an object, got ${
+        params === null ? "null" : typeof params
+      }`,
+    );
+  }
+  let text: string;
+  try {
+    text = JSON.stringify({ jsonrpc: "2.0", method, params, id });
+  } catch (error) {
+    throw new RpcError(
+      INVALID_PARAMS,
+      `Invalid params: the params of ${name} cannot be encoded as JSON: ${
+        messageOf(error)
+      }`,
+    );
+  }
+  return encodeTextFrame(text);
+}
+
+function cancelledError(
+  name: string,
+  written: boolean,
+  reason: unknown,
+): RpcError {
+  const error = new RpcError(
+    CANCELLED,
+    `Cancelled: the call to ${name} was aborted${
+      written ? "" : " before it was sent"
+    }`,
+    { written },
+  );
+  if (reason !== undefined) error.cause = reason;
+  return error;
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return "unknown error";
+  }
+}

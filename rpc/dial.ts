@@ -1,0 +1,136 @@
+/**
+ * Opening a client connection to an endpoint URL.
+ *
+ * @module
+ */
+
+import { RpcConnection, type RpcConnectionOptions } from "./connection.ts";
+import { ConnectionError } from "./errors.ts";
+import type { ByteStream, Dialer } from "./transport.ts";
+
+/** Default time allowed to open a connection: 5_000 ms. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+
+/** Options of {@link dial}. */
+export interface DialOptions extends RpcConnectionOptions {
+  /**
+   * Opens the byte stream. Defaults to TCP through `Deno.connect` when the
+   * runtime has it; on other runtimes (Node, edge workers) pass one.
+   */
+  dialer?: Dialer;
+  /** Time allowed to open the connection, in ms (default 5_000). */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * Opens a multiplexed JSON-RPC connection to an endpoint.
+ *
+ * The default dialer is loaded only when needed, by a dynamic import, so this
+ * module has no static dependency on `Deno.*`: an edge bundle that passes its
+ * own `options.dialer` never touches the Deno adapter.
+ *
+ * @param url Endpoint URL, e.g. `tcp://127.0.0.1:7001` (the dialer decides
+ * which forms it accepts). Also used in the connection's error messages unless
+ * `options.url` is given.
+ * @throws {ConnectionError} `written: false`, message `cannot connect to <url>:
+ * <reason>` and the dialer's error as `cause`, when the connection cannot be
+ * opened: refused, unreachable, a malformed URL, or no connection within
+ * `connectTimeoutMs`.
+ * @throws {TypeError} when no dialer is given and the runtime has no default
+ * ("no default dialer on this runtime; pass options.dialer").
+ * @throws {RangeError} for a bad `maxFrameBytes` or `timeoutMs` (the stream
+ * is closed again).
+ *
+ * @example
+ * ```ts ignore
+ * import { dial } from "./dial.ts";
+ * const connection = await dial("tcp://127.0.0.1:7001", { connectTimeoutMs: 1_000 });
+ * console.log(await connection.call("rpc.ping")); // "pong"
+ * connection.close();
+ * ```
+ */
+export async function dial(
+  url: string,
+  options: DialOptions = {},
+): Promise<RpcConnection> {
+  const dialer = options.dialer ?? await defaultDialer();
+  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const stream = await openStream(dialer, url, timeoutMs);
+  try {
+    return new RpcConnection(stream, { ...options, url: options.url ?? url });
+  } catch (error) {
+    stream.close();
+    throw error;
+  }
+}
+
+async function defaultDialer(): Promise<Dialer> {
+  const deno = (globalThis as { Deno?: { connect?: unknown } }).Deno;
+  if (typeof deno?.connect === "function") {
+    const { denoTcpDialer } = await import("./deno_tcp.ts");
+    return denoTcpDialer;
+  }
+  throw new TypeError("no default dialer on this runtime; pass options.dialer");
+}
+
+function openStream(
+  dialer: Dialer,
+  url: string,
+  timeoutMs: number,
+): Promise<ByteStream> {
+  const controller = new AbortController();
+  return new Promise<ByteStream>((resolve, reject) => {
+    let settled = false;
+    const fail = (reason: string, cause: unknown) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      reject(
+        new ConnectionError(`cannot connect to ${url}: ${reason}`, false, {
+          cause,
+        }),
+      );
+    };
+    const timer = setTimeout(() => {
+      const cause = new DOMException(
+        `no connection within ${timeoutMs} ms`,
+        "TimeoutError",
+      );
+      fail(cause.message, cause);
+      controller.abort(cause);
+    }, Math.max(0, Math.min(timeoutMs, 2_147_483_647)));
+    let opening: Promise<ByteStream>;
+    try {
+      opening = dialer(url, { signal: controller.signal });
+    } catch (error) {
+      fail(messageOf(error), error);
+      return;
+    }
+    opening.then(
+      (stream) => {
+        if (settled) {
+          // Opened after the timeout: nobody wants it.
+          try {
+            stream.close();
+          } catch {
+            // Ignore.
+          }
+          return;
+        }
+        settled = true;
+        clearTimeout(timer);
+        resolve(stream);
+      },
+      (error) => fail(messageOf(error), error),
+    );
+  });
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return "unknown error";
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * Error codes and error classes of the RPC layer.
+ *
+ * Codes -32700 and -32600..-32603 are those of the JSON-RPC 2.0
+ * specification (https://www.jsonrpc.org/specification#error_object).
+ * Rafter's own errors use the server-error range -32000..-32099 and carry a
+ * `data` object that says what to do next.
+ *
+ * @module
+ */
+
+/** Invalid JSON was received: the frame could not be parsed (JSON-RPC 2.0). */
+export const PARSE_ERROR: -32700 = -32700;
+/** The JSON sent is not a valid Request object (JSON-RPC 2.0). */
+export const INVALID_REQUEST: -32600 = -32600;
+/** The method does not exist or is not available (JSON-RPC 2.0). */
+export const METHOD_NOT_FOUND: -32601 = -32601;
+/** Invalid method parameters (JSON-RPC 2.0). */
+export const INVALID_PARAMS: -32602 = -32602;
+/** Internal JSON-RPC error: the method threw (JSON-RPC 2.0). */
+export const INTERNAL_ERROR: -32603 = -32603;
+
+/** A registry write reached a follower; `data.leaderUrl` names the leader (Rafter). */
+export const NOT_LEADER: -32001 = -32001;
+/** No endpoint is bound under the name a stub calls (Rafter). */
+export const NO_ENDPOINTS: -32002 = -32002;
+/** The call's deadline passed before a response arrived (Rafter). */
+export const DEADLINE_EXCEEDED: -32003 = -32003;
+/** The connection closed or could not be opened (Rafter, client side only). */
+export const CONNECTION_FAILED: -32004 = -32004;
+/** The caller aborted the call through its `AbortSignal` (Rafter). */
+export const CANCELLED: -32005 = -32005;
+/** The registry has no quorum or its leader is changing; retry later (Rafter). */
+export const UNAVAILABLE: -32006 = -32006;
+
+/** The `message` the JSON-RPC 2.0 specification gives each of its codes. */
+export const STANDARD_MESSAGES: Readonly<Record<number, string>> = {
+  [PARSE_ERROR]: "Parse error",
+  [INVALID_REQUEST]: "Invalid Request",
+  [METHOD_NOT_FOUND]: "Method not found",
+  [INVALID_PARAMS]: "Invalid params",
+  [INTERNAL_ERROR]: "Internal error",
+};
+
+/** The JSON shape of a JSON-RPC 2.0 error object. */
+export interface ErrorObject {
+  /** Integer error code; see the constants of this module. */
+  code: number;
+  /** One-sentence description of what went wrong and what to do. */
+  message: string;
+  /** Optional structured detail (e.g. `{ leaderUrl }` for {@link NOT_LEADER}). */
+  data?: unknown;
+}
+
+/**
+ * An error carried by a JSON-RPC error response, or raised by a method to
+ * produce one. A method that throws an `RpcError` sends exactly its code,
+ * message and data; any other thrown value becomes {@link INTERNAL_ERROR}.
+ *
+ * @example Refuse bad params from a method
+ * ```ts
+ * import { INVALID_PARAMS, RpcError } from "./errors.ts";
+ * function greet(name: unknown): string {
+ *   if (typeof name !== "string") {
+ *     throw new RpcError(INVALID_PARAMS, "Invalid params: name must be a string");
+ *   }
+ *   return `Hello, ${name}!`;
+ * }
+ * ```
+ */
+export class RpcError extends Error {
+  /** Integer JSON-RPC error code. */
+  readonly code: number;
+  /** Optional structured detail sent as the error object's `data`. */
+  readonly data?: unknown;
+
+  /**
+   * Makes an error to throw from a method or to reject a call with.
+   *
+   * @param code JSON-RPC error code (see this module's constants).
+   * @param message What went wrong and what to do about it.
+   * @param data Optional JSON value sent as the error object's `data`.
+   */
+  constructor(code: number, message: string, data?: unknown) {
+    super(message);
+    this.name = "RpcError";
+    this.code = code;
+    if (data !== undefined) this.data = data;
+  }
+
+  /** The error object to put in a response. */
+  toJSON(): ErrorObject {
+    const object: ErrorObject = { code: this.code, message: this.message };
+    if (this.data !== undefined) object.data = this.data;
+    return object;
+  }
+
+  /** Rebuilds an `RpcError` from an error object received on the wire. */
+  static fromObject(object: ErrorObject): RpcError {
+    return new RpcError(object.code, object.message, object.data);
+  }
+}
+
+/**
+ * A call failed because its connection could not be opened or closed while
+ * the call was outstanding. `written` tells whether the request bytes were
+ * handed to the transport: when `false` the server cannot have seen the call
+ * and it is always safe to retry it elsewhere; when `true` it may have run.
+ *
+ * @example
+ * ```ts
+ * import { ConnectionError } from "./errors.ts";
+ * const error = new ConnectionError("connect refused", false);
+ * console.log(error.code, error.written); // -32004 false
+ * ```
+ */
+export class ConnectionError extends RpcError {
+  /** Whether the request may have reached the server. */
+  readonly written: boolean;
+
+  /**
+   * Makes a connection failure; its code is {@link CONNECTION_FAILED} and its
+   * `data` is `{ written }`.
+   *
+   * @param message What failed (e.g. "connection to tcp://127.0.0.1:7001 refused").
+   * @param written Whether the request bytes were handed to the transport.
+   * @param options.cause The underlying error, if any.
+   */
+  constructor(
+    message: string,
+    written: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(CONNECTION_FAILED, message, { written });
+    this.name = "ConnectionError";
+    this.written = written;
+    if (options?.cause !== undefined) this.cause = options.cause;
+  }
+}

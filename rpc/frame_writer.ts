@@ -1,0 +1,168 @@
+/**
+ * A serializing, coalescing writer of encoded frames, shared by the server
+ * and client sides of a connection.
+ *
+ * @module
+ */
+
+/** Options of {@link FrameWriter}. */
+export interface FrameWriterOptions {
+  /** Called once, with the error, when a write to the stream fails. */
+  onError?(error: unknown): void;
+  /**
+   * Largest number of bytes joined into one write, in bytes (default 256 KiB).
+   * A single larger frame is still written whole.
+   */
+  maxBatchBytes?: number;
+}
+
+const DEFAULT_MAX_BATCH_BYTES = 256 * 1024;
+
+interface Batch {
+  frames: Uint8Array[];
+  bytes: number;
+  promise: Promise<void>;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Writes frames to a `WritableStream` one write at a time, in the order they
+ * were queued. Frames queued in the same tick, or while an earlier write is
+ * still in progress, are joined into a single write, so many small responses
+ * cost one system call.
+ *
+ * After a write fails the writer is failed for good: `onError` is called once,
+ * the frames still queued are dropped, and later `write` calls reject with the
+ * same error.
+ *
+ * @example
+ * ```ts
+ * import { FrameWriter } from "./frame_writer.ts";
+ * const chunks: Uint8Array[] = [];
+ * const writer = new FrameWriter(new WritableStream({ write(c) { chunks.push(c); } }));
+ * const encoder = new TextEncoder();
+ * await Promise.all([writer.write(encoder.encode("a\n")), writer.write(encoder.encode("b\n"))]);
+ * console.log(chunks.length); // 1: both frames went out in one write
+ * ```
+ */
+export class FrameWriter {
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #onError?: (error: unknown) => void;
+  readonly #maxBatchBytes: number;
+  #queue: Batch[] = [];
+  #flushing: Promise<void> | null = null;
+  #failed = false;
+  #error: unknown = undefined;
+
+  /**
+   * Locks `writable` for the writer's lifetime; the writer never closes it
+   * (close the underlying stream instead).
+   */
+  constructor(
+    writable: WritableStream<Uint8Array>,
+    options: FrameWriterOptions = {},
+  ) {
+    this.#writer = writable.getWriter();
+    this.#onError = options.onError;
+    this.#maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
+    // A failing stream also rejects `ready` and `closed`; nobody waits on them.
+    this.#writer.closed.catch(() => {});
+  }
+
+  /** Whether a write has failed; if so every later `write` rejects. */
+  get failed(): boolean {
+    return this.#failed;
+  }
+
+  /**
+   * Queues one encoded frame. It is handed to the stream in a later microtask
+   * together with every other frame queued by then.
+   *
+   * @returns a promise that resolves when the stream has accepted the write
+   * holding the frame, and rejects with the stream's error if that write (or
+   * an earlier one) failed. Ignoring the promise is safe: a rejection is never
+   * reported as unhandled.
+   */
+  write(frame: Uint8Array): Promise<void> {
+    if (this.#failed) return this.#rejected();
+    let batch = this.#queue.at(-1);
+    if (
+      batch === undefined ||
+      (batch.bytes > 0 && batch.bytes + frame.length > this.#maxBatchBytes)
+    ) {
+      batch = newBatch();
+      this.#queue.push(batch);
+    }
+    batch.frames.push(frame);
+    batch.bytes += frame.length;
+    if (this.#flushing === null) {
+      this.#flushing = new Promise<void>((resolve) =>
+        queueMicrotask(() => this.#flush().then(resolve))
+      );
+    }
+    return batch.promise;
+  }
+
+  /**
+   * Resolves once nothing is queued or being written (whether the writes
+   * succeeded or failed). Never rejects.
+   */
+  async idle(): Promise<void> {
+    while (this.#flushing !== null) await this.#flushing;
+  }
+
+  async #flush(): Promise<void> {
+    for (let batch = this.#queue.shift(); batch; batch = this.#queue.shift()) {
+      try {
+        await this.#writer.write(join(batch.frames, batch.bytes));
+        batch.resolve();
+      } catch (error) {
+        batch.reject(error);
+        this.#fail(error);
+      }
+    }
+    this.#flushing = null;
+  }
+
+  #fail(error: unknown): void {
+    if (this.#failed) return;
+    this.#failed = true;
+    this.#error = error;
+    for (const batch of this.#queue) batch.reject(error);
+    this.#queue = [];
+    try {
+      this.#onError?.(error);
+    } catch {
+      // The owner's callback must not break the writer.
+    }
+  }
+
+  #rejected(): Promise<void> {
+    const promise = Promise.reject(this.#error);
+    promise.catch(() => {});
+    return promise;
+  }
+}
+
+function newBatch(): Batch {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {});
+  return { frames: [], bytes: 0, promise, resolve, reject };
+}
+
+function join(frames: Uint8Array[], bytes: number): Uint8Array {
+  if (frames.length === 1) return frames[0];
+  const joined = new Uint8Array(bytes);
+  let offset = 0;
+  for (const frame of frames) {
+    joined.set(frame, offset);
+    offset += frame.length;
+  }
+  return joined;
+}

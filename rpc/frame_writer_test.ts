@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import { FrameWriter } from "./frame_writer.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function recordingStream(
+  options: { slow?: () => Promise<void>; fail?: number } = {},
+) {
+  const writes: string[] = [];
+  const writable = new WritableStream<Uint8Array>({
+    async write(chunk) {
+      if (options.fail !== undefined && writes.length === options.fail) {
+        throw new Error("broken pipe");
+      }
+      writes.push(decoder.decode(chunk));
+      await options.slow?.();
+    },
+  });
+  return { writable, writes };
+}
+
+Deno.test("FrameWriter joins the frames of one tick into one write", async () => {
+  const { writable, writes } = recordingStream();
+  const writer = new FrameWriter(writable);
+  await Promise.all(
+    ["a\n", "b\n", "c\n"].map((s) => writer.write(encoder.encode(s))),
+  );
+  await writer.write(encoder.encode("d\n"));
+  assert.deepEqual(writes, ["a\nb\nc\n", "d\n"]);
+});
+
+Deno.test("FrameWriter joins what is queued while a write is in progress", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  const { writable, writes } = recordingStream({ slow: () => gate });
+  const writer = new FrameWriter(writable);
+  const first = writer.write(encoder.encode("1\n"));
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  const later = [2, 3, 4].map((n) => writer.write(encoder.encode(`${n}\n`)));
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  release();
+  await Promise.all([first, ...later]);
+  assert.deepEqual(writes, ["1\n", "2\n3\n4\n"]);
+  await writer.idle();
+});
+
+Deno.test("FrameWriter splits batches at maxBatchBytes, keeping order", async () => {
+  const { writable, writes } = recordingStream();
+  const writer = new FrameWriter(writable, { maxBatchBytes: 4 });
+  await Promise.all(
+    ["ab\n", "c\n", "defgh\n", "i\n"].map((s) =>
+      writer.write(encoder.encode(s))
+    ),
+  );
+  assert.deepEqual(writes, ["ab\n", "c\n", "defgh\n", "i\n"]);
+});
+
+Deno.test("FrameWriter fails for good after a write error and reports it once", async () => {
+  const { writable, writes } = recordingStream({ fail: 1 });
+  const errors: unknown[] = [];
+  const writer = new FrameWriter(writable, { onError: (e) => errors.push(e) });
+  await writer.write(encoder.encode("ok\n"));
+  const failing = writer.write(encoder.encode("lost\n"));
+  await assert.rejects(failing, /broken pipe/);
+  assert.ok(writer.failed);
+  await assert.rejects(writer.write(encoder.encode("after\n")), /broken pipe/);
+  // An ignored rejection is not reported as unhandled.
+  writer.write(encoder.encode("ignored\n"));
+  await writer.idle();
+  assert.deepEqual(writes, ["ok\n"]);
+  assert.equal(errors.length, 1);
+});

@@ -1,0 +1,42 @@
+/**
+ * The JSON-RPC 2.0 protocol layer of Rafter, shared by everything above it:
+ *
+ * - messages: request and response shapes, validation, error codes
+ *   (`errors.ts`, `message.ts`);
+ * - framing: newline-delimited JSON (`ndjson.ts`) and a coalescing frame
+ *   writer (`frame_writer.ts`);
+ * - the client: {@link RpcConnection}, many concurrent calls multiplexed over
+ *   one connection, opened with {@link dial};
+ * - the server: a method table and its dispatch (`dispatcher.ts`), one
+ *   connection served with {@link serveStream}, a TCP server with
+ *   {@link serve};
+ * - transports: the {@link ByteStream} abstraction, `tcp://` URLs, and the
+ *   Deno TCP adapter ({@link denoTcpDialer}).
+ *
+ * Everything here is Web-standard (runs in edge workers) except the Deno
+ * adapters `serve.ts` and `deno_tcp.ts`, which call `Deno.*` only when used.
+ *
+ * @example
+ * ```ts ignore
+ * import { dial, serve } from "./mod.ts";
+ * const server = serve({ methods: { add: (a: number, b: number) => a + b } });
+ * const connection = await dial(server.url);
+ * console.log(await connection.call("add", [1, 2])); // 3
+ * connection.close();
+ * await server.close();
+ * ```
+ *
+ * @module
+ */
+
+export * from "./errors.ts";
+export * from "./message.ts";
+export * from "./transport.ts";
+export * from "./ndjson.ts";
+export * from "./frame_writer.ts";
+export * from "./dispatcher.ts";
+export * from "./server_connection.ts";
+export * from "./connection.ts";
+export * from "./dial.ts";
+export * from "./serve.ts";
+export * from "./deno_tcp.ts";

@@ -1,0 +1,215 @@
+/**
+ * Newline-delimited JSON (NDJSON) framing: one JSON text per line, lines
+ * separated by `\n` (byte 0x0A), an optional `\r` before it. This is the JSON
+ * codec of the wire protocol; it works with `nc`.
+ *
+ * @module
+ */
+
+/** Default largest frame {@link NdjsonDecoder} accepts: 1 MiB (1_048_576 bytes). */
+export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
+
+/**
+ * One decoded line.
+ *
+ * - `text`: a whole line decoded as UTF-8, without its `\n` or `\r\n`.
+ * - `tooLarge`: the line grew past `maxFrameBytes`; `bytes` is how many bytes
+ *   of it had arrived when it was refused (more than the limit; the line may
+ *   be longer). The rest of the line is skipped.
+ * - `badUtf8`: the line is not valid UTF-8.
+ */
+export type Frame =
+  | { kind: "text"; text: string }
+  | { kind: "tooLarge"; bytes: number }
+  | { kind: "badUtf8" };
+
+/** Options of {@link NdjsonDecoder}. */
+export interface NdjsonDecoderOptions {
+  /**
+   * Largest line accepted, in bytes, not counting its `\n`
+   * (default {@link DEFAULT_MAX_FRAME_BYTES}, 1 MiB).
+   */
+  maxFrameBytes?: number;
+}
+
+const NEWLINE = 0x0a;
+const CARRIAGE_RETURN = "\r";
+const BLANK = /^[ \t\r]*$/;
+
+/**
+ * Splits a byte stream into NDJSON lines. Feed it the chunks as they arrive;
+ * it buffers the bytes of an unfinished line (so a multi-byte UTF-8 character
+ * split across chunks is fine) and decodes only whole lines. Each byte is
+ * scanned once and copied at most twice, whatever the chunking.
+ *
+ * A trailing `\r` is stripped; empty and whitespace-only lines are skipped.
+ * A line longer than `maxFrameBytes` yields one `tooLarge` frame as soon as the
+ * limit is passed; its bytes are dropped up to and including the next `\n`,
+ * after which decoding resumes, so the connection stays usable.
+ *
+ * @example
+ * ```ts
+ * import { NdjsonDecoder } from "./ndjson.ts";
+ * const decoder = new NdjsonDecoder();
+ * const bytes = new TextEncoder().encode('{"a":1}\n{"b"');
+ * console.log(decoder.push(bytes)); // [{ kind: "text", text: '{"a":1}' }]
+ * console.log(decoder.push(new TextEncoder().encode(":2}\n"))); // [{ kind: "text", text: '{"b":2}' }]
+ * ```
+ */
+export class NdjsonDecoder {
+  readonly #maxFrameBytes: number;
+  readonly #utf8 = new TextDecoder("utf-8", { fatal: true });
+  /** Bytes of the unfinished line, in order (each a private copy). */
+  #pending: Uint8Array[] = [];
+  #pendingBytes = 0;
+  /** True while skipping the rest of a line that was too large. */
+  #skipping = false;
+
+  /**
+   * Makes a decoder for one byte stream.
+   *
+   * @param options.maxFrameBytes Largest line in bytes (default 1 MiB).
+   * @throws {RangeError} when `maxFrameBytes` is not a positive integer.
+   */
+  constructor(options: NdjsonDecoderOptions = {}) {
+    const max = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    if (!Number.isSafeInteger(max) || max < 1) {
+      throw new RangeError(
+        `maxFrameBytes must be a positive integer number of bytes, got ${max}`,
+      );
+    }
+    this.#maxFrameBytes = max;
+  }
+
+  /**
+   * Adds received bytes and returns the frames they complete, in order.
+   * The chunk is not kept: the caller may reuse its buffer afterwards.
+   */
+  push(chunk: Uint8Array): Frame[] {
+    const frames: Frame[] = [];
+    let start = 0;
+    while (start < chunk.length) {
+      const newline = chunk.indexOf(NEWLINE, start);
+      if (newline === -1) {
+        this.#buffer(chunk.subarray(start), frames);
+        break;
+      }
+      const tail = chunk.subarray(start, newline);
+      start = newline + 1;
+      if (this.#skipping) {
+        this.#skipping = false;
+        continue;
+      }
+      const size = this.#pendingBytes + tail.length;
+      if (size > this.#maxFrameBytes) {
+        this.#reset();
+        frames.push({ kind: "tooLarge", bytes: size });
+        continue;
+      }
+      this.#decode(this.#join(tail), frames);
+    }
+    return frames;
+  }
+
+  /**
+   * Call once the stream has ended: returns the last line when it had no
+   * final `\n` (as a frame, like {@link push} would), and resets the decoder.
+   */
+  end(): Frame[] {
+    const frames: Frame[] = [];
+    if (!this.#skipping && this.#pendingBytes > 0) {
+      this.#decode(this.#join(new Uint8Array(0)), frames);
+    }
+    this.#reset();
+    this.#skipping = false;
+    return frames;
+  }
+
+  #buffer(rest: Uint8Array, frames: Frame[]): void {
+    if (this.#skipping || rest.length === 0) return;
+    const size = this.#pendingBytes + rest.length;
+    if (size > this.#maxFrameBytes) {
+      this.#reset();
+      this.#skipping = true;
+      frames.push({ kind: "tooLarge", bytes: size });
+      return;
+    }
+    this.#pending.push(rest.slice());
+    this.#pendingBytes = size;
+  }
+
+  /** The pending bytes followed by `tail`, as one array; clears pending. */
+  #join(tail: Uint8Array): Uint8Array {
+    if (this.#pending.length === 0) return tail;
+    const line = new Uint8Array(this.#pendingBytes + tail.length);
+    let offset = 0;
+    for (const part of this.#pending) {
+      line.set(part, offset);
+      offset += part.length;
+    }
+    line.set(tail, offset);
+    this.#reset();
+    return line;
+  }
+
+  #decode(line: Uint8Array, frames: Frame[]): void {
+    if (line.length === 0) return;
+    let text: string;
+    try {
+      text = this.#utf8.decode(line);
+    } catch {
+      frames.push({ kind: "badUtf8" });
+      return;
+    }
+    if (text.endsWith(CARRIAGE_RETURN)) text = text.slice(0, -1);
+    if (BLANK.test(text)) return;
+    frames.push({ kind: "text", text });
+  }
+
+  #reset(): void {
+    this.#pending = [];
+    this.#pendingBytes = 0;
+  }
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Encodes a value as one NDJSON frame: its JSON text followed by `\n`, as
+ * UTF-8 bytes. `JSON.stringify` never emits a raw newline, so the frame is
+ * always a single line.
+ *
+ * @throws {TypeError} when the value cannot be encoded as JSON (a BigInt, a
+ * cycle, or a value such as `undefined` or a function that has no JSON text).
+ *
+ * @example
+ * ```ts
+ * import { encodeFrame } from "./ndjson.ts";
+ * const bytes = encodeFrame({ jsonrpc: "2.0", method: "rpc.ping", id: 1 });
+ * console.log(new TextDecoder().decode(bytes)); // {"jsonrpc":"2.0","method":"rpc.ping","id":1}\n
+ * ```
+ */
+export function encodeFrame(value: unknown): Uint8Array {
+  const text = JSON.stringify(value);
+  if (text === undefined) {
+    throw new TypeError(
+      `cannot encode a value of type ${typeof value} as a JSON frame`,
+    );
+  }
+  return encodeTextFrame(text);
+}
+
+/**
+ * Encodes an already serialized JSON text as one NDJSON frame (`text` + `\n`,
+ * UTF-8). The text must not contain a raw newline; output of `JSON.stringify`
+ * never does.
+ *
+ * @example
+ * ```ts
+ * import { encodeTextFrame } from "./ndjson.ts";
+ * console.log(encodeTextFrame('{"a":1}').length); // 8
+ * ```
+ */
+export function encodeTextFrame(text: string): Uint8Array {
+  return encoder.encode(text + "\n");
+}

@@ -1,0 +1,157 @@
+/**
+ * Deno adapter: a JSON-RPC 2.0 TCP server. Uses `Deno.listen`; the rest of
+ * `rpc/` is Web-standard only.
+ *
+ * @module
+ */
+
+import type { Methods } from "./dispatcher.ts";
+import { fromDenoConn } from "./deno_tcp.ts";
+import {
+  type ServerLimits,
+  serveStream,
+  validateServerLimits,
+} from "./server_connection.ts";
+import { formatTcpUrl } from "./transport.ts";
+
+/** Options of {@link serve}. */
+export interface ServeOptions extends ServerLimits {
+  /** Interface to listen on (default `"127.0.0.1"`; `"0.0.0.0"` for all). */
+  hostname?: string;
+  /** TCP port (default 0: an ephemeral port, see {@link RpcServer.port}). */
+  port?: number;
+  /**
+   * The method table. The built-in `rpc.ping` (returns `"pong"`) is added
+   * unless the table has its own. The table's own properties are copied when
+   * the server starts: methods added to it later are not served.
+   */
+  methods: Methods;
+  /** Aborting it closes the server, like {@link RpcServer.close}. */
+  signal?: AbortSignal;
+}
+
+/** A running server, as returned by {@link serve}. */
+export interface RpcServer {
+  /** The address it listens on, e.g. `"127.0.0.1"`. */
+  readonly hostname: string;
+  /** The port it listens on (the actual one when 0 was asked for). */
+  readonly port: number;
+  /** `tcp://hostname:port` with the actual port, ready to bind in a registry. */
+  readonly url: string;
+  /**
+   * Resolves once the server has stopped listening and every connection is
+   * finished. Never rejects.
+   */
+  readonly finished: Promise<void>;
+  /**
+   * Stops listening and closes every open connection (responses still being
+   * computed are dropped). Resolves like {@link finished}; safe to call more
+   * than once.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a JSON-RPC 2.0 server on TCP (NDJSON frames), one
+ * {@link serveStream} per accepted connection, Nagle's algorithm off.
+ *
+ * @throws {Deno.errors.AddrInUse} and the other errors of `Deno.listen`
+ * when the address cannot be bound.
+ * @throws {RangeError} for limits that `validateServerLimits` refuses.
+ *
+ * @example
+ * ```ts ignore
+ * import { serve } from "./serve.ts";
+ * const server = serve({
+ *   port: 0,
+ *   methods: { greet: (name: string) => `Hello, ${name}!` },
+ * });
+ * console.log(`listening on ${server.url}`);
+ * await server.close();
+ * ```
+ */
+export function serve(options: ServeOptions): RpcServer {
+  const { hostname = "127.0.0.1", port = 0, signal } = options;
+  const methods: Methods = { "rpc.ping": () => "pong", ...options.methods };
+  validateServerLimits(options);
+  const listener = Deno.listen({ hostname, port, transport: "tcp" });
+  const address = listener.addr;
+  const connections = new Set<Promise<void>>();
+  const stop = new AbortController();
+  const limits = {
+    maxFrameBytes: options.maxFrameBytes,
+    maxInFlight: options.maxInFlight,
+    idleTimeoutMs: options.idleTimeoutMs,
+    onInternalError: options.onInternalError,
+    signal: stop.signal,
+  };
+
+  const acceptLoop = async () => {
+    while (!stop.signal.aborted) {
+      let conn: Deno.TcpConn;
+      try {
+        conn = await listener.accept();
+      } catch (error) {
+        if (stop.signal.aborted || isListenerGone(error)) break;
+        // A transient failure (e.g. too many open files): back off a little.
+        console.error("rpc: accept failed:", error);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        continue;
+      }
+      if (stop.signal.aborted) {
+        try {
+          conn.close();
+        } catch {
+          // Ignore.
+        }
+        break;
+      }
+      try {
+        conn.setNoDelay(true);
+      } catch {
+        // The peer is already gone; serveStream will see it.
+      }
+      const done = serveStream(fromDenoConn(conn), methods, limits).finally(
+        () => connections.delete(done),
+      );
+      connections.add(done);
+    }
+  };
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    if (closing === undefined) {
+      signal?.removeEventListener("abort", onAbort);
+      stop.abort();
+      try {
+        listener.close();
+      } catch {
+        // Already closed.
+      }
+      closing = finished;
+    }
+    return closing;
+  };
+  const onAbort = () => void close();
+
+  const finished = acceptLoop().then(async () => {
+    close();
+    while (connections.size > 0) await Promise.all([...connections]);
+  });
+
+  if (signal?.aborted) close();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+
+  return {
+    hostname: address.hostname,
+    port: address.port,
+    url: formatTcpUrl(address),
+    finished,
+    close,
+  };
+}
+
+function isListenerGone(error: unknown): boolean {
+  return error instanceof Deno.errors.BadResource ||
+    error instanceof Deno.errors.Interrupted;
+}

@@ -1,0 +1,120 @@
+/**
+ * The byte-stream abstraction every RPC connection runs over, and the
+ * `tcp://host:port` URLs that name endpoints. Web-standard only: runtime
+ * adapters (Deno, Node, Cloudflare sockets) produce a {@link ByteStream}.
+ *
+ * @module
+ */
+
+/**
+ * A full-duplex byte stream, such as a TCP connection. `Deno.Conn` and the
+ * socket of Cloudflare's `connect()` both have this shape.
+ */
+export interface ByteStream {
+  /** Bytes from the peer; ends when the peer closes its side. */
+  readonly readable: ReadableStream<Uint8Array>;
+  /** Bytes to the peer. */
+  readonly writable: WritableStream<Uint8Array>;
+  /** Closes both directions at once; safe to call more than once. */
+  close(): void;
+}
+
+/** Options a {@link Dialer} may honour. */
+export interface DialerOptions {
+  /** Aborts the connection attempt (used for connect timeouts). */
+  signal?: AbortSignal;
+}
+
+/**
+ * Opens a byte stream to an endpoint URL such as `tcp://127.0.0.1:7001`.
+ * Rejects when the connection cannot be opened. A dialer should stop trying
+ * when `options.signal` aborts; one that ignores it still works, and the
+ * stream it opens too late is closed by the caller.
+ */
+export type Dialer = (
+  url: string,
+  options?: DialerOptions,
+) => Promise<ByteStream>;
+
+/** Host and port of a `tcp://host:port` URL. */
+export interface TcpAddress {
+  /** Host name or IP address (IPv6 without brackets). */
+  hostname: string;
+  /** TCP port, 1..65535. */
+  port: number;
+}
+
+/**
+ * Parses a `tcp://host:port` URL, or a bare `host:port`.
+ *
+ * @throws {TypeError} when the URL has another scheme, no host, or a port
+ * outside 1..65535; the message names the URL and the expected form.
+ *
+ * @example
+ * ```ts
+ * import { parseTcpUrl } from "./transport.ts";
+ * console.log(parseTcpUrl("tcp://127.0.0.1:7001")); // { hostname: "127.0.0.1", port: 7001 }
+ * ```
+ */
+export function parseTcpUrl(url: string): TcpAddress {
+  const text = url.includes("://") ? url : `tcp://${url}`;
+  let parsed: URL;
+  try {
+    parsed = new URL(text);
+  } catch {
+    throw new TypeError(
+      `invalid endpoint URL "${url}": expected tcp://host:port`,
+    );
+  }
+  const port = Number(parsed.port);
+  if (
+    parsed.protocol !== "tcp:" || parsed.hostname === "" ||
+    !Number.isInteger(port) || port < 1 || port > 65535
+  ) {
+    throw new TypeError(
+      `invalid endpoint URL "${url}": expected tcp://host:port with a port in 1..65535`,
+    );
+  }
+  const hostname = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
+  return { hostname, port };
+}
+
+/**
+ * Formats a host and port as a `tcp://host:port` URL (IPv6 in brackets).
+ *
+ * @example
+ * ```ts
+ * import { formatTcpUrl } from "./transport.ts";
+ * console.log(formatTcpUrl({ hostname: "::1", port: 7001 })); // tcp://[::1]:7001
+ * ```
+ */
+export function formatTcpUrl(address: TcpAddress): string {
+  const host = address.hostname.includes(":")
+    ? `[${address.hostname}]`
+    : address.hostname;
+  return `tcp://${host}:${address.port}`;
+}
+
+/**
+ * Parses an address to listen on: `host:port` or `tcp://host:port`, where
+ * port 0 asks the system for a free port.
+ *
+ * @throws {TypeError} when the text is not of that form or the port is
+ * outside 0..65535.
+ *
+ * @example
+ * ```ts
+ * import { parseListenAddress } from "./transport.ts";
+ * console.log(parseListenAddress("127.0.0.1:0")); // { hostname: "127.0.0.1", port: 0 }
+ * ```
+ */
+export function parseListenAddress(text: string): TcpAddress {
+  const match = /^(?:tcp:\/\/)?(\[[^\]]+\]|[^:/]+):(\d{1,5})$/.exec(text);
+  const port = Number(match?.[2]);
+  if (match === null || port > 65535) {
+    throw new TypeError(
+      `invalid listen address "${text}": expected host:port with a port in 0..65535`,
+    );
+  }
+  return { hostname: match[1].replace(/^\[(.*)\]$/, "$1"), port };
+}

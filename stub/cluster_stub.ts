@@ -1,0 +1,184 @@
+/**
+ * Cluster stubs: typed proxies whose method calls go to one of the servers
+ * bound under a name, chosen per call by a distributor, with failover to
+ * another server when a connection fails.
+ *
+ * @module
+ */
+
+import {
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  NO_ENDPOINTS,
+  RpcError,
+} from "../rpc/errors.ts";
+import type { Endpoint } from "../registry/types.ts";
+import type { ClusterMap } from "./cluster_map.ts";
+import type { ConnectionPool } from "./connection_pool.ts";
+import type { CallInfo, Distributor, ErrorDecision } from "./distributor.ts";
+import { roundRobin } from "./round_robin.ts";
+
+/** Settings of one stub. */
+export interface StubOptions {
+  /** Picks the server per call. Default `roundRobin()`. */
+  distributor?: Distributor;
+  /**
+   * Methods safe to run twice (`true` for all). A call whose request may
+   * have reached a server that then failed is retried elsewhere only if its
+   * method is idempotent. Default none.
+   */
+  idempotent?: boolean | readonly string[];
+  /** Deadline of each call, retries included, ms. Default 30_000. */
+  deadlineMs?: number;
+  /** Most attempts per call. Default 5. */
+  maxAttempts?: number;
+}
+
+/** Options of one call made through {@link ClusterStub.call}. */
+export interface StubCallOptions {
+  /** Aborting it rejects the call with CANCELLED (-32005). */
+  signal?: AbortSignal;
+  /** Overrides the stub's deadline, ms. */
+  deadlineMs?: number;
+}
+
+/**
+ * The typed face of a stub: each method of `T` returns a promise of its
+ * result. Declare `T` as the server's method table.
+ *
+ * @example
+ * ```ts
+ * import type { Stub } from "./cluster_stub.ts";
+ * interface Hello { greet(name: string): { greeting: string; server: string } }
+ * type HelloStub = Stub<Hello>; // { greet(name: string): Promise<{ greeting: string; server: string }> }
+ * ```
+ */
+export type Stub<T> = {
+  readonly [K in keyof T]: T[K] extends (...args: infer A) => infer R
+    ? (...args: A) => Promise<Awaited<R>>
+    : never;
+};
+
+/**
+ * Places calls for one name: distributor choice, failover, eviction.
+ *
+ * Retry rule: an attempt that fails with a {@link ConnectionError} evicts
+ * that server from the cluster map; the call moves to another server when
+ * the request was never written, or the method is idempotent (unless the
+ * distributor's `onError` says otherwise). When the map is empty the name
+ * is looked up again. Server errors (an error response) are never retried.
+ */
+export class ClusterStub {
+  readonly #name: string;
+  readonly #map: ClusterMap;
+  readonly #pool: ConnectionPool;
+  readonly #distributor: Distributor;
+  readonly #idempotent: (method: string) => boolean;
+  readonly #deadlineMs: number;
+  readonly #maxAttempts: number;
+
+  /**
+   * @param name service name.
+   * @param map the name's cluster map.
+   * @param pool shared connections.
+   */
+  constructor(
+    name: string,
+    map: ClusterMap,
+    pool: ConnectionPool,
+    options: StubOptions = {},
+  ) {
+    this.#name = name;
+    this.#map = map;
+    this.#pool = pool;
+    this.#distributor = options.distributor ?? roundRobin();
+    const idempotent = options.idempotent ?? false;
+    this.#idempotent = typeof idempotent === "boolean"
+      ? () => idempotent
+      : (method) => idempotent.includes(method);
+    this.#deadlineMs = options.deadlineMs ?? 30_000;
+    this.#maxAttempts = options.maxAttempts ?? 5;
+  }
+
+  /**
+   * Calls `method` with positional `params` on a server of the name.
+   *
+   * @throws {RpcError} the server's error response; NO_ENDPOINTS (-32002)
+   * when nothing is bound under the name; the last {@link ConnectionError}
+   * when retries ran out or were not safe; DEADLINE_EXCEEDED (-32003);
+   * CANCELLED (-32005); registry errors when the lookup itself failed.
+   */
+  async call<R = unknown>(
+    method: string,
+    params: unknown[] = [],
+    options: StubCallOptions = {},
+  ): Promise<R> {
+    const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
+    let lastError: unknown = null;
+    for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      const endpoints = await this.#map.endpoints();
+      if (endpoints.length === 0) {
+        throw new RpcError(
+          NO_ENDPOINTS,
+          `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
+          { name: this.#name },
+        );
+      }
+      const info: CallInfo = { name: this.#name, method, params, attempt };
+      const endpoint = this.#distributor.choose(endpoints, info);
+      try {
+        const connection = await this.#pool.get(endpoint.url);
+        const result = await connection.call<R>(method, params, {
+          timeoutMs: remaining,
+          signal: options.signal,
+        });
+        this.#distributor.onReturn?.(result, { ...info, endpoint });
+        return result;
+      } catch (error) {
+        lastError = error;
+        if (this.#decide(error, info, endpoint) === "throw") throw error;
+      }
+    }
+    if (lastError !== null) throw lastError;
+    throw new RpcError(
+      DEADLINE_EXCEEDED,
+      `Deadline exceeded: no attempt at "${this.#name}.${method}" could start in time`,
+    );
+  }
+
+  #decide(error: unknown, info: CallInfo, endpoint: Endpoint): ErrorDecision {
+    const connectionFailed = error instanceof ConnectionError;
+    if (connectionFailed) {
+      this.#map.evict(endpoint);
+      this.#pool.drop(endpoint.url);
+    }
+    const safeToRetry = connectionFailed &&
+      (!error.written || this.#idempotent(info.method));
+    return this.#distributor.onError?.(error, {
+      ...info,
+      endpoint,
+      safeToRetry,
+    }) ?? (safeToRetry ? "retry" : "throw");
+  }
+
+  /** The typed proxy over {@link call}. */
+  proxy<T>(): Stub<T> {
+    const methods = new Map<string, (...args: unknown[]) => Promise<unknown>>();
+    return new Proxy({}, {
+      get: (_target, property) => {
+        // Not a thenable, so `await stub` and Promise.resolve(stub) work.
+        if (typeof property !== "string" || property === "then") {
+          return undefined;
+        }
+        let method = methods.get(property);
+        if (method === undefined) {
+          method = (...args: unknown[]) => this.call(property, args);
+          methods.set(property, method);
+        }
+        return method;
+      },
+    }) as Stub<T>;
+  }
+}

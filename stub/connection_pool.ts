@@ -1,0 +1,97 @@
+/**
+ * One shared, lazily opened connection per endpoint URL.
+ *
+ * @module
+ */
+
+import type { RpcConnection } from "../rpc/connection.ts";
+import { dial } from "../rpc/dial.ts";
+import type { Dialer } from "../rpc/transport.ts";
+
+/** Settings of a {@link ConnectionPool}. */
+export interface ConnectionPoolOptions {
+  /** Opens byte streams; default Deno TCP. */
+  dialer?: Dialer;
+  /** Time allowed to open a connection, ms. Default 2000. */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * Keeps one multiplexed connection per URL, opened on first use and
+ * forgotten when it closes, so the next use opens a fresh one.
+ *
+ * @example
+ * ```ts ignore
+ * import { ConnectionPool } from "./connection_pool.ts";
+ * const pool = new ConnectionPool();
+ * const connection = await pool.get("tcp://127.0.0.1:7001");
+ * console.log(await connection.call("rpc.ping"));
+ * pool.close();
+ * ```
+ */
+export class ConnectionPool {
+  readonly #options: ConnectionPoolOptions;
+  readonly #connections = new Map<string, Promise<RpcConnection>>();
+  #closed = false;
+
+  /** @param options dialer and connect timeout. */
+  constructor(options: ConnectionPoolOptions = {}) {
+    this.#options = options;
+  }
+
+  /**
+   * The open connection to `url`, opening one if needed. Concurrent callers
+   * share one attempt.
+   *
+   * @throws {ConnectionError} (`written: false`) when it cannot be opened.
+   */
+  get(url: string): Promise<RpcConnection> {
+    const existing = this.#connections.get(url);
+    if (existing !== undefined) {
+      return existing.then((connection) =>
+        connection.isClosed ? this.#open(url) : connection
+      );
+    }
+    return this.#open(url);
+  }
+
+  /** Closes and forgets the connection to `url`, if any. */
+  drop(url: string): void {
+    const existing = this.#connections.get(url);
+    this.#connections.delete(url);
+    existing?.then((connection) => connection.close(), () => {});
+  }
+
+  /** Closes every connection; later `get` calls open new ones. */
+  close(): void {
+    this.#closed = true;
+    for (const url of [...this.#connections.keys()]) this.drop(url);
+    this.#closed = false;
+  }
+
+  #open(url: string): Promise<RpcConnection> {
+    const current = this.#connections.get(url);
+    const opening = dial(url, {
+      dialer: this.#options.dialer,
+      connectTimeoutMs: this.#options.connectTimeoutMs ?? 2000,
+    });
+    this.#connections.set(url, opening);
+    opening.then(
+      (connection) => {
+        if (this.#closed) connection.close();
+        connection.closed.then(() => {
+          if (this.#connections.get(url) === opening) {
+            this.#connections.delete(url);
+          }
+        });
+      },
+      () => {
+        if (this.#connections.get(url) === opening) {
+          this.#connections.delete(url);
+        }
+      },
+    );
+    void current;
+    return opening;
+  }
+}

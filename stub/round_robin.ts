@@ -1,0 +1,45 @@
+/**
+ * The round-robin distributor.
+ *
+ * @module
+ */
+
+import type { Distributor } from "./distributor.ts";
+
+/** Options of {@link roundRobin}. */
+export interface RoundRobinOptions {
+  /**
+   * Position of the first pick. Default: random, so that many clients do
+   * not all start on the same server (as gRPC's round_robin policy does).
+   */
+  start?: number;
+}
+
+/**
+ * Cycles through the cluster map: each call goes to the endpoint after the
+ * previous one. When the map shrinks or grows, the cycle continues from the
+ * same position modulo the new size.
+ *
+ * @example
+ * ```ts
+ * import { roundRobin } from "./round_robin.ts";
+ * const distributor = roundRobin({ start: 0 });
+ * const endpoints = [
+ *   { id: "a", url: "tcp://127.0.0.1:9001" },
+ *   { id: "b", url: "tcp://127.0.0.1:9002" },
+ * ];
+ * const call = { name: "hello", method: "greet", params: [], attempt: 0 };
+ * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call).id);
+ * console.log(picks); // ["a", "b", "a"]
+ * ```
+ */
+export function roundRobin(options: RoundRobinOptions = {}): Distributor {
+  let next = options.start ?? Math.floor(Math.random() * 1024);
+  return {
+    choose(endpoints) {
+      const endpoint = endpoints[next % endpoints.length];
+      next = (next + 1) % Number.MAX_SAFE_INTEGER;
+      return endpoint;
+    },
+  };
+}
