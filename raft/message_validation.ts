@@ -47,6 +47,7 @@ export function parseMessage(value: unknown): Message {
     case "vote":
       requireCount(m, "lastLogIndex");
       requireCount(m, "lastLogTerm");
+      requireAtMostTerm(m, "lastLogTerm");
       break;
     case "voteResponse":
       requireBoolean(m, "granted");
@@ -55,8 +56,14 @@ export function parseMessage(value: unknown): Message {
       requireCount(m, "prevLogIndex");
       requireCount(m, "prevLogTerm");
       requireCount(m, "commit");
+      requireAtMostTerm(m, "prevLogTerm");
       optionalString(m, "context");
-      requireEntries(m.entries, m.prevLogIndex as number, m.term as number);
+      requireEntries(
+        m.entries,
+        m.prevLogIndex as number,
+        m.prevLogTerm as number,
+        m.term as number,
+      );
       break;
     case "appendResponse":
       requireBoolean(m, "success");
@@ -100,15 +107,30 @@ function requireCount(m: Record<string, unknown>, field: string): void {
   }
 }
 
+/** A log entry's term never exceeds the term of the node that sent it. */
+function requireAtMostTerm(m: Record<string, unknown>, field: string): void {
+  if ((m[field] as number) > (m.term as number)) {
+    throw new TypeError(
+      `Raft message field "${field}" must not exceed "term" (${m.term})`,
+    );
+  }
+}
+
+/**
+ * Entries must follow `prevLogIndex` without gaps, with terms that never
+ * decrease (starting from `prevLogTerm`, at least 1) and never exceed the
+ * message's term: the shape of every leader's log.
+ */
 function requireEntries(
   value: unknown,
   prevLogIndex: number,
+  prevLogTerm: number,
   term: number,
 ): void {
   if (!Array.isArray(value)) {
     throw new TypeError('Raft message field "entries" must be an array');
   }
-  let previousTerm = 1;
+  let previousTerm = Math.max(prevLogTerm, 1);
   value.forEach((entry: Partial<Entry>, i) => {
     if (
       typeof entry !== "object" || entry === null ||

@@ -86,6 +86,9 @@ interface PendingProposal<R> {
 
 interface PendingRead {
   index: number | null;
+  /** Term and leader when the read was asked for: who must confirm it. */
+  term: number;
+  leader: NodeId;
   resolve(): void;
   reject(error: Error): void;
   timer: ReturnType<typeof setTimeout>;
@@ -124,13 +127,11 @@ export class RaftNode<R = unknown> {
   #draining = false;
   #again = false;
   #stopped = false;
-  #softState: SoftState;
 
   private constructor(options: RaftNodeOptions<R>, core: RaftCore, wal: Wal) {
     this.#options = options;
     this.#core = core;
     this.#wal = wal;
-    this.#softState = core.softState;
     const peers = { ...options.peers };
     delete peers[options.id];
     this.#transport = new PeerTransport({ peers, dialer: options.dialer });
@@ -266,7 +267,8 @@ export class RaftNode<R = unknown> {
     if (this.#stopped) {
       return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
     }
-    if (this.#core.leader === null) {
+    const { term, leader } = this.#core.softState;
+    if (leader === null) {
       return Promise.reject(new NotLeaderError(null));
     }
     const context = `${this.#options.id}:${++this.#readSequence}`;
@@ -280,7 +282,14 @@ export class RaftNode<R = unknown> {
           ),
         );
       }, timeoutMs);
-      this.#reads.set(context, { index: null, resolve, reject, timer });
+      this.#reads.set(context, {
+        index: null,
+        term,
+        leader,
+        resolve,
+        reject,
+        timer,
+      });
     });
     this.#core.readIndex(context);
     this.#schedule();
@@ -385,16 +394,22 @@ export class RaftNode<R = unknown> {
   }
 
   #onSoftState(state: SoftState): void {
-    const previous = this.#softState;
-    this.#softState = state;
-    if (previous.leader !== state.leader && state.leader === null) {
-      // Reads waiting for the old leader's confirmation will never get it.
-      for (const [context, read] of this.#reads) {
-        if (read.index === null) {
-          this.#reads.delete(context);
-          clearTimeout(read.timer);
-          read.reject(new NotLeaderError(null));
-        }
+    // Reads waiting for an old leader's confirmation will never get it: the
+    // core dropped them, and a new leader ignores the old requests.
+    for (const [context, read] of this.#reads) {
+      if (
+        read.index === null &&
+        (read.term !== state.term || read.leader !== state.leader)
+      ) {
+        this.#reads.delete(context);
+        clearTimeout(read.timer);
+        read.reject(
+          state.leader === null
+            ? new NotLeaderError(null)
+            : new RaftUnavailableError(
+              `the leader changed (now ${state.leader}, term ${state.term}) before it confirmed the read; retry`,
+            ),
+        );
       }
     }
     this.#options.onSoftState?.(state);

@@ -22,7 +22,7 @@ import {
   parseTcpUrl,
   type TcpAddress,
 } from "../rpc/transport.ts";
-import { startRegistryNode } from "./registry_node.ts";
+import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
 
 const USAGE = `usage: deno run -A registry/main.ts [options]
 
@@ -33,7 +33,7 @@ const USAGE = `usage: deno run -A registry/main.ts [options]
                      included; omit for a single-node registry
   --data DIR         folder for this node's log (default ./data/ID)
   --tick-ms N        milliseconds per Raft tick (default 100)
-  --election-ticks N election timeout in ticks (default 10)
+  --election-ticks N election timeout in ticks (default 10, at least 2)
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text`;
@@ -79,6 +79,9 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     allowPositionals: false,
   });
   if (values.help) throw new HelpRequested();
+  if (values.id !== undefined && values.id.trim() === "") {
+    throw new Error("--id must not be empty");
+  }
   let peers: Record<string, string> | undefined;
   if (values.peers !== undefined) {
     if (values.id === undefined) {
@@ -94,7 +97,14 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
           `--peers item "${item}" is not of the form id=host:port`,
         );
       }
-      peers[id] = formatTcpUrl(parseTcpUrl(address));
+      if (id in peers) {
+        throw new Error(`--peers lists the id "${id}" more than once`);
+      }
+      try {
+        peers[id] = formatTcpUrl(parseTcpUrl(address));
+      } catch (error) {
+        throw new Error(`--peers item "${item}": ${(error as Error).message}`);
+      }
     }
     if (!(values.id in peers)) {
       throw new Error(`--peers does not list this node's id "${values.id}"`);
@@ -102,7 +112,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
   }
   const id = values.id ?? "n1";
   const listen = values.listen !== undefined
-    ? parseListenAddress(values.listen)
+    ? listenAddress(values.listen)
     : peers !== undefined
     ? parseTcpUrl(peers[id])
     : { hostname: "127.0.0.1", port: 7001 };
@@ -112,10 +122,13 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     peers,
     dataDir: values.data ?? `./data/${id}`,
     tickMs: positiveInteger(values["tick-ms"], "--tick-ms", 100),
+    // At least 2: a leader heartbeats every tick, more often than the
+    // election timeout.
     electionTicks: positiveInteger(
       values["election-ticks"],
       "--election-ticks",
       10,
+      2,
     ),
     watchStdin: values["watch-stdin"] ?? false,
   };
@@ -123,15 +136,28 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
 
 class HelpRequested extends Error {}
 
+function listenAddress(text: string): TcpAddress {
+  try {
+    return parseListenAddress(text);
+  } catch (error) {
+    throw new Error(`--listen: ${(error as Error).message}`);
+  }
+}
+
 function positiveInteger(
   text: string | undefined,
   option: string,
   fallback: number,
+  min = 1,
 ): number {
   if (text === undefined) return fallback;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    throw new Error(`${option} must be a positive integer, got "${text}"`);
+  if (text.trim() === "" || !Number.isSafeInteger(value) || value < min) {
+    throw new Error(
+      min === 1
+        ? `${option} must be a positive integer, got "${text}"`
+        : `${option} must be an integer of at least ${min}, got "${text}"`,
+    );
   }
   return value;
 }
@@ -151,19 +177,29 @@ async function main(): Promise<number> {
   const log = (line: string) => console.log(line);
   let fatal: unknown = null;
   const stopped = Promise.withResolvers<void>();
-  const node = await startRegistryNode({
-    id: args.id,
-    listen: args.listen,
-    peers: args.peers,
-    dataDir: args.dataDir,
-    tickMs: args.tickMs,
-    electionTicks: args.electionTicks,
-    log,
-    onFatal: (error) => {
-      fatal = error;
-      stopped.resolve();
-    },
-  });
+  let node: RegistryNode;
+  try {
+    node = await startRegistryNode({
+      id: args.id,
+      listen: args.listen,
+      peers: args.peers,
+      dataDir: args.dataDir,
+      tickMs: args.tickMs,
+      electionTicks: args.electionTicks,
+      log,
+      onFatal: (error) => {
+        fatal = error;
+        stopped.resolve();
+      },
+    });
+  } catch (error) {
+    console.error(
+      `registry ${args.id}: cannot start on ${
+        formatTcpUrl(args.listen)
+      } with data ${args.dataDir}: ${(error as Error).message}`,
+    );
+    return 1;
+  }
   const cluster = Object.keys(args.peers ?? { [args.id]: "" }).join(",");
   log(
     `registry ${args.id} listening on ${node.url} (cluster ${cluster}; data ${args.dataDir})`,

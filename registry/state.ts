@@ -49,20 +49,15 @@ export class RegistryState {
    */
   apply(data: string): WriteResult | { error: string } {
     if (data === "") return { revision: this.#revision };
-    let command: Command;
+    let command: unknown;
     try {
       command = JSON.parse(data);
     } catch {
       return { error: "log entry is not JSON" };
     }
-    switch (command?.op) {
-      case "bind":
-        return this.#bind(command.name, command.endpoint);
-      case "unbind":
-        return this.#unbind(command.name, command.id);
-      default:
-        return { error: `unknown registry command ${JSON.stringify(command)}` };
-    }
+    if (isBind(command)) return this.#bind(command.name, command.endpoint);
+    if (isUnbind(command)) return this.#unbind(command.name, command.id);
+    return { error: `unknown registry command ${JSON.stringify(command)}` };
   }
 
   /** The endpoints bound under `name` (a copy), with the current revision. */
@@ -101,4 +96,25 @@ export class RegistryState {
     if (endpoints.length === 0) this.#bindings.delete(name);
     return { revision: ++this.#revision, removed: 1 };
   }
+}
+
+function isText(value: unknown): value is string {
+  return typeof value === "string" && value.length > 0;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isBind(value: unknown): value is Extract<Command, { op: "bind" }> {
+  return isRecord(value) && value.op === "bind" && isText(value.name) &&
+    isRecord(value.endpoint) && isText(value.endpoint.id) &&
+    isText(value.endpoint.url);
+}
+
+function isUnbind(
+  value: unknown,
+): value is Extract<Command, { op: "unbind" }> {
+  return isRecord(value) && value.op === "unbind" && isText(value.name) &&
+    isText(value.id);
 }

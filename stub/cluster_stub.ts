@@ -7,6 +7,7 @@
  */
 
 import {
+  CANCELLED,
   ConnectionError,
   DEADLINE_EXCEEDED,
   NO_ENDPOINTS,
@@ -113,12 +114,29 @@ export class ClusterStub {
     params: unknown[] = [],
     options: StubCallOptions = {},
   ): Promise<R> {
-    const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
+    const deadlineMs = options.deadlineMs ?? this.#deadlineMs;
+    const deadline = Date.now() + deadlineMs;
+    // The lookup and the connect have their own timeouts; the call's
+    // deadline and signal bound them too.
+    const bounded = <T>(promise: Promise<T>, step: string) =>
+      bound(promise, deadline, options.signal, () =>
+        new RpcError(
+          DEADLINE_EXCEEDED,
+          `Deadline exceeded: "${this.#name}.${method}" did not get a response within ${deadlineMs} ms (${step} still under way)`,
+          { deadlineMs, written: false },
+        ), () => cancelledBeforeSending(method));
     let lastError: unknown = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
-      const endpoints = await this.#map.endpoints();
+      if (options.signal?.aborted) throw cancelledBeforeSending(method);
+      // Only an empty map waits for the registry.
+      const endpoints = this.#map.current.length > 0
+        ? await this.#map.endpoints()
+        : await bounded(
+          this.#map.endpoints(),
+          "looking up the name in the registry",
+        );
       if (endpoints.length === 0) {
         throw new RpcError(
           NO_ENDPOINTS,
@@ -129,9 +147,12 @@ export class ClusterStub {
       const info: CallInfo = { name: this.#name, method, params, attempt };
       const endpoint = this.#distributor.choose(endpoints, info);
       try {
-        const connection = await this.#pool.get(endpoint.url);
+        const connection = await bounded(
+          this.#pool.get(endpoint.url),
+          `connecting to ${endpoint.url}`,
+        );
         const result = await connection.call<R>(method, params, {
-          timeoutMs: remaining,
+          timeoutMs: deadline - Date.now(),
           signal: options.signal,
         });
         this.#distributor.onReturn?.(result, { ...info, endpoint });
@@ -181,4 +202,49 @@ export class ClusterStub {
       },
     }) as Stub<T>;
   }
+}
+
+/** The CANCELLED error of a call aborted before its request was sent. */
+function cancelledBeforeSending(method: string): RpcError {
+  return new RpcError(
+    CANCELLED,
+    `Cancelled: the call to ${
+      JSON.stringify(String(method))
+    } was aborted before it was sent`,
+    { written: false },
+  );
+}
+
+/**
+ * `promise`, unless the deadline passes or the signal aborts first (then
+ * the matching error). The promise itself runs on (it may be shared).
+ */
+function bound<T>(
+  promise: Promise<T>,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  timedOut: () => RpcError,
+  aborted: () => RpcError,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => finish(() => reject(aborted()));
+    const timer = setTimeout(
+      () => finish(() => reject(timedOut())),
+      Math.max(0, deadline - Date.now()),
+    );
+    let settled = false;
+    function finish(settle: () => void): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      settle();
+    }
+    promise.then(
+      (value) => finish(() => resolve(value)),
+      (error) => finish(() => reject(error)),
+    );
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+  });
 }

@@ -47,12 +47,15 @@ export class ConnectionPool {
    */
   get(url: string): Promise<RpcConnection> {
     const existing = this.#connections.get(url);
-    if (existing !== undefined) {
-      return existing.then((connection) =>
-        connection.isClosed ? this.#open(url) : connection
-      );
-    }
-    return this.#open(url);
+    if (existing === undefined) return this.#open(url);
+    return existing.then((connection) => {
+      if (!connection.isClosed) return connection;
+      // Closed but not yet forgotten: the first caller to notice opens the
+      // replacement, the others share it (one connection per URL).
+      return this.#connections.get(url) === existing
+        ? this.#open(url)
+        : this.get(url);
+    });
   }
 
   /** Closes and forgets the connection to `url`, if any. */

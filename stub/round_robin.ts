@@ -34,10 +34,13 @@ export interface RoundRobinOptions {
  * ```
  */
 export function roundRobin(options: RoundRobinOptions = {}): Distributor {
-  let next = options.start ?? Math.floor(Math.random() * 1024);
+  const start = options.start ?? Math.floor(Math.random() * 1024);
+  // Any number is a position: -1 is the last endpoint, 1.5 is 1.
+  let next = Number.isFinite(start) ? Math.trunc(start) : 0;
   return {
     choose(endpoints) {
-      const endpoint = endpoints[next % endpoints.length];
+      const size = endpoints.length;
+      const endpoint = endpoints[((next % size) + size) % size];
       next = (next + 1) % Number.MAX_SAFE_INTEGER;
       return endpoint;
     },

@@ -77,6 +77,7 @@ export class LocalCluster {
   readonly #options: LocalClusterOptions;
   readonly #children = new Map<string, ChildState>();
   #dataDir: string | null;
+  #dataDirMade: Promise<string> | null = null;
   #ownsDataDir: boolean;
   /** Registry node id → URL. */
   readonly registry = new Map<string, string>();
@@ -268,12 +269,19 @@ export class LocalCluster {
     if (this.#ownsDataDir && this.#dataDir !== null) {
       await Deno.remove(this.#dataDir, { recursive: true }).catch(() => {});
       this.#dataDir = null;
+      this.#dataDirMade = null;
     }
   }
 
-  async #root(): Promise<string> {
-    this.#dataDir ??= await Deno.makeTempDir({ prefix: "rafter-cluster-" });
-    return this.#dataDir;
+  #root(): Promise<string> {
+    // One promise, so nodes started together share one folder.
+    this.#dataDirMade ??= this.#dataDir !== null
+      ? Promise.resolve(this.#dataDir)
+      : Deno.makeTempDir({ prefix: "rafter-cluster-" }).then((dir) => {
+        this.#dataDir = dir;
+        return dir;
+      });
+    return this.#dataDirMade;
   }
 
   #spawn(name: string, script: string, args: string[]): ChildState {

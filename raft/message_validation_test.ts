@@ -1,0 +1,317 @@
+import assert from "node:assert/strict";
+import { parseMessage } from "./message_validation.ts";
+import type { Message } from "./types.ts";
+
+const valid: Message[] = [
+  {
+    type: "vote",
+    from: "n1",
+    to: "n2",
+    term: 3,
+    lastLogIndex: 7,
+    lastLogTerm: 2,
+  },
+  { type: "voteResponse", from: "n2", to: "n1", term: 3, granted: false },
+  {
+    type: "append",
+    from: "n1",
+    to: "n2",
+    term: 3,
+    prevLogIndex: 4,
+    prevLogTerm: 2,
+    entries: [
+      { index: 5, term: 2, data: "" },
+      { index: 6, term: 3, data: "x" },
+      { index: 7, term: 3, data: '{"op":"bind"}' },
+    ],
+    commit: 5,
+  },
+  {
+    type: "append",
+    from: "n1",
+    to: "n2",
+    term: 1,
+    prevLogIndex: 0,
+    prevLogTerm: 0,
+    entries: [],
+    commit: 0,
+    context: "n1:hb:1",
+  },
+  {
+    type: "appendResponse",
+    from: "n2",
+    to: "n1",
+    term: 3,
+    success: true,
+    index: 7,
+    rejectHint: 0,
+  },
+  {
+    type: "appendResponse",
+    from: "n2",
+    to: "n1",
+    term: 3,
+    success: false,
+    index: 4,
+    rejectHint: 2,
+    context: "n1:hb:1",
+  },
+  { type: "readIndex", from: "n2", to: "n1", term: 3, context: "n2:1" },
+  {
+    type: "readIndexResponse",
+    from: "n1",
+    to: "n2",
+    term: 3,
+    context: "n2:1",
+    index: 7,
+  },
+];
+
+function refuses(value: unknown, message: string | RegExp): void {
+  assert.throws(
+    () => parseMessage(value),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError, `${error} is a TypeError`);
+      if (typeof message === "string") assert.equal(error.message, message);
+      else assert.match(error.message, message);
+      return true;
+    },
+  );
+}
+
+function withField(
+  message: Message,
+  field: string,
+  value: unknown,
+): Record<string, unknown> {
+  const copy = structuredClone(message) as unknown as Record<string, unknown>;
+  if (value === undefined) delete copy[field];
+  else copy[field] = value;
+  return copy;
+}
+
+Deno.test("valid messages of every type pass unchanged", () => {
+  const types = new Set<string>();
+  for (const message of valid) {
+    const copy = structuredClone(message);
+    assert.deepEqual(parseMessage(copy), message);
+    // It also survives the wire: JSON text parsed back.
+    assert.deepEqual(
+      parseMessage(JSON.parse(JSON.stringify(message))),
+      message,
+    );
+    types.add(message.type);
+  }
+  assert.equal(types.size, 6);
+});
+
+Deno.test("a message that is not an object is refused", () => {
+  for (const value of [null, undefined, 3, "vote", true, [valid[0]]]) {
+    refuses(value, "a Raft message must be an object");
+  }
+});
+
+Deno.test("an unknown or missing type is refused, naming it", () => {
+  refuses(
+    { ...valid[1], type: "snapshot" },
+    'unknown Raft message type "snapshot"',
+  );
+  refuses(
+    withField(valid[1], "type", undefined),
+    "unknown Raft message type undefined",
+  );
+  refuses({ ...valid[1], type: 1 }, "unknown Raft message type 1");
+  refuses(
+    { ...valid[1], type: "toString" },
+    'unknown Raft message type "toString"',
+  );
+});
+
+Deno.test("from and to must be strings", () => {
+  for (const message of valid) {
+    for (const field of ["from", "to"]) {
+      for (const bad of [undefined, null, 1, {}, ["n1"]]) {
+        refuses(
+          withField(message, field, bad),
+          `Raft message field "${field}" must be a string`,
+        );
+      }
+    }
+  }
+});
+
+Deno.test("counts must be non-negative safe integers", () => {
+  const counts: Record<string, string[]> = {
+    vote: ["term", "lastLogIndex", "lastLogTerm"],
+    voteResponse: ["term"],
+    append: ["term", "prevLogIndex", "prevLogTerm", "commit"],
+    appendResponse: ["term", "index", "rejectHint"],
+    readIndex: ["term"],
+    readIndexResponse: ["term", "index"],
+  };
+  const bads = [undefined, null, -1, 1.5, NaN, Infinity, 2 ** 53, "3", true];
+  for (const message of valid) {
+    for (const field of counts[message.type]) {
+      for (const bad of bads) {
+        refuses(
+          withField(message, field, bad),
+          `Raft message field "${field}" must be a non-negative integer`,
+        );
+      }
+    }
+  }
+});
+
+Deno.test("booleans must be booleans", () => {
+  for (const bad of [undefined, null, 0, 1, "true"]) {
+    refuses(
+      withField(valid[1], "granted", bad),
+      'Raft message field "granted" must be a boolean',
+    );
+    refuses(
+      withField(valid[4], "success", bad),
+      'Raft message field "success" must be a boolean',
+    );
+  }
+});
+
+Deno.test("context is required on read messages and a string where present", () => {
+  for (const message of [valid[6], valid[7]]) {
+    for (const bad of [undefined, null, 1]) {
+      refuses(
+        withField(message, "context", bad),
+        'Raft message field "context" must be a string',
+      );
+    }
+  }
+  for (const message of [valid[2], valid[4]]) {
+    assert.doesNotThrow(() =>
+      parseMessage(withField(message, "context", undefined))
+    );
+    for (const bad of [null, 1, {}]) {
+      refuses(
+        withField(message, "context", bad),
+        'Raft message field "context" must be a string',
+      );
+    }
+  }
+});
+
+Deno.test("append entries must be an array of entries", () => {
+  for (const bad of [undefined, null, "[]", {}, 1]) {
+    refuses(
+      withField(valid[2], "entries", bad),
+      'Raft message field "entries" must be an array',
+    );
+  }
+  const base = valid[2] as Extract<Message, { type: "append" }>;
+  const entryMessage = (entries: unknown[]) => ({ ...base, entries });
+  const first =
+    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }";
+  for (const bad of [null, 5, "x", [5, 2, ""]]) {
+    refuses(entryMessage([bad]), first);
+  }
+  refuses(entryMessage([{ index: 5, term: 2 }]), first);
+  refuses(entryMessage([{ index: 5, term: 2, data: 1 }]), first);
+  refuses(entryMessage([{ index: 5, term: "2", data: "" }]), first);
+  refuses(entryMessage([{ index: 5, term: 2.5, data: "" }]), first);
+  refuses(entryMessage([{ index: "5", term: 2, data: "" }]), first);
+});
+
+Deno.test("entries with gaps or out of place are refused", () => {
+  const base = valid[2] as Extract<Message, { type: "append" }>;
+  const entryMessage = (entries: unknown[]) => ({ ...base, entries });
+  // The first entry must follow prevLogIndex (4).
+  refuses(
+    entryMessage([{ index: 4, term: 2, data: "" }]),
+    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+  );
+  refuses(
+    entryMessage([{ index: 6, term: 2, data: "" }]),
+    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+  );
+  // A gap after the first.
+  refuses(
+    entryMessage([
+      { index: 5, term: 2, data: "" },
+      { index: 7, term: 2, data: "" },
+    ]),
+    "Raft message entry 1 must be { index: 6, term: 2..3, data: string }",
+  );
+  // A repeated index.
+  refuses(
+    entryMessage([
+      { index: 5, term: 2, data: "" },
+      { index: 5, term: 2, data: "" },
+    ]),
+    "Raft message entry 1 must be { index: 6, term: 2..3, data: string }",
+  );
+});
+
+Deno.test("entries with decreasing terms are refused", () => {
+  const base = valid[2] as Extract<Message, { type: "append" }>;
+  refuses(
+    {
+      ...base,
+      entries: [
+        { index: 5, term: 3, data: "" },
+        { index: 6, term: 2, data: "" },
+      ],
+    },
+    "Raft message entry 1 must be { index: 6, term: 3..3, data: string }",
+  );
+  // Term 0 is never an entry's term.
+  refuses(
+    {
+      ...base,
+      prevLogIndex: 0,
+      prevLogTerm: 0,
+      entries: [{ index: 1, term: 0, data: "" }],
+    },
+    "Raft message entry 0 must be { index: 1, term: 1..3, data: string }",
+  );
+});
+
+Deno.test("entries older than the entry they follow are refused", () => {
+  // prevLogTerm 2: the leader's log holds term 2 at index 4, so index 5
+  // cannot be of term 1.
+  const base = valid[2] as Extract<Message, { type: "append" }>;
+  refuses(
+    { ...base, entries: [{ index: 5, term: 1, data: "" }] },
+    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+  );
+});
+
+Deno.test("entries with a term above the message's term are refused", () => {
+  const base = valid[2] as Extract<Message, { type: "append" }>;
+  refuses(
+    { ...base, entries: [{ index: 5, term: 4, data: "" }] },
+    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+  );
+  refuses(
+    {
+      ...base,
+      entries: [
+        { index: 5, term: 3, data: "" },
+        { index: 6, term: 4, data: "" },
+      ],
+    },
+    "Raft message entry 1 must be { index: 6, term: 3..3, data: string }",
+  );
+});
+
+Deno.test("log terms above the message's term are refused", () => {
+  refuses(
+    withField(valid[2], "prevLogTerm", 4),
+    'Raft message field "prevLogTerm" must not exceed "term" (3)',
+  );
+  refuses(
+    withField(valid[0], "lastLogTerm", 4),
+    'Raft message field "lastLogTerm" must not exceed "term" (3)',
+  );
+});
+
+Deno.test("extra fields are kept and do not make a message invalid", () => {
+  const message = { ...valid[1], note: "hi" };
+  assert.equal(parseMessage(message), message);
+});

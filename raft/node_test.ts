@@ -1,0 +1,485 @@
+import assert from "node:assert/strict";
+import { dial } from "../rpc/dial.ts";
+import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import { type RpcServer, serve } from "../rpc/serve.ts";
+import { freePorts, waitFor, within } from "./_test_util.ts";
+import { NotLeaderError } from "./core.ts";
+import { RaftNode, RaftUnavailableError } from "./node.ts";
+import type { AppendRequest, Entry, Message } from "./types.ts";
+
+/** A RaftNode served on its port, recording what it applies. */
+interface Member {
+  id: string;
+  node: RaftNode<string>;
+  server: RpcServer;
+  applied: Entry[];
+}
+
+async function startMember(
+  id: string,
+  peers: Record<string, string>,
+  dataDir: string,
+  options: { tickMs?: number; electionTicks?: number } = {},
+): Promise<Member> {
+  const applied: Entry[] = [];
+  const node = await RaftNode.start<string>({
+    id,
+    peers,
+    dataDir,
+    tickMs: options.tickMs ?? 10,
+    electionTicks: options.electionTicks ?? 10,
+    apply: (entry) => {
+      applied.push(entry);
+      return `${id} applied ${entry.index}: ${entry.data}`;
+    },
+    onFatal: (error) => {
+      throw error;
+    },
+  });
+  const port = Number(new URL(peers[id].replace("tcp:", "http:")).port);
+  const server = serve({ hostname: "127.0.0.1", port, methods: node.methods });
+  return { id, node, server, applied };
+}
+
+async function stopMember(member: Member): Promise<void> {
+  await member.server.close();
+  await member.node.stop();
+}
+
+function peersOn(ids: string[]): Record<string, string> {
+  const ports = freePorts(ids.length);
+  return Object.fromEntries(
+    ids.map((id, i) => [id, `tcp://127.0.0.1:${ports[i]}`]),
+  );
+}
+
+function data(entries: Entry[]): string[] {
+  return entries.map((e) => e.data);
+}
+
+const heartbeat = (from: string, term: number): AppendRequest => ({
+  type: "append",
+  from,
+  to: "n1",
+  term,
+  prevLogIndex: 0,
+  prevLogTerm: 0,
+  entries: [],
+  commit: 0,
+});
+
+Deno.test("a single node elects itself, and propose resolves with the apply result", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const member = await startMember("n1", peersOn(["n1"]), dir);
+  try {
+    await waitFor(() => member.node.status.role === "leader", "n1 to lead");
+    assert.equal(await member.node.propose("hello"), "n1 applied 2: hello");
+    assert.equal(await member.node.propose(""), "n1 applied 3: ");
+    const results = await Promise.all(
+      ["a", "b", "c"].map((d) => member.node.propose(d)),
+    );
+    assert.deepEqual(results, [
+      "n1 applied 4: a",
+      "n1 applied 5: b",
+      "n1 applied 6: c",
+    ]);
+    assert.deepEqual(data(member.applied), ["", "hello", "", "a", "b", "c"]);
+    assert.deepEqual(
+      member.applied.map((e) => e.index),
+      [1, 2, 3, 4, 5, 6],
+    );
+    const status = member.node.status;
+    assert.deepEqual(status, {
+      id: "n1",
+      term: status.term,
+      role: "leader",
+      leader: "n1",
+      leaderUrl: status.leaderUrl,
+      commitIndex: 6,
+      appliedIndex: 6,
+      lastIndex: 6,
+    });
+    assert.equal(status.term, 1);
+    // A linearizable read barrier on the leader resolves.
+    await member.node.readBarrier();
+  } finally {
+    await stopMember(member);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a restart from the same data folder re-applies the log in order", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const peers = peersOn(["n1"]);
+  try {
+    const first = await startMember("n1", peers, dir);
+    let before: Entry[];
+    try {
+      await waitFor(() => first.node.status.role === "leader", "n1 to lead");
+      for (const d of ["one", "two", "three"]) await first.node.propose(d);
+      before = [...first.applied];
+    } finally {
+      await stopMember(first);
+    }
+    assert.deepEqual(data(before), ["", "one", "two", "three"]);
+    const second = await startMember("n1", peers, dir);
+    try {
+      // The committed log is applied again from index 1, before any new
+      // election.
+      await waitFor(
+        () => second.applied.length >= 4,
+        "the log to be re-applied",
+      );
+      assert.deepEqual(second.applied.slice(0, 4), before);
+      await waitFor(
+        () => second.node.status.role === "leader",
+        "n1 to lead again",
+      );
+      assert.equal(second.node.status.term, 2);
+      assert.equal(await second.node.propose("four"), "n1 applied 6: four");
+      assert.deepEqual(data(second.applied), [
+        "",
+        "one",
+        "two",
+        "three",
+        "",
+        "four",
+      ]);
+      assert.deepEqual(
+        second.applied.map((e) => [e.index, e.term]),
+        [[1, 1], [2, 1], [3, 1], [4, 1], [5, 2], [6, 2]],
+      );
+    } finally {
+      await stopMember(second);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a data folder of another node id is refused", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  try {
+    const first = await startMember("n1", peersOn(["n1"]), dir);
+    await stopMember(first);
+    await assert.rejects(
+      RaftNode.start({
+        id: "n2",
+        peers: { n2: "tcp://127.0.0.1:7002" },
+        dataDir: dir,
+        apply: () => null,
+      }),
+      {
+        message:
+          `data folder ${dir} belongs to node "n1", not "n2"; pass that node's --id or another --data folder`,
+      },
+    );
+    await assert.rejects(
+      RaftNode.start({
+        id: "n9",
+        peers: { n1: "tcp://127.0.0.1:7001", n2: "tcp://127.0.0.1:7002" },
+        dataDir: dir,
+        apply: () => null,
+      }),
+      {
+        message:
+          'node id "n9" is not among the peers (n1, n2); list every voter, this node included',
+      },
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("propose and readBarrier on a follower reject with NotLeaderError", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  // n2 and n3 never run; a long election timeout keeps n1 a follower.
+  const peers = peersOn(["n1", "n2", "n3"]);
+  const member = await startMember("n1", peers, dir, {
+    tickMs: 100,
+    electionTicks: 100,
+  });
+  try {
+    await assert.rejects(member.node.propose("x"), (error: unknown) => {
+      assert.ok(error instanceof NotLeaderError);
+      assert.equal(error.leader, null);
+      return true;
+    });
+    await assert.rejects(member.node.readBarrier(), NotLeaderError);
+    member.node.step([heartbeat("n2", 2)]);
+    await waitFor(() => member.node.status.leader === "n2", "n1 to follow n2");
+    await assert.rejects(member.node.propose("x"), (error: unknown) => {
+      assert.ok(error instanceof NotLeaderError);
+      assert.equal(error.leader, "n2");
+      assert.equal(error.message, "not the leader; the leader is n2");
+      return true;
+    });
+    assert.deepEqual(member.node.status, {
+      id: "n1",
+      term: 2,
+      role: "follower",
+      leader: "n2",
+      leaderUrl: peers.n2,
+      commitIndex: 0,
+      appliedIndex: 0,
+      lastIndex: 0,
+    });
+  } finally {
+    await stopMember(member);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a read waiting on a leader that is replaced fails at once instead of timing out", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const member = await startMember("n1", peersOn(["n1", "n2", "n3"]), dir, {
+    tickMs: 100,
+    electionTicks: 100,
+  });
+  try {
+    member.node.step([heartbeat("n2", 2)]);
+    await waitFor(() => member.node.status.leader === "n2", "n1 to follow n2");
+    const started = Date.now();
+    const read = member.node.readBarrier({ timeoutMs: 5_000 });
+    // n2 never confirms; n3 takes over in term 3.
+    member.node.step([heartbeat("n3", 3)]);
+    await within(
+      assert.rejects(read, {
+        name: "RaftUnavailableError",
+        message:
+          "the leader changed (now n3, term 3) before it confirmed the read; retry",
+      }),
+      2_000,
+      "the read to fail",
+    );
+    assert.ok(Date.now() - started < 2_000);
+  } finally {
+    await stopMember(member);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("stop rejects pending proposals and reads, and later calls", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const member = await startMember("n1", peersOn(["n1", "n2", "n3"]), dir, {
+    tickMs: 100,
+    electionTicks: 100,
+  });
+  member.node.step([heartbeat("n2", 2)]);
+  await waitFor(() => member.node.status.leader === "n2", "n1 to follow n2");
+  const readFailed = assert.rejects(member.node.readBarrier(), {
+    name: "RaftUnavailableError",
+    message: "the Raft node stopped",
+  });
+  await stopMember(member);
+  await stopMember(member); // twice is fine
+  try {
+    await readFailed;
+    await assert.rejects(member.node.propose("x"), {
+      name: "RaftUnavailableError",
+      message: "the Raft node stopped",
+    });
+    await assert.rejects(member.node.readBarrier(), RaftUnavailableError);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("raft.step with malformed params answers -32602 and leaves the node alone", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const member = await startMember("n1", peersOn(["n1"]), dir);
+  const connection = await dial(member.server.url);
+  try {
+    await waitFor(() => member.node.status.role === "leader", "n1 to lead");
+    await member.node.propose("before");
+    const status = member.node.status;
+    const bad = async (params: unknown, message: string) => {
+      await assert.rejects(
+        connection.call("raft.step", params as unknown[]),
+        (error: unknown) => {
+          assert.ok(error instanceof RpcError);
+          assert.equal(error.code, INVALID_PARAMS);
+          assert.equal(error.message, message);
+          return true;
+        },
+      );
+    };
+    const takes = "Invalid params: raft.step takes [messages]";
+    await bad([], takes);
+    await bad({ type: "vote" }, takes);
+    await bad([{ type: "vote" }], takes);
+    await bad(
+      [[null]],
+      "Invalid params: a Raft message must be an object",
+    );
+    // A message that would depose the leader, if it were let through,
+    // after one that is malformed: neither is stepped.
+    await bad(
+      [[
+        { ...heartbeat("n1", 99), type: "append", entries: "none" },
+      ]],
+      'Invalid params: Raft message field "entries" must be an array',
+    );
+    await bad(
+      [[
+        { type: "voteResponse", from: "n2", to: "n1", term: 1, granted: true },
+        { type: "vote", from: "n2", to: "n1", term: 50 },
+      ]],
+      'Invalid params: Raft message field "lastLogIndex" must be a non-negative integer',
+    );
+    await bad(
+      [[{ type: "readIndex", from: "n2", to: "n1", term: -1, context: "x" }]],
+      'Invalid params: Raft message field "term" must be a non-negative integer',
+    );
+    assert.deepEqual(member.node.status, status);
+    assert.equal(await member.node.propose("after"), "n1 applied 3: after");
+    // A well-formed message from a stranger is accepted and ignored.
+    assert.equal(
+      await connection.call("raft.step", [[{
+        type: "voteResponse",
+        from: "n7",
+        to: "n1",
+        term: 40,
+        granted: true,
+      }]]),
+      null,
+    );
+    assert.equal(member.node.status.term, status.term);
+    assert.equal(member.node.status.role, "leader");
+  } finally {
+    connection.close();
+    await connection.closed;
+    await stopMember(member);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("three nodes elect one leader, replicate, and a restarted follower catches up", async () => {
+  const root = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const ids = ["n1", "n2", "n3"];
+  const peers = peersOn(ids);
+  const members = new Map<string, Member>();
+  for (const id of ids) {
+    members.set(id, await startMember(id, peers, `${root}/${id}`));
+  }
+  const running = () => [...members.values()];
+  const leaderOf = () => {
+    const leaders = running().filter((m) => m.node.status.role === "leader");
+    return leaders.length === 1 ? leaders[0] : null;
+  };
+  try {
+    const leader = await waitFor(leaderOf, "one leader", 5_000);
+    // Every node agrees on it.
+    await waitFor(
+      () => running().every((m) => m.node.status.leader === leader.id),
+      "every node to know the leader",
+    );
+    for (const d of ["a", "b", "c"]) {
+      assert.equal(
+        await leader.node.propose(d),
+        `${leader.id} applied ${leader.node.status.lastIndex}: ${d}`,
+      );
+    }
+    await waitFor(
+      () => running().every((m) => m.applied.length === 4),
+      "every node to apply 4 entries",
+    );
+    for (const m of running()) {
+      assert.deepEqual(data(m.applied), ["", "a", "b", "c"]);
+      assert.deepEqual(m.applied, leader.applied);
+    }
+    // Stop a follower; the other two still commit.
+    const follower = running().find((m) => m.id !== leader.id)!;
+    await stopMember(follower);
+    members.delete(follower.id);
+    for (const d of ["d", "e"]) await leader.node.propose(d);
+    assert.equal(follower.applied.length, 4);
+    // Restart it from its folder: it reloads its log and catches up.
+    const restarted = await startMember(
+      follower.id,
+      peers,
+      `${root}/${follower.id}`,
+    );
+    members.set(follower.id, restarted);
+    await waitFor(
+      () => restarted.applied.length === 6,
+      "the restarted follower to catch up",
+      5_000,
+    );
+    assert.deepEqual(restarted.applied, leader.applied);
+    assert.deepEqual(data(restarted.applied), ["", "a", "b", "c", "d", "e"]);
+    assert.equal(restarted.node.status.leader, leader.id);
+    // And it takes part in the next commit.
+    await leader.node.propose("f");
+    await waitFor(
+      () => running().every((m) => m.applied.length === 7),
+      "every node to apply f",
+    );
+  } finally {
+    for (const m of running()) await stopMember(m);
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("a follower's read is confirmed by the leader's read index and waits for that index to apply", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const peers = peersOn(["n1", "n2", "n3"]);
+  // n2 is played by the test: a server that records what n1 sends it.
+  const received: Message[] = [];
+  const n2 = serve({
+    hostname: "127.0.0.1",
+    port: Number(new URL(peers.n2.replace("tcp:", "http:")).port),
+    methods: {
+      "raft.step": (messages: Message[]) => void received.push(...messages),
+    },
+  });
+  const member = await startMember("n1", peers, dir, {
+    tickMs: 100,
+    electionTicks: 100,
+  });
+  try {
+    member.node.step([heartbeat("n2", 2)]);
+    // Asked at once, before the node has reported its new leader.
+    let confirmed = false;
+    const read = member.node.readBarrier().then(() => {
+      confirmed = true;
+    });
+    const request = await waitFor(
+      () => received.find((m) => m.type === "readIndex"),
+      "n1 to ask n2 for a read index",
+    );
+    assert.equal(request.type, "readIndex");
+    assert.deepEqual({ ...request, context: "" }, {
+      type: "readIndex",
+      from: "n1",
+      to: "n2",
+      term: 2,
+      context: "",
+    });
+    const context = (request as Extract<Message, { type: "readIndex" }>)
+      .context;
+    // The leader says: serve it once index 1 is applied. n1 has nothing yet.
+    member.node.step([{
+      type: "readIndexResponse",
+      from: "n2",
+      to: "n1",
+      term: 2,
+      context,
+      index: 1,
+    }]);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(confirmed, false);
+    member.node.step([{
+      ...heartbeat("n2", 2),
+      entries: [{ index: 1, term: 2, data: "x" }],
+      commit: 1,
+    }]);
+    await within(read, 2_000, "the read to be confirmed");
+    assert.equal(confirmed, true);
+    assert.deepEqual(member.applied, [{ index: 1, term: 2, data: "x" }]);
+  } finally {
+    await stopMember(member);
+    await n2.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,0 +1,339 @@
+import assert from "node:assert/strict";
+import { dial } from "../rpc/dial.ts";
+import type { RpcConnection } from "../rpc/connection.ts";
+import {
+  INVALID_PARAMS,
+  NOT_LEADER,
+  RpcError,
+  UNAVAILABLE,
+} from "../rpc/errors.ts";
+import type { Params } from "../rpc/message.ts";
+import { freePorts, waitFor } from "../raft/_test_util.ts";
+import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
+import { MAX_NAME_LENGTH } from "./service.ts";
+import type { RegistryStatus } from "./types.ts";
+
+/** A single-node registry (elected) and a raw connection to it. */
+async function withSingleNode(
+  fn: (node: RegistryNode, connection: RpcConnection) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
+  const node = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    dataDir: dir,
+    tickMs: 10,
+    electionTicks: 5,
+  });
+  let connection: RpcConnection | undefined;
+  try {
+    await waitFor(() => node.raft.status.role === "leader", "n1 to lead");
+    connection = await dial(node.url);
+    await fn(node, connection);
+  } finally {
+    connection?.close();
+    await connection?.closed;
+    await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function rejectsWith(
+  call: Promise<unknown>,
+  code: number,
+  message: string,
+  data?: unknown,
+): Promise<void> {
+  await assert.rejects(call, (error: unknown) => {
+    assert.ok(error instanceof RpcError, `${error} is an RpcError`);
+    assert.equal(error.message, message);
+    assert.equal(error.code, code);
+    assert.deepEqual(error.data, data);
+    return true;
+  });
+}
+
+const NAME_ERROR = (field: string) =>
+  `Invalid params: "${field}" must be a string of 1..${MAX_NAME_LENGTH} characters`;
+const BIND_SHAPE =
+  "Invalid params: registry.bind takes { name, endpoint: { id?, url } }";
+
+Deno.test("registry.bind refuses every kind of bad params with -32602", async () => {
+  await withSingleNode(async (node, connection) => {
+    const bad = (params: Params | undefined, message: string) =>
+      rejectsWith(
+        connection.call("registry.bind", params),
+        INVALID_PARAMS,
+        message,
+      );
+    const url = "tcp://127.0.0.1:9001";
+    await bad(undefined, BIND_SHAPE);
+    await bad([], BIND_SHAPE);
+    await bad([5], BIND_SHAPE);
+    await bad([null], BIND_SHAPE);
+    await bad([[]], BIND_SHAPE);
+    await bad({}, NAME_ERROR("name"));
+    await bad({ name: 5, endpoint: { url } }, NAME_ERROR("name"));
+    await bad({ name: "", endpoint: { url } }, NAME_ERROR("name"));
+    await bad(
+      { name: "x".repeat(MAX_NAME_LENGTH + 1), endpoint: { url } },
+      NAME_ERROR("name"),
+    );
+    await bad({ name: "hello" }, BIND_SHAPE);
+    await bad({ name: "hello", endpoint: url }, BIND_SHAPE);
+    await bad({ name: "hello", endpoint: [url] }, BIND_SHAPE);
+    await bad(["hello"], BIND_SHAPE);
+    await bad(["hello", null], BIND_SHAPE);
+    await bad(
+      { name: "hello", endpoint: {} },
+      'Invalid params: "endpoint.url" must be a string like tcp://127.0.0.1:9001',
+    );
+    await bad(
+      { name: "hello", endpoint: { url: 9001 } },
+      'Invalid params: "endpoint.url" must be a string like tcp://127.0.0.1:9001',
+    );
+    for (
+      const badUrl of [
+        "http://127.0.0.1:9001",
+        "tcp://127.0.0.1:0",
+        "tcp://127.0.0.1",
+      ]
+    ) {
+      await bad(
+        { name: "hello", endpoint: { url: badUrl } },
+        `Invalid params: "endpoint.url": invalid endpoint URL "${badUrl}": expected tcp://host:port with a port in 1..65535`,
+      );
+    }
+    await bad(
+      { name: "hello", endpoint: { url: "::" } },
+      'Invalid params: "endpoint.url": invalid endpoint URL "::": expected tcp://host:port',
+    );
+    await bad(
+      { name: "hello", endpoint: { id: "", url } },
+      NAME_ERROR("endpoint.id"),
+    );
+    await bad(
+      { name: "hello", endpoint: { id: 7, url } },
+      NAME_ERROR("endpoint.id"),
+    );
+    await bad(
+      { name: "hello", endpoint: { id: "i".repeat(MAX_NAME_LENGTH + 1), url } },
+      NAME_ERROR("endpoint.id"),
+    );
+    // Nothing was written.
+    assert.equal(node.state.revision, 0);
+    assert.deepEqual(node.state.names(), []);
+  });
+});
+
+Deno.test("registry.unbind and registry.lookup refuse bad params with -32602", async () => {
+  await withSingleNode(async (_node, connection) => {
+    const bad = (method: string, params: Params | undefined, message: string) =>
+      rejectsWith(connection.call(method, params), INVALID_PARAMS, message);
+    const unbindShape = "Invalid params: registry.unbind takes { name, id }";
+    await bad("registry.unbind", undefined, unbindShape);
+    await bad("registry.unbind", [3, "h1"], unbindShape);
+    await bad("registry.unbind", { id: "h1" }, NAME_ERROR("name"));
+    await bad("registry.unbind", { name: "hello" }, NAME_ERROR("id"));
+    await bad("registry.unbind", ["hello"], NAME_ERROR("id"));
+    await bad("registry.unbind", ["hello", ""], NAME_ERROR("id"));
+    await bad("registry.unbind", ["", "h1"], NAME_ERROR("name"));
+    const lookupShape =
+      "Invalid params: registry.lookup takes { name, consistency? }";
+    await bad("registry.lookup", undefined, lookupShape);
+    await bad("registry.lookup", [false], lookupShape);
+    await bad("registry.lookup", {}, NAME_ERROR("name"));
+    await bad("registry.lookup", [""], NAME_ERROR("name"));
+    const consistency =
+      'Invalid params: "consistency" must be "linearizable" or "serializable"';
+    await bad("registry.lookup", ["hello", "strong"], consistency);
+    await bad(
+      "registry.lookup",
+      { name: "hello", consistency: null },
+      consistency,
+    );
+  });
+});
+
+Deno.test("bind, lookup and unbind by name and by position", async () => {
+  await withSingleNode(async (node, connection) => {
+    const h1 = { id: "h1", url: "tcp://127.0.0.1:9001" };
+    const h2url = "tcp://127.0.0.1:9002";
+    assert.deepEqual(
+      await connection.call("registry.bind", { name: "hello", endpoint: h1 }),
+      { revision: 1 },
+    );
+    // By position; the id defaults to the URL.
+    assert.deepEqual(
+      await connection.call("registry.bind", ["hello", { url: h2url }]),
+      { revision: 2 },
+    );
+    // The same binding again changes nothing.
+    assert.deepEqual(
+      await connection.call("registry.bind", ["hello", h1]),
+      { revision: 2 },
+    );
+    const both = {
+      name: "hello",
+      endpoints: [h1, { id: h2url, url: h2url }],
+      revision: 2,
+    };
+    assert.deepEqual(
+      await connection.call("registry.lookup", { name: "hello" }),
+      both,
+    );
+    assert.deepEqual(await connection.call("registry.lookup", ["hello"]), both);
+    assert.deepEqual(
+      await connection.call("registry.lookup", ["hello", "linearizable"]),
+      both,
+    );
+    assert.deepEqual(
+      await connection.call("registry.lookup", {
+        name: "hello",
+        consistency: "serializable",
+      }),
+      both,
+    );
+    assert.deepEqual(
+      await connection.call("registry.unbind", { name: "hello", id: "h1" }),
+      { revision: 3, removed: 1 },
+    );
+    assert.deepEqual(
+      await connection.call("registry.unbind", ["hello", "h1"]),
+      { revision: 3, removed: 0 },
+    );
+    assert.deepEqual(
+      await connection.call("registry.unbind", ["nothing", "h1"]),
+      { revision: 3, removed: 0 },
+    );
+    assert.deepEqual(await connection.call("registry.lookup", ["hello"]), {
+      name: "hello",
+      endpoints: [{ id: h2url, url: h2url }],
+      revision: 3,
+    });
+    assert.deepEqual(await connection.call("registry.lookup", ["nothing"]), {
+      name: "nothing",
+      endpoints: [],
+      revision: 3,
+    });
+    // A name of exactly the longest length is fine.
+    const long = "n".repeat(MAX_NAME_LENGTH);
+    assert.deepEqual(
+      await connection.call("registry.bind", [long, { id: long, url: h2url }]),
+      { revision: 4 },
+    );
+    assert.equal(node.state.revision, 4);
+  });
+});
+
+Deno.test("registry.status reports the node's consensus state and revision", async () => {
+  await withSingleNode(async (node, connection) => {
+    await connection.call("registry.bind", ["hello", {
+      url: "tcp://127.0.0.1:9001",
+    }]);
+    const status = await connection.call<RegistryStatus>("registry.status");
+    // Index 1 is the leader's empty entry, index 2 the bind.
+    assert.deepEqual(status, {
+      id: "n1",
+      url: node.url,
+      term: node.raft.status.term,
+      role: "leader",
+      leader: "n1",
+      leaderUrl: node.url,
+      commitIndex: 2,
+      appliedIndex: 2,
+      revision: 1,
+    });
+    assert.ok(status.term >= 1);
+    assert.match(status.url, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(status.url, "tcp://127.0.0.1:0");
+  });
+});
+
+Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no leader with UNAVAILABLE", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
+  const [port1, port2] = freePorts(2);
+  const url1 = `tcp://127.0.0.1:${port1}`;
+  const url2 = `tcp://127.0.0.1:${port2}`;
+  // n2 never runs: the test speaks for it. A long election timeout keeps
+  // n1 from campaigning while the test runs.
+  const node = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: port1 },
+    peers: { n1: url1, n2: url2 },
+    dataDir: dir,
+    tickMs: 100,
+    electionTicks: 100,
+  });
+  const connection = await dial(node.url);
+  try {
+    const bind = () =>
+      connection.call("registry.bind", ["hello", {
+        url: "tcp://127.0.0.1:9001",
+      }]);
+    // No leader known yet.
+    await rejectsWith(
+      bind(),
+      UNAVAILABLE,
+      "Unavailable: the registry is electing a leader; retry shortly",
+      { retryAfterMs: 10_000 },
+    );
+    await rejectsWith(
+      connection.call("registry.lookup", ["hello"]),
+      UNAVAILABLE,
+      'Unavailable: no leader is known to confirm a linearizable read; retry shortly, or pass consistency: "serializable" for a possibly stale answer',
+      { retryAfterMs: 10_000 },
+    );
+    // n2 speaks up as the leader of term 2 (a heartbeat).
+    await connection.call("raft.step", [[{
+      type: "append",
+      from: "n2",
+      to: "n1",
+      term: 2,
+      prevLogIndex: 0,
+      prevLogTerm: 0,
+      entries: [],
+      commit: 0,
+    }]]);
+    await waitFor(() => node.raft.status.leader === "n2", "n1 to follow n2");
+    await rejectsWith(
+      bind(),
+      NOT_LEADER,
+      `Not leader: node n1 is a follower; send writes to the leader n2 at ${url2}`,
+      { leaderId: "n2", leaderUrl: url2 },
+    );
+    await rejectsWith(
+      connection.call("registry.unbind", ["hello", "h1"]),
+      NOT_LEADER,
+      `Not leader: node n1 is a follower; send writes to the leader n2 at ${url2}`,
+      { leaderId: "n2", leaderUrl: url2 },
+    );
+    // Bad params are reported before leadership matters.
+    await rejectsWith(
+      connection.call("registry.bind", ["hello"]),
+      INVALID_PARAMS,
+      BIND_SHAPE,
+    );
+    // A serializable read answers from the follower's own state.
+    assert.deepEqual(
+      await connection.call("registry.lookup", ["hello", "serializable"]),
+      { name: "hello", endpoints: [], revision: 0 },
+    );
+    assert.deepEqual(await connection.call("registry.status"), {
+      id: "n1",
+      url: url1,
+      term: 2,
+      role: "follower",
+      leader: "n2",
+      leaderUrl: url2,
+      commitIndex: 0,
+      appliedIndex: 0,
+      revision: 0,
+    });
+  } finally {
+    connection.close();
+    await connection.closed;
+    await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

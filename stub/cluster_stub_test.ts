@@ -1,0 +1,655 @@
+import assert from "node:assert/strict";
+import {
+  CANCELLED,
+  CONNECTION_FAILED,
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  INTERNAL_ERROR,
+  INVALID_PARAMS,
+  NO_ENDPOINTS,
+  RpcError,
+} from "../rpc/errors.ts";
+import { denoTcpDialer } from "../rpc/deno_tcp.ts";
+import { type RpcServer, serve } from "../rpc/serve.ts";
+import type { Dialer } from "../rpc/transport.ts";
+import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
+import {
+  type RegistryNode,
+  startRegistryNode,
+} from "../registry/registry_node.ts";
+import type { Endpoint } from "../registry/types.ts";
+import { connect, type RafterClient } from "./client.ts";
+import type { Distributor, FailureInfo } from "./distributor.ts";
+import { roundRobin } from "./round_robin.ts";
+
+/** A server bound in the test's registry, counting the calls it runs. */
+interface TestServer {
+  id: string;
+  server: RpcServer;
+  endpoint: Endpoint;
+  calls: string[];
+}
+
+interface Env {
+  registry: RegistryNode;
+  /** A client for binding (the one under test is made per test). */
+  admin: RafterClient;
+  /** Starts a server and binds it under `name`. */
+  start(name: string, id: string): Promise<TestServer>;
+  /** Resolves every `slow` call still waiting. */
+  release(): void;
+  client(options?: Parameters<typeof connect>[1]): RafterClient;
+}
+
+/** A single-node registry, servers, clients; all closed at the end. */
+async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_stub_" });
+  const registry = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    dataDir: dir,
+    tickMs: 10,
+    electionTicks: 5,
+  });
+  const servers: RpcServer[] = [];
+  const clients: RafterClient[] = [];
+  const gate = Promise.withResolvers<void>();
+  const env: Env = {
+    registry,
+    admin: connect(registry.url),
+    async start(name, id) {
+      const calls: string[] = [];
+      const server = serve({
+        onInternalError: () => {}, // "crash" is expected to fail
+        methods: {
+          who: () => (calls.push("who"), id),
+          add: (a: number, b: number) => (calls.push("add"), a + b),
+          invalid: () => {
+            calls.push("invalid");
+            throw new RpcError(
+              INVALID_PARAMS,
+              "Invalid params: x must be positive",
+              { param: "x" },
+            );
+          },
+          crash: () => {
+            calls.push("crash");
+            throw new Error("boom");
+          },
+          slow: async () => {
+            calls.push("slow");
+            await gate.promise;
+            return id;
+          },
+        },
+      });
+      servers.push(server);
+      const endpoint = { id, url: server.url };
+      await env.admin.bind(name, endpoint);
+      return { id, server, endpoint, calls };
+    },
+    release: () => gate.resolve(),
+    client(options) {
+      const client = connect(registry.url, options);
+      clients.push(client);
+      return client;
+    },
+  };
+  clients.push(env.admin);
+  try {
+    await waitFor(() => registry.raft.status.role === "leader", "n1 to lead");
+    await fn(env);
+  } finally {
+    gate.resolve();
+    for (const client of clients) client.close();
+    for (const server of servers) await server.close();
+    await registry.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+interface Who {
+  who(): string;
+  add(a: number, b: number): number;
+  invalid(): never;
+  crash(): never;
+  slow(): string;
+  nothing(): never;
+}
+
+function rpcError(code: number, message?: string | RegExp) {
+  return (error: unknown) => {
+    assert.ok(error instanceof RpcError, `${error} is an RpcError`);
+    assert.equal(error.code, code, error.message);
+    if (typeof message === "string") assert.equal(error.message, message);
+    else if (message !== undefined) assert.match(error.message, message);
+    return true;
+  };
+}
+
+/**
+ * A raw TCP server that reads one request line on each connection, then
+ * closes it without answering: the call was written and may have run.
+ */
+function lineThenClose() {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const lines: string[] = [];
+  const conns = new Set<Deno.Conn>();
+  const done = (async () => {
+    const handlers: Promise<void>[] = [];
+    for await (const conn of listener) {
+      conns.add(conn);
+      handlers.push((async () => {
+        const buffer = new Uint8Array(64 * 1024);
+        let text = "";
+        try {
+          while (!text.includes("\n")) {
+            const count = await conn.read(buffer);
+            if (count === null) break;
+            text += new TextDecoder().decode(buffer.subarray(0, count));
+          }
+          lines.push(...text.split("\n").filter((l) => l !== ""));
+        } catch {
+          // Closed by the test.
+        } finally {
+          conns.delete(conn);
+          try {
+            conn.close();
+          } catch {
+            // Already closed.
+          }
+        }
+      })());
+    }
+    await Promise.all(handlers);
+  })();
+  const port = (listener.addr as Deno.NetAddr).port;
+  return {
+    url: `tcp://127.0.0.1:${port}`,
+    lines,
+    async close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // Already closed.
+        }
+      }
+      await done;
+    },
+  };
+}
+
+Deno.test("calls spread round-robin over three servers in binding order", async () => {
+  await withEnv(async (env) => {
+    const servers = [
+      await env.start("hello", "s1"),
+      await env.start("hello", "s2"),
+      await env.start("hello", "s3"),
+    ];
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+    });
+    const answers: string[] = [];
+    for (let i = 0; i < 9; i++) answers.push(await hello.who());
+    assert.deepEqual(answers, [
+      "s1",
+      "s2",
+      "s3",
+      "s1",
+      "s2",
+      "s3",
+      "s1",
+      "s2",
+      "s3",
+    ]);
+    for (const s of servers) assert.deepEqual(s.calls, ["who", "who", "who"]);
+    // Params go by position.
+    assert.equal(await hello.add(2, 3), 5);
+    assert.deepEqual(servers[0].calls.at(-1), "add");
+    // Concurrent calls spread the same way.
+    const concurrent = await Promise.all(
+      Array.from({ length: 6 }, () => hello.who()),
+    );
+    assert.deepEqual(concurrent, ["s2", "s3", "s1", "s2", "s3", "s1"]);
+  });
+});
+
+Deno.test("a closed server is evicted and calls keep succeeding on the others", async () => {
+  await withEnv(async (env) => {
+    const servers = [
+      await env.start("hello", "s1"),
+      await env.start("hello", "s2"),
+      await env.start("hello", "s3"),
+    ];
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+    });
+    const answers: string[] = [];
+    let failures = 0;
+    for (let i = 0; i < 30; i++) {
+      if (i === 6) await servers[1].server.close();
+      try {
+        answers.push(await hello.who());
+      } catch {
+        failures++;
+      }
+    }
+    assert.equal(failures, 0);
+    assert.equal(answers.length, 30);
+    assert.deepEqual(answers.slice(0, 6), ["s1", "s2", "s3", "s1", "s2", "s3"]);
+    assert.ok(!answers.slice(6).includes("s2"));
+    assert.deepEqual(servers[1].calls.length, 2);
+    // After the eviction the two others alternate.
+    const after = answers.slice(8);
+    for (let i = 1; i < after.length; i++) {
+      assert.notEqual(after[i], after[i - 1]);
+    }
+  });
+});
+
+Deno.test("an idempotent call to a server closed just before its turn moves on with no failure", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const s2 = await env.start("hello", "s2");
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+      idempotent: ["who"],
+    });
+    assert.deepEqual(
+      [await hello.who(), await hello.who(), await hello.who()],
+      [
+        "s1",
+        "s2",
+        "s1",
+      ],
+    );
+    // The next call goes to s2, whose idle pooled connection the client
+    // has not yet seen close.
+    await s2.server.close();
+    const answers: string[] = [];
+    for (let i = 0; i < 6; i++) answers.push(await hello.who());
+    assert.deepEqual(answers, ["s1", "s1", "s1", "s1", "s1", "s1"]);
+    assert.equal(s1.calls.length, 8);
+  });
+});
+
+Deno.test("a call whose connection dies after the request was written is not retried unless idempotent", async () => {
+  const raw = lineThenClose();
+  try {
+    await withEnv(async (env) => {
+      await env.admin.bind("hello", { id: "raw", url: raw.url });
+      const good = await env.start("hello", "good");
+      // Not idempotent: the error reaches the caller; good never sees it.
+      const client = env.client();
+      const hello = client.stub<Who>("hello", {
+        distributor: roundRobin({ start: 0 }),
+      });
+      await assert.rejects(hello.add(1, 2), (error: unknown) => {
+        assert.ok(error instanceof ConnectionError);
+        assert.equal(error.written, true);
+        assert.equal(error.code, CONNECTION_FAILED);
+        return true;
+      });
+      assert.equal(raw.lines.length, 1);
+      assert.deepEqual(JSON.parse(raw.lines[0]), {
+        jsonrpc: "2.0",
+        method: "add",
+        params: [1, 2],
+        id: 1,
+      });
+      assert.deepEqual(good.calls, []);
+      // The dead server was evicted: the next call goes to good.
+      assert.equal(await hello.add(1, 2), 3);
+      assert.equal(raw.lines.length, 1);
+
+      // Declared idempotent: retried on good at once.
+      const client2 = env.client();
+      const hello2 = client2.stub<Who>("hello", {
+        distributor: roundRobin({ start: 0 }),
+        idempotent: ["add"],
+      });
+      assert.equal(await hello2.add(2, 2), 4);
+      assert.equal(raw.lines.length, 2);
+      assert.equal(JSON.parse(raw.lines[1]).method, "add");
+      assert.deepEqual(good.calls, ["add", "add"]);
+
+      // `idempotent: true` covers every method.
+      const client3 = env.client();
+      const hello3 = client3.stub<Who>("hello", {
+        distributor: roundRobin({ start: 0 }),
+        idempotent: true,
+      });
+      assert.equal(await hello3.who(), "good");
+      assert.equal(raw.lines.length, 3);
+
+      // A method not in the list is still not retried.
+      const client4 = env.client();
+      const hello4 = client4.stub<Who>("hello", {
+        distributor: roundRobin({ start: 0 }),
+        idempotent: ["add"],
+      });
+      await assert.rejects(hello4.who(), { name: "ConnectionError" });
+      assert.equal(raw.lines.length, 4);
+      assert.deepEqual(good.calls, ["add", "add", "who"]);
+    });
+  } finally {
+    await raw.close();
+  }
+});
+
+Deno.test("when every server is gone and a new one is bound, one call finds it", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const s2 = await env.start("hello", "s2");
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+    });
+    assert.equal(await hello.who(), "s1");
+    assert.equal(await hello.who(), "s2");
+    await s1.server.close();
+    await s2.server.close();
+    await delay(50); // the client's connections see the close
+    const s3 = await env.start("hello", "s3");
+    // s1 and s2 fail to connect, are evicted; the empty map is looked up
+    // again and lists s3 beside the quarantined two.
+    assert.equal(await hello.who(), "s3");
+    assert.equal(await hello.who(), "s3");
+    assert.deepEqual(s3.calls, ["who", "who"]);
+  });
+});
+
+Deno.test("an empty map is looked up again on the next call", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const client = env.client();
+    const hello = client.stub<Who>("hello");
+    assert.equal(await hello.who(), "s1");
+    await env.admin.unbind("hello", "s1");
+    await s1.server.close();
+    await delay(50);
+    await assert.rejects(hello.who(), rpcError(NO_ENDPOINTS));
+    const s2 = await env.start("hello", "s2");
+    assert.equal(await hello.who(), "s2");
+    assert.deepEqual(s2.calls, ["who"]);
+  });
+});
+
+Deno.test("NO_ENDPOINTS when nothing is bound under the name", async () => {
+  await withEnv(async (env) => {
+    const client = env.client();
+    await assert.rejects(client.call("ghost", "who"), (error: unknown) => {
+      rpcError(
+        NO_ENDPOINTS,
+        'No endpoints: nothing is bound under "ghost"; start a server that binds it, or check the name',
+      )(error);
+      assert.deepEqual((error as RpcError).data, { name: "ghost" });
+      return true;
+    });
+    assert.equal(NO_ENDPOINTS, -32002);
+  });
+});
+
+Deno.test("server error responses are passed through, not retried", async () => {
+  await withEnv(async (env) => {
+    const servers = [
+      await env.start("hello", "s1"),
+      await env.start("hello", "s2"),
+    ];
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+      idempotent: true,
+    });
+    await assert.rejects(hello.invalid(), (error: unknown) => {
+      rpcError(INVALID_PARAMS, "Invalid params: x must be positive")(error);
+      assert.deepEqual((error as RpcError).data, { param: "x" });
+      return true;
+    });
+    await assert.rejects(hello.crash(), rpcError(INTERNAL_ERROR));
+    await assert.rejects(
+      hello.nothing(),
+      rpcError(-32601),
+    );
+    assert.deepEqual(servers[0].calls, ["invalid"]);
+    assert.deepEqual(servers[1].calls, ["crash"]);
+    // Nobody was evicted: both still answer.
+    assert.deepEqual([await hello.who(), await hello.who()], ["s2", "s1"]);
+  });
+});
+
+Deno.test("a distributor's onError decides: throw stops the retries", async () => {
+  await withEnv(async (env) => {
+    const dead = await env.start("hello", "dead");
+    const alive = await env.start("hello", "alive");
+    await dead.server.close();
+    const failures: FailureInfo[] = [];
+    const returns: unknown[] = [];
+    const first: Distributor = {
+      choose: (endpoints) => endpoints[0],
+      onError: (error, failure) => {
+        assert.ok(error instanceof ConnectionError);
+        failures.push(failure);
+        return "throw";
+      },
+      onReturn: (result, call) => returns.push([result, call.endpoint.id]),
+    };
+    const client = env.client();
+    const hello = client.stub<Who>("hello", { distributor: first });
+    await assert.rejects(hello.add(1, 1), (error: unknown) => {
+      assert.ok(error instanceof ConnectionError);
+      assert.equal(error.written, false);
+      return true;
+    });
+    assert.deepEqual(failures, [{
+      name: "hello",
+      method: "add",
+      params: [1, 1],
+      attempt: 0,
+      endpoint: dead.endpoint,
+      safeToRetry: true,
+    }]);
+    assert.deepEqual(alive.calls, []);
+    // The failed server was still evicted: the next call reaches alive.
+    assert.equal(await hello.add(1, 1), 2);
+    assert.deepEqual(returns, [[2, "alive"]]);
+    assert.equal(failures.length, 1);
+  });
+});
+
+Deno.test("by default a refused connection is retried elsewhere, up to maxAttempts", async () => {
+  await withEnv(async (env) => {
+    const servers = [
+      await env.start("hello", "d1"),
+      await env.start("hello", "d2"),
+      await env.start("hello", "d3"),
+      await env.start("hello", "ok"),
+    ];
+    for (const s of servers.slice(0, 3)) await s.server.close();
+    const attempts: number[] = [];
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: {
+        ...roundRobin({ start: 0 }),
+        onError: (_error, failure) => {
+          attempts.push(failure.attempt);
+          return failure.safeToRetry ? "retry" : "throw";
+        },
+      },
+      maxAttempts: 2,
+    });
+    await assert.rejects(hello.who(), (error: unknown) => {
+      assert.ok(error instanceof ConnectionError);
+      assert.equal(error.written, false);
+      assert.match(error.message, /^cannot connect to tcp:\/\/127\.0\.0\.1:/);
+      return true;
+    });
+    assert.deepEqual(attempts, [0, 1]);
+    // With more attempts the call gets through.
+    const patient = client.stub<Who>("hello", { maxAttempts: 5 });
+    assert.equal(await patient.who(), "ok");
+  });
+});
+
+Deno.test("await on a stub does not hang: the proxy is not thenable", async () => {
+  await withEnv(async (env) => {
+    await env.start("hello", "s1");
+    const client = env.client();
+    const hello = client.stub<Who>("hello");
+    const awaited = await within(
+      Promise.resolve(hello),
+      1_000,
+      "await stub",
+    );
+    assert.equal(awaited, hello);
+    assert.equal((hello as unknown as { then?: unknown }).then, undefined);
+    assert.equal(
+      (hello as unknown as Record<symbol, unknown>)[Symbol.iterator],
+      undefined,
+    );
+    assert.equal(hello.who, hello.who);
+    assert.equal(
+      await (await within(
+        (async () => await hello)(),
+        1_000,
+        "async await stub",
+      )).who(),
+      "s1",
+    );
+  });
+});
+
+Deno.test("client.call with an AbortSignal rejects with CANCELLED and is not retried", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const s2 = await env.start("hello", "s2");
+    const client = env.client();
+    const controller = new AbortController();
+    const started = Date.now();
+    setTimeout(() => controller.abort(), 50);
+    await assert.rejects(
+      client.call("hello", "slow", [], { signal: controller.signal }),
+      rpcError(CANCELLED, 'Cancelled: the call to "slow" was aborted'),
+    );
+    assert.ok(Date.now() - started < 1_000);
+    assert.equal(s1.calls.length + s2.calls.length, 1);
+    // Already aborted: rejects without sending.
+    await assert.rejects(
+      client.call("hello", "who", [], { signal: AbortSignal.abort() }),
+      rpcError(
+        CANCELLED,
+        'Cancelled: the call to "who" was aborted before it was sent',
+      ),
+    );
+    assert.equal(s1.calls.length + s2.calls.length, 1);
+  });
+});
+
+Deno.test("a call past its deadline rejects with DEADLINE_EXCEEDED", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const client = env.client();
+    let started = Date.now();
+    await assert.rejects(
+      client.call("hello", "slow", [], { deadlineMs: 150 }),
+      rpcError(
+        DEADLINE_EXCEEDED,
+        /^Deadline exceeded: no response to "slow" within 1\d\d ms$/,
+      ),
+    );
+    let elapsed = Date.now() - started;
+    assert.ok(elapsed >= 140 && elapsed < 1_000, `took ${elapsed} ms`);
+    // The stub's own deadline.
+    const hello = client.stub<Who>("hello", {
+      deadlineMs: 100,
+      idempotent: true,
+    });
+    started = Date.now();
+    await assert.rejects(hello.slow(), rpcError(DEADLINE_EXCEEDED));
+    elapsed = Date.now() - started;
+    assert.ok(elapsed >= 90 && elapsed < 1_000, `took ${elapsed} ms`);
+    // Timed-out calls are not retried, even when idempotent.
+    assert.deepEqual(s1.calls, ["slow", "slow"]);
+    assert.equal(await hello.who(), "s1");
+  });
+});
+
+Deno.test("the deadline and the signal also bound the registry lookup", async () => {
+  const [dead] = freePorts(1);
+  // No registry answers: the lookup alone goes on for 1.5 s.
+  const client = connect(`tcp://127.0.0.1:${dead}`, { deadlineMs: 1_500 });
+  try {
+    let started = Date.now();
+    await assert.rejects(
+      client.call("hello", "who", [], { deadlineMs: 200 }),
+      rpcError(
+        DEADLINE_EXCEEDED,
+        'Deadline exceeded: "hello.who" did not get a response within 200 ms (looking up the name in the registry still under way)',
+      ),
+    );
+    let elapsed = Date.now() - started;
+    assert.ok(elapsed >= 190 && elapsed < 800, `took ${elapsed} ms`);
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    started = Date.now();
+    await assert.rejects(
+      client.call("hello", "who", [], { signal: controller.signal }),
+      rpcError(
+        CANCELLED,
+        'Cancelled: the call to "who" was aborted before it was sent',
+      ),
+    );
+    elapsed = Date.now() - started;
+    assert.ok(elapsed >= 90 && elapsed < 800, `took ${elapsed} ms`);
+    // A patient call joins the same lookup and gets the registry's error.
+    await assert.rejects(
+      client.call("hello", "who", [], { deadlineMs: 5_000 }),
+      rpcError(
+        DEADLINE_EXCEEDED,
+        /^Deadline exceeded: registry\.lookup did not succeed on any registry node/,
+      ),
+    );
+    assert.ok(Date.now() - started < 2_500);
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("the deadline also bounds opening the connection", async () => {
+  await withEnv(async (env) => {
+    // A server whose host never answers the connect (as a dropped SYN):
+    // the dialer only gives up when the pool's connect timeout aborts it.
+    const blackhole = "tcp://127.0.0.1:9";
+    await env.admin.bind("hello", { id: "hole", url: blackhole });
+    let gaveUp: Promise<void> | undefined;
+    const dialer: Dialer = (url, options) => {
+      if (url !== blackhole) return denoTcpDialer(url, options);
+      return new Promise((_, reject) => {
+        const done = Promise.withResolvers<void>();
+        gaveUp = done.promise;
+        options?.signal?.addEventListener("abort", () => {
+          reject(options.signal!.reason);
+          done.resolve();
+        }, { once: true });
+      });
+    };
+    const client = env.client({ dialer, connectTimeoutMs: 600 });
+    const started = Date.now();
+    await assert.rejects(
+      client.call("hello", "who", [], { deadlineMs: 150 }),
+      rpcError(
+        DEADLINE_EXCEEDED,
+        'Deadline exceeded: "hello.who" did not get a response within 150 ms (connecting to tcp://127.0.0.1:9 still under way)',
+      ),
+    );
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 140 && elapsed < 550, `took ${elapsed} ms`);
+    assert.ok(gaveUp !== undefined);
+    await within(gaveUp, 2_000, "the dial to time out");
+  });
+});

@@ -1,0 +1,282 @@
+import assert from "node:assert/strict";
+import {
+  CANCELLED,
+  DEADLINE_EXCEEDED,
+  INVALID_PARAMS,
+  RpcError,
+} from "../rpc/errors.ts";
+import { freePorts, waitFor } from "../raft/_test_util.ts";
+import {
+  type RegistryNode,
+  startRegistryNode,
+} from "../registry/registry_node.ts";
+import { connect } from "./client.ts";
+import { ConnectionPool } from "./connection_pool.ts";
+import { RegistryClient } from "./registry_client.ts";
+
+/** Three in-process registry nodes on fixed free ports. */
+interface Cluster {
+  peers: Record<string, string>;
+  nodes: Map<string, RegistryNode>;
+  leader(): Promise<RegistryNode>;
+  followers(): Promise<RegistryNode[]>;
+  stopNode(id: string): Promise<void>;
+}
+
+async function withCluster(fn: (cluster: Cluster) => Promise<void>) {
+  const root = await Deno.makeTempDir({ prefix: "rafter_registry_client_" });
+  const ids = ["n1", "n2", "n3"];
+  const ports = freePorts(3);
+  const peers = Object.fromEntries(
+    ids.map((id, i) => [id, `tcp://127.0.0.1:${ports[i]}`]),
+  );
+  const nodes = new Map<string, RegistryNode>();
+  const leader = () =>
+    waitFor(
+      () => {
+        const running = [...nodes.values()];
+        const leaders = running.filter((n) => n.raft.status.role === "leader");
+        if (leaders.length !== 1) return null;
+        // Settled: every running node follows it.
+        const id = leaders[0].id;
+        return running.every((n) => n.raft.status.leader === id)
+          ? leaders[0]
+          : null;
+      },
+      "one leader that every node knows",
+      5_000,
+    );
+  const cluster: Cluster = {
+    peers,
+    nodes,
+    leader,
+    async followers() {
+      const current = await leader();
+      return [...nodes.values()].filter((n) => n !== current);
+    },
+    async stopNode(id) {
+      await nodes.get(id)?.stop();
+      nodes.delete(id);
+    },
+  };
+  try {
+    for (const [i, id] of ids.entries()) {
+      nodes.set(
+        id,
+        await startRegistryNode({
+          id,
+          listen: { hostname: "127.0.0.1", port: ports[i] },
+          peers,
+          dataDir: `${root}/${id}`,
+          tickMs: 20,
+          electionTicks: 10,
+        }),
+      );
+    }
+    await fn(cluster);
+  } finally {
+    for (const node of nodes.values()) await node.stop();
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+const h1 = { id: "h1", url: "tcp://127.0.0.1:9001" };
+
+Deno.test("a client given only a follower's URL follows the NOT_LEADER hint and learns the leader", async () => {
+  await withCluster(async (cluster) => {
+    const leader = await cluster.leader();
+    const [follower] = await cluster.followers();
+    const client = connect(follower.url);
+    try {
+      assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
+      assert.deepEqual(client.registry.urls, [follower.url, leader.url]);
+      // The next write goes straight to the leader.
+      assert.deepEqual(
+        await client.bind("hello", { id: "h2", url: "tcp://127.0.0.1:9002" }),
+        { revision: 2 },
+      );
+      assert.deepEqual(client.registry.urls, [follower.url, leader.url]);
+      assert.deepEqual(await client.unbind("hello", "h2"), {
+        revision: 3,
+        removed: 1,
+      });
+    } finally {
+      client.close();
+    }
+  });
+});
+
+Deno.test("a client whose first URL is dead moves on to the next", async () => {
+  await withCluster(async (cluster) => {
+    const leader = await cluster.leader();
+    const [dead] = freePorts(1);
+    const deadUrl = `tcp://127.0.0.1:${dead}`;
+    const urls = [deadUrl, ...Object.values(cluster.peers)];
+    const client = connect(urls);
+    try {
+      const started = Date.now();
+      assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
+      assert.ok(Date.now() - started < 2_000, "no long wait on the dead URL");
+      assert.deepEqual(client.registry.urls, urls);
+      assert.deepEqual(await client.lookup("hello"), {
+        name: "hello",
+        endpoints: [h1],
+        revision: 1,
+      });
+      assert.deepEqual(await client.registry.endpoints("hello"), [h1]);
+      const status = await client.registry.status(leader.url);
+      assert.equal(status.role, "leader");
+      assert.equal(status.url, leader.url);
+      assert.equal(status.revision, 1);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+Deno.test("a lookup through a follower right after a bind through the leader sees it", async () => {
+  await withCluster(async (cluster) => {
+    const leader = await cluster.leader();
+    const followers = await cluster.followers();
+    const writer = connect(leader.url);
+    const readers = followers.map((f) => connect(f.url));
+    try {
+      for (let i = 1; i <= 15; i++) {
+        const endpoint = { id: `s${i}`, url: `tcp://127.0.0.1:${9000 + i}` };
+        assert.deepEqual(await writer.bind("svc", endpoint), { revision: i });
+        for (const reader of readers) {
+          const result = await reader.lookup("svc");
+          assert.equal(result.revision, i);
+          assert.deepEqual(result.endpoints.at(-1), endpoint);
+          assert.equal(result.endpoints.length, i);
+        }
+      }
+      // The readers never had to leave their follower.
+      for (const [i, reader] of readers.entries()) {
+        assert.deepEqual(reader.registry.urls, [followers[i].url]);
+      }
+    } finally {
+      writer.close();
+      for (const reader of readers) reader.close();
+    }
+  });
+});
+
+Deno.test("after the leader stops, a bind succeeds once a new leader is elected", async () => {
+  await withCluster(async (cluster) => {
+    const client = connect(Object.values(cluster.peers), { deadlineMs: 8_000 });
+    try {
+      const old = await cluster.leader();
+      assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
+      await cluster.stopNode(old.id);
+      const h2 = { id: "h2", url: "tcp://127.0.0.1:9002" };
+      assert.deepEqual(await client.bind("hello", h2), { revision: 2 });
+      const fresh = await cluster.leader();
+      assert.notEqual(fresh.id, old.id);
+      assert.deepEqual(await client.lookup("hello"), {
+        name: "hello",
+        endpoints: [h1, h2],
+        revision: 2,
+      });
+      for (const node of cluster.nodes.values()) {
+        await waitFor(() => node.state.revision === 2, `${node.id} to apply`);
+        assert.deepEqual(node.state.lookup("hello").endpoints, [h1, h2]);
+      }
+    } finally {
+      client.close();
+    }
+  });
+});
+
+Deno.test("when every registry node is down the deadline error lists the URLs tried", async () => {
+  const urls = freePorts(3).map((port) => `tcp://127.0.0.1:${port}`);
+  const client = connect(urls, { deadlineMs: 400 });
+  try {
+    const started = Date.now();
+    await assert.rejects(client.bind("hello", h1), (error: unknown) => {
+      assert.ok(error instanceof RpcError);
+      assert.equal(error.code, DEADLINE_EXCEEDED);
+      assert.ok(
+        error.message.startsWith(
+          `Deadline exceeded: registry.bind did not succeed on any registry node (${
+            urls.join(", ")
+          }); last error: cannot connect to tcp://127.0.0.1:`,
+        ),
+        error.message,
+      );
+      const data = error.data as { lastError: { code: number } };
+      assert.equal(data.lastError.code, -32004);
+      return true;
+    });
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 400 && elapsed < 1_500, `took ${elapsed} ms`);
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("errors a retry cannot fix are thrown at once", async () => {
+  await withCluster(async (cluster) => {
+    const client = connect(Object.values(cluster.peers));
+    try {
+      await cluster.leader();
+      const started = Date.now();
+      await assert.rejects(
+        client.bind("hello", { url: "http://127.0.0.1:9001" }),
+        (error: unknown) => {
+          assert.ok(error instanceof RpcError);
+          assert.equal(error.code, INVALID_PARAMS);
+          assert.equal(
+            error.message,
+            'Invalid params: "endpoint.url": invalid endpoint URL "http://127.0.0.1:9001": expected tcp://host:port with a port in 1..65535',
+          );
+          return true;
+        },
+      );
+      await assert.rejects(
+        client.registry.call("registry.nope", {}),
+        { code: -32601 },
+      );
+      assert.ok(Date.now() - started < 1_000);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+Deno.test("an aborted registry call rejects with CANCELLED", async () => {
+  const urls = freePorts(2).map((port) => `tcp://127.0.0.1:${port}`);
+  const client = connect(urls, { deadlineMs: 5_000 });
+  try {
+    const controller = new AbortController();
+    const started = Date.now();
+    setTimeout(() => controller.abort(), 100);
+    await assert.rejects(
+      client.bind("hello", h1, { signal: controller.signal }),
+      (error: unknown) => {
+        assert.ok(error instanceof RpcError);
+        assert.equal(error.code, CANCELLED);
+        assert.equal(
+          error.message,
+          "Cancelled: the caller aborted registry.bind",
+        );
+        return true;
+      },
+    );
+    assert.ok(Date.now() - started < 1_000);
+    await assert.rejects(
+      client.lookup("hello", { signal: AbortSignal.abort() }),
+      { code: CANCELLED },
+    );
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("a registry client needs at least one URL", () => {
+  assert.throws(() => new RegistryClient([], new ConnectionPool()), {
+    name: "TypeError",
+    message: "give at least one registry URL (tcp://host:port)",
+  });
+  assert.throws(() => connect([]), TypeError);
+});
