@@ -12,12 +12,7 @@ import type { Methods } from "../rpc/dispatcher.ts";
 import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
 import type { Dialer } from "../rpc/transport.ts";
 import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
-import {
-  NotLeaderError,
-  RaftCore,
-  type Ready,
-  type SoftState,
-} from "./core.ts";
+import { RaftCore, type Ready, type SoftState } from "./core.ts";
 import { parseMessage } from "./message_validation.ts";
 import { PeerTransport, STEP_METHOD } from "./peer_transport.ts";
 import type { Entry, Message, NodeId } from "./types.ts";
@@ -86,9 +81,9 @@ interface PendingProposal<R> {
 
 interface PendingRead {
   index: number | null;
-  /** Term and leader when the read was asked for: who must confirm it. */
+  /** Term and leader the read was last sent to; null while none is known. */
   term: number;
-  leader: NodeId;
+  leader: NodeId | null;
   resolve(): void;
   reject(error: Error): void;
   timer: ReturnType<typeof setTimeout>;
@@ -224,7 +219,7 @@ export class RaftNode<R = unknown> {
    *
    * @param options.timeoutMs give up after this long (default 5000 ms); the
    * entry may still commit later.
-   * @throws {NotLeaderError} (rejects at once) when this node is not the
+   * @throws {import("./core.ts").NotLeaderError} (rejects at once) when this node is not the
    * leader.
    * @throws {RaftUnavailableError} when leadership was lost before the entry
    * committed, the timeout passed, or the node stopped.
@@ -257,43 +252,54 @@ export class RaftNode<R = unknown> {
   /**
    * Waits until this node's state machine reflects every write committed
    * before the call (a linearizable read barrier: ReadIndex, Raft
-   * dissertation §6.4).
+   * dissertation §6.4). The leader confirms the read index; while no leader
+   * is known the barrier waits for one, and when the leader changes it asks
+   * the new one, all within `timeoutMs`.
    *
-   * @param options.timeoutMs give up after this long (default 3000 ms).
-   * @throws {NotLeaderError} at once when no leader is known.
-   * @throws {RaftUnavailableError} when the leader did not confirm in time.
+   * @param options.timeoutMs give up after this long (default 2000 ms).
+   * @throws {RaftUnavailableError} when no leader confirmed in time, or the
+   * node stopped.
    */
   readBarrier(options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.#stopped) {
       return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
     }
-    const { term, leader } = this.#core.softState;
-    if (leader === null) {
-      return Promise.reject(new NotLeaderError(null));
-    }
     const context = `${this.#options.id}:${++this.#readSequence}`;
-    const timeoutMs = options.timeoutMs ?? 3000;
+    const timeoutMs = options.timeoutMs ?? 2000;
     const promise = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
+        const read = this.#reads.get(context);
         this.#reads.delete(context);
         reject(
           new RaftUnavailableError(
-            `the leader did not confirm a read within ${timeoutMs} ms; retry`,
+            read?.leader === null
+              ? `no leader was elected within ${timeoutMs} ms to confirm the read; retry`
+              : `the leader did not confirm the read within ${timeoutMs} ms; retry`,
           ),
         );
       }, timeoutMs);
       this.#reads.set(context, {
         index: null,
-        term,
-        leader,
+        term: -1,
+        leader: null,
         resolve,
         reject,
         timer,
       });
     });
+    this.#askReadIndex(context);
+    return promise;
+  }
+
+  /** Sends a pending read to the current leader, if one is known. */
+  #askReadIndex(context: string): void {
+    const read = this.#reads.get(context);
+    const { term, leader } = this.#core.softState;
+    if (read === undefined || read.index !== null || leader === null) return;
+    read.term = term;
+    read.leader = leader;
     this.#core.readIndex(context);
     this.#schedule();
-    return promise;
   }
 
   /**
@@ -358,7 +364,7 @@ export class RaftNode<R = unknown> {
     for (const entry of ready.committedEntries) this.#apply(entry);
     for (const state of ready.readStates) {
       const read = this.#reads.get(state.context);
-      if (read !== undefined) read.index = state.index;
+      if (read !== undefined) read.index ??= state.index;
     }
     this.#serveReads();
     if (ready.softState !== null) this.#onSoftState(ready.softState);
@@ -394,22 +400,17 @@ export class RaftNode<R = unknown> {
   }
 
   #onSoftState(state: SoftState): void {
-    // Reads waiting for an old leader's confirmation will never get it: the
-    // core dropped them, and a new leader ignores the old requests.
+    // Reads waiting for a leader's confirmation go to the new leader: the
+    // old one (or the core, on a change of role) dropped them. An answer the
+    // old leader still sends is valid too: it confirmed its leadership after
+    // the read began.
     for (const [context, read] of this.#reads) {
       if (
         read.index === null &&
         (read.term !== state.term || read.leader !== state.leader)
       ) {
-        this.#reads.delete(context);
-        clearTimeout(read.timer);
-        read.reject(
-          state.leader === null
-            ? new NotLeaderError(null)
-            : new RaftUnavailableError(
-              `the leader changed (now ${state.leader}, term ${state.term}) before it confirmed the read; retry`,
-            ),
-        );
+        read.leader = null;
+        this.#askReadIndex(context);
       }
     }
     this.#options.onSoftState?.(state);

@@ -214,7 +214,7 @@ async function main(): Promise<number> {
     })();
   }
   await stopped.promise;
-  await node.stop();
+  await node.stop({ graceMs: 1000 });
   if (fatal !== null) {
     console.error(`registry ${args.id}: storage failed, stopped:`, fatal);
     return 1;

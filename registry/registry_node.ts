@@ -50,8 +50,12 @@ export interface RegistryNode {
   readonly state: RegistryState;
   /** The RPC server. */
   readonly server: RpcServer;
-  /** Stops serving and stops the Raft node (the log stays on disk). */
-  stop(): Promise<void>;
+  /**
+   * Stops serving and stops the Raft node (the log stays on disk). With
+   * `graceMs`, first drains the server: requests under way are answered and
+   * clients are told to go elsewhere, for up to that many ms.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
 }
 
 /**
@@ -129,7 +133,8 @@ export async function startRegistryNode(
     raft,
     state,
     server,
-    async stop() {
+    async stop(options = {}) {
+      if (options.graceMs !== undefined) await server.drain(options.graceMs);
       await server.close();
       await raft.stop();
     },

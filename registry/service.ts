@@ -13,7 +13,7 @@ import {
   RpcError,
   UNAVAILABLE,
 } from "../rpc/errors.ts";
-import { parseTcpUrl } from "../rpc/transport.ts";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
 import { NotLeaderError } from "../raft/core.ts";
 import { type RaftNode, RaftUnavailableError } from "../raft/node.ts";
 import { type Command, encodeCommand, type RegistryState } from "./state.ts";
@@ -40,7 +40,11 @@ export interface RegistryServiceOptions {
   state: RegistryState;
   /** This node's own URL (read when needed: the port may be learnt late). */
   url: () => string;
-  /** How long a write waits to commit, ms. Default 5000. */
+  /**
+   * How long a write waits to commit, ms. Default 3000: under the registry
+   * client's 4000 ms per attempt (a client waits longer than the server it
+   * calls).
+   */
   writeTimeoutMs?: number;
   /** Election timeout the node runs with, ms; sent as a retry hint. */
   electionTimeoutMs?: number;
@@ -68,7 +72,7 @@ export function registryMethods(options: RegistryServiceOptions): Methods {
   const propose = async (command: Command): Promise<WriteResult> => {
     try {
       const result = await node.propose(encodeCommand(command), {
-        timeoutMs: options.writeTimeoutMs,
+        timeoutMs: options.writeTimeoutMs ?? 3000,
       });
       if ("error" in result) {
         throw new RpcError(
@@ -145,12 +149,10 @@ function toRpcError(
   kind: "write" | "read",
 ): unknown {
   if (error instanceof NotLeaderError) {
-    if (error.leader === null || kind === "read") {
+    if (error.leader === null) {
       return new RpcError(
         UNAVAILABLE,
-        kind === "read"
-          ? 'Unavailable: no leader is known to confirm a linearizable read; retry shortly, or pass consistency: "serializable" for a possibly stale answer'
-          : "Unavailable: the registry is electing a leader; retry shortly",
+        "Unavailable: the registry is electing a leader; retry shortly",
         { retryAfterMs },
       );
     }
@@ -159,9 +161,14 @@ function toRpcError(
     return notLeaderError(status.id, error.leader, leaderUrl);
   }
   if (error instanceof RaftUnavailableError) {
-    return new RpcError(UNAVAILABLE, `Unavailable: ${error.message}`, {
-      retryAfterMs,
-    });
+    const hint = kind === "read"
+      ? ', or pass consistency: "serializable" for a possibly stale answer'
+      : "";
+    return new RpcError(
+      UNAVAILABLE,
+      `Unavailable: ${error.message}${hint}`,
+      { retryAfterMs },
+    );
   }
   return error;
 }
@@ -221,8 +228,11 @@ function requireEndpoint(value: unknown): Endpoint {
       'Invalid params: "endpoint.url" must be a string like tcp://127.0.0.1:9001',
     );
   }
+  let url: string;
   try {
-    parseTcpUrl(endpoint.url);
+    // One spelling per address (tcp://host:port), so the same server bound
+    // as "127.0.0.1:9001" and "tcp://127.0.0.1:9001" is one endpoint.
+    url = formatTcpUrl(parseTcpUrl(endpoint.url));
   } catch (error) {
     throw new RpcError(
       INVALID_PARAMS,
@@ -230,9 +240,9 @@ function requireEndpoint(value: unknown): Endpoint {
     );
   }
   const id = endpoint.id === undefined
-    ? endpoint.url
+    ? url
     : requireName(endpoint.id, "endpoint.id");
-  return { id, url: endpoint.url };
+  return { id, url };
 }
 
 function requireConsistency(value: unknown): Consistency {

@@ -278,10 +278,11 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no l
       "Unavailable: the registry is electing a leader; retry shortly",
       { retryAfterMs: 10_000 },
     );
+    // A linearizable lookup waits for a leader to confirm it, then gives up.
     await rejectsWith(
       connection.call("registry.lookup", ["hello"]),
       UNAVAILABLE,
-      'Unavailable: no leader is known to confirm a linearizable read; retry shortly, or pass consistency: "serializable" for a possibly stale answer',
+      'Unavailable: no leader was elected within 2000 ms to confirm the read; retry, or pass consistency: "serializable" for a possibly stale answer',
       { retryAfterMs: 10_000 },
     );
     // n2 speaks up as the leader of term 2 (a heartbeat).
@@ -336,4 +337,31 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no l
     await node.stop();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("bound URLs are stored in one spelling, so one address is one endpoint", async () => {
+  await withSingleNode(async (_node, connection) => {
+    await connection.call("registry.bind", ["hello", {
+      url: "127.0.0.1:9001",
+    }]);
+    // The same address spelt the long way is the same endpoint.
+    assert.deepEqual(
+      await connection.call("registry.bind", ["hello", {
+        url: "tcp://127.0.0.1:9001",
+      }]),
+      { revision: 1 },
+    );
+    await connection.call("registry.bind", ["hello", {
+      id: "v6",
+      url: "[::1]:9002",
+    }]);
+    assert.deepEqual(await connection.call("registry.lookup", ["hello"]), {
+      name: "hello",
+      endpoints: [
+        { id: "tcp://127.0.0.1:9001", url: "tcp://127.0.0.1:9001" },
+        { id: "v6", url: "tcp://[::1]:9002" },
+      ],
+      revision: 2,
+    });
+  });
 });

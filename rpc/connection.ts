@@ -13,7 +13,7 @@ import {
   RpcError,
 } from "./errors.ts";
 import type { Params, Response } from "./message.ts";
-import { validateResponse } from "./message.ts";
+import { GOAWAY_METHOD, validateResponse } from "./message.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { encodeTextFrame, NdjsonDecoder } from "./ndjson.ts";
 import type { ByteStream } from "./transport.ts";
@@ -114,6 +114,7 @@ export class RpcConnection {
   readonly #pending = new Map<number, PendingCall>();
   #nextId = 1;
   #isClosed = false;
+  #draining = false;
   #cancelled: Promise<void> = Promise.resolve();
 
   /**
@@ -144,9 +145,13 @@ export class RpcConnection {
     this.closed = this.#readLoop();
   }
 
-  /** Whether the connection has ended; calls on it fail with `written: false`. */
+  /**
+   * Whether the connection takes no new calls: it has ended, or its server
+   * asked it to go away (`rpc.goaway`) and it closes once its calls are
+   * answered. Calls on it fail with `written: false`.
+   */
   get isClosed(): boolean {
-    return this.#isClosed;
+    return this.#isClosed || this.#draining;
   }
 
   /** How many calls are waiting for their response. */
@@ -183,7 +188,7 @@ export class RpcConnection {
     options: CallOptions = {},
   ): Promise<T> {
     const name = JSON.stringify(String(method));
-    if (this.#isClosed) return Promise.reject(this.#closedError(method));
+    if (this.isClosed) return Promise.reject(this.#closedError(method));
     const { signal } = options;
     if (signal?.aborted) {
       return Promise.reject(cancelledError(name, false, signal.reason));
@@ -259,7 +264,7 @@ export class RpcConnection {
    * ```
    */
   async notify(method: string, params?: Params): Promise<void> {
-    if (this.#isClosed) throw this.#closedError(method);
+    if (this.isClosed) throw this.#closedError(method);
     const frame = encodeRequest(method, params, undefined);
     try {
       await this.#writer.write(frame);
@@ -328,7 +333,10 @@ export class RpcConnection {
     }
     for (const item of Array.isArray(value) ? value : [value]) {
       const response = validateResponse(item);
-      if (response === null) continue;
+      if (response === null) {
+        if (isGoAway(item)) this.#goAway();
+        continue;
+      }
       const call = typeof response.id === "number"
         ? this.#pending.get(response.id)
         : undefined;
@@ -345,6 +353,7 @@ export class RpcConnection {
       if ("error" in response) call.reject(RpcError.fromObject(response.error));
       else call.resolve(response.result);
     }
+    this.#closeIfDrained();
   }
 
   #forget(id: number): void {
@@ -352,11 +361,27 @@ export class RpcConnection {
     if (call === undefined) return;
     this.#pending.delete(id);
     call.cleanup();
+    this.#closeIfDrained();
+  }
+
+  /** The server is shutting down: finish the calls under way, then close. */
+  #goAway(): void {
+    this.#draining = true;
+    this.#closeIfDrained();
+  }
+
+  #closeIfDrained(): void {
+    if (this.#draining && this.#pending.size === 0) {
+      this.#shutdown("the server asked the client to go away");
+    }
   }
 
   #closedError(method: string): ConnectionError {
+    const state = this.#isClosed
+      ? "is closed"
+      : "is going away (its server is shutting down)";
     return new ConnectionError(
-      `connection to ${this.url} is closed; ${
+      `connection to ${this.url} ${state}; ${
         JSON.stringify(String(method))
       } was not sent`,
       false,
@@ -387,6 +412,14 @@ export class RpcConnection {
     }
     this.#cancelled = this.#reader.cancel().catch(() => {});
   }
+}
+
+/** Whether a received frame item is the server's `rpc.goaway` notification. */
+function isGoAway(item: unknown): boolean {
+  return typeof item === "object" && item !== null &&
+    (item as Record<string, unknown>).jsonrpc === "2.0" &&
+    (item as Record<string, unknown>).method === GOAWAY_METHOD &&
+    !("id" in item);
 }
 
 function encodeRequest(

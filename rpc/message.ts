@@ -7,6 +7,13 @@
 
 import { type ErrorObject, INVALID_REQUEST, RpcError } from "./errors.ts";
 
+/**
+ * The notification a draining server sends each connection (like HTTP/2's
+ * GOAWAY): send no new requests here; open a new connection or use another
+ * server. Rafter's clients finish their calls under way, then close.
+ */
+export const GOAWAY_METHOD = "rpc.goaway";
+
 /** A request id: a string, a number, or null (JSON-RPC 2.0 §4). */
 export type RequestId = string | number | null;
 

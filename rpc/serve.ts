@@ -49,6 +49,14 @@ export interface RpcServer {
    * than once.
    */
   close(): Promise<void>;
+  /**
+   * Shuts down gracefully: stops listening, sends every connection the
+   * `rpc.goaway` notification, keeps answering what still arrives, and
+   * finishes when the clients have closed their connections (Rafter
+   * clients do once their calls are answered) or, at the latest, after
+   * `graceMs` (default 5_000 ms), when it closes what is left.
+   */
+  drain(graceMs?: number): Promise<void>;
 }
 
 /**
@@ -78,12 +86,15 @@ export function serve(options: ServeOptions): RpcServer {
   const address = listener.addr;
   const connections = new Set<Promise<void>>();
   const stop = new AbortController();
+  const goAway = new AbortController();
+  let draining = false;
   const limits = {
     maxFrameBytes: options.maxFrameBytes,
     maxInFlight: options.maxInFlight,
     idleTimeoutMs: options.idleTimeoutMs,
     onInternalError: options.onInternalError,
     signal: stop.signal,
+    goAway: goAway.signal,
   };
 
   const acceptLoop = async () => {
@@ -135,9 +146,23 @@ export function serve(options: ServeOptions): RpcServer {
   const onAbort = () => void close();
 
   const finished = acceptLoop().then(async () => {
-    close();
+    if (!draining) close();
     while (connections.size > 0) await Promise.all([...connections]);
   });
+
+  const drain = async (graceMs = 5_000): Promise<void> => {
+    if (closing !== undefined || draining) return finished;
+    draining = true;
+    try {
+      listener.close();
+    } catch {
+      // Already closed.
+    }
+    goAway.abort();
+    const timer = setTimeout(() => void close(), graceMs);
+    await finished;
+    clearTimeout(timer);
+  };
 
   if (signal?.aborted) close();
   else signal?.addEventListener("abort", onAbort, { once: true });
@@ -148,6 +173,7 @@ export function serve(options: ServeOptions): RpcServer {
     url: formatTcpUrl(address),
     finished,
     close,
+    drain,
   };
 }
 

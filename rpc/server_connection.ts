@@ -14,6 +14,7 @@ import {
   type Frame,
   NdjsonDecoder,
 } from "./ndjson.ts";
+import { GOAWAY_METHOD } from "./message.ts";
 import type { ByteStream } from "./transport.ts";
 
 /** Default largest number of requests one connection runs at once: 128. */
@@ -48,14 +49,23 @@ export interface ServerLimits {
   onInternalError?(error: unknown, method: string): void;
 }
 
-/** Options of {@link serveStream}: the limits, plus a way to stop. */
+/** Options of {@link serveStream}: the limits, plus ways to stop. */
 export interface ServeStreamOptions extends ServerLimits {
   /**
    * Aborting it closes the connection at once; responses still being
    * computed are dropped.
    */
   signal?: AbortSignal;
+  /**
+   * Aborting it asks the peer to go away: the server sends the notification
+   * {@link GOAWAY_METHOD}, keeps answering the requests that still arrive,
+   * and the connection finishes once the peer closes it (a Rafter client
+   * does so as soon as its calls on it are answered) or `signal` aborts.
+   */
+  goAway?: AbortSignal;
 }
+
+const GOAWAY_FRAME = `{"jsonrpc":"2.0","method":"${GOAWAY_METHOD}"}`;
 
 /** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -180,10 +190,17 @@ class ServerConnection {
   }
 
   async run(): Promise<void> {
-    const signal = this.#options.signal;
+    const { signal, goAway } = this.#options;
     const onAbort = () => this.#stop();
+    const onGoAway = () => {
+      if (!this.#stopped) {
+        this.#writer.write(encodeTextFrame(GOAWAY_FRAME)).catch(() => {});
+      }
+    };
     signal?.addEventListener("abort", onAbort, { once: true });
+    goAway?.addEventListener("abort", onGoAway, { once: true });
     if (signal?.aborted) this.#stop();
+    else if (goAway?.aborted) onGoAway();
     this.#armIdle();
     try {
       await this.#loop();
@@ -191,6 +208,7 @@ class ServerConnection {
       // #loop only throws on a broken stream; the connection is finished.
     } finally {
       signal?.removeEventListener("abort", onAbort);
+      goAway?.removeEventListener("abort", onGoAway);
       this.#stop();
       await this.#cancelled;
       await this.#writer.idle();

@@ -45,7 +45,7 @@ export class ClusterMap {
   readonly #quarantineMs: number;
   readonly #now: () => number;
   #endpoints: Endpoint[] = [];
-  /** Endpoint id → time (ms) until which it stays out. */
+  /** Endpoint key (id and URL) → time (ms) until which it stays out. */
   readonly #quarantine = new Map<string, number>();
   #lookedUpAt = -Infinity;
   #pending: Promise<void> | null = null;
@@ -98,10 +98,10 @@ export class ClusterMap {
     if (this.#pending !== null) return this.#pending;
     const pending = this.#lookup().then((endpoints) => {
       const now = this.#now();
-      for (const [id, until] of this.#quarantine) {
-        if (until <= now) this.#quarantine.delete(id);
+      for (const [key, until] of this.#quarantine) {
+        if (until <= now) this.#quarantine.delete(key);
       }
-      const healthy = endpoints.filter((e) => !this.#quarantine.has(e.id));
+      const healthy = endpoints.filter((e) => !this.#quarantine.has(keyOf(e)));
       if (healthy.length === 0 && endpoints.length > 0) {
         this.#quarantine.clear();
         this.#endpoints = endpoints;
@@ -118,7 +118,16 @@ export class ClusterMap {
 
   /** Removes a failed server from the map and quarantines it. */
   evict(endpoint: Endpoint): void {
-    this.#endpoints = this.#endpoints.filter((e) => e.id !== endpoint.id);
-    this.#quarantine.set(endpoint.id, this.#now() + this.#quarantineMs);
+    const key = keyOf(endpoint);
+    this.#endpoints = this.#endpoints.filter((e) => keyOf(e) !== key);
+    this.#quarantine.set(keyOf(endpoint), this.#now() + this.#quarantineMs);
   }
+}
+
+/**
+ * Quarantine goes by id and URL: a server that binds the same id again at
+ * a new address is a new server.
+ */
+function keyOf(endpoint: Endpoint): string {
+  return `${endpoint.id} ${endpoint.url}`;
 }

@@ -258,3 +258,20 @@ Deno.test("defaults: refresh after 10 s, quarantine 5 s", async () => {
   await map.refresh();
   assert.deepEqual(ids(map.current), ["a", "b"]);
 });
+
+Deno.test("quarantine goes by id and URL: the same id bound again at a new URL is let in", async () => {
+  const reg = registry([a, b]);
+  let time = 0;
+  const map = new ClusterMap(reg.lookup, { now: () => time, refreshMs: 10 });
+  await map.endpoints();
+  map.evict(a);
+  assert.deepEqual(ids(map.current), ["b"]);
+  // "a" restarts elsewhere and binds its id again.
+  reg.list = [{ id: "a", url: "tcp://127.0.0.1:9101" }, b];
+  time = 20;
+  await map.refresh();
+  assert.deepEqual(map.current.map((e) => e.url), [
+    "tcp://127.0.0.1:9101",
+    b.url,
+  ]);
+});

@@ -19,6 +19,18 @@ import type { ConnectionPool } from "./connection_pool.ts";
 import type { CallInfo, Distributor, ErrorDecision } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
 
+/**
+ * Property names a stub never turns into remote calls: `then` (so the stub
+ * is not a thenable), `toJSON`, and those of `Object.prototype`, so that
+ * `JSON.stringify(stub)`, template strings and inspection stay local. Call
+ * a remote method of such a name with `client.call(name, method, params)`.
+ */
+const NOT_REMOTE = new Set([
+  "then",
+  "toJSON",
+  ...Object.getOwnPropertyNames(Object.prototype),
+]);
+
 /** Settings of one stub. */
 export interface StubOptions {
   /** Picks the server per call. Default `roundRobin()`. */
@@ -67,7 +79,8 @@ export type Stub<T> = {
  * that server from the cluster map; the call moves to another server when
  * the request was never written, or the method is idempotent (unless the
  * distributor's `onError` says otherwise). When the map is empty the name
- * is looked up again. Server errors (an error response) are never retried.
+ * is looked up again. By default server errors (an error response) are not
+ * retried; a distributor's `onError` may decide otherwise.
  */
 export class ClusterStub {
   readonly #name: string;
@@ -146,6 +159,13 @@ export class ClusterStub {
       }
       const info: CallInfo = { name: this.#name, method, params, attempt };
       const endpoint = this.#distributor.choose(endpoints, info);
+      if (typeof endpoint?.url !== "string") {
+        throw new TypeError(
+          `the distributor's choose() returned ${
+            JSON.stringify(endpoint)
+          } for "${this.#name}.${method}"; it must return one of the endpoints it was given`,
+        );
+      }
       try {
         const connection = await bounded(
           this.#pool.get(endpoint.url),
@@ -188,10 +208,11 @@ export class ClusterStub {
   proxy<T>(): Stub<T> {
     const methods = new Map<string, (...args: unknown[]) => Promise<unknown>>();
     return new Proxy({}, {
-      get: (_target, property) => {
-        // Not a thenable, so `await stub` and Promise.resolve(stub) work.
-        if (typeof property !== "string" || property === "then") {
-          return undefined;
+      get: (target, property) => {
+        // Not a thenable, so `await stub` and Promise.resolve(stub) work;
+        // toString, valueOf… are the plain object's own.
+        if (typeof property !== "string" || NOT_REMOTE.has(property)) {
+          return Reflect.get(target, property);
         }
         let method = methods.get(property);
         if (method === undefined) {

@@ -251,6 +251,33 @@ Deno.test("a closed server is evicted and calls keep succeeding on the others", 
   });
 });
 
+Deno.test("a drained server loses no call: non-idempotent calls under way finish, the next ones move on", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const s2 = await env.start("hello", "s2");
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+    });
+    // Warm the pooled connections, so the next call to s2 goes over an
+    // open, idle connection (the case a plain close() breaks).
+    assert.deepEqual([await hello.who(), await hello.who()], ["s1", "s2"]);
+    const slow = hello.slow(); // on s1
+    const slowOnS2 = hello.slow(); // on s2, under way during the drain
+    await waitFor(() => s2.calls.includes("slow"), "slow on s2", 2_000);
+    const draining = s2.server.drain(5_000);
+    await delay(50);
+    const answers: string[] = [];
+    for (let i = 0; i < 10; i++) answers.push(await hello.who());
+    assert.deepEqual(answers, Array(10).fill("s1"));
+    env.release();
+    assert.deepEqual(await Promise.all([slow, slowOnS2]), ["s1", "s2"]);
+    await within(draining, 2_000, "drain");
+    assert.deepEqual(s2.calls, ["who", "slow"]);
+    assert.equal(s1.calls.filter((c) => c === "who").length, 11);
+  });
+});
+
 Deno.test("an idempotent call to a server closed just before its turn moves on with no failure", async () => {
   await withEnv(async (env) => {
     const s1 = await env.start("hello", "s1");
@@ -521,6 +548,38 @@ Deno.test("await on a stub does not hang: the proxy is not thenable", async () =
       )).who(),
       "s1",
     );
+  });
+});
+
+Deno.test("JSON, string conversion and inspection of a stub stay local", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const client = env.client();
+    const hello = client.stub<Who>("hello");
+    assert.equal(JSON.stringify(hello), "{}");
+    assert.equal(`${hello}`, "[object Object]");
+    assert.equal(
+      (hello as unknown as { toString?: unknown }).toString,
+      Object.prototype.toString,
+    );
+    assert.equal((hello as unknown as { toJSON?: unknown }).toJSON, undefined);
+    Deno.inspect(hello);
+    assert.deepEqual(s1.calls, []);
+  });
+});
+
+Deno.test("a distributor that returns no endpoint gets a clear TypeError", async () => {
+  await withEnv(async (env) => {
+    await env.start("hello", "s1");
+    const client = env.client();
+    const broken = client.stub<Who>("hello", {
+      distributor: { choose: () => undefined as unknown as Endpoint },
+    });
+    await assert.rejects(broken.who(), {
+      name: "TypeError",
+      message:
+        'the distributor\'s choose() returned undefined for "hello.who"; it must return one of the endpoints it was given',
+    });
   });
 });
 

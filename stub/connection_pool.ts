@@ -32,7 +32,6 @@ export interface ConnectionPoolOptions {
 export class ConnectionPool {
   readonly #options: ConnectionPoolOptions;
   readonly #connections = new Map<string, Promise<RpcConnection>>();
-  #closed = false;
 
   /** @param options dialer and connect timeout. */
   constructor(options: ConnectionPoolOptions = {}) {
@@ -67,13 +66,10 @@ export class ConnectionPool {
 
   /** Closes every connection; later `get` calls open new ones. */
   close(): void {
-    this.#closed = true;
     for (const url of [...this.#connections.keys()]) this.drop(url);
-    this.#closed = false;
   }
 
   #open(url: string): Promise<RpcConnection> {
-    const current = this.#connections.get(url);
     const opening = dial(url, {
       dialer: this.#options.dialer,
       connectTimeoutMs: this.#options.connectTimeoutMs ?? 2000,
@@ -81,7 +77,6 @@ export class ConnectionPool {
     this.#connections.set(url, opening);
     opening.then(
       (connection) => {
-        if (this.#closed) connection.close();
         connection.closed.then(() => {
           if (this.#connections.get(url) === opening) {
             this.#connections.delete(url);
@@ -94,7 +89,6 @@ export class ConnectionPool {
         }
       },
     );
-    void current;
     return opening;
   }
 }

@@ -199,7 +199,8 @@ export class RegistryClient {
             50 * 2 ** Math.min(failuresInRow - this.#urls.length, 4),
             Math.max(deadline - Date.now(), 0),
           );
-          await sleep(pause);
+          await sleep(pause, options.signal);
+          if (options.signal?.aborted) throw cancelled(method);
         }
       }
     }
@@ -233,6 +234,15 @@ function cancelled(method: string): RpcError {
   return new RpcError(CANCELLED, `Cancelled: the caller aborted ${method}`);
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or less if `signal` aborts first (never rejects). */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }

@@ -273,6 +273,23 @@ Deno.test("an aborted registry call rejects with CANCELLED", async () => {
   }
 });
 
+Deno.test("an abort during the backoff between rounds ends the call at once", async () => {
+  // One dead URL: every attempt fails fast, then the client backs off.
+  const [port] = freePorts(1);
+  const client = connect([`tcp://127.0.0.1:${port}`], { deadlineMs: 10_000 });
+  try {
+    const controller = new AbortController();
+    const call = client.lookup("hello", { signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const aborted = Date.now();
+    controller.abort();
+    await assert.rejects(call, { code: CANCELLED });
+    assert.ok(Date.now() - aborted < 200, "CANCELLED came late");
+  } finally {
+    client.close();
+  }
+});
+
 Deno.test("a registry client needs at least one URL", () => {
   assert.throws(() => new RegistryClient([], new ConnectionPool()), {
     name: "TypeError",

@@ -1,6 +1,7 @@
 /**
  * A hello server: serves `greet(name)` and binds itself in the registry as
- * `hello`; unbinds on SIGINT/SIGTERM.
+ * `hello`. On SIGINT/SIGTERM it unbinds, then drains: calls under way are
+ * answered and clients move to other servers, so no call is lost.
  *
  * ```sh
  * deno run -A examples/hello/server.ts --registry tcp://127.0.0.1:7001 --id hello-1
@@ -86,7 +87,7 @@ async function main(): Promise<void> {
     console.error(`${id}: unbind failed: ${error.message}`)
   );
   client.close();
-  await served.close();
+  await served.drain(5_000);
   console.log(`${id} stopped`);
   Deno.exit(0);
 }
