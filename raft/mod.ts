@@ -26,3 +26,4 @@ export * from "./atomic_file.ts";
 export * from "./message_validation.ts";
 export * from "./peer_transport.ts";
 export * from "./node.ts";
+export * from "./dir_lock.ts";

@@ -12,6 +12,7 @@ import type { Methods } from "../rpc/dispatcher.ts";
 import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
 import type { Dialer } from "../rpc/transport.ts";
 import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
+import { type DirLock, lockDataDir } from "./dir_lock.ts";
 import { RaftCore, type Ready, type SoftState } from "./core.ts";
 import { parseMessage } from "./message_validation.ts";
 import { PeerTransport, STEP_METHOD } from "./peer_transport.ts";
@@ -113,6 +114,7 @@ export class RaftNode<R = unknown> {
   readonly #options: RaftNodeOptions<R>;
   readonly #core: RaftCore;
   readonly #wal: Wal;
+  readonly #lock: DirLock;
   readonly #transport: PeerTransport;
   readonly #ticker: ReturnType<typeof setInterval>;
   readonly #proposals = new Map<number, PendingProposal<R>>();
@@ -123,10 +125,16 @@ export class RaftNode<R = unknown> {
   #again = false;
   #stopped = false;
 
-  private constructor(options: RaftNodeOptions<R>, core: RaftCore, wal: Wal) {
+  private constructor(
+    options: RaftNodeOptions<R>,
+    core: RaftCore,
+    wal: Wal,
+    lock: DirLock,
+  ) {
     this.#options = options;
     this.#core = core;
     this.#wal = wal;
+    this.#lock = lock;
     const peers = { ...options.peers };
     delete peers[options.id];
     this.#transport = new PeerTransport({ peers, dialer: options.dialer });
@@ -143,6 +151,8 @@ export class RaftNode<R = unknown> {
    *
    * @throws {Error} when `id` is not in `peers`, when the folder belongs to
    * another node id, or when the log is corrupt (see `WalCorruptError`).
+   * @throws {DataDirInUseError} when another process or node holds the
+   * folder's lock.
    */
   static async start<R>(options: RaftNodeOptions<R>): Promise<RaftNode<R>> {
     if (!(options.id in options.peers)) {
@@ -152,17 +162,23 @@ export class RaftNode<R = unknown> {
         }); list every voter, this node included`,
       );
     }
-    await checkMeta(options.dataDir, options.id);
-    const { wal, hardState, entries } = await Wal.open(options.dataDir);
-    const core = new RaftCore({
-      id: options.id,
-      voters: Object.keys(options.peers),
-      electionTicks: options.electionTicks,
-      heartbeatTicks: options.heartbeatTicks,
-      hardState,
-      entries,
-    });
-    return new RaftNode(options, core, wal);
+    const lock = await lockDataDir(options.dataDir);
+    try {
+      await checkMeta(options.dataDir, options.id);
+      const { wal, hardState, entries } = await Wal.open(options.dataDir);
+      const core = new RaftCore({
+        id: options.id,
+        voters: Object.keys(options.peers),
+        electionTicks: options.electionTicks,
+        heartbeatTicks: options.heartbeatTicks,
+        hardState,
+        entries,
+      });
+      return new RaftNode(options, core, wal, lock);
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
   }
 
   /** JSON-RPC methods peers call: `raft.step`. */
@@ -323,7 +339,11 @@ export class RaftNode<R = unknown> {
     }
     this.#reads.clear();
     while (this.#draining) await new Promise((r) => setTimeout(r, 1));
-    await this.#wal.close();
+    try {
+      await this.#wal.close();
+    } finally {
+      this.#lock.release();
+    }
   }
 
   #schedule(): void {

@@ -193,10 +193,13 @@ async function main(): Promise<number> {
       },
     });
   } catch (error) {
+    const hint = error instanceof Deno.errors.AddrInUse
+      ? "; another process (a registry node already running?) listens there: stop it or pass another --listen"
+      : "";
     console.error(
       `registry ${args.id}: cannot start on ${
         formatTcpUrl(args.listen)
-      } with data ${args.dataDir}: ${(error as Error).message}`,
+      } with data ${args.dataDir}: ${(error as Error).message}${hint}`,
     );
     return 1;
   }

@@ -281,3 +281,27 @@ Deno.test("registry/main.ts prints its usage with exit 2 for a bad option", asyn
     await Deno.remove(cwd, { recursive: true });
   }
 });
+
+Deno.test("registry/main.ts refuses a data folder another node is using", async () => {
+  const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
+  const [first, second] = freePorts(2);
+  const running = spawnRegistry(cwd, ["--listen", `127.0.0.1:${first}`]);
+  try {
+    await waitFor(
+      () => running.output.includes("listening on"),
+      "the first node to listen",
+      10_000,
+    );
+    const intruder = spawnRegistry(cwd, ["--listen", `127.0.0.1:${second}`]);
+    const code = await within(intruder.exit(), 10_000, "the second to exit");
+    assert.equal(code, 1, intruder.output);
+    assert.equal(
+      intruder.output,
+      `registry n1: cannot start on tcp://127.0.0.1:${second} with data ./data/n1: data folder ./data/n1 is in use by another registry node (pid ${running.child.pid}); stop that node first, or pass another --data folder\n`,
+    );
+  } finally {
+    running.child.kill("SIGTERM");
+    assert.equal(await within(running.exit(), 10_000, "the first to exit"), 0);
+    await Deno.remove(cwd, { recursive: true });
+  }
+});

@@ -97,12 +97,7 @@ export async function startRegistryNode(
     tickMs,
     electionTicks,
     apply: (entry) => state.apply(entry.data),
-    onSoftState: (soft: SoftState) =>
-      log(
-        `${options.id}: term ${soft.term}, ${soft.role}, leader ${
-          soft.leader ?? "(none)"
-        }`,
-      ),
+    onSoftState: (soft: SoftState) => log(describeRole(options.id, soft)),
     onFatal: options.onFatal,
   });
   let selfUrl = listenUrl;
@@ -139,4 +134,18 @@ export async function startRegistryNode(
       await raft.stop();
     },
   };
+}
+
+/** One log line for a role change, e.g. "n1: follower in term 3, leader n2". */
+function describeRole(id: string, soft: SoftState): string {
+  switch (soft.role) {
+    case "leader":
+      return `${id}: leader of term ${soft.term}`;
+    case "candidate":
+      return `${id}: candidate in term ${soft.term}, asking for votes`;
+    case "follower":
+      return `${id}: follower in term ${soft.term}, leader ${
+        soft.leader ?? "unknown (election under way)"
+      }`;
+  }
 }

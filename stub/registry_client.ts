@@ -15,6 +15,7 @@ import {
   UNAVAILABLE,
 } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
 import type {
   Consistency,
   Endpoint,
@@ -70,7 +71,8 @@ export class RegistryClient {
    * @param urls registry node URLs (`tcp://host:port`); list two or three so
    * the client survives a node's death.
    * @param pool connections, shared with the stubs.
-   * @throws {TypeError} when `urls` is empty.
+   * @throws {TypeError} when `urls` is empty or a URL is not
+   * `tcp://host:port` (a bare `host:port` is taken as tcp).
    */
   constructor(
     urls: readonly string[],
@@ -80,7 +82,10 @@ export class RegistryClient {
     if (urls.length === 0) {
       throw new TypeError("give at least one registry URL (tcp://host:port)");
     }
-    this.#urls = [...urls];
+    // One spelling per address, as the registry's leader hints use.
+    this.#urls = [
+      ...new Set(urls.map((url) => formatTcpUrl(parseTcpUrl(url)))),
+    ];
     this.#pool = pool;
     this.#deadlineMs = options.deadlineMs ?? 15_000;
     this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 4_000;

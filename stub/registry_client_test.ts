@@ -290,6 +290,25 @@ Deno.test("an abort during the backoff between rounds ends the call at once", as
   }
 });
 
+Deno.test("a registry URL that cannot work is refused at once, and URLs are normalised", () => {
+  assert.throws(
+    () => new RegistryClient(["http://127.0.0.1:7001"], new ConnectionPool()),
+    {
+      name: "TypeError",
+      message:
+        'invalid endpoint URL "http://127.0.0.1:7001": expected tcp://host:port with a port in 1..65535',
+    },
+  );
+  const client = new RegistryClient(
+    ["127.0.0.1:7001", "tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002"],
+    new ConnectionPool(),
+  );
+  assert.deepEqual(client.urls, [
+    "tcp://127.0.0.1:7001",
+    "tcp://127.0.0.1:7002",
+  ]);
+});
+
 Deno.test("a registry client needs at least one URL", () => {
   assert.throws(() => new RegistryClient([], new ConnectionPool()), {
     name: "TypeError",
