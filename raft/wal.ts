@@ -43,8 +43,10 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
  * Thrown by {@link Wal.open} when the log holds damage that a crash during a
  * write cannot explain (a bad record followed by more data), or a record that
  * decodes but does not fit (wrong shape, or an entry index that leaves a gap).
- * The node must not start from such a directory: moving the directory aside
- * and restarting the node empty lets it catch up from its peers.
+ * The node must not start from such a directory. Moving the directory aside
+ * and restarting the node empty lets it catch up from the leader; do it only
+ * once the other nodes have a leader, since an empty node has forgotten the
+ * votes it cast (Raft paper Figure 2: votedFor must be persistent).
  *
  * @example Tell the operator what to do
  * ```ts
@@ -76,8 +78,10 @@ export class WalCorruptError extends Error {
   constructor(path: string, offset: number, reason: string) {
     super(
       `write-ahead log ${path} is corrupt at byte offset ${offset}: ${reason}. ` +
-        `The data directory cannot be trusted; move it aside and restart the ` +
-        `node empty so it catches up from its peers.`,
+        `The data directory cannot be trusted; move it aside, wait until the ` +
+        `other nodes have a leader, then restart the node empty so it catches ` +
+        `up from the leader (an empty node has forgotten its votes, so it must ` +
+        `not rejoin during an election).`,
     );
     this.name = "WalCorruptError";
     this.path = path;
