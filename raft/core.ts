@@ -590,16 +590,21 @@ export class RaftCore {
     for (const peer of this.#progress.keys()) this.#sendAppend(peer);
   }
 
-  #sendAppend(peer: NodeId): void {
+  /**
+   * Sends the follower its next append, unless it is paused.
+   * @returns whether entries went out while pipelining (so another append
+   * may follow at once).
+   */
+  #sendAppend(peer: NodeId): boolean {
     const progress = this.#progress.get(peer)!;
-    if (progress.paused) return;
+    if (progress.paused) return false;
     const prevLogIndex = progress.next - 1;
     const entries = this.#log.slice(
       progress.next,
       this.#log.lastIndex,
       this.#maxEntriesPerAppend,
     );
-    if (entries.length === 0 && progress.state === "replicate") return;
+    if (entries.length === 0 && progress.state === "replicate") return false;
     this.#send<AppendRequest>({
       type: "append",
       from: this.id,
@@ -611,6 +616,7 @@ export class RaftCore {
       commit: this.#commit,
     });
     progress.onSent(prevLogIndex + entries.length, entries.length);
+    return entries.length > 0 && progress.state === "replicate";
   }
 
   /**
@@ -683,7 +689,9 @@ export class RaftCore {
       if (message.context !== undefined) {
         this.#ackRead(message.context, message.from);
       }
-      this.#sendAppend(message.from);
+      // Fill the window: a follower far behind gets up to maxInflight
+      // appends per round trip, not one.
+      while (this.#sendAppend(message.from));
     } else if (progress.onReject(message.index, message.rejectHint)) {
       this.#sendAppend(message.from);
     }

@@ -27,3 +27,4 @@ export * from "./message_validation.ts";
 export * from "./peer_transport.ts";
 export * from "./node.ts";
 export * from "./dir_lock.ts";
+export * from "./simulator.ts";

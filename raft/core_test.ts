@@ -1,0 +1,929 @@
+import assert from "node:assert/strict";
+import {
+  NotLeaderError,
+  RaftCore,
+  type RaftCoreConfig,
+  type Ready,
+} from "./core.ts";
+import type {
+  AppendRequest,
+  Entry,
+  HardState,
+  Message,
+  NodeId,
+} from "./types.ts";
+
+// --- a hand-driven cluster ---------------------------------------------------
+
+interface Disk {
+  hardState: HardState | undefined;
+  entries: Entry[];
+}
+
+/** Builds entries 1..n with the given terms and data `"<index>@<term>"`. */
+function log(...terms: number[]): Entry[] {
+  return terms.map((term, i) => ({
+    index: i + 1,
+    term,
+    data: `${i + 1}@${term}`,
+  }));
+}
+
+/** The whole log of a core, read through `entryAt`. */
+function logOf(core: RaftCore): Entry[] {
+  const entries: Entry[] = [];
+  for (let i = 1; i <= core.lastIndex; i++) entries.push(core.entryAt(i)!);
+  return entries;
+}
+
+/**
+ * Cores that the test connects by hand: `flush()` performs every pending
+ * Ready (persist to a disk record, queue the messages, apply), and
+ * `deliver()` hands queued messages to their recipients.
+ */
+class Cluster {
+  readonly ids: NodeId[];
+  readonly cores = new Map<NodeId, RaftCore>();
+  readonly disks = new Map<NodeId, Disk>();
+  readonly applied = new Map<NodeId, Entry[]>();
+  readonly readStates = new Map<NodeId, { context: string; index: number }[]>();
+  readonly down = new Set<NodeId>();
+  /** Messages sent and not yet delivered. */
+  queue: Message[] = [];
+  readonly #config: Partial<RaftCoreConfig>;
+
+  constructor(
+    size: number,
+    config: Partial<RaftCoreConfig> = {},
+    initial: Record<NodeId, { entries?: Entry[]; hardState?: HardState }> = {},
+  ) {
+    this.ids = Array.from({ length: size }, (_, i) => `n${i + 1}`);
+    this.#config = config;
+    for (const id of this.ids) {
+      const start = initial[id] ?? {};
+      this.disks.set(id, {
+        hardState: start.hardState && { ...start.hardState },
+        entries: structuredClone(start.entries ?? []),
+      });
+      this.#boot(id);
+    }
+  }
+
+  core(id: NodeId): RaftCore {
+    const core = this.cores.get(id);
+    assert.ok(core !== undefined && !this.down.has(id), `${id} is down`);
+    return core;
+  }
+
+  #boot(id: NodeId): void {
+    const disk = this.disks.get(id)!;
+    this.cores.set(
+      id,
+      new RaftCore({
+        id,
+        voters: this.ids,
+        // Election timeouts of 15 ticks: a follower's lease (10 ticks) ends
+        // before it would campaign.
+        random: () => 0.5,
+        ...this.#config,
+        hardState: disk.hardState,
+        entries: disk.entries.map((e) => ({ ...e })),
+      }),
+    );
+    this.applied.set(id, []);
+    this.readStates.set(id, []);
+    this.down.delete(id);
+  }
+
+  /** Performs every running node's pending Ready, in the required order. */
+  flush(): void {
+    for (const id of this.ids) {
+      if (this.down.has(id)) continue;
+      const core = this.cores.get(id)!;
+      while (core.hasReady()) {
+        const ready = core.ready();
+        persist(this.disks.get(id)!, ready);
+        this.queue.push(...ready.messages);
+        this.applied.get(id)!.push(...ready.committedEntries);
+        this.readStates.get(id)!.push(...ready.readStates);
+        core.advance(ready);
+      }
+    }
+  }
+
+  /**
+   * Flushes, then delivers queued messages (dropping those `keep` rejects or
+   * whose recipient is down), repeating until nothing is left.
+   * @returns every message that was delivered.
+   */
+  deliver(keep: (m: Message) => boolean = () => true): Message[] {
+    const delivered: Message[] = [];
+    for (let round = 0; round < 1000; round++) {
+      this.flush();
+      if (this.queue.length === 0) return delivered;
+      delivered.push(...this.round(keep));
+    }
+    throw new Error("messages never stopped flowing");
+  }
+
+  /**
+   * One network hop: flushes, then delivers the messages queued so far (not
+   * those they provoke). @returns the delivered messages.
+   */
+  round(keep: (m: Message) => boolean = () => true): Message[] {
+    this.flush();
+    const batch = this.queue;
+    this.queue = [];
+    const delivered = batch.filter((m) => !this.down.has(m.to) && keep(m));
+    for (const message of delivered) this.cores.get(message.to)!.step(message);
+    this.flush();
+    return delivered;
+  }
+
+  /** Ticks a node `count` times, delivering messages after each tick. */
+  tick(id: NodeId, count = 1, keep?: (m: Message) => boolean): void {
+    for (let i = 0; i < count; i++) {
+      this.core(id).tick();
+      this.deliver(keep);
+    }
+  }
+
+  /** Stops a node: its volatile state and undelivered messages to it are lost. */
+  crash(id: NodeId): void {
+    this.down.add(id);
+    this.queue = this.queue.filter((m) => m.to !== id);
+  }
+
+  /** Rebuilds a node from its disk. */
+  restart(id: NodeId): void {
+    this.#boot(id);
+  }
+
+  /** Ticks followers past their lease (10 ticks) without delivering anything. */
+  expireLease(...ids: NodeId[]): void {
+    for (const id of ids) {
+      for (let i = 0; i < 10; i++) this.core(id).tick();
+      assert.notEqual(this.core(id).role, "candidate");
+    }
+  }
+
+  /** Elects `id` (campaign, then deliver everything) and checks it won. */
+  elect(id: NodeId, keep?: (m: Message) => boolean): RaftCore {
+    this.core(id).campaign();
+    this.deliver(keep);
+    assert.equal(this.core(id).role, "leader");
+    return this.core(id);
+  }
+}
+
+function persist(disk: Disk, ready: Ready): void {
+  if (ready.hardState !== null) disk.hardState = { ...ready.hardState };
+  if (ready.entries.length > 0) {
+    const first = ready.entries[0].index;
+    assert.ok(first <= disk.entries.length + 1, "gap in persisted entries");
+    disk.entries.length = first - 1;
+    disk.entries.push(...ready.entries.map((e) => ({ ...e })));
+  }
+}
+
+const between = (a: NodeId, b: NodeId) => (m: Message) =>
+  (m.from === a && m.to === b) || (m.from === b && m.to === a);
+const not = (f: (m: Message) => boolean) => (m: Message) => !f(m);
+const isolate = (id: NodeId) => (m: Message) => m.from !== id && m.to !== id;
+
+// --- elections ----------------------------------------------------------------
+
+Deno.test("a single node elects itself and commits its proposals", () => {
+  const core = new RaftCore({ id: "n1", voters: ["n1"], random: () => 0 });
+  assert.equal(core.role, "follower");
+  for (let i = 0; i < 9; i++) core.tick();
+  assert.equal(core.role, "follower");
+  core.tick(); // electionTicks (10) with random() = 0
+  assert.equal(core.role, "leader");
+  assert.equal(core.term, 1);
+  const { index, term } = core.propose("x");
+  assert.deepEqual({ index, term }, { index: 2, term: 1 });
+
+  const ready = core.ready();
+  assert.deepEqual(ready.hardState, { term: 1, vote: "n1", commit: 2 });
+  assert.deepEqual(ready.entries.map((e) => e.data), ["", "x"]);
+  assert.deepEqual(ready.committedEntries.map((e) => e.data), ["", "x"]);
+  assert.deepEqual(ready.softState, {
+    term: 1,
+    role: "leader",
+    leader: "n1",
+  });
+  assert.deepEqual(ready.messages, []);
+  core.advance(ready);
+  assert.equal(core.hasReady(), false);
+  assert.equal(core.commitIndex, 2);
+});
+
+Deno.test("three nodes elect a leader by exchanging vote messages", () => {
+  const c = new Cluster(3);
+  c.core("n1").campaign();
+  const ready = c.core("n1").ready();
+  assert.deepEqual(ready.hardState, { term: 1, vote: "n1", commit: 0 });
+  assert.deepEqual(ready.messages, [
+    {
+      type: "vote",
+      from: "n1",
+      to: "n2",
+      term: 1,
+      lastLogIndex: 0,
+      lastLogTerm: 0,
+    },
+    {
+      type: "vote",
+      from: "n1",
+      to: "n3",
+      term: 1,
+      lastLogIndex: 0,
+      lastLogTerm: 0,
+    },
+  ]);
+  c.core("n1").advance(ready);
+
+  c.core("n2").step(ready.messages[0]);
+  const answer = c.core("n2").ready();
+  assert.deepEqual(answer.hardState, { term: 1, vote: "n1", commit: 0 });
+  assert.deepEqual(answer.messages, [
+    { type: "voteResponse", from: "n2", to: "n1", term: 1, granted: true },
+  ]);
+  c.core("n2").advance(answer);
+
+  c.core("n1").step(answer.messages[0]);
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.core("n1").leader, "n1");
+  // The new leader's empty entry goes out at once.
+  const lead = c.core("n1").ready();
+  assert.deepEqual(lead.entries, [{ index: 1, term: 1, data: "" }]);
+  const appends = lead.messages.filter((m) => m.type === "append");
+  assert.deepEqual(appends.map((m) => m.to), ["n2", "n3"]);
+  c.core("n1").advance(lead);
+  c.queue.push(...lead.messages, ready.messages[1]);
+  c.deliver();
+  c.tick("n1"); // the next heartbeat carries the commit index to everyone
+
+  for (const id of c.ids) {
+    assert.equal(c.core(id).leader, "n1");
+    assert.equal(c.core(id).term, 1);
+    assert.equal(c.core(id).commitIndex, 1);
+    assert.deepEqual(c.applied.get(id), [{ index: 1, term: 1, data: "" }]);
+  }
+});
+
+Deno.test("a candidate that loses the vote does not become leader", () => {
+  // n3's log is more up to date than n1's: n1 cannot win its vote.
+  const c = new Cluster(3, {}, {
+    n1: { entries: log(1), hardState: { term: 1, vote: null, commit: 0 } },
+    n2: { entries: log(1), hardState: { term: 1, vote: null, commit: 0 } },
+    n3: { entries: log(1, 1), hardState: { term: 1, vote: null, commit: 0 } },
+  });
+  c.core("n1").campaign();
+  c.deliver((m) => m.from === "n3" || m.to === "n3");
+  assert.equal(c.core("n1").role, "candidate");
+  assert.equal(c.core("n3").term, 2);
+  assert.equal(c.disks.get("n3")!.hardState!.vote, null);
+  // With n2's vote n1 wins after all: a majority suffices.
+  c.core("n1").campaign();
+  c.deliver();
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.core("n1").term, 3);
+});
+
+Deno.test("a follower refuses a second vote in a term, also after a restart", () => {
+  const c = new Cluster(3);
+  c.core("n1").campaign();
+  c.deliver((m) => m.to === "n2" || m.from === "n2");
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.disks.get("n2")!.hardState!.term, 1);
+  assert.equal(c.disks.get("n2")!.hardState!.vote, "n1");
+  const request: Message = {
+    type: "vote",
+    from: "n3",
+    to: "n2",
+    term: 1,
+    lastLogIndex: 5,
+    lastLogTerm: 1,
+  };
+  c.core("n2").step(request);
+  let ready = c.core("n2").ready();
+  assert.deepEqual(ready.messages, [
+    { type: "voteResponse", from: "n2", to: "n3", term: 1, granted: false },
+  ]);
+  c.core("n2").advance(ready);
+
+  // The vote survives a restart: the rebuilt node still refuses n3 ...
+  c.crash("n2");
+  c.restart("n2");
+  c.core("n2").step(request);
+  ready = c.core("n2").ready();
+  assert.deepEqual(ready.messages, [
+    { type: "voteResponse", from: "n2", to: "n3", term: 1, granted: false },
+  ]);
+  c.core("n2").advance(ready);
+  // ... and grants the same candidate again (its answer may have been lost).
+  c.core("n2").step({ ...request, from: "n1" });
+  ready = c.core("n2").ready();
+  assert.equal(ready.messages.length, 1);
+  assert.equal((ready.messages[0] as { granted: boolean }).granted, true);
+  c.core("n2").advance(ready);
+});
+
+Deno.test("a node does not vote for a candidate with a less up-to-date log", () => {
+  const core = new RaftCore({
+    id: "n2",
+    voters: ["n1", "n2", "n3"],
+    random: () => 0,
+    entries: log(1, 2),
+    hardState: { term: 2, vote: null, commit: 0 },
+  });
+  const ask = (lastLogIndex: number, lastLogTerm: number, term: number) => {
+    core.step({
+      type: "vote",
+      from: "n1",
+      to: "n2",
+      term,
+      lastLogIndex,
+      lastLogTerm,
+    });
+    const ready = core.ready();
+    core.advance(ready);
+    return (ready.messages[0] as { granted: boolean }).granted;
+  };
+  assert.equal(ask(5, 1, 3), false); // longer, but an older last term
+  assert.equal(ask(1, 2, 4), false); // same last term, shorter
+  assert.equal(ask(2, 2, 5), true); // same last entry
+});
+
+Deno.test("a stale-term append is answered so the old leader steps down", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  // n1 is cut off; n2 wins term 2 with n3's vote.
+  c.expireLease("n2", "n3");
+  c.elect("n2", isolate("n1"));
+  assert.equal(c.core("n2").term, 2);
+  assert.equal(c.core("n1").role, "leader");
+
+  c.core("n1").propose("lost");
+  c.flush();
+  const append = c.queue.find((m): m is AppendRequest =>
+    m.type === "append" && m.to === "n3"
+  )!;
+  c.queue = [];
+  c.core("n3").step(append);
+  const ready = c.core("n3").ready();
+  c.core("n3").advance(ready);
+  assert.deepEqual(ready.messages, [{
+    type: "appendResponse",
+    from: "n3",
+    to: "n1",
+    term: 2,
+    success: false,
+    index: append.prevLogIndex,
+    rejectHint: 0,
+  }]);
+  assert.equal(c.core("n3").entryAt(2)?.data, "", "stale entry not taken");
+
+  c.core("n1").step(ready.messages[0]);
+  assert.equal(c.core("n1").role, "follower");
+  assert.equal(c.core("n1").term, 2);
+  assert.throws(() => c.core("n1").propose("x"), NotLeaderError);
+  // Once connected, n1 takes n2's log: its term-1 proposal is overwritten.
+  c.tick("n2");
+  assert.deepEqual(logOf(c.core("n1")), logOf(c.core("n2")));
+  assert.equal(c.core("n1").entryAt(2)!.term, 2);
+});
+
+// --- replication ----------------------------------------------------------------
+
+Deno.test("logs converge to the leader's like Raft paper Figure 7", () => {
+  // Figure 7: the leader of term 8 and six followers (a)-(f).
+  const leaderLog = log(1, 1, 1, 4, 4, 5, 5, 6, 6, 6);
+  const followers: Record<string, { terms: number[]; commit: number }> = {
+    n2: { terms: [1, 1, 1, 4, 4, 5, 5, 6, 6], commit: 5 }, // (a) missing one
+    n3: { terms: [1, 1, 1, 4], commit: 4 }, // (b) missing many
+    n4: { terms: [1, 1, 1, 4, 4, 5, 5, 6, 6, 6, 6], commit: 5 }, // (c) extra
+    n5: { terms: [1, 1, 1, 4, 4, 5, 5, 6, 6, 6, 7, 7], commit: 5 }, // (d)
+    n6: { terms: [1, 1, 1, 4, 4, 4, 4], commit: 5 }, // (e) conflict
+    n7: { terms: [1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3], commit: 3 }, // (f)
+  };
+  const initial: Record<string, { entries: Entry[]; hardState: HardState }> = {
+    n1: { entries: leaderLog, hardState: { term: 7, vote: null, commit: 5 } },
+  };
+  for (const [id, { terms, commit }] of Object.entries(followers)) {
+    // Entries that agree with the leader's carry the same data.
+    const entries = terms.map((term, i) =>
+      leaderLog[i]?.term === term ? { ...leaderLog[i] } : {
+        index: i + 1,
+        term,
+        data: `${id}:${i + 1}@${term}`,
+      }
+    );
+    initial[id] = { entries, hardState: { term: 7, vote: null, commit } };
+  }
+  const c = new Cluster(7, { maxEntriesPerAppend: 2 }, initial);
+  const committedBefore = new Map(
+    c.ids.map((id) => [id, logOf(c.core(id)).slice(0, c.core(id).commitIndex)]),
+  );
+  c.core("n1").campaign();
+  c.deliver();
+  const leader = c.core("n1");
+  assert.equal(leader.role, "leader");
+  assert.equal(leader.term, 8);
+  // (c) and (d) hold more up-to-date logs and refused their votes.
+  c.tick("n1", 5);
+
+  const expected = [...leaderLog, { index: 11, term: 8, data: "" }];
+  assert.deepEqual(logOf(leader), expected);
+  for (const id of c.ids) {
+    assert.deepEqual(logOf(c.core(id)), expected, `${id} in memory`);
+    assert.deepEqual(c.disks.get(id)!.entries, expected, `${id} on disk`);
+    assert.equal(c.core(id).commitIndex, 11);
+    assert.deepEqual(c.applied.get(id), expected, `${id} applied`);
+    for (const entry of committedBefore.get(id)!) {
+      assert.deepEqual(entry, expected[entry.index - 1], "committed kept");
+    }
+  }
+});
+
+Deno.test("a leader commits only entries of its own term by counting (Figure 8)", () => {
+  // Five nodes; index 1 (term 1) is committed everywhere.
+  const initial: Record<string, { entries: Entry[]; hardState: HardState }> =
+    {};
+  for (let i = 1; i <= 5; i++) {
+    initial[`n${i}`] = {
+      entries: log(1),
+      hardState: { term: 1, vote: null, commit: 1 },
+    };
+  }
+  const c = new Cluster(5, { maxEntriesPerAppend: 1 }, initial);
+  const s1 = () => c.core("n1");
+  const s5 = () => c.core("n5");
+  const isAppendOf = (index: number) => (m: Message) =>
+    m.type === "append" && m.entries.some((e) => e.index === index);
+
+  // (a) n1 leads term 2; its empty entry 2 reaches n2 only.
+  c.elect("n1", (m) => !isAppendOf(2)(m) || m.to === "n2");
+  assert.equal(s1().term, 2);
+  assert.equal(c.core("n2").entryAt(2)?.term, 2);
+  assert.equal(s1().commitIndex, 1);
+  // (b) n1 crashes; n5 leads term 3 with n3 and n4; its entry 2 goes nowhere.
+  c.crash("n1");
+  c.elect("n5", (m) => m.to !== "n2" && m.from !== "n2" && !isAppendOf(2)(m));
+  assert.equal(s5().term, 3);
+  assert.equal(s5().entryAt(2)?.term, 3);
+  // (c) n5 crashes; n1 restarts and leads term 4 with the votes of n3 and
+  // n4 (n2 heard from n1 lately and ignores the requests: its lease).
+  c.crash("n5");
+  c.restart("n1");
+  s1().campaign(); // term 3: refused, n3 and n4 are already in term 3
+  c.deliver((m) => m.type !== "append");
+  s1().campaign();
+  c.deliver((m) => m.type !== "append");
+  assert.equal(s1().role, "leader");
+  assert.equal(s1().term, 4);
+  assert.deepEqual(logOf(s1()).map((e) => e.term), [1, 2, 4]);
+  // Entry 2 (term 2) reaches n3: it is now on n1, n2, n3, a majority, yet
+  // n1 must not count it committed, since it is not of n1's term.
+  c.tick("n1", 3, (m) => !isAppendOf(3)(m) && m.to !== "n4");
+  assert.equal(c.core("n3").entryAt(2)?.term, 2);
+  assert.equal(s1().commitIndex, 1, "entry of an older term not committed");
+  assert.ok(c.ids.every((id) => c.down.has(id) || c.core(id).commitIndex < 2));
+
+  // (d) Had n1 counted it committed, it could now be lost: n1 crashes, n5
+  // returns and wins (its last term 3 beats their 2), overwriting entry 2.
+  const disks = structuredClone(Object.fromEntries(c.disks));
+  const d = new Cluster(5, { maxEntriesPerAppend: 1 }, disks);
+  d.crash("n1");
+  d.core("n5").campaign(); // term 4: n3 and n4 voted for n1 already
+  d.deliver((m) => m.type !== "append");
+  d.core("n5").campaign();
+  d.deliver();
+  assert.equal(d.core("n5").role, "leader");
+  assert.equal(d.core("n5").term, 5);
+  for (const id of ["n2", "n3", "n4", "n5"]) {
+    assert.equal(d.core(id).entryAt(2)?.term, 3, `${id} took n5's entry`);
+  }
+
+  // (e) The other future: n1 replicates its term-4 entry to a majority
+  // before it crashes; that commits entry 2 with it, for good.
+  s1().propose("x");
+  c.tick("n1", 2);
+  assert.equal(s1().commitIndex, 4);
+  for (const id of ["n1", "n2", "n3", "n4"]) {
+    assert.deepEqual(
+      c.applied.get(id)!.map((e) => e.term),
+      [1, 2, 4, 4],
+      `${id} applied entry 2 of term 2`,
+    );
+  }
+});
+
+Deno.test("propose on a follower throws NotLeaderError naming the leader", () => {
+  const c = new Cluster(3);
+  assert.throws(
+    () => c.core("n2").propose("x"),
+    (error: unknown) =>
+      error instanceof NotLeaderError && error.leader === null,
+  );
+  c.elect("n1");
+  assert.throws(
+    () => c.core("n2").propose("x"),
+    (error: unknown) =>
+      error instanceof NotLeaderError && error.leader === "n1" &&
+      error.message.includes("n1"),
+  );
+  c.core("n3").campaign();
+  assert.throws(
+    () => c.core("n3").propose("x"),
+    (error: unknown) =>
+      error instanceof NotLeaderError && error.leader === null,
+  );
+});
+
+Deno.test("ready()/advance(): one Ready at a time, entries handed out once", () => {
+  const c = new Cluster(3);
+  const n1 = c.core("n1");
+  n1.campaign();
+  const first = n1.ready();
+  assert.throws(() => n1.ready(), /advance\(\) the previous Ready/);
+  assert.throws(
+    () => n1.advance({ ...first }),
+    /takes the Ready last returned/,
+  );
+  n1.advance(first);
+  assert.throws(() => n1.advance(first), /takes the Ready last returned/);
+  assert.equal(n1.hasReady(), false);
+  c.queue.push(...first.messages);
+  c.deliver();
+  assert.equal(n1.role, "leader");
+
+  n1.propose("a");
+  n1.propose("b");
+  const second = n1.ready();
+  assert.deepEqual(second.entries.map((e) => e.data), ["a", "b"]);
+  // Work arriving before advance() goes into the next Ready, not this one.
+  n1.propose("c");
+  n1.advance(second);
+  const third = n1.ready();
+  assert.deepEqual(third.entries.map((e) => e.data), ["c"]);
+  n1.advance(third);
+  c.queue.push(...second.messages, ...third.messages);
+  c.deliver();
+  const appliedData = c.applied.get("n1")!.map((e) => e.data);
+  assert.deepEqual(appliedData, ["", "a", "b", "c"], "applied once each");
+  assert.equal(n1.hasReady(), false);
+});
+
+Deno.test("messages come in the same Ready as the state they depend on", () => {
+  const c = new Cluster(3);
+  const n2 = c.core("n2");
+  // A vote is granted in a Ready that also persists it.
+  n2.step({
+    type: "vote",
+    from: "n1",
+    to: "n2",
+    term: 1,
+    lastLogIndex: 0,
+    lastLogTerm: 0,
+  });
+  let ready = n2.ready();
+  assert.deepEqual(ready.hardState, { term: 1, vote: "n1", commit: 0 });
+  assert.equal(ready.messages.length, 1);
+  // A vote granted after ready() waits for the next Ready, with its state.
+  n2.step({
+    type: "vote",
+    from: "n3",
+    to: "n2",
+    term: 2,
+    lastLogIndex: 0,
+    lastLogTerm: 0,
+  });
+  n2.advance(ready);
+  ready = n2.ready();
+  assert.deepEqual(ready.hardState, { term: 2, vote: "n3", commit: 0 });
+  assert.deepEqual(ready.messages, [
+    { type: "voteResponse", from: "n2", to: "n3", term: 2, granted: true },
+  ]);
+  n2.advance(ready);
+
+  // A follower acknowledges entries in the Ready that persists them.
+  n2.step({
+    type: "append",
+    from: "n3",
+    to: "n2",
+    term: 2,
+    prevLogIndex: 0,
+    prevLogTerm: 0,
+    entries: [{ index: 1, term: 2, data: "" }, {
+      index: 2,
+      term: 2,
+      data: "x",
+    }],
+    commit: 1,
+  });
+  ready = n2.ready();
+  assert.deepEqual(ready.entries.map((e) => e.index), [1, 2]);
+  assert.deepEqual(ready.hardState, { term: 2, vote: "n3", commit: 1 });
+  assert.deepEqual(ready.committedEntries.map((e) => e.index), [1]);
+  assert.deepEqual(ready.messages, [{
+    type: "appendResponse",
+    from: "n2",
+    to: "n3",
+    term: 2,
+    success: true,
+    index: 2,
+    rejectHint: 0,
+  }]);
+  n2.advance(ready);
+  assert.equal(n2.hasReady(), false);
+
+  // A leader's appends travel with the entries it persists.
+  const d = new Cluster(3);
+  const leader = d.elect("n1");
+  leader.propose("y");
+  ready = leader.ready();
+  const sent = ready.messages.filter((m): m is AppendRequest =>
+    m.type === "append"
+  ).flatMap((m) => m.entries.map((e) => e.index));
+  const persisted = new Set(
+    [...d.disks.get("n1")!.entries, ...ready.entries].map((e) => e.index),
+  );
+  assert.ok(sent.length > 0 && sent.every((i) => persisted.has(i)));
+  leader.advance(ready);
+});
+
+// --- CheckQuorum and leases ---------------------------------------------------------
+
+Deno.test("CheckQuorum: an isolated leader steps down after an election timeout", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  const cut = isolate("n1");
+  // The first round still counts the answers to the leader's first appends.
+  c.tick("n1", 10, cut);
+  assert.equal(c.core("n1").role, "leader");
+  c.tick("n1", 9, cut);
+  assert.equal(c.core("n1").role, "leader");
+  // The end of a round in which nobody answered.
+  c.tick("n1", 1, cut);
+  assert.equal(c.core("n1").role, "follower");
+  assert.equal(c.core("n1").leader, null);
+  assert.equal(c.core("n1").term, 1);
+
+  // Without CheckQuorum it would lead on, alone.
+  const d = new Cluster(3, { checkQuorum: false });
+  d.elect("n1");
+  d.tick("n1", 50, isolate("n1"));
+  assert.equal(d.core("n1").role, "leader");
+});
+
+Deno.test("CheckQuorum: a leader that hears from one peer of two stays", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.tick("n1", 40, not(between("n1", "n3")));
+  assert.equal(c.core("n1").role, "leader");
+});
+
+Deno.test("vote requests are ignored within a leader's lease", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.tick("n1", 2);
+  const request: Message = {
+    type: "vote",
+    from: "n3",
+    to: "n2",
+    term: 5,
+    lastLogIndex: 10,
+    lastLogTerm: 4,
+  };
+  c.core("n2").step(request);
+  assert.equal(c.core("n2").term, 1, "term unchanged");
+  assert.equal(c.core("n2").hasReady(), false, "no answer at all");
+  // The leader ignores it too.
+  c.core("n1").step({ ...request, to: "n1" });
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.core("n1").term, 1);
+
+  // Once n2 has not heard from a leader for electionTicks, the lease is
+  // over and the request counts.
+  c.expireLease("n2");
+  c.core("n2").step(request);
+  assert.equal(c.core("n2").term, 5);
+  const ready = c.core("n2").ready();
+  assert.deepEqual(ready.messages, [
+    { type: "voteResponse", from: "n2", to: "n3", term: 5, granted: true },
+  ]);
+  c.core("n2").advance(ready);
+
+  // Without CheckQuorum there is no lease.
+  const d = new Cluster(3, { checkQuorum: false });
+  d.elect("n1");
+  d.core("n2").step(request);
+  assert.equal(d.core("n2").term, 5);
+});
+
+// --- ReadIndex ------------------------------------------------------------------------
+
+Deno.test("ReadIndex on the leader waits for a quorum of heartbeats", () => {
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  leader.propose("a");
+  c.deliver();
+  assert.equal(leader.commitIndex, 2);
+
+  leader.readIndex("r1");
+  c.flush();
+  assert.deepEqual(c.readStates.get("n1"), [], "not before the acks");
+  const round = c.queue.filter((m): m is AppendRequest => m.type === "append");
+  assert.equal(round.length, 2);
+  assert.ok(round.every((m) => m.context !== undefined));
+  // With n3 silent, n2's ack alone (plus the leader) is a quorum.
+  c.deliver(isolate("n3"));
+  assert.deepEqual(c.readStates.get("n1"), [{ context: "r1", index: 2 }]);
+
+  // An isolated leader never confirms a read.
+  leader.readIndex("r2");
+  c.tick("n1", 5, isolate("n1"));
+  assert.deepEqual(c.readStates.get("n1"), [{ context: "r1", index: 2 }]);
+});
+
+Deno.test("ReadIndex waits until the new leader commits an entry of its term", () => {
+  const c = new Cluster(3);
+  c.core("n1").campaign();
+  c.deliver((m) => m.type !== "append"); // elected, but the empty entry is stuck
+  const leader = c.core("n1");
+  assert.equal(leader.role, "leader");
+  leader.readIndex("early");
+  c.deliver((m) => m.type !== "append");
+  assert.deepEqual(c.readStates.get("n1"), []);
+  c.tick("n1");
+  assert.equal(leader.commitIndex, 1);
+  assert.deepEqual(c.readStates.get("n1"), [{ context: "early", index: 1 }]);
+});
+
+Deno.test("ReadIndex via a follower is answered by the leader", () => {
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  leader.propose("a");
+  leader.propose("b");
+  c.deliver();
+  c.core("n2").readIndex("f1");
+  const delivered = c.deliver();
+  assert.ok(delivered.some((m) => m.type === "readIndex" && m.to === "n1"));
+  assert.ok(
+    delivered.some((m) => m.type === "readIndexResponse" && m.to === "n2"),
+  );
+  assert.deepEqual(c.readStates.get("n2"), [{ context: "f1", index: 3 }]);
+  assert.deepEqual(c.readStates.get("n1"), []);
+
+  // Without a known leader the read is dropped (the caller retries).
+  const d = new Cluster(3);
+  d.core("n2").readIndex("nobody");
+  assert.equal(d.core("n2").hasReady(), false);
+});
+
+// --- restarts -----------------------------------------------------------------------------
+
+Deno.test("a restarted core re-emits committed entries from index 1", () => {
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  leader.propose("a");
+  leader.propose("b");
+  c.deliver();
+  leader.propose("uncommitted");
+  c.flush();
+  c.queue = [];
+  assert.equal(leader.commitIndex, 3);
+  assert.equal(leader.lastIndex, 4);
+
+  c.crash("n1");
+  const disk = c.disks.get("n1")!;
+  const core = new RaftCore({
+    id: "n1",
+    voters: c.ids,
+    hardState: disk.hardState,
+    entries: disk.entries,
+  });
+  assert.equal(core.role, "follower");
+  assert.equal(core.term, 1);
+  assert.equal(core.commitIndex, 3);
+  assert.equal(core.lastIndex, 4);
+  const ready = core.ready();
+  assert.equal(ready.hardState, null, "nothing new to persist");
+  assert.deepEqual(ready.entries, []);
+  assert.deepEqual(ready.committedEntries.map((e) => e.data), ["", "a", "b"]);
+  core.advance(ready);
+  assert.equal(core.hasReady(), false);
+
+  assert.throws(
+    () =>
+      new RaftCore({
+        id: "n1",
+        voters: c.ids,
+        hardState: { term: 1, vote: null, commit: 9 },
+        entries: disk.entries,
+      }),
+    RangeError,
+  );
+});
+
+// --- recovery from lost appends (fixed bugs) ----------------------------------------
+
+Deno.test("a follower whose pipelined appends were all lost catches up", () => {
+  // Bug: with the in-flight window full of lost appends, the leader sent the
+  // follower nothing but heartbeats anchored at its old match index, which
+  // always succeed, so it never caught up while that leader lasted.
+  const c = new Cluster(3, { maxInflightAppends: 2 });
+  const leader = c.elect("n1");
+  leader.propose("a");
+  c.deliver();
+  const appendTo3 = (m: Message) =>
+    m.type === "append" && m.to === "n3" && m.entries.length > 0;
+  for (const data of ["b", "c", "d", "e"]) {
+    leader.propose(data);
+    c.deliver(not(appendTo3));
+  }
+  assert.equal(c.core("n3").lastIndex, 2);
+  c.tick("n1", 3);
+  assert.deepEqual(logOf(c.core("n3")), logOf(leader));
+  leader.propose("f");
+  c.deliver();
+  c.tick("n1");
+  assert.equal(c.core("n3").lastIndex, 7);
+  assert.equal(c.core("n3").commitIndex, 7);
+});
+
+Deno.test("a lost append is resent even when no further proposal comes", () => {
+  // Bug: in replicate state only a later append exposed the gap, so the last
+  // entry before a quiet period stayed uncommitted (and the new leader's
+  // empty entry could too, holding back every ReadIndex).
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  leader.propose("last");
+  c.deliver((m) => !(m.type === "append" && m.entries.length > 0));
+  assert.equal(leader.commitIndex, 1);
+  c.tick("n1", 2);
+  assert.equal(leader.commitIndex, 2);
+  for (const id of c.ids) assert.equal(c.core(id).commitIndex, 2);
+  assert.deepEqual(c.applied.get("n3")!.map((e) => e.data), ["", "last"]);
+});
+
+Deno.test("a lagging follower gets a full window of appends per round trip", () => {
+  // Bug: each acknowledgement released a single append, so a follower that
+  // fell behind caught up at maxEntriesPerAppend entries per round trip,
+  // whatever the window, and never when proposals came faster than that.
+  const c = new Cluster(3, { maxEntriesPerAppend: 1, maxInflightAppends: 8 });
+  const leader = c.elect("n1");
+  for (let i = 0; i < 40; i++) {
+    leader.propose(`e${i}`);
+    c.deliver(isolate("n3"));
+  }
+  assert.equal(leader.commitIndex, 41);
+  assert.equal(c.core("n3").lastIndex, 1);
+  leader.tick(); // n3 is back: a heartbeat (and tail probe) reaches it
+  let hops = 0;
+  while (c.core("n3").lastIndex < leader.lastIndex && hops < 1000) {
+    c.round();
+    hops++;
+  }
+  assert.deepEqual(logOf(c.core("n3")), logOf(leader));
+  // 40 entries, 8 in flight: about 5 round trips (10 hops) plus the probe.
+  assert.ok(hops <= 16, `caught up after ${hops} hops`);
+});
+
+Deno.test("a lost vote response is made up for by the next campaign", () => {
+  const c = new Cluster(3);
+  c.core("n1").campaign();
+  c.deliver((m) => m.type !== "voteResponse");
+  assert.equal(c.core("n1").role, "candidate");
+  c.tick("n1", 15); // election timeout: a new term, new requests
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.core("n1").term, 2);
+});
+
+Deno.test("duplicated and reordered appends leave the follower's log intact", () => {
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  const appends: Message[] = [];
+  for (const data of ["a", "b", "c"]) {
+    leader.propose(data);
+    c.flush();
+    appends.push(...c.queue.filter((m) => m.to === "n2"));
+    c.queue = [];
+  }
+  const n2 = c.core("n2");
+  for (
+    const m of [appends[2], appends[0], appends[1], appends[0], appends[2]]
+  ) {
+    n2.step(m);
+  }
+  c.flush();
+  assert.deepEqual(logOf(n2), logOf(leader));
+  // An old append arriving late does not truncate what came after it.
+  n2.step(appends[0]);
+  assert.deepEqual(logOf(n2), logOf(leader));
+  c.deliver();
+  assert.equal(n2.commitIndex, 4);
+});
