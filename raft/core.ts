@@ -63,14 +63,19 @@ export interface RaftCoreConfig {
 
 /** Volatile facts a driver reports (who leads, which role this node has). */
 export interface SoftState {
+  /** Current term. */
   term: number;
+  /** This node's role in `term`. */
   role: Role;
+  /** Leader of `term` as far as this node knows, or null. */
   leader: NodeId | null;
 }
 
 /** A read that may be served once the state machine has applied `index`. */
 export interface ReadState {
+  /** The token passed to {@link RaftCore.readIndex}. */
   context: string;
+  /** Serve the read once the state machine has applied this index. */
   index: number;
 }
 
@@ -106,7 +111,11 @@ export class NotLeaderError extends Error {
   /** The current leader's id, if known. */
   readonly leader: NodeId | null;
 
-  /** @param leader the leader's id, or null when unknown. */
+  /**
+   * Makes the error; its message names the leader, if known.
+   *
+   * @param leader the leader's id, or null when unknown.
+   */
   constructor(leader: NodeId | null) {
     super(
       leader === null
@@ -146,6 +155,7 @@ interface PendingRead {
  * ```
  */
 export class RaftCore {
+  /** This node's id. */
   readonly id: NodeId;
   readonly #voters: readonly NodeId[];
   readonly #electionTicks: number;
@@ -182,9 +192,12 @@ export class RaftCore {
   #outstanding: Ready | null = null;
 
   /**
+   * Makes a follower in the persisted term, with no known leader.
+   *
    * @throws {RangeError} when `id` is not among `voters`, ticks are not
    * positive integers with heartbeatTicks < electionTicks, or the persisted
-   * state is inconsistent (commit beyond the log).
+   * state is inconsistent (entries not contiguous from 1, terms decreasing,
+   * or commit beyond the log).
    */
   constructor(config: RaftCoreConfig) {
     this.id = config.id;
@@ -522,17 +535,7 @@ export class RaftCore {
       ) {
         continue;
       }
-      const prevLogIndex = progress.next - 1;
-      this.#send<AppendRequest>({
-        type: "append",
-        from: this.id,
-        to: peer,
-        term: this.#term,
-        prevLogIndex,
-        prevLogTerm: this.#log.termAt(prevLogIndex),
-        entries: [],
-        commit: this.#commit,
-      });
+      this.#sendAppendRequest(peer, progress.next - 1, []);
     }
   }
 
@@ -605,16 +608,7 @@ export class RaftCore {
       this.#maxEntriesPerAppend,
     );
     if (entries.length === 0 && progress.state === "replicate") return false;
-    this.#send<AppendRequest>({
-      type: "append",
-      from: this.id,
-      to: peer,
-      term: this.#term,
-      prevLogIndex,
-      prevLogTerm: this.#log.termAt(prevLogIndex),
-      entries,
-      commit: this.#commit,
-    });
+    this.#sendAppendRequest(peer, prevLogIndex, entries);
     progress.onSent(prevLogIndex + entries.length, entries.length);
     return entries.length > 0 && progress.state === "replicate";
   }
@@ -626,19 +620,29 @@ export class RaftCore {
    */
   #broadcastHeartbeat(context?: string): void {
     for (const [peer, progress] of this.#progress) {
-      const message: AppendRequest = {
-        type: "append",
-        from: this.id,
-        to: peer,
-        term: this.#term,
-        prevLogIndex: progress.match,
-        prevLogTerm: this.#log.termAt(progress.match),
-        entries: [],
-        commit: this.#commit,
-      };
-      if (context !== undefined) message.context = context;
-      this.#send(message);
+      this.#sendAppendRequest(peer, progress.match, [], context);
     }
+  }
+
+  /** Queues an AppendEntries for `peer` after `prevLogIndex`. */
+  #sendAppendRequest(
+    peer: NodeId,
+    prevLogIndex: number,
+    entries: Entry[],
+    context?: string,
+  ): void {
+    const message: AppendRequest = {
+      type: "append",
+      from: this.id,
+      to: peer,
+      term: this.#term,
+      prevLogIndex,
+      prevLogTerm: this.#log.termAt(prevLogIndex),
+      entries,
+      commit: this.#commit,
+    };
+    if (context !== undefined) message.context = context;
+    this.#send(message);
   }
 
   #onAppend(message: AppendRequest): void {

@@ -12,6 +12,8 @@ export class DataDirInUseError extends Error {
   readonly dataDir: string;
 
   /**
+   * Makes the error; its message names the folder and its holder.
+   *
    * @param dataDir the folder.
    * @param holder what the lock file says of its holder (e.g. "pid 1234").
    */

@@ -26,6 +26,8 @@ export class RaftLog {
   #stableIndex = 0;
 
   /**
+   * Makes a log holding `persisted` (copied), all of it stable.
+   *
    * @param persisted entries reloaded from storage, contiguous from index 1;
    * they count as stable.
    * @throws {RangeError} when `persisted` is not contiguous from 1 or its

@@ -53,20 +53,31 @@ export interface RaftNodeOptions<R> {
 
 /** A snapshot of a node's consensus state, for status endpoints. */
 export interface RaftStatus {
+  /** This node's id. */
   id: NodeId;
+  /** Current term. */
   term: number;
+  /** This node's role in `term`. */
   role: SoftState["role"];
+  /** Leader's id, or null while none is known (e.g. during an election). */
   leader: NodeId | null;
   /** URL of the leader, if one is known. */
   leaderUrl: string | null;
+  /** Highest log index known to be committed. */
   commitIndex: number;
+  /** Highest log index applied to the state machine by this process. */
   appliedIndex: number;
+  /** Index of the last entry in this node's log. */
   lastIndex: number;
 }
 
 /** Thrown when a proposal or read cannot complete; the caller may retry. */
 export class RaftUnavailableError extends Error {
-  /** @param message what failed and what to do. */
+  /**
+   * Makes the error.
+   *
+   * @param message what failed and what to do.
+   */
   constructor(message: string) {
     super(message);
     this.name = "RaftUnavailableError";

@@ -46,7 +46,11 @@ export interface PeerTransportOptions {
 export class PeerTransport {
   readonly #peers = new Map<NodeId, PeerLink>();
 
-  /** @param options peers and pacing; see {@link PeerTransportOptions}. */
+  /**
+   * Sets up a link per peer; each connects on its first send.
+   *
+   * @param options peers and pacing; see {@link PeerTransportOptions}.
+   */
   constructor(options: PeerTransportOptions) {
     for (const [id, url] of Object.entries(options.peers)) {
       this.#peers.set(id, new PeerLink(url, options));

@@ -40,6 +40,8 @@ export class Progress {
   readonly #maxInflight: number;
 
   /**
+   * Starts in probe state, with nothing known to match (`match` 0).
+   *
    * @param next the first index to offer (the leader's lastIndex + 1).
    * @param maxInflight how many appends may be unanswered in replicate state.
    */

@@ -77,7 +77,11 @@ export function mixSeed(...parts: number[]): number {
 export class Prng {
   readonly #next: () => number;
 
-  /** @param seed any 32-bit integer. */
+  /**
+   * Makes a source (mulberry32) whose sequence depends only on `seed`.
+   *
+   * @param seed any 32-bit integer.
+   */
   constructor(seed: number) {
     this.#next = mulberry32(seed);
   }
@@ -200,7 +204,9 @@ export interface SimulationOptions {
 
 /** Counters describing a finished run. */
 export interface SimulationResult {
+  /** The run's seed. */
   seed: number;
+  /** Cluster size. */
   nodes: number;
   /** Total steps, fault phase and settling. */
   steps: number;
@@ -234,6 +240,8 @@ export class SimulationError extends Error {
   readonly step: number;
 
   /**
+   * Makes the error; its message ends with the command that replays the run.
+   *
    * @param seed the run's seed.
    * @param nodes the cluster size.
    * @param step the step of the failure.
@@ -449,7 +457,14 @@ export class ClusterSimulator {
   readonly #proposals: Proposal[] = [];
   readonly #trace: string[] = [];
 
-  /** @param options see {@link SimulationOptions}. */
+  /**
+   * Builds the cluster and starts every node's core at step 0.
+   *
+   * @param options see {@link SimulationOptions}.
+   * @throws {RangeError} when `nodes` is not a positive integer.
+   * @throws {SimulationError} when a core cannot be built from the cluster
+   * settings (e.g. heartbeatTicks >= electionTicks).
+   */
   constructor(options: SimulationOptions) {
     if (!Number.isInteger(options.nodes) || options.nodes < 1) {
       throw new RangeError("nodes must be a positive integer");

@@ -38,20 +38,31 @@ export interface HardState {
 
 /** A RequestVote RPC (Raft paper §5.2, §5.4.1). */
 export interface VoteRequest {
+  /** Message kind. */
   type: "vote";
+  /** Sender's id. */
   from: NodeId;
+  /** Recipient's id. */
   to: NodeId;
+  /** Sender's current term. */
   term: number;
+  /** Index of the candidate's last log entry (0 when its log is empty). */
   lastLogIndex: number;
+  /** Term of the candidate's last log entry (0 when its log is empty). */
   lastLogTerm: number;
 }
 
 /** A RequestVote reply. */
 export interface VoteResponse {
+  /** Message kind. */
   type: "voteResponse";
+  /** Sender's id. */
   from: NodeId;
+  /** Recipient's id. */
   to: NodeId;
+  /** Sender's current term. */
   term: number;
+  /** Whether the sender voted for the candidate in `term`. */
   granted: boolean;
 }
 
@@ -59,12 +70,19 @@ export interface VoteResponse {
  * An AppendEntries RPC (Raft paper §5.3); with no entries it is a heartbeat.
  */
 export interface AppendRequest {
+  /** Message kind. */
   type: "append";
+  /** Sender's id. */
   from: NodeId;
+  /** Recipient's id. */
   to: NodeId;
+  /** Sender's current term. */
   term: number;
+  /** Index of the entry just before `entries` (0 for the log's start). */
   prevLogIndex: number;
+  /** Term of the entry at `prevLogIndex` (0 for index 0). */
   prevLogTerm: number;
+  /** Entries from `prevLogIndex + 1` on; empty for a heartbeat or probe. */
   entries: Entry[];
   /** Leader's commit index. */
   commit: number;
@@ -85,12 +103,19 @@ export interface AppendRequest {
  * paragraph).
  */
 export interface AppendResponse {
+  /** Message kind. */
   type: "appendResponse";
+  /** Sender's id. */
   from: NodeId;
+  /** Recipient's id. */
   to: NodeId;
+  /** Sender's current term. */
   term: number;
+  /** Whether the follower accepted the append (its log matched at `prevLogIndex`). */
   success: boolean;
+  /** On success the last index in agreement; on rejection the refused `prevLogIndex`. */
   index: number;
+  /** On rejection, the highest index that might still match; 0 on success. */
   rejectHint: number;
   /** Echo of the request's `context`, if it had one. */
   context?: string;
@@ -101,9 +126,13 @@ export interface AppendResponse {
  * (Raft dissertation §6.4, "ReadIndex").
  */
 export interface ReadIndexRequest {
+  /** Message kind. */
   type: "readIndex";
+  /** Sender's id. */
   from: NodeId;
+  /** Recipient's id. */
   to: NodeId;
+  /** Sender's current term. */
   term: number;
   /** Caller's unique token for the read. */
   context: string;
@@ -111,11 +140,17 @@ export interface ReadIndexRequest {
 
 /** The leader's answer: reads are linearizable once `index` is applied. */
 export interface ReadIndexResponse {
+  /** Message kind. */
   type: "readIndexResponse";
+  /** Sender's id. */
   from: NodeId;
+  /** Recipient's id. */
   to: NodeId;
+  /** Sender's current term. */
   term: number;
+  /** The request's `context`, echoed. */
   context: string;
+  /** Leader's commit index when it received the read; serve once applied. */
   index: number;
 }
 

@@ -31,6 +31,7 @@ export interface WriteResult {
 
 /** Params of `registry.unbind`. */
 export interface UnbindParams {
+  /** Service name the endpoint is bound under. */
   name: string;
   /** Id of the endpoint to remove. */
   id: string;
@@ -46,12 +47,15 @@ export type Consistency = "linearizable" | "serializable";
 
 /** Params of `registry.lookup`. */
 export interface LookupParams {
+  /** Service name to look up. */
   name: string;
+  /** Read consistency. Default `"linearizable"`. */
   consistency?: Consistency;
 }
 
 /** Result of `registry.lookup`: the stubs list of a name. */
 export interface LookupResult {
+  /** The name looked up. */
   name: string;
   /** Bound endpoints in binding order; empty when none. */
   endpoints: Endpoint[];
@@ -65,13 +69,17 @@ export interface RegistryStatus {
   id: string;
   /** This node's URL. */
   url: string;
+  /** Current Raft term. */
   term: number;
+  /** This node's Raft role in the current term. */
   role: "follower" | "candidate" | "leader";
   /** Leader id, or null during an election. */
   leader: string | null;
   /** Leader URL, or null during an election. */
   leaderUrl: string | null;
+  /** Highest Raft log index known to be committed. */
   commitIndex: number;
+  /** Highest Raft log index applied to this node's registry state. */
   appliedIndex: number;
   /** Registry revision applied on this node. */
   revision: number;
@@ -79,6 +87,8 @@ export interface RegistryStatus {
 
 /** Data of a `NOT_LEADER` (-32001) error: where to send the write. */
 export interface NotLeaderData {
+  /** The leader's node id, or null when unknown. */
   leaderId: string | null;
+  /** The leader's `tcp://host:port` URL, or null when unknown. */
   leaderUrl: string | null;
 }

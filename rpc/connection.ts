@@ -10,6 +10,7 @@ import {
   ConnectionError,
   DEADLINE_EXCEEDED,
   INVALID_PARAMS,
+  messageOf,
   RpcError,
 } from "./errors.ts";
 import type { Params, Response } from "./message.ts";
@@ -467,13 +468,4 @@ function cancelledError(
   );
   if (reason !== undefined) error.cause = reason;
   return error;
-}
-
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  try {
-    return String(error);
-  } catch {
-    return "unknown error";
-  }
 }

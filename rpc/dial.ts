@@ -5,7 +5,7 @@
  */
 
 import { RpcConnection, type RpcConnectionOptions } from "./connection.ts";
-import { ConnectionError } from "./errors.ts";
+import { ConnectionError, messageOf } from "./errors.ts";
 import type { ByteStream, Dialer } from "./transport.ts";
 
 /** Default time allowed to open a connection: 5_000 ms. */
@@ -124,13 +124,4 @@ function openStream(
       (error) => fail(messageOf(error), error),
     );
   });
-}
-
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  try {
-    return String(error);
-  } catch {
-    return "unknown error";
-  }
 }

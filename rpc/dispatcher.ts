@@ -10,6 +10,7 @@
 import {
   INTERNAL_ERROR,
   INVALID_REQUEST,
+  messageOf,
   METHOD_NOT_FOUND,
   PARSE_ERROR,
   RpcError,
@@ -230,13 +231,4 @@ function report(hook: InternalErrorHook, error: unknown, method: string): void {
 
 function logInternalError(error: unknown, method: string): void {
   console.error(`rpc: method ${JSON.stringify(method)} failed:`, error);
-}
-
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  try {
-    return String(error);
-  } catch {
-    return "unknown error";
-  }
 }

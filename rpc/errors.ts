@@ -137,3 +137,22 @@ export class ConnectionError extends RpcError {
     if (options?.cause !== undefined) this.cause = options.cause;
   }
 }
+
+/**
+ * The message of a thrown value, for error texts: an `Error`'s message, or
+ * the value as a string ("unknown error" when even that fails).
+ *
+ * @example
+ * ```ts
+ * import { messageOf } from "./errors.ts";
+ * console.log(messageOf(new Error("refused")), messageOf(42)); // refused 42
+ * ```
+ */
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return "unknown error";
+  }
+}

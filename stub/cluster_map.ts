@@ -51,6 +51,8 @@ export class ClusterMap {
   #pending: Promise<void> | null = null;
 
   /**
+   * Makes an empty map; the first {@link endpoints} call fills it.
+   *
    * @param lookup reads the name's current endpoints from the registry;
    * may throw (the error reaches the caller of {@link endpoints} when the
    * map is empty, and is ignored by background refreshes).

@@ -92,6 +92,8 @@ export class ClusterStub {
   readonly #maxAttempts: number;
 
   /**
+   * Makes a stub for `name`; nothing is looked up or connected until a call.
+   *
    * @param name service name.
    * @param map the name's cluster map.
    * @param pool shared connections.

@@ -33,7 +33,11 @@ export class ConnectionPool {
   readonly #options: ConnectionPoolOptions;
   readonly #connections = new Map<string, Promise<RpcConnection>>();
 
-  /** @param options dialer and connect timeout. */
+  /**
+   * Makes an empty pool; connections open on first use.
+   *
+   * @param options dialer and connect timeout.
+   */
   constructor(options: ConnectionPoolOptions = {}) {
     this.#options = options;
   }

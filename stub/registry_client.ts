@@ -68,6 +68,8 @@ export class RegistryClient {
   #current = 0;
 
   /**
+   * Makes a client; nothing is connected until the first operation.
+   *
    * @param urls registry node URLs (`tcp://host:port`); list two or three so
    * the client survives a node's death.
    * @param pool connections, shared with the stubs.

@@ -1,0 +1,11 @@
+/**
+ * End-to-end tests that start real processes (`deno run` registry nodes and
+ * hello servers on 127.0.0.1) and kill them: the demo's failover scenario,
+ * the demo program itself (run to its end, and interrupted), and a 3-node
+ * registry's redirects, durability across SIGKILL and handling of bad input.
+ * Unit tests sit beside their modules (`*_test.ts`).
+ *
+ * @module
+ */
+
+export {};
