@@ -34,28 +34,43 @@ const { values } = parseArgs({
 const calls = Number(values.calls);
 const warmup = Number(values.warmup);
 
-/** Round-trip times in ms of `count` sequential runs of `once`. */
-async function measure(once: () => Promise<unknown>): Promise<number[]> {
-  for (let i = 0; i < warmup; i++) await once();
-  const times = new Array<number>(calls);
-  for (let i = 0; i < calls; i++) {
-    const start = performance.now();
-    await once();
-    times[i] = performance.now() - start;
+/** A path under test: one sequential round trip per `once()` call. */
+interface Path {
+  name: string;
+  once: () => Promise<unknown>;
+  times: number[];
+}
+
+/** Number of rounds the calls are split into. */
+const ROUNDS = 10;
+
+/**
+ * Warms every path up, then measures them interleaved: each round runs
+ * `calls / ROUNDS` round trips on each path in turn, so drift in the
+ * machine's load and JIT warm-up hit all paths alike.
+ */
+async function measure(paths: Path[]): Promise<void> {
+  for (const path of paths) {
+    for (let i = 0; i < warmup; i++) await path.once();
   }
-  return times;
+  const perRound = Math.ceil(calls / ROUNDS);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const path of paths) {
+      for (let i = 0; i < perRound && path.times.length < calls; i++) {
+        const start = performance.now();
+        await path.once();
+        path.times.push(performance.now() - start);
+      }
+    }
+  }
 }
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 }
 
-interface Row {
-  path: string;
-  times: number[];
-}
-
-async function rawTcp(): Promise<number[]> {
+/** Starts the echo server and connects: the raw TCP path and its cleanup. */
+async function rawTcp(): Promise<{ path: Path; close(): Promise<void> }> {
   const server = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", new URL("./echo_server.ts", import.meta.url).pathname],
     stdin: "piped",
@@ -70,67 +85,79 @@ async function rawTcp(): Promise<number[]> {
     '{"jsonrpc":"2.0","method":"rpc.ping","id":1}\n',
   );
   const buffer = new Uint8Array(4096);
-  try {
-    return await measure(async () => {
-      await conn.write(line);
-      let got = 0;
-      while (got < line.length) {
-        const n = await conn.read(buffer);
-        if (n === null) throw new Error("echo server closed");
-        got += n;
-      }
-    });
-  } finally {
-    conn.close();
-    reader.releaseLock();
-    await server.stdin.close();
-    await server.status;
-    await server.stdout.cancel().catch(() => {});
-  }
+  return {
+    path: {
+      name: "raw TCP line echo",
+      times: [],
+      once: async () => {
+        await conn.write(line);
+        let got = 0;
+        while (got < line.length) {
+          const n = await conn.read(buffer);
+          if (n === null) throw new Error("echo server closed");
+          got += n;
+        }
+      },
+    },
+    async close() {
+      conn.close();
+      reader.releaseLock();
+      await server.stdin.close();
+      await server.status;
+      await server.stdout.cancel().catch(() => {});
+    },
+  };
 }
 
 const cluster = new LocalCluster();
-const rows: Row[] = [];
+const raw = await rawTcp();
+let paths: Path[] = [];
 try {
-  rows.push({ path: "raw TCP line echo", times: await rawTcp() });
-
   await cluster.startRegistry(1);
   await cluster.waitForLeader();
   await cluster.startHello("hello-1");
   const client = connect(cluster.registryUrls);
   const [endpoint] = await client.registry.endpoints("hello");
-
   const connection = await dial(endpoint.url);
-  rows.push({
-    path: "plain connection (RpcConnection)",
-    times: await measure(() => connection.call("rpc.ping")),
-  });
-  connection.close();
-
-  rows.push({
-    path: "cluster stub (connect + roundRobin)",
-    times: await measure(() => client.call("hello", "rpc.ping")),
-  });
-  client.close();
+  paths = [
+    raw.path,
+    {
+      name: "plain connection (RpcConnection)",
+      times: [],
+      once: () => connection.call("rpc.ping"),
+    },
+    {
+      name: "cluster stub (connect + roundRobin)",
+      times: [],
+      once: () => client.call("hello", "rpc.ping"),
+    },
+  ];
+  try {
+    await measure(paths);
+  } finally {
+    connection.close();
+    client.close();
+  }
 } finally {
+  await raw.close();
   await cluster.stop();
 }
 
 const us = (ms: number) => (ms * 1000).toFixed(1);
-const plainAverage = average(rows[1].times);
+const plainAverage = average(paths[1].times);
 function average(times: number[]): number {
   return times.reduce((a, b) => a + b, 0) / times.length;
 }
 console.log(
-  `\n${calls} sequential rpc.ping round trips per path (after ${warmup} warm-up calls), 127.0.0.1\n`,
+  `\n${calls} sequential rpc.ping round trips per path, interleaved in ${ROUNDS} rounds (after ${warmup} warm-up calls each), 127.0.0.1\n`,
 );
 console.log("| path | avg µs | p50 µs | p99 µs | avg vs plain connection |");
 console.log("| --- | ---: | ---: | ---: | ---: |");
-for (const row of rows) {
-  const sorted = [...row.times].sort((a, b) => a - b);
-  const avg = average(row.times);
+for (const path of paths) {
+  const sorted = [...path.times].sort((a, b) => a - b);
+  const avg = average(path.times);
   console.log(
-    `| ${row.path} | ${us(avg)} | ${us(percentile(sorted, 0.5))} | ${
+    `| ${path.name} | ${us(avg)} | ${us(percentile(sorted, 0.5))} | ${
       us(percentile(sorted, 0.99))
     } | ${(avg / plainAverage).toFixed(2)}× |`,
   );

@@ -169,10 +169,11 @@ export class ClusterStub {
         );
       }
       try {
-        const connection = await bounded(
-          this.#pool.get(endpoint.url),
-          `connecting to ${endpoint.url}`,
-        );
+        const connection = this.#pool.ready(endpoint.url) ??
+          await bounded(
+            this.#pool.get(endpoint.url),
+            `connecting to ${endpoint.url}`,
+          );
         const result = await connection.call<R>(method, params, {
           timeoutMs: deadline - Date.now(),
           signal: options.signal,
