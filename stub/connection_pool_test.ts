@@ -93,3 +93,29 @@ Deno.test("a URL nobody listens on rejects with ConnectionError written=false an
     await server.close();
   }
 });
+
+Deno.test("ready() hands out an open connection at once, and nothing once it closes, is dropped or goes away", async () => {
+  const server = serve({ methods: {} });
+  const pool = new ConnectionPool();
+  try {
+    assert.equal(pool.ready(server.url), undefined);
+    const opening = pool.get(server.url);
+    assert.equal(pool.ready(server.url), undefined); // still connecting
+    const connection = await opening;
+    assert.equal(pool.ready(server.url), connection);
+    connection.close();
+    assert.equal(pool.ready(server.url), undefined);
+    const second = await pool.get(server.url);
+    assert.equal(pool.ready(server.url), second);
+    pool.drop(server.url);
+    assert.equal(pool.ready(server.url), undefined);
+    // A server that drains sends rpc.goaway: the connection takes no calls.
+    const third = await pool.get(server.url);
+    await server.drain(1_000);
+    await third.closed;
+    assert.equal(pool.ready(server.url), undefined);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
