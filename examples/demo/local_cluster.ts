@@ -76,16 +76,18 @@ export function freePorts(count: number): number[] {
 export class LocalCluster {
   readonly #options: LocalClusterOptions;
   readonly #children = new Map<string, ChildState>();
-  #dataDir: string | null;
-  #dataDirMade: Promise<string> | null = null;
-  #ownsDataDir: boolean;
+  /** The data folder, made on first use when the cluster owns it. */
+  #dataDir: Promise<string> | null;
+  readonly #ownsDataDir: boolean;
   /** Registry node id → URL. */
   readonly registry = new Map<string, string>();
 
   /** @param options data folder, timing and output hook. */
   constructor(options: LocalClusterOptions = {}) {
     this.#options = options;
-    this.#dataDir = options.dataDir ?? null;
+    this.#dataDir = options.dataDir === undefined
+      ? null
+      : Promise.resolve(options.dataDir);
     this.#ownsDataDir = options.dataDir === undefined;
   }
 
@@ -267,21 +269,16 @@ export class LocalCluster {
     // Let every child's output readers finish.
     await Promise.all([...this.#children.values()].map((c) => c.exited));
     if (this.#ownsDataDir && this.#dataDir !== null) {
-      await Deno.remove(this.#dataDir, { recursive: true }).catch(() => {});
+      const dir = await this.#dataDir;
       this.#dataDir = null;
-      this.#dataDirMade = null;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
     }
   }
 
+  /** One promise, so nodes started together share one folder. */
   #root(): Promise<string> {
-    // One promise, so nodes started together share one folder.
-    this.#dataDirMade ??= this.#dataDir !== null
-      ? Promise.resolve(this.#dataDir)
-      : Deno.makeTempDir({ prefix: "rafter-cluster-" }).then((dir) => {
-        this.#dataDir = dir;
-        return dir;
-      });
-    return this.#dataDirMade;
+    this.#dataDir ??= Deno.makeTempDir({ prefix: "rafter-cluster-" });
+    return this.#dataDir;
   }
 
   #spawn(name: string, script: string, args: string[]): ChildState {
