@@ -48,6 +48,13 @@ export interface RpcConnectionOptions {
    * Such responses are otherwise ignored.
    */
   onUnmatchedResponse?(response: Response): void;
+  /**
+   * Called with each notification the server sends (a request without an
+   * id; e.g. a registry's watch events), in the order received. `rpc.goaway`
+   * is handled by the connection itself and not passed on. Server requests
+   * that carry an id are ignored: this side answers nothing.
+   */
+  onNotification?(method: string, params: Params | undefined): void;
 }
 
 /** Options of one {@link RpcConnection.call}. */
@@ -112,6 +119,10 @@ export class RpcConnection {
   readonly #maxFrameBytes: number;
   readonly #timeoutMs: number;
   readonly #onUnmatchedResponse?: (response: Response) => void;
+  readonly #onNotification?: (
+    method: string,
+    params: Params | undefined,
+  ) => void;
   readonly #pending = new Map<number, PendingCall>();
   #nextId = 1;
   #isClosed = false;
@@ -137,6 +148,7 @@ export class RpcConnection {
     }
     this.#timeoutMs = timeoutMs;
     this.#onUnmatchedResponse = options.onUnmatchedResponse;
+    this.#onNotification = options.onNotification;
     this.#stream = stream;
     this.#writer = new FrameWriter(stream.writable, {
       onError: (error) =>
@@ -335,7 +347,17 @@ export class RpcConnection {
     for (const item of Array.isArray(value) ? value : [value]) {
       const response = validateResponse(item);
       if (response === null) {
-        if (isGoAway(item)) this.#goAway();
+        const notification = asNotification(item);
+        if (notification === null) continue;
+        if (notification.method === GOAWAY_METHOD) {
+          this.#goAway();
+        } else if (this.#onNotification !== undefined) {
+          try {
+            this.#onNotification(notification.method, notification.params);
+          } catch {
+            // A failing callback must not stop the connection.
+          }
+        }
         continue;
       }
       const call = typeof response.id === "number"
@@ -415,12 +437,25 @@ export class RpcConnection {
   }
 }
 
-/** Whether a received frame item is the server's `rpc.goaway` notification. */
-function isGoAway(item: unknown): boolean {
-  return typeof item === "object" && item !== null &&
-    (item as Record<string, unknown>).jsonrpc === "2.0" &&
-    (item as Record<string, unknown>).method === GOAWAY_METHOD &&
-    !("id" in item);
+/** The method and params of a received notification, or null if `item` is none. */
+function asNotification(
+  item: unknown,
+): { method: string; params: Params | undefined } | null {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) {
+    return null;
+  }
+  const record = item as Record<string, unknown>;
+  if (
+    record.jsonrpc !== "2.0" || typeof record.method !== "string" ||
+    "id" in record
+  ) {
+    return null;
+  }
+  const params = record.params;
+  if (params !== undefined && (typeof params !== "object" || params === null)) {
+    return null;
+  }
+  return { method: record.method, params: params as Params | undefined };
 }
 
 function encodeRequest(

@@ -432,3 +432,25 @@ Deno.test("RpcConnection refuses a bad timeoutMs or maxFrameBytes", () => {
     assert.throws(() => new RpcConnection(fake.stream, options), RangeError);
   }
 });
+
+Deno.test("server notifications reach onNotification in order; rpc.goaway is not passed on", async () => {
+  const fake = fakeStream();
+  const seen: unknown[] = [];
+  const connection = new RpcConnection(fake.stream, {
+    onNotification: (method, params) => seen.push([method, params]),
+  });
+  fake.push(
+    '{"jsonrpc":"2.0","method":"event","params":{"n":1}}\n' +
+      '[{"jsonrpc":"2.0","method":"event","params":[2]},{"jsonrpc":"2.0","method":"noparams"}]\n' +
+      '{"jsonrpc":"2.0","method":"bad","params":3}\n' +
+      '{"jsonrpc":"2.0","method":"request","id":9}\n',
+  );
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.deepEqual(seen, [
+    ["event", { n: 1 }],
+    ["event", [2]],
+    ["noparams", undefined],
+  ]);
+  connection.close();
+  await connection.closed;
+});

@@ -5,7 +5,12 @@
  * @module
  */
 
-import { type ByteStream, type Dialer, parseTcpUrl } from "./transport.ts";
+import {
+  type ByteStream,
+  type Dialer,
+  formatTcpUrl,
+  parseTcpUrl,
+} from "./transport.ts";
 
 const READ_BUFFER_BYTES = 64 * 1024;
 
@@ -69,7 +74,11 @@ export function fromDenoConn(conn: Deno.Conn): ByteStream {
       }
     },
   });
-  return { readable, writable, close };
+  const remote = conn.remoteAddr as Deno.NetAddr;
+  const remoteAddress = remote?.hostname === undefined
+    ? undefined
+    : formatTcpUrl(remote).slice("tcp://".length);
+  return { readable, writable, close, remoteAddress };
 }
 
 /**

@@ -57,6 +57,8 @@ export interface DispatchOptions {
    * only sees as -32603. Defaults to `console.error` with the method name.
    */
   onInternalError?(error: unknown, method: string): void;
+  /** Called with the name of each requested method the table lacks. */
+  onMethodNotFound?(method: string): void;
 }
 
 /**
@@ -97,8 +99,9 @@ export async function handleText(
     );
   }
   const onInternalError = options.onInternalError ?? logInternalError;
+  const hooks = { onInternalError, onMethodNotFound: options.onMethodNotFound };
   if (!Array.isArray(value)) {
-    return await handleValue(value, methods, onInternalError);
+    return await handleValue(value, methods, hooks);
   }
   if (value.length === 0) {
     return serializeError(
@@ -110,7 +113,7 @@ export async function handleText(
     );
   }
   const replies = await Promise.all(
-    value.map((member) => handleValue(member, methods, onInternalError)),
+    value.map((member) => handleValue(member, methods, hooks)),
   );
   const sent = replies.filter((reply) => reply !== null);
   return sent.length === 0 ? null : `[${sent.join(",")}]`;
@@ -118,12 +121,18 @@ export async function handleText(
 
 type InternalErrorHook = (error: unknown, method: string) => void;
 
+interface Hooks {
+  onInternalError: InternalErrorHook;
+  onMethodNotFound?: (method: string) => void;
+}
+
 /** Handles one request or notification; returns its response text or null. */
 async function handleValue(
   value: unknown,
   methods: Methods,
-  onInternalError: InternalErrorHook,
+  hooks: Hooks,
 ): Promise<string | null> {
+  const { onInternalError } = hooks;
   const request = validateRequest(value);
   if (request instanceof RpcError) {
     const record = value as Record<string, unknown>;
@@ -140,6 +149,13 @@ async function handleValue(
   if (
     !Object.hasOwn(methods, method) || typeof methods[method] !== "function"
   ) {
+    if (hooks.onMethodNotFound !== undefined) {
+      try {
+        hooks.onMethodNotFound(method);
+      } catch {
+        // A failing hook must not take the response down with it.
+      }
+    }
     if (notification) return null;
     return serializeError(
       id,

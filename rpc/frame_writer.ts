@@ -51,6 +51,7 @@ export class FrameWriter {
   readonly #onError?: (error: unknown) => void;
   readonly #maxBatchBytes: number;
   #queue: Batch[] = [];
+  #queuedBytes = 0;
   #flushing: Promise<void> | null = null;
   #failed = false;
   #error: unknown = undefined;
@@ -68,6 +69,15 @@ export class FrameWriter {
     this.#maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
     // A failing stream also rejects `ready` and `closed`; nobody waits on them.
     this.#writer.closed.catch(() => {});
+  }
+
+  /**
+   * Bytes queued and not yet accepted by the stream (the frame being written
+   * counts until the stream takes it). A server uses it to bound what a slow
+   * reader makes it buffer.
+   */
+  get queuedBytes(): number {
+    return this.#queuedBytes;
   }
 
   /** Whether a write has failed; if so every later `write` rejects. */
@@ -96,6 +106,7 @@ export class FrameWriter {
     }
     batch.frames.push(frame);
     batch.bytes += frame.length;
+    this.#queuedBytes += frame.length;
     if (this.#flushing === null) {
       this.#flushing = new Promise<void>((resolve) =>
         queueMicrotask(() => this.#flush().then(resolve))
@@ -116,6 +127,7 @@ export class FrameWriter {
     for (let batch = this.#queue.shift(); batch; batch = this.#queue.shift()) {
       try {
         await this.#writer.write(join(batch.frames, batch.bytes));
+        this.#queuedBytes -= batch.bytes;
         batch.resolve();
       } catch (error) {
         batch.reject(error);
@@ -131,6 +143,7 @@ export class FrameWriter {
     this.#error = error;
     for (const batch of this.#queue) batch.reject(error);
     this.#queue = [];
+    this.#queuedBytes = 0;
     try {
       this.#onError?.(error);
     } catch {

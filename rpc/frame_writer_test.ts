@@ -71,3 +71,19 @@ Deno.test("FrameWriter fails for good after a write error and reports it once", 
   assert.deepEqual(writes, ["ok\n"]);
   assert.equal(errors.length, 1);
 });
+
+Deno.test("queuedBytes counts frames until the stream takes them", async () => {
+  const release = Promise.withResolvers<void>();
+  const writer = new FrameWriter(
+    new WritableStream({ write: () => release.promise }),
+  );
+  const encoder = new TextEncoder();
+  const first = writer.write(encoder.encode("abc\n"));
+  await Promise.resolve();
+  writer.write(encoder.encode("de\n"));
+  assert.equal(writer.queuedBytes, 7);
+  release.resolve();
+  await first;
+  await writer.idle();
+  assert.equal(writer.queuedBytes, 0);
+});

@@ -8,11 +8,13 @@
 import type { Methods } from "./dispatcher.ts";
 import { fromDenoConn } from "./deno_tcp.ts";
 import {
+  type RpcSession,
   type ServerLimits,
   serveStream,
+  type SessionMethods,
   validateServerLimits,
 } from "./server_connection.ts";
-import { formatTcpUrl } from "./transport.ts";
+import { formatTcpUrl, isWildcardHost, parseAdvertise } from "./transport.ts";
 
 /** Options of {@link serve}. */
 export interface ServeOptions extends ServerLimits {
@@ -21,11 +23,21 @@ export interface ServeOptions extends ServerLimits {
   /** TCP port (default 0: an ephemeral port, see {@link RpcServer.port}). */
   port?: number;
   /**
-   * The method table. The built-in `rpc.ping` (returns `"pong"`) is added
-   * unless the table has its own. The table's own properties are copied when
-   * the server starts: methods added to it later are not served.
+   * The address clients should use, when it differs from the one listened
+   * on: a host (`"10.0.0.5"`, `"api.example.com"`) or `host:port` (behind a
+   * port mapping). Needed when listening on a wildcard address (`0.0.0.0`,
+   * `::`), which no remote client can dial: {@link RpcServer.url} then
+   * names this address. Default: the address listened on.
    */
-  methods: Methods;
+  advertise?: string;
+  /**
+   * The method table, or a function that makes one per connection (to keep
+   * per-client state or push notifications; see {@link RpcSession}). The
+   * built-in `rpc.ping` (returns `"pong"`) is added unless the table has its
+   * own. A plain table's own properties are copied when the server starts:
+   * methods added to it later are not served.
+   */
+  methods: Methods | SessionMethods;
   /** Aborting it closes the server, like {@link RpcServer.close}. */
   signal?: AbortSignal;
 }
@@ -36,7 +48,16 @@ export interface RpcServer {
   readonly hostname: string;
   /** The port it listens on (the actual one when 0 was asked for). */
   readonly port: number;
-  /** `tcp://hostname:port` with the actual port, ready to bind in a registry. */
+  /**
+   * Whether {@link url} names a wildcard address (listening on `0.0.0.0` or
+   * `::` without `advertise`): such a URL cannot be bound in a registry.
+   */
+  readonly wildcard: boolean;
+  /**
+   * `tcp://host:port` with the actual port (or the `advertise` address),
+   * ready to bind in a registry. For a wildcard listen address without
+   * `advertise` it names the wildcard, which a registry refuses to bind.
+   */
   readonly url: string;
   /**
    * Resolves once the server has stopped listening and every connection is
@@ -80,8 +101,14 @@ export interface RpcServer {
  */
 export function serve(options: ServeOptions): RpcServer {
   const { hostname = "127.0.0.1", port = 0, signal } = options;
-  const methods: Methods = { "rpc.ping": () => "pong", ...options.methods };
+  const given = options.methods;
+  const methods: Methods | SessionMethods = typeof given === "function"
+    ? (session: RpcSession) => ({ "rpc.ping": () => "pong", ...given(session) })
+    : { "rpc.ping": () => "pong", ...given };
   validateServerLimits(options);
+  const advertised = options.advertise === undefined
+    ? undefined
+    : parseAdvertise(options.advertise);
   const listener = Deno.listen({ hostname, port, transport: "tcp" });
   const address = listener.addr;
   const connections = new Set<Promise<void>>();
@@ -93,6 +120,7 @@ export function serve(options: ServeOptions): RpcServer {
     maxInFlight: options.maxInFlight,
     idleTimeoutMs: options.idleTimeoutMs,
     onInternalError: options.onInternalError,
+    onMethodNotFound: options.onMethodNotFound,
     signal: stop.signal,
     goAway: goAway.signal,
   };
@@ -167,10 +195,15 @@ export function serve(options: ServeOptions): RpcServer {
   if (signal?.aborted) close();
   else signal?.addEventListener("abort", onAbort, { once: true });
 
+  const url = formatTcpUrl({
+    hostname: advertised?.hostname ?? address.hostname,
+    port: advertised?.port ?? address.port,
+  });
   return {
     hostname: address.hostname,
     port: address.port,
-    url: formatTcpUrl(address),
+    url,
+    wildcard: advertised === undefined && isWildcardHost(address.hostname),
     finished,
     close,
     drain,

@@ -14,8 +14,45 @@ import {
   type Frame,
   NdjsonDecoder,
 } from "./ndjson.ts";
-import { GOAWAY_METHOD } from "./message.ts";
+import { GOAWAY_METHOD, type Params } from "./message.ts";
 import type { ByteStream } from "./transport.ts";
+import { INVALID_PARAMS, messageOf, RpcError } from "./errors.ts";
+
+/**
+ * One client connection as the server's methods see it: a way to push
+ * notifications to that client (server → client, as JSON-RPC 2.0 allows
+ * either side to send requests), and to learn when it goes away.
+ */
+export interface RpcSession {
+  /** Unique among the sessions of this process, from 1. */
+  readonly id: number;
+  /** The peer's address as the transport reports it (e.g. `127.0.0.1:51234`), if known. */
+  readonly remoteAddress: string | undefined;
+  /** Aborts when the connection ends, for whatever reason. */
+  readonly signal: AbortSignal;
+  /**
+   * Bytes queued for this client and not yet taken by the transport: grows
+   * when the client reads slower than the server writes.
+   */
+  readonly queuedBytes: number;
+  /**
+   * Queues a notification to the client (a request without an id).
+   *
+   * @returns false, sending nothing, when the connection has ended.
+   * @throws {RpcError} INVALID_PARAMS when `params` cannot be encoded as JSON.
+   */
+  notify(method: string, params?: Params): boolean;
+  /** Ends the connection at once (responses not yet written are dropped). */
+  close(): void;
+}
+
+/**
+ * A method table made for each connection, so methods can keep per-client
+ * state and push notifications through the {@link RpcSession}.
+ */
+export type SessionMethods = (session: RpcSession) => Methods;
+
+let nextSessionId = 1;
 
 /** Default largest number of requests one connection runs at once: 128. */
 export const DEFAULT_MAX_IN_FLIGHT = 128;
@@ -47,6 +84,12 @@ export interface ServerLimits {
    * result cannot be encoded as JSON. Defaults to `console.error`.
    */
   onInternalError?(error: unknown, method: string): void;
+  /**
+   * Called when a request names a method the table lacks (it is answered
+   * with -32601 unless the connection is closed first). A server that only
+   * speaks to authenticated peers closes the session here.
+   */
+  onMethodNotFound?(method: string, session: RpcSession): void;
 }
 
 /** Options of {@link serveStream}: the limits, plus ways to stop. */
@@ -141,7 +184,7 @@ export function validateServerLimits(limits: ServerLimits): void {
  */
 export function serveStream(
   stream: ByteStream,
-  methods: Methods,
+  methods: Methods | SessionMethods,
   options: ServeStreamOptions = {},
 ): Promise<void> {
   return new ServerConnection(stream, methods, options).run();
@@ -150,6 +193,8 @@ export function serveStream(
 class ServerConnection {
   readonly #stream: ByteStream;
   readonly #methods: Methods;
+  readonly #session: RpcSession;
+  readonly #ended = new AbortController();
   readonly #options: ServeStreamOptions;
   readonly #maxFrameBytes: number;
   readonly #maxInFlight: number;
@@ -169,11 +214,10 @@ class ServerConnection {
 
   constructor(
     stream: ByteStream,
-    methods: Methods,
+    methods: Methods | SessionMethods,
     options: ServeStreamOptions,
   ) {
     this.#stream = stream;
-    this.#methods = methods;
     this.#options = options;
     validateServerLimits(options);
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
@@ -187,6 +231,41 @@ class ServerConnection {
       onError: () => this.#stop(),
     });
     this.#reader = stream.readable.getReader();
+    this.#session = this.#makeSession();
+    this.#methods = typeof methods === "function"
+      ? methods(this.#session)
+      : methods;
+  }
+
+  #makeSession(): RpcSession {
+    const writer = this.#writer;
+    const signal = this.#ended.signal;
+    const stop = () => this.#stop();
+    return {
+      id: nextSessionId++,
+      remoteAddress: this.#stream.remoteAddress,
+      signal,
+      get queuedBytes() {
+        return writer.queuedBytes;
+      },
+      notify(method: string, params?: Params): boolean {
+        if (signal.aborted) return false;
+        let text: string;
+        try {
+          text = JSON.stringify({ jsonrpc: "2.0", method, params });
+        } catch (error) {
+          throw new RpcError(
+            INVALID_PARAMS,
+            `Invalid params: the notification ${
+              JSON.stringify(method)
+            } cannot be encoded as JSON: ${messageOf(error)}`,
+          );
+        }
+        writer.write(encodeTextFrame(text)).catch(() => {});
+        return true;
+      },
+      close: stop,
+    };
   }
 
   async run(): Promise<void> {
@@ -278,6 +357,10 @@ class ServerConnection {
       case "text":
         return handleText(frame.text, this.#methods, {
           onInternalError: this.#options.onInternalError,
+          onMethodNotFound: this.#options.onMethodNotFound === undefined
+            ? undefined
+            : (method) =>
+              this.#options.onMethodNotFound!(method, this.#session),
         });
       case "tooLarge":
         return Promise.resolve(
@@ -325,6 +408,7 @@ class ServerConnection {
   #stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#ended.abort();
     this.#clearIdle();
     try {
       this.#stream.close();

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { INVALID_PARAMS, RpcError } from "./errors.ts";
 import type { Methods } from "./dispatcher.ts";
 import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
+import type { RpcSession } from "./server_connection.ts";
 import { delay, RawClient, within } from "./_test_util.ts";
 
 /** The methods of the examples in section 7 of the JSON-RPC 2.0 spec, and more. */
@@ -461,5 +462,112 @@ Deno.test("serve refuses bad limits before listening", () => {
     ]
   ) {
     assert.throws(() => serve({ methods: {}, ...limits }), RangeError);
+  }
+});
+
+Deno.test("a per-connection method table pushes notifications to its own client only", async () => {
+  const sessions: number[] = [];
+  const server = serve({
+    methods: (session) => {
+      sessions.push(session.id);
+      return {
+        subscribe: (topic: string) => {
+          // Pushed before the response: the client sees both, in this order.
+          session.notify("event", { topic, session: session.id });
+          return "subscribed";
+        },
+      };
+    },
+  });
+  const a = await RawClient.connect(server.port);
+  const b = await RawClient.connect(server.port);
+  try {
+    await a.send(
+      '{"jsonrpc":"2.0","method":"subscribe","params":["x"],"id":1}',
+    );
+    const first = await a.line();
+    const second = await a.line();
+    assert.equal(
+      first,
+      `{"jsonrpc":"2.0","method":"event","params":{"topic":"x","session":${
+        JSON.parse(first!).params.session
+      }}}`,
+    );
+    assert.equal(second, '{"jsonrpc":"2.0","result":"subscribed","id":1}');
+    // rpc.ping is still added to a per-connection table.
+    await exchange(b, PING, PONG);
+    assert.equal(sessions.length, 2);
+    assert.notEqual(sessions[0], sessions[1]);
+  } finally {
+    a.close();
+    b.close();
+    await within(server.close(), 5_000, "server.close()");
+  }
+});
+
+Deno.test("a session's signal aborts when its client leaves, and notify then returns false", async () => {
+  const seen = Promise.withResolvers<RpcSession>();
+  const server = serve({
+    methods: (session) => ({ hello: () => void seen.resolve(session) }),
+  });
+  const client = await RawClient.connect(server.port);
+  try {
+    await client.send('{"jsonrpc":"2.0","method":"hello","id":1}');
+    const session = await within(seen.promise, 5_000, "the call");
+    assert.equal(session.signal.aborted, false);
+    assert.match(session.remoteAddress ?? "", /^127\.0\.0\.1:\d+$/);
+    client.close();
+    await within(
+      new Promise((resolve) =>
+        session.signal.addEventListener("abort", resolve)
+      ),
+      5_000,
+      "the session's end",
+    );
+    assert.equal(session.notify("late", []), false);
+  } finally {
+    await within(server.close(), 5_000, "server.close()");
+  }
+});
+
+Deno.test("onMethodNotFound may close the session before -32601 is sent", async () => {
+  const missing: string[] = [];
+  const server = serve({
+    methods: { known: () => 1 },
+    onMethodNotFound: (method, session) => {
+      missing.push(method);
+      session.close();
+    },
+  });
+  const client = await RawClient.connect(server.port);
+  try {
+    await client.send('{"jsonrpc":"2.0","method":"raft.step","params":[[]]}');
+    assert.equal(await client.rest(), "");
+    assert.deepEqual(missing, ["raft.step"]);
+  } finally {
+    client.close();
+    await within(server.close(), 5_000, "server.close()");
+  }
+});
+
+Deno.test("advertise names the address clients dial; a wildcard listen without it is flagged", async () => {
+  const advertised = serve({
+    hostname: "0.0.0.0",
+    advertise: "127.0.0.1",
+    methods: {},
+  });
+  const plain = serve({ hostname: "0.0.0.0", methods: {} });
+  try {
+    assert.equal(advertised.url, `tcp://127.0.0.1:${advertised.port}`);
+    assert.equal(advertised.wildcard, false);
+    assert.equal(plain.url, `tcp://0.0.0.0:${plain.port}`);
+    assert.equal(plain.wildcard, true);
+    assert.throws(
+      () => serve({ advertise: "0.0.0.0", methods: {} }),
+      /wildcard address cannot be dialed/,
+    );
+  } finally {
+    await advertised.close();
+    await plain.close();
   }
 });

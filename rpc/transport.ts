@@ -17,6 +17,8 @@ export interface ByteStream {
   readonly writable: WritableStream<Uint8Array>;
   /** Closes both directions at once; safe to call more than once. */
   close(): void;
+  /** The peer's address (`host:port`) when the transport knows it, for logs. */
+  readonly remoteAddress?: string;
 }
 
 /** Options a {@link Dialer} may honour. */
@@ -117,4 +119,56 @@ export function parseListenAddress(text: string): TcpAddress {
     );
   }
   return { hostname: match[1].replace(/^\[(.*)\]$/, "$1"), port };
+}
+
+/**
+ * Whether `hostname` is a wildcard (any-interface) address: `0.0.0.0`,
+ * `::`, or an equivalent spelling. A server may listen on one, but no
+ * client can dial it, so it must never be bound in a registry.
+ *
+ * @example
+ * ```ts
+ * import { isWildcardHost } from "./transport.ts";
+ * console.log(isWildcardHost("0.0.0.0"), isWildcardHost("127.0.0.1")); // true false
+ * ```
+ */
+export function isWildcardHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[(.*)\]$/, "$1");
+  return host === "0.0.0.0" || /^[0:]+$/.test(host) && host.includes("::") ||
+    host === "0:0:0:0:0:0:0:0";
+}
+
+/**
+ * Parses an advertised address: `host` or `host:port` (`[v6]:port` for
+ * IPv6), optionally prefixed with `tcp://`.
+ *
+ * @throws {TypeError} when the text is empty, names a wildcard address, or
+ * has a port outside 1..65535.
+ *
+ * @example
+ * ```ts
+ * import { parseAdvertise } from "./transport.ts";
+ * console.log(parseAdvertise("10.0.0.5")); // { hostname: "10.0.0.5", port: undefined }
+ * console.log(parseAdvertise("10.0.0.5:9001")); // { hostname: "10.0.0.5", port: 9001 }
+ * ```
+ */
+export function parseAdvertise(
+  text: string,
+): { hostname: string; port: number | undefined } {
+  const bare = text.startsWith("tcp://") ? text.slice("tcp://".length) : text;
+  const match = /^(\[[^\]]+\]|[^:/\[\]]+)(?::(\d{1,5}))?$/.exec(bare) ??
+    /^([0-9a-fA-F:]+:[0-9a-fA-F:]*)$/.exec(bare);
+  const port = match?.[2] === undefined ? undefined : Number(match[2]);
+  if (match === null || (port !== undefined && (port < 1 || port > 65535))) {
+    throw new TypeError(
+      `invalid advertise address "${text}": expected host or host:port with a port in 1..65535`,
+    );
+  }
+  const hostname = match[1].replace(/^\[(.*)\]$/, "$1");
+  if (isWildcardHost(hostname)) {
+    throw new TypeError(
+      `invalid advertise address "${text}": a wildcard address cannot be dialed; advertise the host's reachable address`,
+    );
+  }
+  return { hostname, port };
 }
