@@ -1,0 +1,669 @@
+/**
+ * The registry's JSON-RPC contract, shared by the registry service (which
+ * declares its methods against it) and every client (the registry client,
+ * the cluster stubs, the CLI): method names, the params and result of each
+ * method, the notifications of a watch, and the registry's error codes.
+ *
+ * Web-standard and dependency-free, so an edge bundle can import it without
+ * pulling in the server.
+ *
+ * Conventions: durations are in milliseconds (`…Ms`); a *revision* is the
+ * registry's change counter, bumped once by every applied log entry that
+ * changes a binding (like etcd's store revision), and every event of that
+ * entry carries it; lease ids are strings.
+ *
+ * @module
+ */
+
+// --- error codes -----------------------------------------------------------
+
+/**
+ * A write (or a lease operation) reached a follower. `data` is
+ * {@link NotLeaderData}: send it to `data.leaderUrl`.
+ */
+export const NOT_LEADER: -32001 = -32001;
+/** Nothing is bound under the name a stub calls. `data: { name }`. */
+export const NO_ENDPOINTS: -32002 = -32002;
+/**
+ * The registry cannot answer now: no quorum, a leader election, or no
+ * registry node reachable. Retry after `data.retryAfterMs`
+ * ({@link UnavailableData}).
+ */
+export const UNAVAILABLE: -32006 = -32006;
+/**
+ * The lease does not exist: never granted, revoked, or expired.
+ * `data` is {@link LeaseNotFoundData}; grant a new lease and bind again.
+ */
+export const LEASE_NOT_FOUND: -32007 = -32007;
+/**
+ * A watch asked for a revision older than the node's history window.
+ * `data` is {@link CompactedData}: list the prefix (its result carries a
+ * revision), then watch from that revision + 1.
+ */
+export const COMPACTED: -32008 = -32008;
+/**
+ * A watch was cancelled by the server (sent in a
+ * {@link WatchCancelledNotification}): the watcher read too slowly, or
+ * the node is shutting down. Watch again from `resumeRevision`.
+ */
+export const WATCH_CANCELLED: -32009 = -32009;
+
+/** Data of a {@link NOT_LEADER} error: where to send the write. */
+export interface NotLeaderData {
+  /** The leader's node id, or null when unknown. */
+  leaderId: string | null;
+  /** The leader's client URL (`tcp://host:port`), or null when unknown. */
+  leaderUrl: string | null;
+}
+
+/** Data of an {@link UNAVAILABLE} error. */
+export interface UnavailableData {
+  /** How long to wait before retrying, ms. */
+  retryAfterMs: number;
+  /** Registry URLs the client tried, when the client raised the error. */
+  tried?: string[];
+}
+
+/** Data of a {@link LEASE_NOT_FOUND} error. */
+export interface LeaseNotFoundData {
+  /** The lease id asked for. */
+  leaseId: string;
+}
+
+/** Data of a {@link COMPACTED} error. */
+export interface CompactedData {
+  /** Oldest revision whose events the node still holds. */
+  compactRevision: number;
+  /** The node's current revision. */
+  revision: number;
+}
+
+// --- method names ----------------------------------------------------------
+
+/** Every method of the registry's client port, by purpose. */
+export const REGISTRY_METHODS = {
+  /** Binds an endpoint under a name: {@link BindParams} → {@link BindResult}. */
+  bind: "registry.bind",
+  /** Removes a binding: {@link UnbindParams} → {@link UnbindResult}. */
+  unbind: "registry.unbind",
+  /** Marks a binding serving or draining: {@link SetStateParams} → {@link WriteResult}. */
+  setState: "registry.setState",
+  /** The stubs list of a name: {@link LookupParams} → {@link LookupResult}. */
+  lookup: "registry.lookup",
+  /** Names under a prefix: {@link ListParams} → {@link ListResult}. */
+  list: "registry.list",
+  /** Streams changes under a prefix: {@link WatchParams} → {@link WatchResult}. */
+  watch: "registry.watch",
+  /** Stops a watch: {@link UnwatchParams} → {@link UnwatchResult}. */
+  unwatch: "registry.unwatch",
+  /** The node's consensus and membership view: → {@link RegistryStatus}. */
+  status: "registry.status",
+  /** Grants a lease: {@link LeaseGrantParams} → {@link LeaseGrantResult}. */
+  leaseGrant: "lease.grant",
+  /** Renews a lease: {@link LeaseKeepAliveParams} → {@link LeaseKeepAliveResult}. */
+  leaseKeepAlive: "lease.keepAlive",
+  /** Revokes a lease: {@link LeaseIdParams} → {@link LeaseRevokeResult}. */
+  leaseRevoke: "lease.revoke",
+  /** Time left on a lease: {@link LeaseIdParams} → {@link LeaseInfo}. */
+  leaseTimeToLive: "lease.timeToLive",
+  /** Every lease: → {@link LeaseListResult}. */
+  leaseList: "lease.list",
+} as const;
+
+/** A registry method name. */
+export type RegistryMethod =
+  (typeof REGISTRY_METHODS)[keyof typeof REGISTRY_METHODS];
+
+/** The notification that carries watch events (server → client). */
+export const WATCH_EVENTS_NOTIFICATION = "registry.events";
+/** The notification that ends a watch from the server side. */
+export const WATCH_CANCELLED_NOTIFICATION = "registry.watchCancelled";
+
+// --- endpoints ---------------------------------------------------------------
+
+/**
+ * Whether an endpoint takes calls: `serving`; `draining` (its server is
+ * shutting down: finish calls under way, pick it for no new ones);
+ * `unhealthy` (its health check fails; left out of lookups unless asked
+ * for).
+ */
+export type EndpointState = "serving" | "draining" | "unhealthy";
+
+/**
+ * Where a binding lives: `global` (replicated through Raft, seen by every
+ * node) or `local` (only on the node that received it, never replicated;
+ * gone when that node restarts or the binding's lease lapses).
+ */
+export type Scope = "global" | "local";
+
+/** Attribute name → value (from a name's query string or `attrs`). */
+export type Attributes = Record<string, string>;
+
+/**
+ * An active health check the registry leader runs against an endpoint:
+ * `tcp` opens a TCP connection, `ping` calls `rpc.ping` over JSON-RPC (it
+ * also catches a server that accepts connections but does not answer, such
+ * as a stopped process).
+ */
+export interface HealthCheck {
+  /** How to probe. */
+  kind: "tcp" | "ping";
+  /** Time between probes, ms. @default 1000 */
+  intervalMs: number;
+  /** A probe that takes longer fails, ms; below `intervalMs`. @default 500 */
+  timeoutMs: number;
+  /** Consecutive failed probes that mark the endpoint unhealthy. @default 3 */
+  failuresBeforeUnhealthy: number;
+}
+
+/** One server bound under a name, as lookups and watch events return it. */
+export interface Endpoint {
+  /**
+   * Instance id, unique within its name (e.g. `"hello-7f3a"`). Binding the
+   * same id again replaces the binding.
+   */
+  id: string;
+  /** Where the server listens: `tcp://host:port`. */
+  url: string;
+  /** Attributes a query can match (`name?version=1.0`). */
+  attrs: Attributes;
+  /** Relative share of calls for weighted distributors, 1..1_000_000. @default 1 */
+  weight: number;
+  /** Failure zone or locality (e.g. `"eu-west-1a"`), or null. */
+  zone: string | null;
+  /** The lease that keeps the binding alive, or null for a permanent binding. */
+  leaseId: string | null;
+  /** Revision at which this binding was created (stays across state changes). */
+  createRevision: number;
+  /** Revision of the binding's last change. */
+  modRevision: number;
+  /** Whether it takes calls; see {@link EndpointState}. */
+  state: EndpointState;
+  /**
+   * Load its server last reported with a keep-alive (any scale the server
+   * chooses; lower is less loaded), or null. Not replicated through the
+   * log: it may lag by one keep-alive interval plus one registry heartbeat.
+   */
+  load: number | null;
+  /** Where the binding lives; see {@link Scope}. */
+  scope: Scope;
+  /** The active health check, or null. */
+  check: HealthCheck | null;
+}
+
+/** What a client gives to bind an endpoint. */
+export interface EndpointSpec {
+  /** Instance id; defaults to the URL. Give each server instance its own. */
+  id?: string;
+  /**
+   * `tcp://host:port`, no path or query (attributes go in the name or in
+   * `attrs`); never a wildcard address such as 0.0.0.0.
+   */
+  url: string;
+  /** Attributes, merged with those of the name's query string. */
+  attrs?: Attributes;
+  /** @default 1 */
+  weight?: number;
+  /** @default null */
+  zone?: string | null;
+  /** Optional active health check; unset fields take their defaults. */
+  check?: Partial<HealthCheck> & Pick<HealthCheck, "kind">;
+}
+
+// --- writes ----------------------------------------------------------------
+
+/** Params of `registry.bind`. */
+export interface BindParams {
+  /**
+   * Service name, optionally with attributes as a query string
+   * (`services/db?version=1.0&team=blue`).
+   */
+  name: string;
+  /** The endpoint to bind. */
+  endpoint: EndpointSpec;
+  /** Attach the binding to this existing lease. */
+  leaseId?: string;
+  /**
+   * Grant a new lease of this TTL and attach the binding to it, in one
+   * atomic step (one log entry). Exclusive with `leaseId`.
+   */
+  grant?: { ttlMs: number };
+  /** @default "global" */
+  scope?: Scope;
+}
+
+/** Result of `registry.bind`. */
+export interface BindResult {
+  /** Registry revision after the write. */
+  revision: number;
+  /** The base name bound under (without the query string). */
+  name: string;
+  /** The binding as stored. */
+  endpoint: Endpoint;
+  /** The lease the binding is attached to, or null. */
+  leaseId: string | null;
+  /** TTL of a lease granted by this bind (with `grant`), ms. */
+  ttlMs?: number;
+}
+
+/** Params of `registry.unbind`. */
+export interface UnbindParams {
+  /** Service name (a query string is ignored). */
+  name: string;
+  /** Instance id of the endpoint to remove. */
+  id: string;
+  /**
+   * Remove it only if it is still attached to this lease: a server that
+   * was replaced by a newer instance under the same id then removes nothing.
+   */
+  leaseId?: string;
+  /** @default "global" */
+  scope?: Scope;
+}
+
+/** Result of writes that need say no more than the revision. */
+export interface WriteResult {
+  /** Registry revision after the write (unchanged when nothing changed). */
+  revision: number;
+}
+
+/** Result of `registry.unbind`. */
+export interface UnbindResult extends WriteResult {
+  /** How many endpoints were removed: 0 or 1. */
+  removed: number;
+}
+
+/** Params of `registry.setState`. */
+export interface SetStateParams {
+  /** Service name. */
+  name: string;
+  /** Instance id. */
+  id: string;
+  /** `draining` before a graceful shutdown; `serving` to take calls again. */
+  state: "serving" | "draining";
+  /** Only if still attached to this lease (see {@link UnbindParams.leaseId}). */
+  leaseId?: string;
+}
+
+// --- reads -----------------------------------------------------------------
+
+/**
+ * Read consistency: `linearizable` (default) reflects every write
+ * acknowledged before the read began (ReadIndex through the leader, Raft
+ * dissertation §6.4); `serializable` answers from the node's own state at
+ * once, which may lag but works without a quorum.
+ */
+export type Consistency = "linearizable" | "serializable";
+
+/** Params of `registry.lookup`. */
+export interface LookupParams {
+  /**
+   * Service name, optionally with a query: only endpoints whose attributes
+   * match every pair are returned (`services/db?version=1.0`).
+   */
+  name: string;
+  /** @default "linearizable" */
+  consistency?: Consistency;
+  /**
+   * Rotate the list by one position on each lookup, so clients that take
+   * the first endpoint spread over all of them. @default true
+   */
+  rotate?: boolean;
+  /** Include endpoints whose health check fails. @default false */
+  includeUnhealthy?: boolean;
+}
+
+/** Result of `registry.lookup`: the stubs list of a name. */
+export interface LookupResult {
+  /** The base name looked up (without the query string). */
+  name: string;
+  /** The query's attributes ({} when none). */
+  query: Attributes;
+  /**
+   * Matching endpoints: global and (on this node) local ones, in binding
+   * order rotated as asked; empty when none.
+   */
+  endpoints: Endpoint[];
+  /** Revision of the state the answer was read from. */
+  revision: number;
+}
+
+/** Params of `registry.list`. */
+export interface ListParams {
+  /** Names that start with this; "" (the default) lists every name. */
+  prefix?: string;
+  /** @default "linearizable" */
+  consistency?: Consistency;
+  /** Include each name's endpoints (all states, this node's local ones too). @default false */
+  endpoints?: boolean;
+}
+
+/** One name in a {@link ListResult}. */
+export interface ListedName {
+  /** The base name. */
+  name: string;
+  /** How many endpoints are bound under it (all states). */
+  count: number;
+  /** Its endpoints, when asked for with `endpoints: true`. */
+  endpoints?: Endpoint[];
+}
+
+/** Result of `registry.list`. */
+export interface ListResult {
+  /** Revision of the state listed; watch from `revision + 1` to follow it. */
+  revision: number;
+  /** Names with at least one endpoint, sorted. */
+  names: ListedName[];
+}
+
+// --- watch -----------------------------------------------------------------
+
+/** Params of `registry.watch`. */
+export interface WatchParams {
+  /** Names that start with this ("" watches everything). */
+  prefix: string;
+  /**
+   * First revision to deliver (inclusive). Omit for changes after the
+   * current revision only. Older than the node's history window: the
+   * call fails with {@link COMPACTED}.
+   */
+  fromRevision?: number;
+  /**
+   * The watch's id, unique on this connection, chosen by the client (so
+   * events can be routed before the response arrives). Default: the
+   * server picks one.
+   */
+  watchId?: string;
+}
+
+/** Result of `registry.watch`. */
+export interface WatchResult {
+  /** The watch's id, as carried by its notifications. */
+  watchId: string;
+  /** The node's current revision when the watch started. */
+  revision: number;
+  /** Oldest revision whose events the node holds. */
+  compactRevision: number;
+}
+
+/** Params of `registry.unwatch`. */
+export interface UnwatchParams {
+  /** The id {@link WatchResult} gave. */
+  watchId: string;
+}
+
+/** Result of `registry.unwatch`. */
+export interface UnwatchResult {
+  /** Whether a watch was stopped (false: unknown or already gone). */
+  cancelled: boolean;
+}
+
+/** Why a binding went away. */
+export type DeleteReason = "unbound" | "leaseRevoked" | "leaseExpired";
+
+/** One change under a watched prefix. */
+export interface WatchEvent {
+  /** `put`: bound or changed (state, attributes…); `delete`: gone. */
+  type: "put" | "delete";
+  /** Base name. */
+  name: string;
+  /** The endpoint after a put; as it was before a delete. */
+  endpoint: Endpoint;
+  /** Revision of the change. */
+  revision: number;
+  /** Why a delete happened. */
+  reason?: DeleteReason;
+}
+
+/**
+ * Params of the {@link WATCH_EVENTS_NOTIFICATION}: events in revision
+ * order, each revision whole (never split across notifications), none
+ * repeated. An empty `events` is a progress notification: nothing changed
+ * under the prefix up to `revision`.
+ */
+export interface WatchEventsNotification {
+  /** The watch these events belong to. */
+  watchId: string;
+  /** The watcher has now seen everything up to this revision. */
+  revision: number;
+  /** The changes, in revision order. */
+  events: WatchEvent[];
+}
+
+/** Params of the {@link WATCH_CANCELLED_NOTIFICATION}. */
+export interface WatchCancelledNotification {
+  /** The watch that ended. */
+  watchId: string;
+  /** {@link WATCH_CANCELLED}. */
+  code: number;
+  /** Why, and what to do. */
+  message: string;
+  /** Watch again from this revision to miss nothing. */
+  resumeRevision: number;
+}
+
+// --- leases ----------------------------------------------------------------
+
+/** Params of `lease.grant`. */
+export interface LeaseGrantParams {
+  /**
+   * Time to live, ms: the lease expires this long after its last
+   * keep-alive. At least 1.5 × the registry's election timeout.
+   */
+  ttlMs: number;
+  /** Lease id to use (1..64 of `[A-Za-z0-9_-]`); default a random one. */
+  id?: string;
+}
+
+/** Result of `lease.grant`. */
+export interface LeaseGrantResult {
+  /** The lease's id. */
+  id: string;
+  /** Its TTL, ms. */
+  ttlMs: number;
+  /** Registry revision after the grant (a grant alone does not bump it). */
+  revision: number;
+}
+
+/** Params of `lease.keepAlive`. */
+export interface LeaseKeepAliveParams {
+  /** The lease to renew. */
+  id: string;
+  /** The server's current load, returned by lookups on its endpoints. */
+  load?: number;
+}
+
+/** Result of `lease.keepAlive`. */
+export interface LeaseKeepAliveResult {
+  /** The lease renewed. */
+  id: string;
+  /** Its TTL, ms: renew again well before this passes (a third of it). */
+  ttlMs: number;
+}
+
+/** Params of `lease.revoke` and `lease.timeToLive`. */
+export interface LeaseIdParams {
+  /** The lease. */
+  id: string;
+}
+
+/** Result of `lease.revoke`. */
+export interface LeaseRevokeResult extends WriteResult {
+  /** How many bindings went with the lease. */
+  removed: number;
+}
+
+/** A lease as `lease.timeToLive` and `lease.list` report it. */
+export interface LeaseInfo {
+  /** The lease's id. */
+  id: string;
+  /** Its TTL, ms. */
+  ttlMs: number;
+  /**
+   * Time left before it expires, as the leader times it, ms (0 while its
+   * expiry is being committed).
+   */
+  remainingMs: number;
+  /** The global bindings attached to it. */
+  bindings: { name: string; id: string }[];
+}
+
+/** Result of `lease.list`. */
+export interface LeaseListResult {
+  /** Every lease, by id. */
+  leases: LeaseInfo[];
+}
+
+// --- status ----------------------------------------------------------------
+
+/** One cluster member as a node sees it. */
+export interface MemberStatus {
+  /** Member id (e.g. `"n2"`). */
+  id: string;
+  /** Where peers reach it (its peer port). */
+  peerUrl: string;
+  /** Its client URL, once learnt (peers announce it when they connect), or null. */
+  clientUrl: string | null;
+  /** Whether this entry is the node answering. */
+  self: boolean;
+  /**
+   * Whether this node can reach it now: the last connection attempt
+   * succeeded and the peer proved the cluster secret (always true for self).
+   */
+  reachable: boolean;
+  /** Milliseconds since a message from it last arrived, or null if never. */
+  lastHeardMsAgo: number | null;
+  /** Why it is unreachable (connect error, wrong secret), or null. */
+  lastError: string | null;
+}
+
+/** Result of `registry.status`. */
+export interface RegistryStatus {
+  /** This node's id. */
+  id: string;
+  /** This node's client URL. */
+  url: string;
+  /** This node's peer URL. */
+  peerUrl: string;
+  /** Current Raft term. */
+  term: number;
+  /** This node's Raft role in the current term. */
+  role: "follower" | "candidate" | "leader";
+  /** Leader id, or null during an election. */
+  leader: string | null;
+  /** Leader's client URL, or null when unknown. */
+  leaderUrl: string | null;
+  /** Highest Raft log index known to be committed. */
+  commitIndex: number;
+  /** Highest Raft log index applied to this node's registry state. */
+  appliedIndex: number;
+  /** Registry revision applied on this node. */
+  revision: number;
+  /** Oldest revision whose events this node holds for watches. */
+  compactRevision: number;
+  /** Leases in the replicated state. */
+  leases: number;
+  /** Watches open on this node. */
+  watchers: number;
+  /** Election timeout this node runs with (the base; randomized up to twice it), ms. */
+  electionTimeoutMs: number;
+  /** Smallest lease TTL this registry accepts, ms. */
+  minTtlMs: number;
+  /** Every voter, this node included. */
+  members: MemberStatus[];
+}
+
+// --- the typed contract ----------------------------------------------------
+
+/**
+ * Params and result of every registry method: the one contract the
+ * service implements and clients call through.
+ *
+ * @example A typed call
+ * ```ts
+ * import { REGISTRY_METHODS, type RegistryApi } from "./protocol.ts";
+ * type Lookup = RegistryApi[typeof REGISTRY_METHODS.lookup];
+ * const params: Lookup["params"] = { name: "hello?version=1" };
+ * console.log(params.name); // hello?version=1
+ * ```
+ */
+export interface RegistryApi {
+  /** `registry.bind`. */
+  "registry.bind": { params: BindParams; result: BindResult };
+  /** `registry.unbind`. */
+  "registry.unbind": { params: UnbindParams; result: UnbindResult };
+  /** `registry.setState`. */
+  "registry.setState": { params: SetStateParams; result: WriteResult };
+  /** `registry.lookup`. */
+  "registry.lookup": { params: LookupParams; result: LookupResult };
+  /** `registry.list`. */
+  "registry.list": { params: ListParams; result: ListResult };
+  /** `registry.watch`. */
+  "registry.watch": { params: WatchParams; result: WatchResult };
+  /** `registry.unwatch`. */
+  "registry.unwatch": { params: UnwatchParams; result: UnwatchResult };
+  /** `registry.status`. */
+  "registry.status": {
+    params: Record<string, never> | undefined;
+    result: RegistryStatus;
+  };
+  /** `lease.grant`. */
+  "lease.grant": { params: LeaseGrantParams; result: LeaseGrantResult };
+  /** `lease.keepAlive`. */
+  "lease.keepAlive": {
+    params: LeaseKeepAliveParams;
+    result: LeaseKeepAliveResult;
+  };
+  /** `lease.revoke`. */
+  "lease.revoke": { params: LeaseIdParams; result: LeaseRevokeResult };
+  /** `lease.timeToLive`. */
+  "lease.timeToLive": { params: LeaseIdParams; result: LeaseInfo };
+  /** `lease.list`. */
+  "lease.list": {
+    params: Record<string, never> | undefined;
+    result: LeaseListResult;
+  };
+}
+
+/** Params of registry method `M`. */
+export type ParamsOf<M extends RegistryMethod> = RegistryApi[M]["params"];
+/** Result of registry method `M`. */
+export type ResultOf<M extends RegistryMethod> = RegistryApi[M]["result"];
+
+/**
+ * Whether a registry method changes state, so it must reach the leader
+ * (a client follows NOT_LEADER hints for these). `lease.timeToLive` is
+ * answered by the leader too: it alone times leases.
+ */
+export const LEADER_METHODS: ReadonlySet<RegistryMethod> = new Set<
+  RegistryMethod
+>([
+  REGISTRY_METHODS.bind,
+  REGISTRY_METHODS.unbind,
+  REGISTRY_METHODS.setState,
+  REGISTRY_METHODS.leaseGrant,
+  REGISTRY_METHODS.leaseKeepAlive,
+  REGISTRY_METHODS.leaseRevoke,
+  REGISTRY_METHODS.leaseTimeToLive,
+  REGISTRY_METHODS.leaseList,
+]);
+
+// --- defaults --------------------------------------------------------------
+
+/** Longest base name or endpoint id, in characters. */
+export const MAX_NAME_LENGTH = 256;
+/** Most attributes on one endpoint. */
+export const MAX_ATTRIBUTES = 32;
+/** Defaults of a {@link HealthCheck}. */
+export const DEFAULT_HEALTH_CHECK: Readonly<Omit<HealthCheck, "kind">> = {
+  intervalMs: 1000,
+  timeoutMs: 500,
+  failuresBeforeUnhealthy: 3,
+};
+/** Default registry client port. */
+export const DEFAULT_REGISTRY_URL = "tcp://127.0.0.1:7001";
+/**
+ * The peer port of a node defaults to its client port plus this
+ * (client 7001 → peer 7101).
+ */
+export const PEER_PORT_OFFSET = 100;
