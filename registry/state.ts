@@ -1,17 +1,73 @@
 /**
- * The registry state machine: service name → endpoints, changed only by
- * commands applied from the Raft log, so every replica holds the same
- * bindings at the same log index.
+ * The registry state machine: service name → bindings, leases, the
+ * revision, and a window of recent changes for watches. It changes only by
+ * commands applied from the Raft log, so every replica holds the same state
+ * at the same log index; a snapshot of it, restored and fed the rest of the
+ * log, gives the same state as the whole log.
+ *
+ * Nothing here reads a clock: lease timing is the leader's business
+ * (`lease_keeper.ts`); an expiry reaches the state as a command.
  *
  * @module
  */
 
-import type { Endpoint, LookupResult, WriteResult } from "./types.ts";
+import {
+  type Attributes,
+  DEFAULT_HEALTH_CHECK,
+  type DeleteReason,
+  type Endpoint,
+  type EndpointState,
+  type HealthCheck,
+  LEASE_NOT_FOUND,
+  type WatchEvent,
+} from "./protocol.ts";
+import { matchesQuery } from "./names.ts";
+
+/** The fields of an endpoint a bind command carries (validated by the service). */
+export interface EndpointRecord {
+  /** Instance id. */
+  id: string;
+  /** `tcp://host:port`. */
+  url: string;
+  /** @default {} */
+  attrs?: Attributes;
+  /** @default 1 */
+  weight?: number;
+  /** @default null */
+  zone?: string | null;
+  /** @default null */
+  check?: HealthCheck | null;
+}
 
 /** A command as it is stored in a Raft log entry (JSON). */
 export type Command =
-  | { op: "bind"; name: string; endpoint: Endpoint }
-  | { op: "unbind"; name: string; id: string };
+  | {
+    op: "bind";
+    name: string;
+    endpoint: EndpointRecord;
+    leaseId?: string;
+    /** Grant this lease in the same step and attach the binding to it. */
+    grant?: { id: string; ttlMs: number };
+  }
+  | { op: "unbind"; name: string; id: string; leaseId?: string }
+  | {
+    op: "setState";
+    name: string;
+    id: string;
+    state: "serving" | "draining";
+    leaseId?: string;
+  }
+  | {
+    op: "health";
+    name: string;
+    id: string;
+    /** The binding instance the probe result is about. */
+    createRevision: number;
+    healthy: boolean;
+  }
+  | { op: "leaseGrant"; id: string; ttlMs: number }
+  | { op: "leaseRevoke"; id: string }
+  | { op: "leaseExpire"; ids: string[] };
 
 /** Encodes a command as log entry data. */
 export function encodeCommand(command: Command): string {
@@ -19,8 +75,113 @@ export function encodeCommand(command: Command): string {
 }
 
 /**
- * The bindings of every name, and the revision: a counter bumped by each
- * change (as etcd's store revision).
+ * A binding as the state stores it: the name it is bound under, and the
+ * endpoint without its volatile load.
+ */
+export interface Binding extends Omit<Endpoint, "load" | "scope"> {
+  /** The base name it is bound under. */
+  name: string;
+}
+
+/** An error a command can end with, identically on every replica. */
+export interface CommandError {
+  /** JSON-RPC code: -32602 for a command that makes no sense, or a registry code. */
+  code: number;
+  /** What was wrong and what to do. */
+  message: string;
+  /** Structured detail (e.g. `{ leaseId }`). */
+  data?: unknown;
+}
+
+/** What applying one entry returned to its proposer. */
+export type ApplyResult =
+  | { ok: true; value: CommandValue }
+  | { ok: false; error: CommandError };
+
+/** The value of a successful command. */
+export interface CommandValue {
+  /** Revision after the entry (unchanged when it changed no binding). */
+  revision: number;
+  /** bind, setState, health: the binding after the command. */
+  binding?: Binding;
+  /** unbind, lease revoke/expire: bindings removed. */
+  removed?: number;
+  /** bind with grant, leaseGrant: the lease granted. */
+  lease?: { id: string; ttlMs: number };
+}
+
+/** The observable effect of one applied entry. */
+export interface StateChange {
+  /** Revision after the entry. */
+  revision: number;
+  /** Binding events of the entry, all at `revision`; empty when none. */
+  events: WatchEvent[];
+  /** Leases created by the entry. */
+  granted: string[];
+  /** Leases that ended with the entry (revoked or expired). */
+  removed: string[];
+}
+
+/** What {@link RegistryState.apply} returns. */
+export interface ApplyOutcome {
+  /** The proposer's answer. */
+  result: ApplyResult;
+  /** The change, or null when the entry changed nothing. */
+  change: StateChange | null;
+}
+
+/** A lease in the replicated state. */
+export interface LeaseRecord {
+  /** Lease id. */
+  id: string;
+  /** Time to live, ms. */
+  ttlMs: number;
+  /** Keys (`name\nid`) of the global bindings attached to it, in attach order. */
+  bindings: string[];
+}
+
+/** The events of one revision, kept for watches. */
+export interface HistoryItem {
+  /** The revision. */
+  revision: number;
+  /** Its events. */
+  events: WatchEvent[];
+}
+
+/** Settings of a {@link RegistryState}. */
+export interface RegistryStateOptions {
+  /**
+   * Most events kept for watches to resume from; older revisions are
+   * dropped whole (the newest revision is always kept). Part of the
+   * deterministic state: every replica must use the same value.
+   * @default 10_000
+   */
+  historyEvents?: number;
+}
+
+/** A snapshot of the state: JSON-serializable, a deterministic function of the applied log. */
+export interface RegistrySnapshot {
+  /** Format version. */
+  version: 1;
+  /** Revision of the state. */
+  revision: number;
+  /** Oldest revision whose events are kept. */
+  compactRevision: number;
+  /** Every name's bindings, in binding order. */
+  bindings: Binding[];
+  /** Every lease, in grant order, with its bindings (`[name, id]`) in attach order. */
+  leases: { id: string; ttlMs: number; bindings: [string, string][] }[];
+  /** Events of the kept revisions, oldest first. */
+  history: HistoryItem[];
+}
+
+/** Largest lease TTL the state accepts, ms (about 24.8 days: the longest timer). */
+export const MAX_TTL_MS = 2_147_483_647;
+
+/**
+ * The bindings of every name, the leases, the revision (bumped once by each
+ * entry that changes a binding, as etcd's store revision) and the history
+ * window.
  *
  * @example
  * ```ts
@@ -29,92 +190,756 @@ export function encodeCommand(command: Command): string {
  * state.apply(encodeCommand({
  *   op: "bind", name: "hello", endpoint: { id: "h1", url: "tcp://127.0.0.1:9001" },
  * }));
- * console.log(state.lookup("hello").endpoints.length, state.revision); // 1 1
+ * console.log(state.bindings("hello").length, state.revision); // 1 1
  * ```
  */
 export class RegistryState {
-  readonly #bindings = new Map<string, Endpoint[]>();
+  readonly #bindings = new Map<string, Map<string, Binding>>();
+  readonly #leases = new Map<string, LeaseRecord>();
   #revision = 0;
+  #compactRevision = 1;
+  #history: HistoryItem[] = [];
+  #historyEventCount = 0;
+  readonly #historyEvents: number;
 
-  /** Revision of the last change applied, 0 when empty. */
+  /**
+   * Makes an empty state.
+   *
+   * @throws {RangeError} when `historyEvents` is not a positive integer.
+   */
+  constructor(options: RegistryStateOptions = {}) {
+    this.#historyEvents = options.historyEvents ?? 10_000;
+    if (!Number.isSafeInteger(this.#historyEvents) || this.#historyEvents < 1) {
+      throw new RangeError(
+        `historyEvents must be a positive integer, got ${this.#historyEvents}`,
+      );
+    }
+  }
+
+  /** Revision of the last change applied, 0 when nothing was ever bound. */
   get revision(): number {
     return this.#revision;
   }
 
+  /** Oldest revision whose events {@link eventsFrom} can still give. */
+  get compactRevision(): number {
+    return this.#compactRevision;
+  }
+
+  /** How many leases exist. */
+  get leaseCount(): number {
+    return this.#leases.size;
+  }
+
   /**
    * Applies one log entry's data. The empty string (a new leader's entry)
-   * changes nothing. Data that is not a known command also changes nothing
+   * changes nothing. Data that is not a valid command also changes nothing
    * and yields an error result, identically on every replica, rather than
-   * stopping the node.
+   * stopping the node: a command is checked whole before any of it is
+   * applied.
    */
-  apply(data: string): WriteResult | { error: string } {
-    if (data === "") return { revision: this.#revision };
+  apply(data: string): ApplyOutcome {
+    if (data === "") return this.#unchanged();
     let command: unknown;
     try {
       command = JSON.parse(data);
     } catch {
-      return { error: "log entry is not JSON" };
+      return fail(-32602, "log entry is not JSON");
     }
-    if (isBind(command)) return this.#bind(command.name, command.endpoint);
-    if (isUnbind(command)) return this.#unbind(command.name, command.id);
-    return { error: `unknown registry command ${JSON.stringify(command)}` };
+    const problem = commandProblem(command);
+    if (problem !== null) return fail(-32602, problem);
+    const checked = command as Command;
+    switch (checked.op) {
+      case "bind":
+        return this.#bind(checked);
+      case "unbind":
+        return this.#unbind(checked);
+      case "setState":
+        return this.#setState(checked);
+      case "health":
+        return this.#health(checked);
+      case "leaseGrant":
+        return this.#grant(checked.id, checked.ttlMs);
+      case "leaseRevoke":
+        return this.#endLeases([checked.id], "leaseRevoked", true);
+      case "leaseExpire":
+        return this.#endLeases(checked.ids, "leaseExpired", false);
+    }
   }
 
-  /** The endpoints bound under `name` (a copy), with the current revision. */
-  lookup(name: string): LookupResult {
-    const endpoints = (this.#bindings.get(name) ?? []).map((e) => ({ ...e }));
-    return { name, endpoints, revision: this.#revision };
+  /** The bindings of base name `name` in binding order (copies). */
+  bindings(name: string, query: Attributes = {}): Binding[] {
+    const bound = this.#bindings.get(name);
+    if (bound === undefined) return [];
+    const result: Binding[] = [];
+    for (const binding of bound.values()) {
+      if (matchesQuery(binding.attrs, query)) result.push(copyBinding(binding));
+    }
+    return result;
   }
 
-  /** Every name with at least one endpoint, sorted. */
-  names(): string[] {
-    return [...this.#bindings.keys()].sort();
+  /** The binding `id` of `name`, if any (a copy). */
+  binding(name: string, id: string): Binding | undefined {
+    const binding = this.#bindings.get(name)?.get(id);
+    return binding === undefined ? undefined : copyBinding(binding);
   }
 
-  #bind(name: string, endpoint: Endpoint): WriteResult {
-    const endpoints = this.#bindings.get(name) ?? [];
-    const copy = { id: endpoint.id, url: endpoint.url };
-    const position = endpoints.findIndex((e) => e.id === endpoint.id);
-    if (position === -1) {
-      endpoints.push(copy);
-    } else if (endpoints[position].url === copy.url) {
-      return { revision: this.#revision };
+  /** Names with at least one binding that start with `prefix`, sorted, with their counts. */
+  names(prefix = ""): { name: string; count: number }[] {
+    const names: { name: string; count: number }[] = [];
+    for (const [name, bound] of this.#bindings) {
+      if (name.startsWith(prefix)) names.push({ name, count: bound.size });
+    }
+    return names.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  }
+
+  /** Every binding that has a health check (for the leader's checker). */
+  checkedBindings(): Binding[] {
+    const result: Binding[] = [];
+    for (const bound of this.#bindings.values()) {
+      for (const binding of bound.values()) {
+        if (binding.check !== null) result.push(copyBinding(binding));
+      }
+    }
+    return result;
+  }
+
+  /** The lease `id`, if it exists (a copy). */
+  lease(id: string): LeaseRecord | undefined {
+    const lease = this.#leases.get(id);
+    return lease === undefined
+      ? undefined
+      : { ...lease, bindings: [...lease.bindings] };
+  }
+
+  /** Every lease's id and TTL, in grant order. */
+  leases(): { id: string; ttlMs: number }[] {
+    return [...this.#leases.values()].map(({ id, ttlMs }) => ({ id, ttlMs }));
+  }
+
+  /**
+   * The kept events of revisions `fromRevision` and later under `prefix`,
+   * grouped by revision, oldest first; revisions with no matching event
+   * are left out.
+   *
+   * @returns null when `fromRevision` is older than {@link compactRevision}
+   * (those events are gone: list, then watch from the list's revision + 1).
+   */
+  eventsFrom(fromRevision: number, prefix = ""): HistoryItem[] | null {
+    if (fromRevision < this.#compactRevision) return null;
+    const result: HistoryItem[] = [];
+    for (
+      let i = this.#firstHistoryIndexAt(fromRevision);
+      i < this.#history.length;
+      i++
+    ) {
+      const item = this.#history[i];
+      const events = prefix === ""
+        ? item.events
+        : item.events.filter((event) => event.name.startsWith(prefix));
+      if (events.length > 0) {
+        result.push({ revision: item.revision, events: events.map(copyEvent) });
+      }
+    }
+    return result;
+  }
+
+  /** The deterministic state as plain data. */
+  snapshot(): RegistrySnapshot {
+    const bindings: Binding[] = [];
+    for (const bound of this.#bindings.values()) {
+      for (const binding of bound.values()) bindings.push(copyBinding(binding));
+    }
+    return {
+      version: 1,
+      revision: this.#revision,
+      compactRevision: this.#compactRevision,
+      bindings,
+      leases: [...this.#leases.values()].map((lease) => ({
+        id: lease.id,
+        ttlMs: lease.ttlMs,
+        bindings: lease.bindings.map(splitKey),
+      })),
+      history: this.#history.map((item) => ({
+        revision: item.revision,
+        events: item.events.map(copyEvent),
+      })),
+    };
+  }
+
+  /**
+   * Rebuilds a state from {@link snapshot}'s output (which may have gone
+   * through JSON).
+   *
+   * @throws {TypeError} when the snapshot is not of this format (the message
+   * names what is wrong).
+   */
+  static restore(
+    snapshot: RegistrySnapshot,
+    options: RegistryStateOptions = {},
+  ): RegistryState {
+    const problem = snapshotProblem(snapshot);
+    if (problem !== null) {
+      throw new TypeError(`not a registry snapshot: ${problem}`);
+    }
+    const state = new RegistryState(options);
+    state.#revision = snapshot.revision;
+    state.#compactRevision = snapshot.compactRevision;
+    for (const lease of snapshot.leases) {
+      state.#leases.set(lease.id, {
+        id: lease.id,
+        ttlMs: lease.ttlMs,
+        bindings: lease.bindings.map(([name, id]) => keyOf(name, id)),
+      });
+    }
+    for (const binding of snapshot.bindings) {
+      let bound = state.#bindings.get(binding.name);
+      if (bound === undefined) {
+        bound = new Map();
+        state.#bindings.set(binding.name, bound);
+      }
+      bound.set(binding.id, copyBinding(binding));
+    }
+    for (const item of snapshot.history) {
+      state.#history.push({
+        revision: item.revision,
+        events: item.events.map(copyEvent),
+      });
+      state.#historyEventCount += item.events.length;
+    }
+    state.#trimHistory();
+    return state;
+  }
+
+  // --- commands ------------------------------------------------------------
+
+  #bind(command: Extract<Command, { op: "bind" }>): ApplyOutcome {
+    const granted: string[] = [];
+    let leaseId: string | null = command.leaseId ?? null;
+    if (command.grant !== undefined) {
+      if (this.#leases.has(command.grant.id)) {
+        return fail(
+          -32602,
+          `lease ${command.grant.id} exists already; grant another id`,
+        );
+      }
+      leaseId = command.grant.id;
+    } else if (leaseId !== null && !this.#leases.has(leaseId)) {
+      return leaseNotFound(leaseId);
+    }
+    const { name } = command;
+    const spec = command.endpoint;
+    const bound = this.#bindings.get(name);
+    const previous = bound?.get(spec.id);
+    const next: Binding = {
+      name,
+      id: spec.id,
+      url: spec.url,
+      attrs: { ...(spec.attrs ?? {}) },
+      weight: spec.weight ?? 1,
+      zone: spec.zone ?? null,
+      leaseId,
+      createRevision: 0,
+      modRevision: 0,
+      state: "serving",
+      check: spec.check === undefined || spec.check === null
+        ? null
+        : { ...spec.check },
+    };
+    if (command.grant !== undefined) {
+      this.#leases.set(command.grant.id, {
+        id: command.grant.id,
+        ttlMs: command.grant.ttlMs,
+        bindings: [],
+      });
+      granted.push(command.grant.id);
+    }
+    const lease = command.grant === undefined
+      ? undefined
+      : { id: command.grant.id, ttlMs: command.grant.ttlMs };
+    if (previous !== undefined && sameBinding(previous, next)) {
+      return {
+        result: ok({
+          revision: this.#revision,
+          binding: copyBinding(previous),
+          lease,
+        }),
+        change: granted.length === 0
+          ? null
+          : { revision: this.#revision, events: [], granted, removed: [] },
+      };
+    }
+    const revision = this.#revision + 1;
+    // The same instance (same lease) keeps its creation revision; a new
+    // lease means a new instance.
+    next.createRevision = previous !== undefined &&
+        previous.leaseId === next.leaseId
+      ? previous.createRevision
+      : revision;
+    next.modRevision = revision;
+    if (previous !== undefined && previous.leaseId !== null) {
+      this.#detach(previous.leaseId, name, spec.id);
+    }
+    if (next.leaseId !== null) {
+      this.#leases.get(next.leaseId)!.bindings.push(keyOf(name, spec.id));
+    }
+    if (bound === undefined) {
+      this.#bindings.set(name, new Map([[spec.id, next]]));
     } else {
-      endpoints[position] = copy;
+      bound.set(spec.id, next);
     }
-    this.#bindings.set(name, endpoints);
-    return { revision: ++this.#revision };
+    const events: WatchEvent[] = [{
+      type: "put",
+      name,
+      endpoint: toEndpoint(next),
+      revision,
+    }];
+    return this.#commit(events, granted, [], {
+      revision,
+      binding: copyBinding(next),
+      lease,
+    });
   }
 
-  #unbind(name: string, id: string): WriteResult {
-    const endpoints = this.#bindings.get(name);
-    const position = endpoints?.findIndex((e) => e.id === id) ?? -1;
-    if (endpoints === undefined || position === -1) {
-      return { revision: this.#revision, removed: 0 };
+  #unbind(command: Extract<Command, { op: "unbind" }>): ApplyOutcome {
+    const binding = this.#bindings.get(command.name)?.get(command.id);
+    if (
+      binding === undefined ||
+      (command.leaseId !== undefined && binding.leaseId !== command.leaseId)
+    ) {
+      return {
+        result: ok({ revision: this.#revision, removed: 0 }),
+        change: null,
+      };
     }
-    endpoints.splice(position, 1);
-    if (endpoints.length === 0) this.#bindings.delete(name);
-    return { revision: ++this.#revision, removed: 1 };
+    const revision = this.#revision + 1;
+    this.#remove(binding);
+    return this.#commit(
+      [deleteEvent(binding, revision, "unbound")],
+      [],
+      [],
+      { revision, removed: 1 },
+    );
   }
+
+  #setState(command: Extract<Command, { op: "setState" }>): ApplyOutcome {
+    const binding = this.#bindings.get(command.name)?.get(command.id);
+    if (
+      binding === undefined ||
+      (command.leaseId !== undefined && binding.leaseId !== command.leaseId)
+    ) {
+      return fail(
+        -32602,
+        `no endpoint ${JSON.stringify(command.id)} is bound under ${
+          JSON.stringify(command.name)
+        }${
+          command.leaseId === undefined ? "" : ` with lease ${command.leaseId}`
+        }`,
+      );
+    }
+    // Serving again after draining; an unhealthy endpoint stays unhealthy
+    // until its checks pass, unless it drains.
+    const state: EndpointState = command.state === "draining"
+      ? "draining"
+      : binding.state === "draining"
+      ? "serving"
+      : binding.state;
+    return this.#changeState(binding, state);
+  }
+
+  #health(command: Extract<Command, { op: "health" }>): ApplyOutcome {
+    const binding = this.#bindings.get(command.name)?.get(command.id);
+    if (
+      binding === undefined ||
+      binding.createRevision !== command.createRevision ||
+      binding.state === "draining"
+    ) {
+      return { result: ok({ revision: this.#revision }), change: null };
+    }
+    return this.#changeState(
+      binding,
+      command.healthy ? "serving" : "unhealthy",
+    );
+  }
+
+  #changeState(binding: Binding, state: EndpointState): ApplyOutcome {
+    if (binding.state === state) {
+      return {
+        result: ok({ revision: this.#revision, binding: copyBinding(binding) }),
+        change: null,
+      };
+    }
+    const revision = this.#revision + 1;
+    binding.state = state;
+    binding.modRevision = revision;
+    return this.#commit(
+      [{
+        type: "put",
+        name: binding.name,
+        endpoint: toEndpoint(binding),
+        revision,
+      }],
+      [],
+      [],
+      { revision, binding: copyBinding(binding) },
+    );
+  }
+
+  #grant(id: string, ttlMs: number): ApplyOutcome {
+    if (this.#leases.has(id)) {
+      return fail(-32602, `lease ${id} exists already; grant another id`);
+    }
+    this.#leases.set(id, { id, ttlMs, bindings: [] });
+    return {
+      result: ok({ revision: this.#revision, lease: { id, ttlMs } }),
+      change: {
+        revision: this.#revision,
+        events: [],
+        granted: [id],
+        removed: [],
+      },
+    };
+  }
+
+  #endLeases(
+    ids: readonly string[],
+    reason: DeleteReason,
+    mustExist: boolean,
+  ): ApplyOutcome {
+    const leases = ids.map((id) => this.#leases.get(id)).filter((l) =>
+      l !== undefined
+    );
+    if (mustExist && leases.length === 0) return leaseNotFound(ids[0]);
+    const revision = this.#revision + 1;
+    const events: WatchEvent[] = [];
+    const removed: string[] = [];
+    for (const lease of leases) {
+      for (const key of lease.bindings) {
+        const [name, id] = splitKey(key);
+        const binding = this.#bindings.get(name)?.get(id);
+        if (binding === undefined) continue;
+        this.#removeBinding(binding);
+        events.push(deleteEvent(binding, revision, reason));
+      }
+      this.#leases.delete(lease.id);
+      removed.push(lease.id);
+    }
+    if (removed.length === 0) {
+      return {
+        result: ok({ revision: this.#revision, removed: 0 }),
+        change: null,
+      };
+    }
+    if (events.length === 0) {
+      return {
+        result: ok({ revision: this.#revision, removed: 0 }),
+        change: { revision: this.#revision, events: [], granted: [], removed },
+      };
+    }
+    return this.#commit(events, [], removed, {
+      revision,
+      removed: events.length,
+    });
+  }
+
+  // --- helpers -------------------------------------------------------------
+
+  #unchanged(): ApplyOutcome {
+    return { result: ok({ revision: this.#revision }), change: null };
+  }
+
+  /** Bumps the revision, records the events, and builds the outcome. */
+  #commit(
+    events: WatchEvent[],
+    granted: string[],
+    removed: string[],
+    value: CommandValue,
+  ): ApplyOutcome {
+    this.#revision = value.revision;
+    this.#history.push({ revision: value.revision, events });
+    this.#historyEventCount += events.length;
+    this.#trimHistory();
+    return {
+      result: ok(value),
+      change: {
+        revision: value.revision,
+        events: events.map(copyEvent),
+        granted,
+        removed,
+      },
+    };
+  }
+
+  #trimHistory(): void {
+    let drop = 0;
+    while (
+      this.#history.length - drop > 1 &&
+      this.#historyEventCount > this.#historyEvents
+    ) {
+      this.#historyEventCount -= this.#history[drop].events.length;
+      this.#compactRevision = this.#history[drop].revision + 1;
+      drop++;
+    }
+    if (drop > 0) this.#history = this.#history.slice(drop);
+  }
+
+  /** Index of the first kept item with revision >= `revision` (binary search). */
+  #firstHistoryIndexAt(revision: number): number {
+    let low = 0;
+    let high = this.#history.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (this.#history[middle].revision < revision) low = middle + 1;
+      else high = middle;
+    }
+    return low;
+  }
+
+  #remove(binding: Binding): void {
+    if (binding.leaseId !== null) {
+      this.#detach(binding.leaseId, binding.name, binding.id);
+    }
+    this.#removeBinding(binding);
+  }
+
+  #removeBinding(binding: Binding): void {
+    const bound = this.#bindings.get(binding.name);
+    bound?.delete(binding.id);
+    if (bound?.size === 0) this.#bindings.delete(binding.name);
+  }
+
+  #detach(leaseId: string, name: string, id: string): void {
+    const lease = this.#leases.get(leaseId);
+    if (lease === undefined) return;
+    const key = keyOf(name, id);
+    lease.bindings = lease.bindings.filter((k) => k !== key);
+  }
+}
+
+/** The endpoint shape of a binding (global, no load reported yet). */
+export function toEndpoint(
+  binding: Binding,
+  load: number | null = null,
+): Endpoint {
+  return {
+    id: binding.id,
+    url: binding.url,
+    attrs: { ...binding.attrs },
+    weight: binding.weight,
+    zone: binding.zone,
+    leaseId: binding.leaseId,
+    createRevision: binding.createRevision,
+    modRevision: binding.modRevision,
+    state: binding.state,
+    load,
+    scope: "global",
+    check: binding.check === null ? null : { ...binding.check },
+  };
+}
+
+function deleteEvent(
+  binding: Binding,
+  revision: number,
+  reason: DeleteReason,
+): WatchEvent {
+  return {
+    type: "delete",
+    name: binding.name,
+    endpoint: toEndpoint(binding),
+    revision,
+    reason,
+  };
+}
+
+function keyOf(name: string, id: string): string {
+  return `${name}\n${id}`;
+}
+
+function splitKey(key: string): [string, string] {
+  const newline = key.indexOf("\n");
+  return [key.slice(0, newline), key.slice(newline + 1)];
+}
+
+function ok(value: CommandValue): ApplyResult {
+  return { ok: true, value };
+}
+
+function fail(code: number, message: string, data?: unknown): ApplyOutcome {
+  const error: CommandError = { code, message };
+  if (data !== undefined) error.data = data;
+  return { result: { ok: false, error }, change: null };
+}
+
+function leaseNotFound(leaseId: string): ApplyOutcome {
+  return fail(
+    LEASE_NOT_FOUND,
+    `Lease not found: lease ${leaseId} does not exist (never granted, revoked, or expired); grant a new lease and bind again`,
+    { leaseId },
+  );
+}
+
+function sameBinding(a: Binding, b: Binding): boolean {
+  return a.url === b.url && a.leaseId === b.leaseId && a.weight === b.weight &&
+    a.zone === b.zone && a.state === "serving" &&
+    JSON.stringify(sortedEntries(a.attrs)) ===
+      JSON.stringify(sortedEntries(b.attrs)) &&
+    JSON.stringify(a.check) === JSON.stringify(b.check);
+}
+
+function sortedEntries(attributes: Attributes): [string, string][] {
+  return Object.entries(attributes).sort(([a], [b]) => a < b ? -1 : 1);
+}
+
+function copyBinding(binding: Binding): Binding {
+  return {
+    ...binding,
+    attrs: { ...binding.attrs },
+    check: binding.check === null ? null : { ...binding.check },
+  };
+}
+
+function copyEvent(event: WatchEvent): WatchEvent {
+  const copy: WatchEvent = {
+    type: event.type,
+    name: event.name,
+    endpoint: {
+      ...event.endpoint,
+      attrs: { ...event.endpoint.attrs },
+      check: event.endpoint.check === null ? null : { ...event.endpoint.check },
+    },
+    revision: event.revision,
+  };
+  if (event.reason !== undefined) copy.reason = event.reason;
+  return copy;
+}
+
+// --- validation of commands (a corrupt or forged entry changes nothing) -----
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isText(value: unknown): value is string {
   return typeof value === "string" && value.length > 0;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
-function isBind(value: unknown): value is Extract<Command, { op: "bind" }> {
-  return isRecord(value) && value.op === "bind" && isText(value.name) &&
-    isRecord(value.endpoint) && isText(value.endpoint.id) &&
-    isText(value.endpoint.url);
+function isTtl(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) > 0 &&
+    (value as number) <= MAX_TTL_MS;
 }
 
-function isUnbind(
-  value: unknown,
-): value is Extract<Command, { op: "unbind" }> {
-  return isRecord(value) && value.op === "unbind" && isText(value.name) &&
-    isText(value.id);
+function optional(
+  record: Record<string, unknown>,
+  key: string,
+  check: (value: unknown) => boolean,
+): boolean {
+  return record[key] === undefined || check(record[key]);
+}
+
+function isAttributes(value: unknown): boolean {
+  return isRecord(value) &&
+    Object.values(value).every((item) => typeof item === "string");
+}
+
+function isCheck(value: unknown): boolean {
+  return value === null || isRecord(value) &&
+      (value.kind === "tcp" || value.kind === "ping") &&
+      isTtl(value.intervalMs) && isTtl(value.timeoutMs) &&
+      Number.isSafeInteger(value.failuresBeforeUnhealthy) &&
+      (value.failuresBeforeUnhealthy as number) >= 1;
+}
+
+function isEndpointRecord(value: unknown): boolean {
+  return isRecord(value) && isText(value.id) && isText(value.url) &&
+    optional(value, "attrs", isAttributes) &&
+    optional(
+      value,
+      "weight",
+      (w) => Number.isSafeInteger(w) && (w as number) >= 1,
+    ) &&
+    optional(value, "zone", (z) => z === null || isText(z)) &&
+    optional(value, "check", isCheck);
+}
+
+/** Why `value` is not a valid {@link Command}, or null. */
+function commandProblem(value: unknown): string | null {
+  if (!isRecord(value)) return "a command must be a JSON object";
+  const where = `registry command ${JSON.stringify(value).slice(0, 200)}`;
+  const valid = (() => {
+    switch (value.op) {
+      case "bind":
+        return isText(value.name) && isEndpointRecord(value.endpoint) &&
+          optional(value, "leaseId", isText) &&
+          optional(
+            value,
+            "grant",
+            (g) => isRecord(g) && isText(g.id) && isTtl(g.ttlMs),
+          ) &&
+          !(value.grant !== undefined && value.leaseId !== undefined);
+      case "unbind":
+        return isText(value.name) && isText(value.id) &&
+          optional(value, "leaseId", isText);
+      case "setState":
+        return isText(value.name) && isText(value.id) &&
+          (value.state === "serving" || value.state === "draining") &&
+          optional(value, "leaseId", isText);
+      case "health":
+        return isText(value.name) && isText(value.id) &&
+          isCount(value.createRevision) && typeof value.healthy === "boolean";
+      case "leaseGrant":
+        return isText(value.id) && isTtl(value.ttlMs);
+      case "leaseRevoke":
+        return isText(value.id);
+      case "leaseExpire":
+        return Array.isArray(value.ids) && value.ids.length > 0 &&
+          value.ids.every(isText);
+      default:
+        return false;
+    }
+  })();
+  return valid ? null : `unknown or malformed ${where}`;
+}
+
+function snapshotProblem(value: unknown): string | null {
+  if (!isRecord(value) || value.version !== 1) return "version is not 1";
+  if (!isCount(value.revision) || !isCount(value.compactRevision)) {
+    return "revision and compactRevision must be counts";
+  }
+  if (!Array.isArray(value.bindings) || !Array.isArray(value.leases)) {
+    return "bindings and leases must be arrays";
+  }
+  if (!Array.isArray(value.history)) return "history must be an array";
+  for (const binding of value.bindings) {
+    if (
+      !isRecord(binding) || !isText(binding.name) ||
+      !isEndpointRecord(binding) || !isCount(binding.createRevision) ||
+      !isCount(binding.modRevision)
+    ) {
+      return `malformed binding ${JSON.stringify(binding).slice(0, 200)}`;
+    }
+  }
+  for (const lease of value.leases) {
+    if (
+      !isRecord(lease) || !isText(lease.id) || !isTtl(lease.ttlMs) ||
+      !Array.isArray(lease.bindings) ||
+      !lease.bindings.every((pair) =>
+        Array.isArray(pair) && pair.length === 2 && isText(pair[0]) &&
+        isText(pair[1])
+      )
+    ) {
+      return `malformed lease ${JSON.stringify(lease).slice(0, 200)}`;
+    }
+  }
+  return null;
+}
+
+/** The default check settings merged into a partial check. */
+export function withCheckDefaults(
+  check: Partial<HealthCheck> & Pick<HealthCheck, "kind">,
+): HealthCheck {
+  return { ...DEFAULT_HEALTH_CHECK, ...check };
 }
