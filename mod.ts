@@ -31,4 +31,4 @@ export * from "./rpc/server_connection.ts";
 export * from "./rpc/connection.ts";
 export * from "./rpc/dial.ts";
 export * from "./stub/mod.ts";
-export type * from "./registry/types.ts";
+export * from "./registry/protocol.ts";

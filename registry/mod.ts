@@ -19,7 +19,12 @@
  * @module
  */
 
-export * from "./types.ts";
+export * from "./protocol.ts";
 export * from "./state.ts";
 export * from "./service.ts";
+export * from "./lease_keeper.ts";
+export * from "./watch_hub.ts";
+export * from "./local_area.ts";
+export * from "./health_checker.ts";
+export * from "./params.ts";
 export * from "./registry_node.ts";

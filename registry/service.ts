@@ -1,255 +1,560 @@
 /**
- * The registry's JSON-RPC API (`registry.bind`, `registry.unbind`,
- * `registry.lookup`, `registry.status`): validates params, turns writes
- * into Raft proposals, and serves lookups from the replicated state.
+ * The registry's client API, implemented against the contract of
+ * `protocol.ts`: validates params, turns writes into Raft proposals, serves
+ * lookups and lists from the replicated state (merged with this node's
+ * local area), leases from the leader's timing, and watches from the
+ * history window.
  *
  * @module
  */
 
 import type { Methods } from "../rpc/dispatcher.ts";
-import {
-  INVALID_PARAMS,
-  NOT_LEADER,
-  RpcError,
-  UNAVAILABLE,
-} from "../rpc/errors.ts";
-import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
+import { RpcError } from "../rpc/errors.ts";
+import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
 import { NotLeaderError } from "../raft/core.ts";
 import { type RaftNode, RaftUnavailableError } from "../raft/node.ts";
-import { type Command, encodeCommand, type RegistryState } from "./state.ts";
-import type {
-  Consistency,
-  Endpoint,
-  LookupResult,
-  NotLeaderData,
-  RegistryStatus,
-  WriteResult,
-} from "./types.ts";
+import {
+  type BindResult,
+  type Endpoint,
+  LEASE_NOT_FOUND,
+  type LeaseInfo,
+  type ListedName,
+  NOT_LEADER,
+  type NotLeaderData,
+  REGISTRY_METHODS,
+  type RegistryApi,
+  type RegistryMethod,
+  type RegistryStatus,
+  UNAVAILABLE,
+  type UnavailableData,
+} from "./protocol.ts";
+import type { LeaseKeeper } from "./lease_keeper.ts";
+import { LocalArea, localEndpoint } from "./local_area.ts";
+import {
+  invalid,
+  optionalBoolean,
+  optionalLeaseId,
+  optionalLoad,
+  optionalRevision,
+  paramsObject,
+  requireBase,
+  requireConsistency,
+  requireEndpoint,
+  requireLeaseId,
+  requireName,
+  requirePrefix,
+  requireScope,
+  requireTtl,
+} from "./params.ts";
+import {
+  type ApplyResult,
+  type Binding,
+  type Command,
+  type CommandValue,
+  encodeCommand,
+  type RegistryState,
+  toEndpoint,
+} from "./state.ts";
+import type { WatchHub } from "./watch_hub.ts";
 
-/** Longest service name or endpoint id, in characters. */
-export const MAX_NAME_LENGTH = 256;
-
-/** What the registry's Raft node returns for each applied entry. */
-export type ApplyResult = WriteResult | { error: string };
-
-/** What {@link registryMethods} needs. */
-export interface RegistryServiceOptions {
+/** What the registry's methods need from the node that serves them. */
+export interface RegistryContext {
   /** The node's Raft driver, applying entries to `state`. */
-  node: RaftNode<ApplyResult>;
+  readonly raft: RaftNode<ApplyResult>;
   /** The replicated state. */
-  state: RegistryState;
-  /** This node's own URL (read when needed: the port may be learnt late). */
-  url: () => string;
+  readonly state: RegistryState;
+  /** Lease timing and reported loads. */
+  readonly leases: LeaseKeeper;
+  /** Watches open on this node. */
+  readonly watches: WatchHub;
+  /** This node's local-area bindings. */
+  readonly local: LocalArea;
+  /** Whether this node leads and has applied the first entry of its term. */
+  leaderReady(): boolean;
+  /** The client URL of member `id`, if known. */
+  clientUrlOf(id: string): string | null;
+  /** The node's status, for `registry.status`. */
+  status(): RegistryStatus;
+  /** Smallest lease TTL accepted, ms (1.5 × the election timeout). */
+  readonly minTtlMs: number;
+  /** The election timeout, ms; a retry hint while a leader is elected. */
+  readonly electionTimeoutMs: number;
   /**
-   * How long a write waits to commit, ms. Default 3000: under the registry
-   * client's 4000 ms per attempt (a client waits longer than the server it
+   * How long a write waits to commit, ms. @default 3000 (under the registry
+   * client's 4000 ms per attempt: a client waits longer than the server it
    * calls).
    */
-  writeTimeoutMs?: number;
-  /** Election timeout the node runs with, ms; sent as a retry hint. */
-  electionTimeoutMs?: number;
+  readonly writeTimeoutMs?: number;
+  /** How long a linearizable read waits for the leader's confirmation, ms. @default 2000 */
+  readonly readTimeoutMs?: number;
 }
 
+/** A method of the contract, as the service declares it. */
+type Handler<M extends RegistryMethod> = (
+  ...args: unknown[]
+) => Promise<RegistryApi[M]["result"]> | RegistryApi[M]["result"];
+
+/** Every registry method, each declared against its contract type. */
+type RegistryHandlers = { [M in RegistryMethod]: Handler<M> };
+
 /**
- * Builds the registry's JSON-RPC methods. Params are by name (an object) or
- * by position in the order the docs list them.
+ * Builds the registry's JSON-RPC methods for each client connection. Params
+ * are named (an object); `registry.bind`, `registry.unbind` and
+ * `registry.lookup` also take them by position in the order the contract
+ * lists them.
  *
  * Errors: -32602 for bad params (the message names the field);
- * -32001 NOT_LEADER on a follower for writes, with `data: { leaderId,
- * leaderUrl }`; -32006 UNAVAILABLE when no leader is known or a write or
- * linearizable read could not complete in time (retry).
+ * NOT_LEADER (-32001) on a follower for writes and lease calls, with
+ * `data: { leaderId, leaderUrl }`; UNAVAILABLE (-32006) when no leader is
+ * known or a write or linearizable read could not complete in time (retry
+ * after `data.retryAfterMs`); LEASE_NOT_FOUND (-32007); COMPACTED (-32008)
+ * for a watch from a revision older than the history window.
  *
  * @example
  * ```ts ignore
  * import { serve } from "../rpc/serve.ts";
- * const server = serve({ port: 7001, methods: { ...node.methods, ...registryMethods({ node, state, url }) } });
+ * const server = serve({ port: 7001, methods: registryMethods(context) });
  * ```
  */
-export function registryMethods(options: RegistryServiceOptions): Methods {
-  const { node, state } = options;
-  const retryAfterMs = options.electionTimeoutMs ?? 1000;
-
-  const propose = async (command: Command): Promise<WriteResult> => {
-    try {
-      const result = await node.propose(encodeCommand(command), {
-        timeoutMs: options.writeTimeoutMs ?? 3000,
-      });
-      if ("error" in result) {
-        throw new RpcError(
-          INVALID_PARAMS,
-          `Invalid params: ${result.error}`,
-        );
-      }
-      return result;
-    } catch (error) {
-      throw toRpcError(error, node, retryAfterMs, "write");
-    }
-  };
-
-  return {
-    "registry.bind": (first: unknown, second?: unknown) => {
-      const params = typeof first === "string"
-        ? { name: first, endpoint: second }
-        : asObject(first, "registry.bind", "{ name, endpoint: { id?, url } }");
-      const name = requireName(params.name, "name");
-      const endpoint = requireEndpoint(params.endpoint);
-      return propose({ op: "bind", name, endpoint });
-    },
-
-    "registry.unbind": (first: unknown, second?: unknown) => {
-      const params = typeof first === "string"
-        ? { name: first, id: second }
-        : asObject(first, "registry.unbind", "{ name, id }");
-      const name = requireName(params.name, "name");
-      const id = requireName(params.id, "id");
-      return propose({ op: "unbind", name, id });
-    },
-
-    "registry.lookup": async (
-      first: unknown,
-      second?: unknown,
-    ): Promise<LookupResult> => {
-      const params = typeof first === "string"
-        ? { name: first, consistency: second }
-        : asObject(first, "registry.lookup", "{ name, consistency? }");
-      const name = requireName(params.name, "name");
-      const consistency = requireConsistency(params.consistency);
-      if (consistency === "linearizable") {
-        try {
-          await node.readBarrier();
-        } catch (error) {
-          throw toRpcError(error, node, retryAfterMs, "read");
-        }
-      }
-      return state.lookup(name);
-    },
-
-    "registry.status": (): RegistryStatus => {
-      const status = node.status;
-      const url = options.url();
-      return {
-        id: status.id,
-        url,
-        term: status.term,
-        role: status.role,
-        leader: status.leader,
-        leaderUrl: status.leader === status.id ? url : status.leaderUrl,
-        commitIndex: status.commitIndex,
-        appliedIndex: status.appliedIndex,
-        revision: state.revision,
-      };
-    },
-  };
+export function registryMethods(context: RegistryContext): SessionMethods {
+  const service = new RegistryService(context);
+  return (session) => service.methods(session);
 }
 
-function toRpcError(
-  error: unknown,
-  node: RaftNode<ApplyResult>,
-  retryAfterMs: number,
-  kind: "write" | "read",
-): unknown {
-  if (error instanceof NotLeaderError) {
-    if (error.leader === null) {
-      return new RpcError(
-        UNAVAILABLE,
-        "Unavailable: the registry is electing a leader; retry shortly",
-        { retryAfterMs },
+class RegistryService {
+  readonly #context: RegistryContext;
+  readonly #rotation = new Map<string, number>();
+
+  constructor(context: RegistryContext) {
+    this.#context = context;
+  }
+
+  methods(session: RpcSession): Methods {
+    const handlers: RegistryHandlers = {
+      [REGISTRY_METHODS.bind]: (...args) => this.#bind(args),
+      [REGISTRY_METHODS.unbind]: (...args) => this.#unbind(args),
+      [REGISTRY_METHODS.setState]: (...args) => this.#setState(args),
+      [REGISTRY_METHODS.lookup]: (...args) => this.#lookup(args),
+      [REGISTRY_METHODS.list]: (...args) => this.#list(args),
+      [REGISTRY_METHODS.watch]: (...args) => this.#watch(session, args),
+      [REGISTRY_METHODS.unwatch]: (...args) => {
+        const p = paramsObject(args, REGISTRY_METHODS.unwatch, "{ watchId }");
+        if (typeof p.watchId !== "string") {
+          throw invalid('"watchId" must be a string');
+        }
+        return {
+          cancelled: this.#context.watches.unwatch(session, p.watchId),
+        };
+      },
+      [REGISTRY_METHODS.status]: () => this.#context.status(),
+      [REGISTRY_METHODS.leaseGrant]: (...args) => this.#grant(args),
+      [REGISTRY_METHODS.leaseKeepAlive]: (...args) => this.#keepAlive(args),
+      [REGISTRY_METHODS.leaseRevoke]: (...args) => this.#revoke(args),
+      [REGISTRY_METHODS.leaseTimeToLive]: (...args) => this.#timeToLive(args),
+      [REGISTRY_METHODS.leaseList]: () => {
+        this.#requireLeaderReady();
+        return {
+          leases: this.#context.state.leases().map(({ id }) =>
+            this.#leaseInfo(id)!
+          ),
+        };
+      },
+    };
+    return handlers;
+  }
+
+  // --- writes --------------------------------------------------------------
+
+  async #bind(args: unknown[]): Promise<BindResult> {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.bind,
+      "{ name, endpoint: { url, id?, attrs?, weight?, zone?, check? }, leaseId?, grant?: { ttlMs }, scope? }",
+      ["name", "endpoint"],
+    );
+    const { base, query } = requireName(p.name);
+    const endpoint = requireEndpoint(p.endpoint, query);
+    const leaseId = optionalLeaseId(p.leaseId, "leaseId");
+    const scope = requireScope(p.scope);
+    let grant: { id: string; ttlMs: number } | undefined;
+    if (p.grant !== undefined) {
+      if (typeof p.grant !== "object" || p.grant === null) {
+        throw invalid('"grant" must be { ttlMs }');
+      }
+      const ttlMs = requireTtl(
+        (p.grant as Record<string, unknown>).ttlMs,
+        "grant.ttlMs",
+        this.#context.minTtlMs,
+      );
+      grant = { id: newLeaseId(), ttlMs };
+    }
+    if (grant !== undefined && leaseId !== undefined) {
+      throw invalid('give "leaseId" (an existing lease) or "grant", not both');
+    }
+    if (scope === "local") {
+      return await this.#bindLocal(base, endpoint, leaseId, grant);
+    }
+    const command: Command = { op: "bind", name: base, endpoint };
+    if (leaseId !== undefined) command.leaseId = leaseId;
+    if (grant !== undefined) command.grant = grant;
+    const value = await this.#propose(command);
+    const binding = value.binding!;
+    const result: BindResult = {
+      revision: value.revision,
+      name: base,
+      endpoint: this.#endpoint(binding),
+      leaseId: binding.leaseId,
+    };
+    if (value.lease !== undefined) result.ttlMs = value.lease.ttlMs;
+    return result;
+  }
+
+  async #bindLocal(
+    name: string,
+    endpoint: ReturnType<typeof requireEndpoint>,
+    leaseId: string | undefined,
+    grant: { id: string; ttlMs: number } | undefined,
+  ): Promise<BindResult> {
+    if (grant !== undefined) {
+      throw invalid(
+        'a local binding cannot grant its lease in the same call; call lease.grant (on the leader) first, then bind with "leaseId" on this node',
       );
     }
-    const status = node.status;
-    const leaderUrl = status.leader === error.leader ? status.leaderUrl : null;
-    return notLeaderError(status.id, error.leader, leaderUrl);
+    if (endpoint.check !== undefined) {
+      throw invalid(
+        "a local binding cannot have a health check: checks are run by the leader, which does not see local bindings",
+      );
+    }
+    const { state, local } = this.#context;
+    if (leaseId !== undefined) {
+      await this.#barrier();
+      if (state.lease(leaseId) === undefined) throw leaseNotFound(leaseId);
+    }
+    const binding: Binding = {
+      name,
+      id: endpoint.id,
+      url: endpoint.url,
+      attrs: endpoint.attrs ?? {},
+      weight: endpoint.weight ?? 1,
+      zone: endpoint.zone ?? null,
+      leaseId: leaseId ?? null,
+      createRevision: state.revision,
+      modRevision: state.revision,
+      state: "serving",
+      check: null,
+    };
+    local.bind(binding);
+    return {
+      revision: state.revision,
+      name,
+      endpoint: localEndpoint(binding, this.#load(binding.leaseId)),
+      leaseId: binding.leaseId,
+    };
   }
-  if (error instanceof RaftUnavailableError) {
-    const hint = kind === "read"
-      ? ', or pass consistency: "serializable" for a possibly stale answer'
-      : "";
-    return new RpcError(
-      UNAVAILABLE,
-      `Unavailable: ${error.message}${hint}`,
-      { retryAfterMs },
+
+  async #unbind(args: unknown[]) {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.unbind,
+      "{ name, id, leaseId?, scope? }",
+      ["name", "id"],
     );
+    const { base } = requireName(p.name);
+    const id = requireBase(p.id, "id");
+    const leaseId = optionalLeaseId(p.leaseId, "leaseId");
+    if (requireScope(p.scope) === "local") {
+      const removed = this.#context.local.unbind(base, id, leaseId) ? 1 : 0;
+      return { revision: this.#context.state.revision, removed };
+    }
+    const command: Command = { op: "unbind", name: base, id };
+    if (leaseId !== undefined) command.leaseId = leaseId;
+    const value = await this.#propose(command);
+    return { revision: value.revision, removed: value.removed ?? 0 };
   }
-  return error;
+
+  async #setState(args: unknown[]) {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.setState,
+      '{ name, id, state: "serving" | "draining", leaseId?, scope? }',
+    );
+    const { base } = requireName(p.name);
+    const id = requireBase(p.id, "id");
+    if (p.state !== "serving" && p.state !== "draining") {
+      throw invalid('"state" must be "serving" or "draining"');
+    }
+    const leaseId = optionalLeaseId(p.leaseId, "leaseId");
+    if (requireScope(p.scope) === "local") {
+      const changed = this.#context.local.setState(base, id, p.state, leaseId);
+      if (changed === undefined) {
+        throw invalid(
+          `no local endpoint ${JSON.stringify(id)} is bound under ${
+            JSON.stringify(base)
+          } on this node`,
+        );
+      }
+      return { revision: this.#context.state.revision };
+    }
+    const command: Command = { op: "setState", name: base, id, state: p.state };
+    if (leaseId !== undefined) command.leaseId = leaseId;
+    const value = await this.#propose(command);
+    return { revision: value.revision };
+  }
+
+  // --- reads ---------------------------------------------------------------
+
+  async #lookup(args: unknown[]) {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.lookup,
+      "{ name, consistency?, rotate?, includeUnhealthy? }",
+      ["name", "consistency"],
+    );
+    const { base, query } = requireName(p.name);
+    const consistency = requireConsistency(p.consistency);
+    const rotate = optionalBoolean(p.rotate, "rotate", true);
+    const includeUnhealthy = optionalBoolean(
+      p.includeUnhealthy,
+      "includeUnhealthy",
+      false,
+    );
+    if (consistency === "linearizable") await this.#barrier();
+    const all = this.#endpointsOf(base, query);
+    const serving = all.filter((e) => e.state === "serving");
+    const draining = all.filter((e) => e.state === "draining");
+    const unhealthy = includeUnhealthy
+      ? all.filter((e) => e.state === "unhealthy")
+      : [];
+    if (rotate && serving.length > 1) {
+      const turn = this.#rotation.get(base) ?? 0;
+      this.#rotation.set(base, (turn + 1) % Number.MAX_SAFE_INTEGER);
+      const shift = turn % serving.length;
+      serving.push(...serving.splice(0, shift));
+    }
+    return {
+      name: base,
+      query,
+      endpoints: [...serving, ...draining, ...unhealthy],
+      revision: this.#context.state.revision,
+    };
+  }
+
+  async #list(args: unknown[]) {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.list,
+      "{ prefix?, consistency?, endpoints? }",
+    );
+    const prefix = requirePrefix(p.prefix, "prefix");
+    const consistency = requireConsistency(p.consistency);
+    const withEndpoints = optionalBoolean(p.endpoints, "endpoints", false);
+    if (consistency === "linearizable") await this.#barrier();
+    const { state, local } = this.#context;
+    const counts = new Map<string, number>();
+    for (const { name, count } of state.names(prefix)) counts.set(name, count);
+    for (const { name, count } of local.names(prefix)) {
+      counts.set(name, (counts.get(name) ?? 0) + count);
+    }
+    const names: ListedName[] = [...counts.keys()].sort().map((name) => {
+      const listed: ListedName = { name, count: counts.get(name)! };
+      if (withEndpoints) listed.endpoints = this.#endpointsOf(name, {});
+      return listed;
+    });
+    return { revision: state.revision, names };
+  }
+
+  #watch(session: RpcSession, args: unknown[]) {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.watch,
+      "{ prefix, fromRevision?, watchId? }",
+    );
+    const prefix = requirePrefix(p.prefix, "prefix");
+    const fromRevision = optionalRevision(p.fromRevision, "fromRevision");
+    if (p.watchId !== undefined && typeof p.watchId !== "string") {
+      throw invalid('"watchId" must be a string');
+    }
+    return this.#context.watches.watch(session, {
+      prefix,
+      fromRevision,
+      watchId: p.watchId as string | undefined,
+    });
+  }
+
+  /** Global then local endpoints of `name` matching `query`, in binding order. */
+  #endpointsOf(name: string, query: Record<string, string>): Endpoint[] {
+    const { state, local } = this.#context;
+    const locals = local.bindings(name, query);
+    const localIds = new Set(locals.map((b) => b.id));
+    return [
+      ...state.bindings(name, query).filter((b) => !localIds.has(b.id)).map(
+        (b) => this.#endpoint(b),
+      ),
+      ...locals.map((b) => localEndpoint(b, this.#load(b.leaseId))),
+    ];
+  }
+
+  #endpoint(binding: Binding): Endpoint {
+    return toEndpoint(binding, this.#load(binding.leaseId));
+  }
+
+  #load(leaseId: string | null): number | null {
+    return leaseId === null ? null : this.#context.leases.load(leaseId);
+  }
+
+  // --- leases --------------------------------------------------------------
+
+  async #grant(args: unknown[]) {
+    const p = paramsObject(args, REGISTRY_METHODS.leaseGrant, "{ ttlMs, id? }");
+    const ttlMs = requireTtl(p.ttlMs, "ttlMs", this.#context.minTtlMs);
+    const id = p.id === undefined ? newLeaseId() : requireLeaseId(p.id, "id");
+    const value = await this.#propose({ op: "leaseGrant", id, ttlMs });
+    return { id, ttlMs, revision: value.revision };
+  }
+
+  #keepAlive(args: unknown[]) {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.leaseKeepAlive,
+      "{ id, load? }",
+    );
+    const id = requireLeaseId(p.id, "id");
+    const load = optionalLoad(p.load);
+    this.#requireLeaderReady();
+    const lease = this.#context.state.lease(id);
+    if (lease === undefined || this.#context.leases.isExpiring(id)) {
+      throw leaseNotFound(id);
+    }
+    this.#context.leases.keepAlive(id, load);
+    return { id, ttlMs: lease.ttlMs };
+  }
+
+  async #revoke(args: unknown[]) {
+    const p = paramsObject(args, REGISTRY_METHODS.leaseRevoke, "{ id }");
+    const id = requireLeaseId(p.id, "id");
+    const value = await this.#propose({ op: "leaseRevoke", id });
+    return { revision: value.revision, removed: value.removed ?? 0 };
+  }
+
+  #timeToLive(args: unknown[]): LeaseInfo {
+    const p = paramsObject(args, REGISTRY_METHODS.leaseTimeToLive, "{ id }");
+    const id = requireLeaseId(p.id, "id");
+    this.#requireLeaderReady();
+    const info = this.#leaseInfo(id);
+    if (info === undefined) throw leaseNotFound(id);
+    return info;
+  }
+
+  #leaseInfo(id: string): LeaseInfo | undefined {
+    const lease = this.#context.state.lease(id);
+    if (lease === undefined) return undefined;
+    const bindings = lease.bindings.map((key) => {
+      const newline = key.indexOf("\n");
+      return { name: key.slice(0, newline), id: key.slice(newline + 1) };
+    });
+    return {
+      id,
+      ttlMs: lease.ttlMs,
+      remainingMs: this.#context.leases.remainingMs(id, lease.ttlMs),
+      bindings,
+    };
+  }
+
+  // --- consensus -----------------------------------------------------------
+
+  async #propose(command: Command): Promise<CommandValue> {
+    let result: ApplyResult;
+    try {
+      result = await this.#context.raft.propose(encodeCommand(command), {
+        timeoutMs: this.#context.writeTimeoutMs ?? 3000,
+      });
+    } catch (error) {
+      throw this.#rpcError(error, "write");
+    }
+    if (!result.ok) {
+      const { code, message, data } = result.error;
+      throw new RpcError(
+        code,
+        code === -32602 ? `Invalid params: ${message}` : message,
+        data,
+      );
+    }
+    return result.value;
+  }
+
+  async #barrier(): Promise<void> {
+    try {
+      await this.#context.raft.readBarrier({
+        timeoutMs: this.#context.readTimeoutMs ?? 2000,
+      });
+    } catch (error) {
+      throw this.#rpcError(error, "read");
+    }
+  }
+
+  /** NOT_LEADER on a follower, UNAVAILABLE on a leader still catching up. */
+  #requireLeaderReady(): void {
+    const status = this.#context.raft.status;
+    if (status.role !== "leader") {
+      throw this.#rpcError(new NotLeaderError(status.leader), "write");
+    }
+    if (!this.#context.leaderReady()) {
+      throw unavailable(
+        "Unavailable: this node was just elected leader and is applying the log; retry shortly",
+        this.#context.electionTimeoutMs / 10,
+      );
+    }
+  }
+
+  #rpcError(error: unknown, kind: "write" | "read"): unknown {
+    const retryAfterMs = this.#context.electionTimeoutMs;
+    if (error instanceof NotLeaderError) {
+      if (error.leader === null) {
+        return unavailable(
+          "Unavailable: the registry is electing a leader; retry shortly",
+          retryAfterMs,
+        );
+      }
+      const data: NotLeaderData = {
+        leaderId: error.leader,
+        leaderUrl: this.#context.clientUrlOf(error.leader),
+      };
+      return new RpcError(
+        NOT_LEADER,
+        `Not leader: node ${this.#context.raft.status.id} is a follower; send writes to the leader ${error.leader} at ${
+          data.leaderUrl ?? "(unknown URL)"
+        }`,
+        data,
+      );
+    }
+    if (error instanceof RaftUnavailableError) {
+      const hint = kind === "read"
+        ? ', or pass consistency: "serializable" for a possibly stale answer'
+        : "";
+      return unavailable(
+        `Unavailable: ${error.message}${hint}`,
+        retryAfterMs,
+      );
+    }
+    return error;
+  }
 }
 
-/** The -32001 error a follower answers a write with. */
-function notLeaderError(
-  self: string,
-  leaderId: string,
-  leaderUrl: string | null,
-): RpcError {
-  const data: NotLeaderData = { leaderId, leaderUrl };
+function unavailable(message: string, retryAfterMs: number): RpcError {
+  const data: UnavailableData = { retryAfterMs: Math.round(retryAfterMs) };
+  return new RpcError(UNAVAILABLE, message, data);
+}
+
+function leaseNotFound(leaseId: string): RpcError {
   return new RpcError(
-    NOT_LEADER,
-    `Not leader: node ${self} is a follower; send writes to the leader ${leaderId} at ${
-      leaderUrl ?? "(unknown URL)"
-    }`,
-    data,
+    LEASE_NOT_FOUND,
+    `Lease not found: lease ${leaseId} does not exist (never granted, revoked, or expired); grant a new lease and bind again`,
+    { leaseId },
   );
 }
 
-function asObject(
-  value: unknown,
-  method: string,
-  shape: string,
-): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new RpcError(
-      INVALID_PARAMS,
-      `Invalid params: ${method} takes ${shape}`,
-    );
-  }
-  return value as Record<string, unknown>;
-}
-
-function requireName(value: unknown, field: string): string {
-  if (
-    typeof value !== "string" || value.length === 0 ||
-    value.length > MAX_NAME_LENGTH
-  ) {
-    throw new RpcError(
-      INVALID_PARAMS,
-      `Invalid params: "${field}" must be a string of 1..${MAX_NAME_LENGTH} characters`,
-    );
-  }
-  return value;
-}
-
-function requireEndpoint(value: unknown): Endpoint {
-  const endpoint = asObject(
-    value,
-    "registry.bind",
-    "{ name, endpoint: { id?, url } }",
-  );
-  if (typeof endpoint.url !== "string") {
-    throw new RpcError(
-      INVALID_PARAMS,
-      'Invalid params: "endpoint.url" must be a string like tcp://127.0.0.1:9001',
-    );
-  }
-  let url: string;
-  try {
-    // One spelling per address (tcp://host:port), so the same server bound
-    // as "127.0.0.1:9001" and "tcp://127.0.0.1:9001" is one endpoint.
-    url = formatTcpUrl(parseTcpUrl(endpoint.url));
-  } catch (error) {
-    throw new RpcError(
-      INVALID_PARAMS,
-      `Invalid params: "endpoint.url": ${(error as Error).message}`,
-    );
-  }
-  const id = endpoint.id === undefined
-    ? url
-    : requireName(endpoint.id, "endpoint.id");
-  return { id, url };
-}
-
-function requireConsistency(value: unknown): Consistency {
-  if (value === undefined) return "linearizable";
-  if (value === "linearizable" || value === "serializable") return value;
-  throw new RpcError(
-    INVALID_PARAMS,
-    'Invalid params: "consistency" must be "linearizable" or "serializable"',
-  );
+/** A random lease id: 16 hex digits (64 bits). */
+function newLeaseId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

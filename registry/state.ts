@@ -19,9 +19,9 @@ import {
   type EndpointState,
   type HealthCheck,
   LEASE_NOT_FOUND,
+  matchesQuery,
   type WatchEvent,
 } from "./protocol.ts";
-import { matchesQuery } from "./names.ts";
 
 /** The fields of an endpoint a bind command carries (validated by the service). */
 export interface EndpointRecord {

@@ -8,8 +8,8 @@ import { RpcConnection, type RpcConnectionOptions } from "./connection.ts";
 import { ConnectionError, messageOf } from "./errors.ts";
 import type { ByteStream, Dialer } from "./transport.ts";
 
-/** Default time allowed to open a connection: 5_000 ms. */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+/** Default time allowed to open a connection, everywhere in Rafter: 2_000 ms. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
 
 /** Options of {@link dial}. */
 export interface DialOptions extends RpcConnectionOptions {
@@ -18,7 +18,7 @@ export interface DialOptions extends RpcConnectionOptions {
    * runtime has it; on other runtimes (Node, edge workers) pass one.
    */
   dialer?: Dialer;
-  /** Time allowed to open the connection, in ms (default 5_000). */
+  /** Time allowed to open the connection, in ms. @default 2_000 */
   connectTimeoutMs?: number;
 }
 

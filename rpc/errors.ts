@@ -4,7 +4,9 @@
  * Codes -32700 and -32600..-32603 are those of the JSON-RPC 2.0
  * specification (https://www.jsonrpc.org/specification#error_object).
  * Rafter's own errors use the server-error range -32000..-32099 and carry a
- * `data` object that says what to do next.
+ * `data` object that says what to do next. The registry's codes
+ * (NOT_LEADER, NO_ENDPOINTS, UNAVAILABLE, LEASE_NOT_FOUND, COMPACTED…) are
+ * part of its contract, in `registry/protocol.ts`.
  *
  * @module
  */
@@ -20,18 +22,12 @@ export const INVALID_PARAMS: -32602 = -32602;
 /** Internal JSON-RPC error: the method threw (JSON-RPC 2.0). */
 export const INTERNAL_ERROR: -32603 = -32603;
 
-/** A registry write reached a follower; `data.leaderUrl` names the leader (Rafter). */
-export const NOT_LEADER: -32001 = -32001;
-/** No endpoint is bound under the name a stub calls (Rafter). */
-export const NO_ENDPOINTS: -32002 = -32002;
 /** The call's deadline passed before a response arrived (Rafter). */
 export const DEADLINE_EXCEEDED: -32003 = -32003;
 /** The connection closed or could not be opened (Rafter, client side only). */
 export const CONNECTION_FAILED: -32004 = -32004;
 /** The caller aborted the call through its `AbortSignal` (Rafter). */
 export const CANCELLED: -32005 = -32005;
-/** The registry has no quorum or its leader is changing; retry later (Rafter). */
-export const UNAVAILABLE: -32006 = -32006;
 
 /** The `message` the JSON-RPC 2.0 specification gives each of its codes. */
 export const STANDARD_MESSAGES: Readonly<Record<number, string>> = {
@@ -48,7 +44,7 @@ export interface ErrorObject {
   code: number;
   /** One-sentence description of what went wrong and what to do. */
   message: string;
-  /** Optional structured detail (e.g. `{ leaderUrl }` for {@link NOT_LEADER}). */
+  /** Optional structured detail (e.g. the leader's URL of a registry NOT_LEADER error). */
   data?: unknown;
 }
 

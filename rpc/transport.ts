@@ -49,8 +49,9 @@ export interface TcpAddress {
 /**
  * Parses a `tcp://host:port` URL, or a bare `host:port`.
  *
- * @throws {TypeError} when the URL has another scheme, no host, or a port
- * outside 1..65535; the message names the URL and the expected form.
+ * @throws {TypeError} when the URL has another scheme, no host, a port
+ * outside 1..65535, or a path, query, fragment or user name; the message
+ * names the URL and the expected form.
  *
  * @example
  * ```ts
@@ -75,6 +76,15 @@ export function parseTcpUrl(url: string): TcpAddress {
   ) {
     throw new TypeError(
       `invalid endpoint URL "${url}": expected tcp://host:port with a port in 1..65535`,
+    );
+  }
+  if (
+    (parsed.pathname !== "" && parsed.pathname !== "/") ||
+    parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" ||
+    parsed.password !== "" || text.includes("?") || text.includes("#")
+  ) {
+    throw new TypeError(
+      `invalid endpoint URL "${url}": a tcp:// URL has no path, query, fragment or user name; give only tcp://host:port`,
     );
   }
   const hostname = parsed.hostname.replace(/^\[(.*)\]$/, "$1");

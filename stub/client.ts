@@ -1,17 +1,21 @@
 /**
  * `connect()`: the entry point of a Rafter client. One client holds the
- * registry client, a connection pool and a cluster map per name, shared by
- * all its stubs.
+ * registry client, the watch connection, a connection pool and a cluster
+ * map per name, shared by all its stubs.
  *
  * @module
  */
 
 import type { Dialer } from "../rpc/transport.ts";
+import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/dial.ts";
 import type {
-  Consistency,
+  BindResult,
+  EndpointSpec,
+  ListResult,
   LookupResult,
-  WriteResult,
-} from "../registry/types.ts";
+  Scope,
+  UnbindResult,
+} from "../registry/protocol.ts";
 import { ClusterMap, type ClusterMapOptions } from "./cluster_map.ts";
 import {
   ClusterStub,
@@ -21,18 +25,37 @@ import {
 } from "./cluster_stub.ts";
 import { ConnectionPool } from "./connection_pool.ts";
 import {
+  type BindOptions,
   type RegistryCallOptions,
   RegistryClient,
   type RegistryClientOptions,
 } from "./registry_client.ts";
+import {
+  type BindableServer,
+  bindServer,
+  type BindServerOptions,
+  type ServerBinding,
+} from "./bind_server.ts";
+import {
+  type RegistryWatch,
+  WatchClient,
+  type WatchOptions,
+  type WatchUpdate,
+} from "./watch.ts";
 
 /** Settings of {@link connect}. */
 export interface ConnectOptions
   extends RegistryClientOptions, ClusterMapOptions {
   /** Opens byte streams; default TCP through `Deno.connect`. Pass one on other runtimes. */
   dialer?: Dialer;
-  /** Time allowed to open a connection, ms. Default 2000. */
+  /** Time allowed to open a connection, ms. @default 2_000 */
   connectTimeoutMs?: number;
+  /**
+   * Keep cluster maps current with a registry watch (one connection per
+   * client, to one registry node at a time). Without it a map looks its
+   * name up again only when it runs empty. @default true
+   */
+  watch?: boolean;
 }
 
 /**
@@ -42,16 +65,17 @@ export interface ConnectOptions
  * ```ts ignore
  * import { connect } from "./client.ts";
  * interface Hello { greet(name: string): { greeting: string; server: string } }
- * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002"]);
+ * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"]);
  * const hello = client.stub<Hello>("hello");
  * console.log((await hello.greet("Ada")).greeting);
  * client.close();
  * ```
  */
 export class RafterClient {
-  /** The registry client (bind, unbind, lookup, status). */
+  /** The registry client (bind, unbind, lookup, leases, status). */
   readonly registry: RegistryClient;
   readonly #pool: ConnectionPool;
+  readonly #watches: WatchClient;
   readonly #options: ConnectOptions;
   readonly #maps = new Map<string, ClusterMap>();
   readonly #stubs = new Map<string, ClusterStub>();
@@ -59,19 +83,26 @@ export class RafterClient {
   /** Use {@link connect}. */
   constructor(registryUrls: readonly string[], options: ConnectOptions = {}) {
     this.#options = options;
+    const connectTimeoutMs = options.connectTimeoutMs ??
+      DEFAULT_CONNECT_TIMEOUT_MS;
     this.#pool = new ConnectionPool({
       dialer: options.dialer,
-      connectTimeoutMs: options.connectTimeoutMs,
+      connectTimeoutMs,
     });
     this.registry = new RegistryClient(registryUrls, this.#pool, options);
+    this.#watches = new WatchClient(this.registry, {
+      dialer: options.dialer,
+      connectTimeoutMs,
+      callTimeoutMs: options.attemptTimeoutMs,
+    });
   }
 
   /** Binds `endpoint` under `name`; see {@link RegistryClient.bind}. */
   bind(
     name: string,
-    endpoint: { id?: string; url: string },
-    options?: RegistryCallOptions,
-  ): Promise<WriteResult> {
+    endpoint: EndpointSpec,
+    options?: BindOptions,
+  ): Promise<BindResult> {
     return this.registry.bind(name, endpoint, options);
   }
 
@@ -79,22 +110,55 @@ export class RafterClient {
   unbind(
     name: string,
     id: string,
-    options?: RegistryCallOptions,
-  ): Promise<WriteResult> {
+    options?: RegistryCallOptions & { leaseId?: string; scope?: Scope },
+  ): Promise<UnbindResult> {
     return this.registry.unbind(name, id, options);
   }
 
   /** The stubs list of `name`; see {@link RegistryClient.lookup}. */
   lookup(
     name: string,
-    options?: RegistryCallOptions & { consistency?: Consistency },
+    options?: Parameters<RegistryClient["lookup"]>[1],
   ): Promise<LookupResult> {
     return this.registry.lookup(name, options);
+  }
+
+  /** Names under `prefix`; see {@link RegistryClient.list}. */
+  list(
+    prefix?: string,
+    options?: Parameters<RegistryClient["list"]>[1],
+  ): Promise<ListResult> {
+    return this.registry.list(prefix, options);
+  }
+
+  /**
+   * Watches every name under `prefix`, resuming through another registry
+   * node when one fails; see {@link WatchClient.watch}.
+   */
+  watch(
+    prefix: string,
+    options?: WatchOptions,
+    onUpdate?: (update: WatchUpdate) => void,
+  ): RegistryWatch {
+    return this.#watches.watch(prefix, options, onUpdate);
+  }
+
+  /**
+   * Binds `server` under `name` with a lease it keeps alive; see
+   * {@link bindServer}.
+   */
+  bindServer(
+    name: string,
+    server: BindableServer | string,
+    options?: BindServerOptions,
+  ): Promise<ServerBinding> {
+    return bindServer(this.registry, name, server, options);
   }
 
   /**
    * A typed cluster stub for `name`: `stub.method(...args)` calls `method`
    * with positional params on a server chosen by the distributor.
+   * `name?key=value` only uses the servers with those attributes.
    */
   stub<T>(name: string, options: StubOptions = {}): Stub<T> {
     return new ClusterStub(name, this.#map(name), this.#pool, options).proxy<
@@ -103,35 +167,56 @@ export class RafterClient {
   }
 
   /**
-   * Calls `method` on a server of `name` with per-call options (deadline,
-   * AbortSignal), through a default stub of that name.
+   * Calls `method` on a server of `name` with `params` (positional, or
+   * named as an object) and per-call options (deadline, AbortSignal),
+   * through a default stub of that name; `idempotent: true` lets a call
+   * that may have reached a failed server run again elsewhere.
    */
   call<R = unknown>(
     name: string,
     method: string,
-    params: unknown[] = [],
-    options?: StubCallOptions,
+    params: unknown[] | Record<string, unknown> = [],
+    options: StubCallOptions & { idempotent?: boolean } = {},
   ): Promise<R> {
-    let stub = this.#stubs.get(name);
+    const key = `${options.idempotent === true ? "i" : "-"}${name}`;
+    let stub = this.#stubs.get(key);
     if (stub === undefined) {
-      stub = new ClusterStub(name, this.#map(name), this.#pool);
-      this.#stubs.set(name, stub);
+      stub = new ClusterStub(name, this.#map(name), this.#pool, {
+        idempotent: options.idempotent ?? false,
+      });
+      this.#stubs.set(key, stub);
     }
     return stub.call<R>(method, params, options);
   }
 
-  /** Closes every connection. The client stays usable (it reconnects). */
+  /**
+   * Cancels everything under way (registry calls reject with CANCELLED,
+   * watches end, keep-alives of {@link bindServer} stop, so their leases
+   * lapse: close those bindings first for a graceful exit) and closes
+   * every connection. The client cannot be used afterwards.
+   */
   close(): void {
+    this.registry.close();
+    this.#watches.close();
+    for (const map of this.#maps.values()) map.close();
     this.#pool.close();
   }
 
   #map(name: string): ClusterMap {
     let map = this.#maps.get(name);
     if (map === undefined) {
-      map = new ClusterMap(
-        () => this.registry.endpoints(name),
-        this.#options,
-      );
+      const watch = this.#options.watch ?? true;
+      map = new ClusterMap(name, {
+        lookup: () => this.registry.lookup(name, { rotate: false }),
+        watch: watch
+          ? (fromRevision, onUpdate) =>
+            this.#watches.watch(
+              name.split("?")[0],
+              { fromRevision },
+              onUpdate,
+            )
+          : undefined,
+      }, this.#options);
       this.#maps.set(name, map);
     }
     return map;
@@ -149,7 +234,7 @@ export class RafterClient {
  * @example
  * ```ts ignore
  * import { connect } from "./client.ts";
- * const client = connect("tcp://127.0.0.1:7001");
+ * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002"]);
  * await client.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
  * client.close();
  * ```

@@ -1,25 +1,43 @@
 /**
- * A client's local view of which servers serve a name: filled from the
- * registry, pruned when a server fails, refreshed now and then.
+ * A client's local view of which servers serve a name: filled by a lookup,
+ * then kept current by a registry watch (new servers join, dead ones leave,
+ * draining and unhealthy ones stop being picked, within one watch round
+ * trip and without polling), and pruned when a call to a server fails.
  *
  * @module
  */
 
-import type { Endpoint } from "../registry/types.ts";
+import {
+  type Attributes,
+  type Endpoint,
+  type LookupResult,
+  matchesQuery,
+  parseName,
+} from "../registry/protocol.ts";
+import type { WatchUpdate } from "./watch.ts";
+
+/** Where a {@link ClusterMap} learns its endpoints. */
+export interface ClusterMapSource {
+  /** Reads the name's endpoints (linearizable, not rotated). */
+  lookup(): Promise<LookupResult>;
+  /**
+   * Follows changes of the name from `fromRevision` on; omit it for a map
+   * that only looks up (e.g. in a runtime without background work).
+   */
+  watch?(
+    fromRevision: number,
+    onUpdate: (update: WatchUpdate) => void,
+  ): { close(): void };
+}
 
 /** Settings of a {@link ClusterMap}. */
 export interface ClusterMapOptions {
   /**
-   * Re-read the stubs list in the background once the last lookup is older
-   * than this, ms, so new servers are found. Default 10_000.
-   */
-  refreshMs?: number;
-  /**
-   * How long an evicted server stays out of the map even if the registry
-   * still lists it, ms. Default 5_000.
+   * How long a server whose call failed stays out of the map even if the
+   * registry still lists it, ms. @default 5_000
    */
   quarantineMs?: number;
-  /** Clock in ms; default `Date.now` (tests pass their own). */
+  /** Clock in ms. @default Date.now */
   now?: () => number;
 }
 
@@ -30,87 +48,131 @@ export interface ClusterMapOptions {
  * @example
  * ```ts
  * import { ClusterMap } from "./cluster_map.ts";
- * const map = new ClusterMap(async () => [
- *   { id: "a", url: "tcp://127.0.0.1:9001" },
- *   { id: "b", url: "tcp://127.0.0.1:9002" },
- * ]);
+ * const endpoint = (id: string, port: number) => ({
+ *   id, url: `tcp://127.0.0.1:${port}`, attrs: {}, weight: 1, zone: null,
+ *   leaseId: null, createRevision: 1, modRevision: 1, state: "serving" as const,
+ *   load: null, scope: "global" as const, check: null,
+ * });
+ * const map = new ClusterMap("hello", {
+ *   lookup: async () => ({
+ *     name: "hello", query: {}, revision: 2,
+ *     endpoints: [endpoint("a", 9001), endpoint("b", 9002)],
+ *   }),
+ * });
  * const endpoints = await map.endpoints();
  * map.evict(endpoints[0]);
  * console.log((await map.endpoints()).map((e) => e.id)); // ["b"]
  * ```
  */
 export class ClusterMap {
-  readonly #lookup: () => Promise<Endpoint[]>;
-  readonly #refreshMs: number;
+  /** The base name this map follows. */
+  readonly name: string;
+  /** The attributes its endpoints must match (from the name's query). */
+  readonly query: Attributes;
+  readonly #source: ClusterMapSource;
   readonly #quarantineMs: number;
   readonly #now: () => number;
-  #endpoints: Endpoint[] = [];
+  /** Every endpoint the registry lists, by id, in binding order. */
+  #all = new Map<string, Endpoint>();
+  #usable: Endpoint[] | null = null;
+  #usableUntil = Infinity;
   /** Endpoint key (id and URL) → time (ms) until which it stays out. */
   readonly #quarantine = new Map<string, number>();
-  #lookedUpAt = -Infinity;
+  #revision = 0;
+  #updatedAt: number | null = null;
   #pending: Promise<void> | null = null;
+  #watch: { close(): void } | null = null;
+  #closed = false;
 
   /**
-   * Makes an empty map; the first {@link endpoints} call fills it.
+   * Makes an empty map; the first {@link endpoints} call fills it and
+   * starts the watch.
    *
-   * @param lookup reads the name's current endpoints from the registry;
-   * may throw (the error reaches the caller of {@link endpoints} when the
-   * map is empty, and is ignored by background refreshes).
+   * @param name the service name (a query string filters: `db?version=1`).
+   * @throws {TypeError} when the name or its query is malformed.
+   * @param source lookups and the watch; a failing lookup's error reaches
+   * the caller of {@link endpoints} when the map is empty.
    */
   constructor(
-    lookup: () => Promise<Endpoint[]>,
+    name: string,
+    source: ClusterMapSource,
     options: ClusterMapOptions = {},
   ) {
-    this.#lookup = lookup;
-    this.#refreshMs = options.refreshMs ?? 10_000;
+    const { base, query } = parseName(name);
+    this.name = base;
+    this.query = query;
+    this.#source = source;
     this.#quarantineMs = options.quarantineMs ?? 5_000;
     this.#now = options.now ?? Date.now;
   }
 
-  /** The endpoints currently in the map (no lookup). */
-  get current(): readonly Endpoint[] {
-    return this.#endpoints;
+  /** The registry revision the map reflects (0 before the first lookup). */
+  get revision(): number {
+    return this.#revision;
+  }
+
+  /** When the map last changed from the registry (ms), or null before the first lookup. */
+  get updatedAt(): number | null {
+    return this.#updatedAt;
+  }
+
+  /** Every endpoint the registry lists, whatever its state (no lookup). */
+  get all(): readonly Endpoint[] {
+    return [...this.#all.values()];
   }
 
   /**
-   * The endpoints to choose from. An empty map is filled by a lookup first
-   * (which may still come back empty); a stale one is refreshed in the
-   * background while the current list is returned.
+   * The endpoints to choose from now (no lookup): those serving and not
+   * quarantined; when every serving one is quarantined, all serving ones (a
+   * retry beats giving up); when none serves, the draining ones (they still
+   * answer).
+   */
+  get current(): readonly Endpoint[] {
+    const now = this.#now();
+    if (this.#usable !== null && now < this.#usableUntil) return this.#usable;
+    for (const [key, until] of this.#quarantine) {
+      if (until <= now) this.#quarantine.delete(key);
+    }
+    const all = [...this.#all.values()];
+    const serving = all.filter((e) => e.state === "serving");
+    const healthy = serving.filter((e) => !this.#quarantine.has(keyOf(e)));
+    this.#usable = healthy.length > 0
+      ? healthy
+      : serving.length > 0
+      ? serving
+      : all.filter((e) => e.state === "draining");
+    // Recompute once the first quarantine runs out.
+    this.#usableUntil = Math.min(Infinity, ...this.#quarantine.values());
+    return this.#usable;
+  }
+
+  /**
+   * The endpoints to choose from. The first call (and any call while the
+   * map is empty) looks the name up first.
    *
    * @throws whatever the lookup throws, when the map is empty.
    */
   async endpoints(): Promise<readonly Endpoint[]> {
-    if (this.#endpoints.length === 0) {
+    if (this.#updatedAt === null || this.current.length === 0) {
       await this.refresh();
-    } else if (this.#now() - this.#lookedUpAt >= this.#refreshMs) {
-      this.refresh().catch(() => {
-        // A failed background refresh keeps the current map.
-      });
     }
-    return this.#endpoints;
+    return this.current;
   }
 
   /**
    * Looks the name up now (joining a lookup already under way) and replaces
-   * the map with the result minus quarantined servers. When every server
-   * the registry lists is quarantined, they all come back: a retry beats
-   * giving up.
+   * the map with the result, unless a watch already brought it further;
+   * then starts the watch if it is not running.
    */
   refresh(): Promise<void> {
     if (this.#pending !== null) return this.#pending;
-    const pending = this.#lookup().then((endpoints) => {
-      const now = this.#now();
-      for (const [key, until] of this.#quarantine) {
-        if (until <= now) this.#quarantine.delete(key);
+    const pending = this.#source.lookup().then((result) => {
+      if (result.revision >= this.#revision || this.#watch === null) {
+        this.#all = new Map(result.endpoints.map((e) => [e.id, e]));
+        this.#revision = result.revision;
+        this.#changed();
       }
-      const healthy = endpoints.filter((e) => !this.#quarantine.has(keyOf(e)));
-      if (healthy.length === 0 && endpoints.length > 0) {
-        this.#quarantine.clear();
-        this.#endpoints = endpoints;
-      } else {
-        this.#endpoints = healthy;
-      }
-      this.#lookedUpAt = now;
+      this.#startWatch();
     }).finally(() => {
       this.#pending = null;
     });
@@ -118,11 +180,65 @@ export class ClusterMap {
     return pending;
   }
 
-  /** Removes a failed server from the map and quarantines it. */
+  /** Removes a failed server from the choice and quarantines it. */
   evict(endpoint: Endpoint): void {
-    const key = keyOf(endpoint);
-    this.#endpoints = this.#endpoints.filter((e) => keyOf(e) !== key);
     this.#quarantine.set(keyOf(endpoint), this.#now() + this.#quarantineMs);
+    this.#usable = null;
+  }
+
+  /** Stops the watch. The map keeps what it knows and can still look up. */
+  close(): void {
+    this.#closed = true;
+    this.#watch?.close();
+    this.#watch = null;
+  }
+
+  #startWatch(): void {
+    if (
+      this.#closed || this.#watch !== null || this.#source.watch === undefined
+    ) {
+      return;
+    }
+    this.#watch = this.#source.watch(
+      this.#revision + 1,
+      (update) => this.#apply(update),
+    );
+  }
+
+  #apply(update: WatchUpdate): void {
+    if (update.kind === "reset") {
+      const listed = update.names.find((n) => n.name === this.name);
+      this.#all = new Map(
+        (listed?.endpoints ?? []).filter((e) =>
+          matchesQuery(e.attrs, this.query)
+        )
+          .map((e) => [e.id, e]),
+      );
+    } else {
+      let touched = false;
+      for (const event of update.events) {
+        if (event.name !== this.name) continue;
+        touched = true;
+        if (
+          event.type === "put" && matchesQuery(event.endpoint.attrs, this.query)
+        ) {
+          this.#all.set(event.endpoint.id, event.endpoint);
+        } else {
+          this.#all.delete(event.endpoint.id);
+        }
+      }
+      if (!touched) {
+        this.#revision = Math.max(this.#revision, update.revision);
+        return;
+      }
+    }
+    this.#revision = Math.max(this.#revision, update.revision);
+    this.#changed();
+  }
+
+  #changed(): void {
+    this.#usable = null;
+    this.#updatedAt = this.#now();
   }
 }
 

@@ -10,10 +10,11 @@ import {
   CANCELLED,
   ConnectionError,
   DEADLINE_EXCEEDED,
-  NO_ENDPOINTS,
   RpcError,
 } from "../rpc/errors.ts";
-import type { Endpoint } from "../registry/types.ts";
+import { NO_ENDPOINTS } from "../registry/protocol.ts";
+import type { Endpoint } from "../registry/protocol.ts";
+import { withDeadline } from "../rpc/_timing.ts";
 import type { ClusterMap } from "./cluster_map.ts";
 import type { ConnectionPool } from "./connection_pool.ts";
 import type { CallInfo, Distributor, ErrorDecision } from "./distributor.ts";
@@ -117,7 +118,8 @@ export class ClusterStub {
   }
 
   /**
-   * Calls `method` with positional `params` on a server of the name.
+   * Calls `method` with `params` (positional, or named as an object) on a
+   * server of the name.
    *
    * @throws {RpcError} the server's error response; NO_ENDPOINTS (-32002)
    * when nothing is bound under the name; the last {@link ConnectionError}
@@ -126,7 +128,7 @@ export class ClusterStub {
    */
   async call<R = unknown>(
     method: string,
-    params: unknown[] = [],
+    params: unknown[] | Record<string, unknown> = [],
     options: StubCallOptions = {},
   ): Promise<R> {
     const deadlineMs = options.deadlineMs ?? this.#deadlineMs;
@@ -134,7 +136,7 @@ export class ClusterStub {
     // The lookup and the connect have their own timeouts; the call's
     // deadline and signal bound them too.
     const bounded = <T>(promise: Promise<T>, step: string) =>
-      bound(promise, deadline, options.signal, () =>
+      withDeadline(promise, deadline, options.signal, () =>
         new RpcError(
           DEADLINE_EXCEEDED,
           `Deadline exceeded: "${this.#name}.${method}" did not get a response within ${deadlineMs} ms (${step} still under way)`,
@@ -237,38 +239,4 @@ function cancelledBeforeSending(method: string): RpcError {
     } was aborted before it was sent`,
     { written: false },
   );
-}
-
-/**
- * `promise`, unless the deadline passes or the signal aborts first (then
- * the matching error). The promise itself runs on (it may be shared).
- */
-function bound<T>(
-  promise: Promise<T>,
-  deadline: number,
-  signal: AbortSignal | undefined,
-  timedOut: () => RpcError,
-  aborted: () => RpcError,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => finish(() => reject(aborted()));
-    const timer = setTimeout(
-      () => finish(() => reject(timedOut())),
-      Math.max(0, deadline - Date.now()),
-    );
-    let settled = false;
-    function finish(settle: () => void): void {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
-      settle();
-    }
-    promise.then(
-      (value) => finish(() => resolve(value)),
-      (error) => finish(() => reject(error)),
-    );
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }

@@ -17,7 +17,7 @@ import {
   type RegistryNode,
   startRegistryNode,
 } from "../registry/registry_node.ts";
-import type { Endpoint } from "../registry/types.ts";
+import type { Endpoint } from "../registry/protocol.ts";
 import { connect, type RafterClient } from "./client.ts";
 import type { Distributor, FailureInfo } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";

@@ -12,7 +12,7 @@ import type { Dialer } from "../rpc/transport.ts";
 export interface ConnectionPoolOptions {
   /** Opens byte streams; default Deno TCP. */
   dialer?: Dialer;
-  /** Time allowed to open a connection, ms. Default 2000. */
+  /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;
 }
 
@@ -90,7 +90,7 @@ export class ConnectionPool {
   #open(url: string): Promise<RpcConnection> {
     const opening = dial(url, {
       dialer: this.#options.dialer,
-      connectTimeoutMs: this.#options.connectTimeoutMs ?? 2000,
+      connectTimeoutMs: this.#options.connectTimeoutMs,
     });
     this.#connections.set(url, opening);
     opening.then(

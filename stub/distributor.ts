@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Endpoint } from "../registry/types.ts";
+import type { Endpoint } from "../registry/protocol.ts";
 
 /** What a distributor is told about the call it places. */
 export interface CallInfo {
@@ -15,8 +15,8 @@ export interface CallInfo {
   readonly name: string;
   /** JSON-RPC method called. */
   readonly method: string;
-  /** Params by position, as the stub method received them. */
-  readonly params: readonly unknown[];
+  /** Params by position (as a stub method received them), or by name. */
+  readonly params: readonly unknown[] | Readonly<Record<string, unknown>>;
   /** 0 for the first try, then 1, 2, … for retries. */
   readonly attempt: number;
 }

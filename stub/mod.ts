@@ -25,3 +25,5 @@ export * from "./connection_pool.ts";
 export * from "./distributor.ts";
 export * from "./registry_client.ts";
 export * from "./round_robin.ts";
+export * from "./watch.ts";
+export * from "./bind_server.ts";

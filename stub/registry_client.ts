@@ -1,7 +1,10 @@
 /**
- * A client of the registry cluster: tries its registry URLs in turn, follows
- * not-leader hints to the leader, and retries while the registry elects a
- * leader, until the call's deadline.
+ * A client of the registry cluster, typed by the registry's contract
+ * (`registry/protocol.ts`): writes and lease calls follow the leader
+ * (NOT_LEADER hints), reads are spread across the registry URLs, and when
+ * no node answers the client backs off with jitter, so clients do not all
+ * come back at once when a registry restarts. When no URL accepts a
+ * connection at all the call fails fast with UNAVAILABLE, naming the URLs.
  *
  * @module
  */
@@ -10,28 +13,57 @@ import {
   CANCELLED,
   ConnectionError,
   DEADLINE_EXCEEDED,
-  NOT_LEADER,
   RpcError,
-  UNAVAILABLE,
 } from "../rpc/errors.ts";
-import type { Params } from "../rpc/message.ts";
 import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
-import type {
-  Consistency,
-  Endpoint,
-  LookupResult,
-  NotLeaderData,
-  RegistryStatus,
-  WriteResult,
-} from "../registry/types.ts";
+import {
+  type BindParams,
+  type BindResult,
+  type EndpointSpec,
+  LEADER_METHODS,
+  type LeaseGrantResult,
+  type LeaseInfo,
+  type LeaseKeepAliveResult,
+  type LeaseListResult,
+  type LeaseRevokeResult,
+  type ListParams,
+  type ListResult,
+  type LookupParams,
+  type LookupResult,
+  NOT_LEADER,
+  type NotLeaderData,
+  type ParamsOf,
+  REGISTRY_METHODS,
+  type RegistryMethod,
+  type RegistryStatus,
+  type ResultOf,
+  type Scope,
+  type SetStateParams,
+  UNAVAILABLE,
+  type UnavailableData,
+  type UnbindParams,
+  type UnbindResult,
+  type WriteResult,
+} from "../registry/protocol.ts";
 import type { ConnectionPool } from "./connection_pool.ts";
+import { abortableSleep, backoffDelay } from "../rpc/_timing.ts";
 
 /** Settings of a {@link RegistryClient}. */
 export interface RegistryClientOptions {
-  /** Total time one registry operation may take, retries included, ms. Default 15_000. */
+  /** Total time one registry operation may take, retries included, ms. @default 15_000 */
   deadlineMs?: number;
-  /** Time one attempt on one registry node may take, ms. Default 4_000. */
+  /** Time one attempt on one registry node may take, ms. @default 4_000 */
   attemptTimeoutMs?: number;
+  /**
+   * Give up with UNAVAILABLE once every registry URL failed to connect in
+   * this many rounds in a row (a registry that is down, not one that is
+   * electing). @default 2
+   */
+  failFastRounds?: number;
+  /** First back-off after a round where no node answered, ms (jittered). @default 50 */
+  minBackoffMs?: number;
+  /** Longest back-off, ms (jittered). @default 1_000 */
+  maxBackoffMs?: number;
 }
 
 /** Options of one registry operation. */
@@ -40,24 +72,39 @@ export interface RegistryCallOptions {
   deadlineMs?: number;
   /** Aborts the operation (rejects with CANCELLED). */
   signal?: AbortSignal;
+  /**
+   * Ask exactly this registry node (`tcp://host:port`), with no fail-over:
+   * for local-area bindings, which live on one node.
+   */
+  node?: string;
+}
+
+/** Options of {@link RegistryClient.bind}. */
+export interface BindOptions extends RegistryCallOptions {
+  /** Attach the binding to this lease. */
+  leaseId?: string;
+  /** Grant a lease of this TTL and attach the binding to it, in one step. */
+  grant?: { ttlMs: number };
+  /** @default "global" */
+  scope?: Scope;
 }
 
 /**
- * Talks to whichever registry node can answer. Every registry operation is
+ * Talks to whichever registry node can answer. Every registry write is
  * safe to repeat (a bind replaces the same id, an unbind of a missing id
- * removes nothing), so a call that may have reached a node that then died
- * is retried on the next one.
+ * removes nothing, a keep-alive renews again), so a call that may have
+ * reached a node that then died is retried on the next one.
  *
  * @example
  * ```ts ignore
  * import { ConnectionPool } from "./connection_pool.ts";
  * import { RegistryClient } from "./registry_client.ts";
  * const registry = new RegistryClient(
- *   ["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002"],
+ *   ["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"],
  *   new ConnectionPool(),
  * );
  * await registry.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
- * console.log(await registry.lookup("hello"));
+ * console.log((await registry.lookup("hello")).endpoints.length);
  * ```
  */
 export class RegistryClient {
@@ -65,7 +112,14 @@ export class RegistryClient {
   readonly #pool: ConnectionPool;
   readonly #deadlineMs: number;
   readonly #attemptTimeoutMs: number;
-  #current = 0;
+  readonly #failFastRounds: number;
+  readonly #minBackoffMs: number;
+  readonly #maxBackoffMs: number;
+  readonly #closing = new AbortController();
+  /** Index of the node believed to lead. */
+  #leader = 0;
+  /** Where the next read goes (round robin). */
+  #reader = Math.floor(Math.random() * 1024);
 
   /**
    * Makes a client; nothing is connected until the first operation.
@@ -91,6 +145,9 @@ export class RegistryClient {
     this.#pool = pool;
     this.#deadlineMs = options.deadlineMs ?? 15_000;
     this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 4_000;
+    this.#failFastRounds = options.failFastRounds ?? 2;
+    this.#minBackoffMs = options.minBackoffMs ?? 50;
+    this.#maxBackoffMs = options.maxBackoffMs ?? 1_000;
   }
 
   /** The registry URLs known, including leaders learned from hints. */
@@ -98,99 +155,210 @@ export class RegistryClient {
     return this.#urls;
   }
 
+  /** Aborts when {@link close} is called: long-running helpers stop with it. */
+  get signal(): AbortSignal {
+    return this.#closing.signal;
+  }
+
   /**
-   * Binds `endpoint` under `name` (replacing an endpoint with the same id).
-   * @throws {RpcError} INVALID_PARAMS for a bad name or URL; DEADLINE_EXCEEDED
-   * when no leader accepted the write in time.
+   * Binds `endpoint` under `name` (`name?key=value` adds attributes),
+   * replacing an endpoint with the same id.
+   *
+   * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL;
+   * LEASE_NOT_FOUND for a `leaseId` that does not exist; UNAVAILABLE or
+   * DEADLINE_EXCEEDED when no leader accepted the write in time.
    */
   bind(
     name: string,
-    endpoint: { id?: string; url: string },
-    options?: RegistryCallOptions,
-  ): Promise<WriteResult> {
-    return this.call("registry.bind", { name, endpoint }, options);
-  }
-
-  /** Removes endpoint `id` from `name`; `removed` is 0 if it was not bound. */
-  unbind(
-    name: string,
-    id: string,
-    options?: RegistryCallOptions,
-  ): Promise<WriteResult> {
-    return this.call("registry.unbind", { name, id }, options);
-  }
-
-  /** The stubs list of `name` (linearizable unless told otherwise). */
-  lookup(
-    name: string,
-    options: RegistryCallOptions & { consistency?: Consistency } = {},
-  ): Promise<LookupResult> {
-    const params: Record<string, unknown> = { name };
-    if (options.consistency !== undefined) {
-      params.consistency = options.consistency;
-    }
-    return this.call("registry.lookup", params, options);
-  }
-
-  /** Endpoints bound under `name`. */
-  async endpoints(
-    name: string,
-    options?: RegistryCallOptions,
-  ): Promise<Endpoint[]> {
-    return (await this.lookup(name, options)).endpoints;
-  }
-
-  /** Status of the node at `url` (no retries elsewhere). */
-  async status(
-    url: string,
-    options: { timeoutMs?: number } = {},
-  ): Promise<RegistryStatus> {
-    const connection = await this.#pool.get(url);
-    return connection.call<RegistryStatus>("registry.status", undefined, {
-      timeoutMs: options.timeoutMs ?? this.#attemptTimeoutMs,
-    });
+    endpoint: EndpointSpec,
+    options: BindOptions = {},
+  ): Promise<BindResult> {
+    const params: BindParams = { name, endpoint };
+    if (options.leaseId !== undefined) params.leaseId = options.leaseId;
+    if (options.grant !== undefined) params.grant = options.grant;
+    if (options.scope !== undefined) params.scope = options.scope;
+    return this.call(REGISTRY_METHODS.bind, params, options);
   }
 
   /**
-   * Calls a registry method on the current node, moving to the leader on a
-   * NOT_LEADER hint, to the next URL on a connection failure or attempt
-   * timeout, and waiting with backoff while no leader is known.
-   *
-   * @throws {RpcError} the last error once the deadline passes, or at once
-   * for errors that a retry cannot fix (bad params, method not found,
-   * CANCELLED).
+   * Removes endpoint `id` from `name`; `removed` is 0 if it was not bound
+   * (or, with `leaseId`, is now held by another lease).
    */
-  async call<T>(
-    method: string,
-    params: Params | undefined,
+  unbind(
+    name: string,
+    id: string,
+    options: RegistryCallOptions & { leaseId?: string; scope?: Scope } = {},
+  ): Promise<UnbindResult> {
+    const params: UnbindParams = { name, id };
+    if (options.leaseId !== undefined) params.leaseId = options.leaseId;
+    if (options.scope !== undefined) params.scope = options.scope;
+    return this.call(REGISTRY_METHODS.unbind, params, options);
+  }
+
+  /** Marks endpoint `id` of `name` draining (or serving again). */
+  setState(
+    name: string,
+    id: string,
+    state: SetStateParams["state"],
+    options: RegistryCallOptions & { leaseId?: string; scope?: Scope } = {},
+  ): Promise<WriteResult> {
+    const params: SetStateParams & { scope?: Scope } = { name, id, state };
+    if (options.leaseId !== undefined) params.leaseId = options.leaseId;
+    if (options.scope !== undefined) params.scope = options.scope;
+    return this.call(REGISTRY_METHODS.setState, params, options);
+  }
+
+  /** The stubs list of `name` (`name?key=value` filters by attributes). */
+  lookup(
+    name: string,
+    options: RegistryCallOptions & Omit<LookupParams, "name"> = {},
+  ): Promise<LookupResult> {
+    const { deadlineMs: _d, signal: _s, node: _n, ...rest } = options;
+    return this.call(REGISTRY_METHODS.lookup, { name, ...rest }, options);
+  }
+
+  /** Names under `prefix` (every name by default), with counts or endpoints. */
+  list(
+    prefix = "",
+    options: RegistryCallOptions & Omit<ListParams, "prefix"> = {},
+  ): Promise<ListResult> {
+    const { deadlineMs: _d, signal: _s, node: _n, ...rest } = options;
+    return this.call(REGISTRY_METHODS.list, { prefix, ...rest }, options);
+  }
+
+  /** Grants a lease of `ttlMs` (at least 1.5 × the registry's election timeout). */
+  grantLease(
+    ttlMs: number,
+    options: RegistryCallOptions & { id?: string } = {},
+  ): Promise<LeaseGrantResult> {
+    const params = options.id === undefined
+      ? { ttlMs }
+      : { ttlMs, id: options.id };
+    return this.call(REGISTRY_METHODS.leaseGrant, params, options);
+  }
+
+  /**
+   * Renews a lease, reporting the server's `load` if given.
+   * @throws {RpcError} LEASE_NOT_FOUND once the lease has expired.
+   */
+  keepAlive(
+    id: string,
+    load?: number,
+    options?: RegistryCallOptions,
+  ): Promise<LeaseKeepAliveResult> {
+    const params = load === undefined ? { id } : { id, load };
+    return this.call(REGISTRY_METHODS.leaseKeepAlive, params, options);
+  }
+
+  /** Revokes a lease; its bindings go with it. */
+  revokeLease(
+    id: string,
+    options?: RegistryCallOptions,
+  ): Promise<LeaseRevokeResult> {
+    return this.call(REGISTRY_METHODS.leaseRevoke, { id }, options);
+  }
+
+  /** Time left on a lease, and its bindings. */
+  timeToLive(id: string, options?: RegistryCallOptions): Promise<LeaseInfo> {
+    return this.call(REGISTRY_METHODS.leaseTimeToLive, { id }, options);
+  }
+
+  /** Every lease. */
+  leases(options?: RegistryCallOptions): Promise<LeaseListResult> {
+    return this.call(REGISTRY_METHODS.leaseList, {}, options);
+  }
+
+  /**
+   * Status of the node at `url`, with no retries elsewhere; without `url`,
+   * of the first node that answers.
+   */
+  async status(
+    url?: string,
+    options: { timeoutMs?: number } = {},
+  ): Promise<RegistryStatus> {
+    if (url === undefined) {
+      return this.call(REGISTRY_METHODS.status, undefined, {
+        deadlineMs: options.timeoutMs,
+      });
+    }
+    const connection = await this.#pool.get(formatTcpUrl(parseTcpUrl(url)));
+    return connection.call<RegistryStatus>(
+      REGISTRY_METHODS.status,
+      undefined,
+      { timeoutMs: options.timeoutMs ?? this.#attemptTimeoutMs },
+    );
+  }
+
+  /**
+   * Calls a registry method: writes and lease calls on the leader (moving
+   * to it on a NOT_LEADER hint), reads on the next node in turn; on a
+   * connection failure, attempt timeout or UNAVAILABLE it moves to the next
+   * node, backing off with jitter after a round where none answered.
+   *
+   * @throws {RpcError} UNAVAILABLE (-32006) at once when no registry URL
+   * accepted a connection for `failFastRounds` rounds (the message names
+   * them and says how to start a registry); the last error, as
+   * DEADLINE_EXCEEDED, once the deadline passes; at once, errors a retry
+   * cannot fix (bad params, method not found, LEASE_NOT_FOUND…); CANCELLED
+   * when the signal aborts or the client is closed.
+   */
+  async call<M extends RegistryMethod>(
+    method: M,
+    params: ParamsOf<M>,
     options: RegistryCallOptions = {},
-  ): Promise<T> {
+  ): Promise<ResultOf<M>> {
+    const signal = options.signal === undefined
+      ? this.#closing.signal
+      : AbortSignal.any([options.signal, this.#closing.signal]);
+    if (options.node !== undefined) {
+      const url = formatTcpUrl(parseTcpUrl(options.node));
+      const connection = await this.#pool.get(url);
+      return await connection.call<ResultOf<M>>(method, params as never, {
+        timeoutMs: options.deadlineMs ?? this.#attemptTimeoutMs,
+        signal,
+      });
+    }
+    const toLeader = LEADER_METHODS.has(method);
     const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
+    const n = () => this.#urls.length;
     let lastError: unknown = null;
-    let failuresInRow = 0;
+    let refusedRounds = 0;
+    let round = 0;
     let hops = 0;
-    for (let attempt = 0;; attempt++) {
+    // Per round: how many nodes were tried, and how many refused to connect.
+    let tried = 0;
+    let refused = 0;
+    let index = toLeader ? this.#leader : this.#reader++ % n();
+    for (let attempt = 0; attempt < 10_000; attempt++) {
       const remaining = deadline - Date.now();
-      if (remaining <= 0 || attempt > 1000) break;
-      if (options.signal?.aborted) throw cancelled(method);
-      const url = this.#urls[this.#current];
+      if (remaining <= 0) break;
+      if (signal.aborted) throw cancelled(method);
+      const url = this.#urls[index % n()];
       try {
         const connection = await this.#pool.get(url);
-        return await connection.call<T>(method, params, {
-          timeoutMs: Math.min(remaining, this.#attemptTimeoutMs),
-          signal: options.signal,
-        });
+        const result = await connection.call<ResultOf<M>>(
+          method,
+          params as never,
+          {
+            timeoutMs: Math.min(remaining, this.#attemptTimeoutMs),
+            signal,
+          },
+        );
+        if (toLeader) this.#leader = index % n();
+        return result;
       } catch (error) {
         lastError = error;
-        if (options.signal?.aborted) throw cancelled(method);
+        if (signal.aborted) throw cancelled(method);
         const hint = leaderHint(error);
-        if (hint !== null && hint !== url && hops++ <= this.#urls.length) {
+        if (hint !== null && hint !== url && hops++ <= n()) {
           // Follow the hint at once, but not around a loop of stale hints.
-          this.#moveTo(hint);
+          index = this.#indexOf(hint);
+          this.#leader = index;
           continue;
         }
         if (error instanceof ConnectionError) {
           this.#pool.drop(url);
+          if (!error.written) refused++;
         } else if (
           !(error instanceof RpcError) ||
           (error.code !== UNAVAILABLE && error.code !== DEADLINE_EXCEEDED &&
@@ -198,17 +366,24 @@ export class RegistryClient {
         ) {
           throw error;
         }
-        this.#current = (this.#current + 1) % this.#urls.length;
-        failuresInRow++;
-        if (failuresInRow >= this.#urls.length) {
-          // Every node failed once: wait before the next round.
-          const pause = Math.min(
-            50 * 2 ** Math.min(failuresInRow - this.#urls.length, 4),
-            Math.max(deadline - Date.now(), 0),
-          );
-          await sleep(pause, options.signal);
-          if (options.signal?.aborted) throw cancelled(method);
+        tried++;
+      }
+      index = (index + 1) % n();
+      if (tried >= n()) {
+        // Every node failed once: give up if none even accepted a
+        // connection, else wait before the next round.
+        refusedRounds = refused >= tried ? refusedRounds + 1 : 0;
+        if (refusedRounds >= this.#failFastRounds) {
+          throw noRegistry(method, this.#urls, lastError);
         }
+        tried = 0;
+        refused = 0;
+        const pause = Math.min(
+          backoffDelay(round++, this.#minBackoffMs, this.#maxBackoffMs),
+          Math.max(deadline - Date.now(), 0),
+        );
+        await abortableSleep(pause, signal);
+        if (signal.aborted) throw cancelled(method);
       }
     }
     if (lastError instanceof RpcError) {
@@ -224,10 +399,17 @@ export class RegistryClient {
       new RpcError(DEADLINE_EXCEEDED, `Deadline exceeded: ${method}`);
   }
 
-  #moveTo(url: string): void {
-    let index = this.#urls.indexOf(url);
-    if (index === -1) index = this.#urls.push(url) - 1;
-    this.#current = index;
+  /**
+   * Cancels every call under way (they reject with CANCELLED) and every
+   * helper tied to {@link signal}. The client cannot be used afterwards.
+   */
+  close(): void {
+    this.#closing.abort();
+  }
+
+  #indexOf(url: string): number {
+    const index = this.#urls.indexOf(url);
+    return index === -1 ? this.#urls.push(url) - 1 : index;
   }
 }
 
@@ -241,15 +423,20 @@ function cancelled(method: string): RpcError {
   return new RpcError(CANCELLED, `Cancelled: the caller aborted ${method}`);
 }
 
-/** Waits `ms`, or less if `signal` aborts first (never rejects). */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
+function noRegistry(
+  method: string,
+  urls: readonly string[],
+  lastError: unknown,
+): RpcError {
+  const reason = lastError instanceof Error
+    ? `; last error: ${lastError.message}`
+    : "";
+  const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
+  return new RpcError(
+    UNAVAILABLE,
+    `Unavailable: no registry node accepted a connection for ${method} (tried ${
+      urls.join(", ")
+    })${reason}. Start a registry (deno task registry) or check the registry URLs`,
+    data,
+  );
 }

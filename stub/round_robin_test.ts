@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Endpoint } from "../registry/types.ts";
+import type { Endpoint } from "../registry/protocol.ts";
 import type { CallInfo } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
 

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { runScenario } from "../examples/demo/scenario.ts";
-import type { LookupResult } from "../registry/types.ts";
+import type { LookupResult } from "../registry/protocol.ts";
 
 const ROOT = new URL("../", import.meta.url);
 

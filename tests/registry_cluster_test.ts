@@ -10,7 +10,7 @@ import { dial } from "../rpc/dial.ts";
 import { NOT_LEADER, RpcError } from "../rpc/errors.ts";
 import type { RpcConnection } from "../rpc/connection.ts";
 import { parseTcpUrl } from "../rpc/transport.ts";
-import type { LookupResult, NotLeaderData } from "../registry/types.ts";
+import type { LookupResult, NotLeaderData } from "../registry/protocol.ts";
 import { connect } from "../stub/client.ts";
 
 async function withConnection<T>(

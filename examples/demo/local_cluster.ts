@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { RegistryStatus } from "../../registry/types.ts";
+import type { RegistryStatus } from "../../registry/protocol.ts";
 import { dial } from "../../rpc/dial.ts";
 
 const ROOT = new URL("../../", import.meta.url);

@@ -10,7 +10,7 @@
 
 import { connect } from "../../stub/client.ts";
 import { roundRobin } from "../../stub/round_robin.ts";
-import type { LookupResult } from "../../registry/types.ts";
+import type { LookupResult } from "../../registry/protocol.ts";
 import { dial } from "../../rpc/dial.ts";
 import type { Hello } from "../hello/server.ts";
 import { LocalCluster } from "./local_cluster.ts";

@@ -10,34 +10,75 @@
  */
 
 import { parseArgs } from "node:util";
-import { connect, roundRobin } from "../../mod.ts";
+import { connect, DEFAULT_REGISTRY_URL, roundRobin } from "../../mod.ts";
 import type { Hello } from "./server.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    registry: { type: "string", default: "tcp://127.0.0.1:7001" },
-    name: { type: "string", default: "Ada" },
-    count: { type: "string", default: "10" },
-    "interval-ms": { type: "string", default: "1000" },
-  },
-});
+const USAGE = `usage: deno run -A examples/hello/client.ts [options]
 
-const client = connect(values.registry.split(","));
-const hello = client.stub<Hello>("hello", { distributor: roundRobin() });
-const count = Number(values.count);
-let failed = 0;
-for (let i = 0; i < count; i++) {
-  try {
-    const { greeting, server } = await hello.greet(values.name);
-    console.log(`${greeting} (from ${server})`);
-  } catch (error) {
-    failed++;
-    console.error(`call failed: ${(error as Error).message}`);
+  --registry URLS    registry nodes, comma-separated (default ${DEFAULT_REGISTRY_URL})
+  --service NAME     service to call (default hello; NAME?k=v picks by attributes)
+  --name TEXT        the name to greet (default Ada)
+  --count N          calls to make (default 10)
+  --interval-ms N    pause between calls (default 1000)
+  --help             show this text
+
+Exits 0 when every call succeeded, 1 otherwise.`;
+
+function parse() {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      registry: { type: "string", default: DEFAULT_REGISTRY_URL },
+      service: { type: "string", default: "hello" },
+      name: { type: "string", default: "Ada" },
+      count: { type: "string", default: "10" },
+      "interval-ms": { type: "string", default: "1000" },
+      help: { type: "boolean", default: false },
+    },
+    strict: true,
+  });
+  const count = Number(values.count);
+  const intervalMs = Number(values["interval-ms"]);
+  if (!Number.isSafeInteger(count) || count < 1) {
+    throw new Error("--count must be a positive integer");
   }
-  if (i + 1 < count) {
-    await new Promise((r) => setTimeout(r, Number(values["interval-ms"])));
+  if (!Number.isFinite(intervalMs) || intervalMs < 0) {
+    throw new Error("--interval-ms must be a number of ms >= 0");
   }
+  return { ...values, count, intervalMs };
 }
-client.close();
-Deno.exit(failed === 0 ? 0 : 1);
+
+async function main(): Promise<number> {
+  let options;
+  try {
+    options = parse();
+  } catch (error) {
+    console.error(`hello client: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const client = connect(options.registry.split(","));
+  const hello = client.stub<Hello>(options.service, {
+    distributor: roundRobin(),
+  });
+  let failed = 0;
+  for (let i = 0; i < options.count; i++) {
+    try {
+      const { greeting, server } = await hello.greet(options.name);
+      console.log(`${greeting} (from ${server})`);
+    } catch (error) {
+      failed++;
+      console.error(`call failed: ${(error as Error).message}`);
+    }
+    if (i + 1 < options.count) {
+      await new Promise((r) => setTimeout(r, options.intervalMs));
+    }
+  }
+  client.close();
+  return failed === 0 ? 0 : 1;
+}
+
+if (import.meta.main) Deno.exit(await main());

@@ -1,7 +1,9 @@
 /**
  * A hello server: serves `greet(name)` and binds itself in the registry as
- * `hello`. On SIGINT/SIGTERM it unbinds, then drains: calls under way are
- * answered and clients move to other servers, so no call is lost.
+ * `hello` with a lease it keeps alive (`bindServer`), reporting its load
+ * (calls in the last second). On SIGINT/SIGTERM it drains: its endpoint is
+ * marked draining so clients stop picking it, calls under way are
+ * answered, then its lease is revoked; no call is lost.
  *
  * ```sh
  * deno run -A examples/hello/server.ts --registry tcp://127.0.0.1:7001 --id hello-1
@@ -12,7 +14,9 @@
 
 import { parseArgs } from "node:util";
 import {
+  type BindServerOptions,
   connect,
+  DEFAULT_REGISTRY_URL,
   INVALID_PARAMS,
   parseListenAddress,
   RpcError,
@@ -31,7 +35,7 @@ export interface Hello {
 }
 
 /**
- * The hello methods of server `id`.
+ * The hello methods of server `id`; `onCall` is told of each call.
  *
  * @example
  * ```ts
@@ -39,7 +43,7 @@ export interface Hello {
  * console.log(helloMethods("hello-1").greet("Ada")); // { greeting: "Hello, Ada!", server: "hello-1" }
  * ```
  */
-export function helloMethods(id: string): Hello {
+export function helloMethods(id: string, onCall?: () => void): Hello {
   return {
     greet(name: unknown): Greeting {
       if (typeof name !== "string") {
@@ -48,30 +52,115 @@ export function helloMethods(id: string): Hello {
           "Invalid params: greet takes one string, the name to greet",
         );
       }
+      onCall?.();
       return { greeting: `Hello, ${name}!`, server: id };
     },
   };
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      registry: { type: "string", default: "tcp://127.0.0.1:7001" },
-      listen: { type: "string", default: "127.0.0.1:0" },
-      id: { type: "string" },
-      name: { type: "string", default: "hello" },
-      "watch-stdin": { type: "boolean", default: false },
-    },
-  });
-  const id = values.id ?? `hello-${Deno.pid}`;
-  const served = serve({
-    ...parseListenAddress(values.listen),
-    methods: { ...helloMethods(id) },
+const USAGE = `usage: deno run -A examples/hello/server.ts [options]
+
+  --registry URLS  registry nodes, comma-separated (default ${DEFAULT_REGISTRY_URL});
+                   list 2-3 so the server survives a registry node's death
+  --listen H:P     address to serve on (default 127.0.0.1:0, a free port)
+  --advertise H    address clients dial, when listening on 0.0.0.0 or ::
+  --id ID          instance id (default hello-<random>: two copies never clash)
+  --name NAME      service name to bind (default hello); NAME?k=v adds attributes
+  --ttl-ms N       lease TTL: a crashed server leaves lookups this soon
+                   (default 10000)
+  --check KIND     let the registry leader probe it: tcp or ping
+  --zone ZONE      failure zone, for zone-aware distributors
+  --watch-stdin    exit when standard input closes (for supervisors and tests)
+  --help           show this text`;
+
+async function main(): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: Deno.args,
+      options: {
+        registry: { type: "string", default: DEFAULT_REGISTRY_URL },
+        listen: { type: "string", default: "127.0.0.1:0" },
+        advertise: { type: "string" },
+        id: { type: "string" },
+        name: { type: "string", default: "hello" },
+        "ttl-ms": { type: "string", default: "10000" },
+        check: { type: "string" },
+        zone: { type: "string" },
+        "watch-stdin": { type: "boolean", default: false },
+        help: { type: "boolean", default: false },
+      },
+      strict: true,
+    }));
+  } catch (error) {
+    console.error(`hello server: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const ttlMs = Number(values["ttl-ms"]);
+  if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    console.error(`hello server: --ttl-ms must be a positive integer\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.check !== undefined && values.check !== "tcp" && values.check !== "ping") {
+    console.error(`hello server: --check must be tcp or ping\n\n${USAGE}`);
+    return 2;
+  }
+  let listen;
+  try {
+    listen = parseListenAddress(values.listen);
+  } catch (error) {
+    console.error(`hello server: --listen: ${(error as Error).message}`);
+    return 2;
+  }
+
+  // Load: calls answered in the last second, reported with each keep-alive.
+  const callTimes: number[] = [];
+  const onCall = () => callTimes.push(Date.now());
+  const load = () => {
+    const since = Date.now() - 1000;
+    while (callTimes.length > 0 && callTimes[0] < since) callTimes.shift();
+    return callTimes.length;
+  };
+
+  const name = values.name;
+  let id = values.id ?? `${name.split("?")[0]}-${randomHex(4)}`;
+  const server = serve({
+    ...listen,
+    advertise: values.advertise,
+    methods: { ...helloMethods(id, onCall) },
   });
   const client = connect(values.registry.split(","));
-  await client.bind(values.name, { id, url: served.url });
-  console.log(`${id} serving on ${served.url}, bound as "${values.name}"`);
+  const options: BindServerOptions = {
+    id,
+    ttlMs,
+    load,
+    onEvent: (event) => {
+      if (event.type === "rebound") {
+        console.log(`${id}: bound again with lease ${event.leaseId} (${event.why})`);
+      }
+    },
+  };
+  if (values.check !== undefined) {
+    options.check = { kind: values.check as "tcp" | "ping" };
+  }
+  if (values.zone !== undefined) options.zone = values.zone;
+  let binding;
+  try {
+    binding = await client.bindServer(name, server, options);
+  } catch (error) {
+    console.error(`hello server: cannot bind "${name}": ${(error as Error).message}`);
+    client.close();
+    await server.close();
+    return 1;
+  }
+  id = binding.id;
+  console.log(
+    `${id} serving on ${server.url}, bound as "${name}" with lease ${binding.leaseId} (ttl ${ttlMs} ms)`,
+  );
 
   const stopped = Promise.withResolvers<void>();
   Deno.addSignalListener("SIGINT", () => stopped.resolve());
@@ -83,13 +172,16 @@ async function main(): Promise<void> {
     })();
   }
   await stopped.promise;
-  await client.unbind(values.name, id, { deadlineMs: 3000 }).catch((error) =>
-    console.error(`${id}: unbind failed: ${error.message}`)
-  );
+  await binding.close(); // draining → calls under way finish → revoke
   client.close();
-  await served.drain(5_000);
   console.log(`${id} stopped`);
-  Deno.exit(0);
+  return 0;
 }
 
-if (import.meta.main) await main();
+function randomHex(bytes: number): string {
+  return [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) =>
+    b.toString(16).padStart(2, "0")
+  ).join("");
+}
+
+if (import.meta.main) Deno.exit(await main());

@@ -1,0 +1,30 @@
+/**
+ * Helpers shared by the tests of this folder (not part of the public API).
+ *
+ * @module
+ */
+
+import type { Endpoint } from "../registry/protocol.ts";
+
+/** A serving, global endpoint `id` at 127.0.0.1:`port`, with `overrides`. */
+export function endpoint(
+  id: string,
+  port: number,
+  overrides: Partial<Endpoint> = {},
+): Endpoint {
+  return {
+    id,
+    url: `tcp://127.0.0.1:${port}`,
+    attrs: {},
+    weight: 1,
+    zone: null,
+    leaseId: null,
+    createRevision: 1,
+    modRevision: 1,
+    state: "serving",
+    load: null,
+    scope: "global",
+    check: null,
+    ...overrides,
+  };
+}
