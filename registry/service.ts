@@ -2,6 +2,7 @@
  * The registry's JSON-RPC API (`registry.bind`, `registry.unbind`,
  * `registry.lookup`, `registry.status`): validates params, turns writes
  * into Raft proposals, and serves lookups from the replicated state.
+ * Served on the client port only; peers use the peer port.
  *
  * @module
  */
@@ -21,6 +22,7 @@ import type {
   Consistency,
   Endpoint,
   LookupResult,
+  MemberStatus,
   NotLeaderData,
   RegistryStatus,
   WriteResult,
@@ -32,14 +34,30 @@ export const MAX_NAME_LENGTH = 256;
 /** What the registry's Raft node returns for each applied entry. */
 export type ApplyResult = WriteResult | { error: string };
 
+/**
+ * The members as this node sees them, for `registry.status` and the
+ * leader's URL in NOT_LEADER hints (the registry node keeps it from its
+ * peer directory).
+ */
+export interface MemberView {
+  /** This node's peer URL. */
+  readonly peerUrl: string;
+  /** Every member, this node included. */
+  members(): MemberStatus[];
+  /** Member `id`'s client URL, as it announced it to this node, or null. */
+  clientUrl(id: string): string | null;
+}
+
 /** What {@link registryMethods} needs. */
 export interface RegistryServiceOptions {
   /** The node's Raft driver, applying entries to `state`. */
   node: RaftNode<ApplyResult>;
   /** The replicated state. */
   state: RegistryState;
-  /** This node's own URL (read when needed: the port may be learnt late). */
+  /** This node's own client URL (read when needed: the port may be learnt late). */
   url: () => string;
+  /** The members: peer URLs, reachability, learnt client URLs. */
+  members: MemberView;
   /**
    * How long a write waits to commit, ms. Default 3000: under the registry
    * client's 4000 ms per attempt (a client waits longer than the server it
@@ -62,12 +80,16 @@ export interface RegistryServiceOptions {
  * @example
  * ```ts ignore
  * import { serve } from "../rpc/serve.ts";
- * const server = serve({ port: 7001, methods: { ...node.methods, ...registryMethods({ node, state, url }) } });
+ * const server = serve({ port: 7001, methods: registryMethods({ node, state, url, members }) });
  * ```
  */
 export function registryMethods(options: RegistryServiceOptions): Methods {
   const { node, state } = options;
   const retryAfterMs = options.electionTimeoutMs ?? 1000;
+  const leaderUrl = (leader: string): string | null =>
+    leader === node.status.id
+      ? options.url()
+      : options.members.clientUrl(leader);
 
   const propose = async (command: Command): Promise<WriteResult> => {
     try {
@@ -82,7 +104,7 @@ export function registryMethods(options: RegistryServiceOptions): Methods {
       }
       return result;
     } catch (error) {
-      throw toRpcError(error, node, retryAfterMs, "write");
+      throw toRpcError(error, node, leaderUrl, retryAfterMs, "write");
     }
   };
 
@@ -118,7 +140,7 @@ export function registryMethods(options: RegistryServiceOptions): Methods {
         try {
           await node.readBarrier();
         } catch (error) {
-          throw toRpcError(error, node, retryAfterMs, "read");
+          throw toRpcError(error, node, leaderUrl, retryAfterMs, "read");
         }
       }
       return state.lookup(name);
@@ -126,17 +148,25 @@ export function registryMethods(options: RegistryServiceOptions): Methods {
 
     "registry.status": (): RegistryStatus => {
       const status = node.status;
-      const url = options.url();
+      const electionTimeoutMs = options.electionTimeoutMs ?? 1000;
       return {
         id: status.id,
-        url,
+        url: options.url(),
+        peerUrl: options.members.peerUrl,
         term: status.term,
         role: status.role,
         leader: status.leader,
-        leaderUrl: status.leader === status.id ? url : status.leaderUrl,
+        leaderUrl: status.leader === null ? null : leaderUrl(status.leader),
         commitIndex: status.commitIndex,
         appliedIndex: status.appliedIndex,
         revision: state.revision,
+        // Leases and watches are not implemented yet.
+        compactRevision: 0,
+        leases: 0,
+        watchers: 0,
+        electionTimeoutMs,
+        minTtlMs: 1.5 * electionTimeoutMs,
+        members: options.members.members(),
       };
     },
   };
@@ -145,6 +175,7 @@ export function registryMethods(options: RegistryServiceOptions): Methods {
 function toRpcError(
   error: unknown,
   node: RaftNode<ApplyResult>,
+  leaderUrl: (leader: string) => string | null,
   retryAfterMs: number,
   kind: "write" | "read",
 ): unknown {
@@ -156,9 +187,11 @@ function toRpcError(
         { retryAfterMs },
       );
     }
-    const status = node.status;
-    const leaderUrl = status.leader === error.leader ? status.leaderUrl : null;
-    return notLeaderError(status.id, error.leader, leaderUrl);
+    return notLeaderError(
+      node.status.id,
+      error.leader,
+      leaderUrl(error.leader),
+    );
   }
   if (error instanceof RaftUnavailableError) {
     const hint = kind === "read"

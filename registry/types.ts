@@ -1,6 +1,7 @@
 /**
  * Shapes of the registry's data and of its JSON-RPC API, shared by the
- * registry service and its clients. Web-standard (no imports).
+ * registry service and its clients. Web-standard (it imports only
+ * `protocol.ts`, which is too).
  *
  * @module
  */
@@ -63,27 +64,11 @@ export interface LookupResult {
   revision: number;
 }
 
-/** Result of `registry.status`. */
-export interface RegistryStatus {
-  /** This node's id. */
-  id: string;
-  /** This node's URL. */
-  url: string;
-  /** Current Raft term. */
-  term: number;
-  /** This node's Raft role in the current term. */
-  role: "follower" | "candidate" | "leader";
-  /** Leader id, or null during an election. */
-  leader: string | null;
-  /** Leader URL, or null during an election. */
-  leaderUrl: string | null;
-  /** Highest Raft log index known to be committed. */
-  commitIndex: number;
-  /** Highest Raft log index applied to this node's registry state. */
-  appliedIndex: number;
-  /** Registry revision applied on this node. */
-  revision: number;
-}
+/**
+ * Result of `registry.status`, and one member in it: the shapes of
+ * `protocol.ts`, the registry's full contract.
+ */
+export type { MemberStatus, RegistryStatus } from "./protocol.ts";
 
 /** Data of a `NOT_LEADER` (-32001) error: where to send the write. */
 export interface NotLeaderData {
