@@ -68,7 +68,10 @@ export interface RegistryNodeOptions {
   electionTicks?: number;
   /** Largest request frame accepted, bytes. @default 8 MiB */
   maxFrameBytes?: number;
-  /** Receives one line per notable event: role changes, refused peer connections. */
+  /**
+   * Receives one line per notable event: role changes (a candidate's line
+   * names the peers it cannot reach, and why), refused peer connections.
+   */
   log?(line: string): void;
   /** Called if storage fails and the node had to stop. */
   onFatal?(error: unknown): void;
@@ -165,6 +168,7 @@ export async function startRegistryNode(
     directory,
     clientUrl: () => directory.clientUrl(id),
   });
+  const onRole = roleLogger(id, directory, log);
   const raft = await RaftNode.start<ApplyResult>({
     id,
     peers,
@@ -173,7 +177,7 @@ export async function startRegistryNode(
     tickMs,
     electionTicks,
     apply: (entry) => state.apply(entry.data),
-    onSoftState: (soft: SoftState) => log(describeRole(id, soft)),
+    onSoftState: onRole,
     onFatal: options.onFatal,
   });
   // A single node's peer port may be a free one, known once it listens.
@@ -299,16 +303,44 @@ function listening<T>(which: string, address: TcpAddress, start: () => T): T {
   }
 }
 
-/** One log line for a role change, e.g. "n1: follower in term 3, leader n2". */
-function describeRole(id: string, soft: SoftState): string {
-  switch (soft.role) {
-    case "leader":
-      return `${id}: leader of term ${soft.term}`;
-    case "candidate":
-      return `${id}: candidate in term ${soft.term}, asking for votes`;
-    case "follower":
-      return `${id}: follower in term ${soft.term}, leader ${
-        soft.leader ?? "unknown (election under way)"
-      }`;
-  }
+/** Least time between two candidate lines that say the same, ms. */
+const CANDIDATE_LOG_INTERVAL_MS = 5_000;
+
+/**
+ * Logs one line per role change, e.g. "n1: follower in term 3, leader n2".
+ * A candidate's line names the peers it cannot reach and why; while
+ * neither that list nor the reasons change, a candidate whose term keeps
+ * climbing logs at most once per 5 s.
+ */
+function roleLogger(
+  id: string,
+  directory: PeerDirectory,
+  log: (line: string) => void,
+): (soft: SoftState) => void {
+  let last = { key: "", at: -Infinity };
+  return (soft) => {
+    if (soft.role !== "candidate") {
+      last = { key: "", at: -Infinity };
+      log(
+        soft.role === "leader"
+          ? `${id}: leader of term ${soft.term}`
+          : `${id}: follower in term ${soft.term}, leader ${
+            soft.leader ?? "unknown (election under way)"
+          }`,
+      );
+      return;
+    }
+    const unreachable = directory.unreachable();
+    const key = unreachable
+      .map((peer) => `${peer.id} (${peer.peerUrl}: ${peer.reason})`)
+      .join(", ");
+    const now = Date.now();
+    if (key === last.key && now - last.at < CANDIDATE_LOG_INTERVAL_MS) return;
+    last = { key, at: now };
+    log(
+      unreachable.length === 0
+        ? `${id}: candidate in term ${soft.term}, asking for votes`
+        : `${id}: candidate in term ${soft.term}; cannot reach ${key}`,
+    );
+  };
 }

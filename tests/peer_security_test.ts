@@ -275,6 +275,93 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
       assert.equal(status.term, term);
       assert.equal(n3Of(status).reachable, false);
     }
+    assert.ok(
+      cluster.child("n3").output.some((line) =>
+        /^n3: candidate in term \d+; cannot reach n1 \(tcp:\/\/127\.0\.0\.1:\d+: the peer's cluster secret differs from ours/
+          .test(line)
+      ),
+      cluster.child("n3").output.join("\n"),
+    );
+  } finally {
+    await cluster.stop();
+  }
+});
+
+Deno.test("registry.status lists every member with reachability; with two of three stopped the survivor shows them unreachable and its log names them", async () => {
+  const cluster = new LocalCluster();
+  try {
+    await cluster.startRegistry(3);
+    const leader = await cluster.waitForLeader();
+    const ids = [...cluster.registry.keys()];
+    // Every node reaches every other and has learnt their client URLs.
+    for (const id of ids) {
+      const status = await eventually(async () => {
+        const status = await statusOf(cluster, id);
+        return status.members.every((m) => m.reachable && m.clientUrl !== null)
+          ? status
+          : null;
+      }, `${id} to reach every member`);
+      assert.equal(status.url, cluster.registry.get(id));
+      assert.equal(status.peerUrl, cluster.peers.get(id));
+      assert.equal(status.leaderUrl, cluster.registry.get(leader));
+      assert.deepEqual(
+        status.members.map((m) => [m.id, m.peerUrl, m.clientUrl, m.self]),
+        ids.map((member) => [
+          member,
+          cluster.peers.get(member),
+          cluster.registry.get(member),
+          member === id,
+        ]),
+      );
+      for (const member of status.members) {
+        assert.equal(member.lastError, null);
+      }
+    }
+
+    const [survivor, ...stopped] = [
+      ids.find((id) => id !== leader)!,
+      leader,
+      ...ids.filter((id) => id !== leader).slice(1),
+    ];
+    for (const id of stopped) await cluster.kill(id, "SIGTERM");
+    const status = await eventually(async () => {
+      const status = await statusOf(cluster, survivor);
+      const down = status.members.filter((m) => stopped.includes(m.id));
+      return down.every((m) =>
+          !m.reachable && m.lastError === "connection refused"
+        )
+        ? status
+        : null;
+    }, `${survivor} to see ${stopped.join(" and ")} down`);
+    assert.equal(status.members.find((m) => m.self)!.reachable, true);
+
+    // Its log names both, with their peer URLs and why.
+    const names = ids.filter((id) => stopped.includes(id))
+      .map((id) =>
+        `${id} \\(${
+          cluster.peers.get(id)!.replace(/\./g, "\\.")
+        }: connection refused\\)`
+      )
+      .join(", ");
+    const pattern = new RegExp(
+      `^${survivor}: candidate in term (\\d+); cannot reach ${names}$`,
+    );
+    const output = cluster.child(survivor).output;
+    const first = await eventually(
+      () => output.find((line) => pattern.test(line)),
+      `${survivor} to log the peers it cannot reach`,
+    );
+    // No flood: while nothing changes, its term climbs but at most one
+    // line per 5 s says so.
+    const firstTerm = Number(pattern.exec(first)![1]);
+    const lines = output.length;
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const later = output.slice(lines).filter((l) =>
+      /candidate in term/.test(l)
+    );
+    assert.ok(later.length <= 1, later.join("\n"));
+    const term = (await statusOf(cluster, survivor)).term;
+    assert.ok(term >= firstTerm + 2, `term ${firstTerm} → ${term}`);
   } finally {
     await cluster.stop();
   }
