@@ -190,7 +190,12 @@ export class PeerAcceptor {
       clearTimeout(state.timer);
       this.#sessions.delete(session.id);
       if (state.peer === null && !state.refused) {
-        this.#refuse(state, "closed before completing the handshake");
+        this.#refuse(
+          state,
+          state.handshake.claimedPeer === null
+            ? "closed before completing the handshake"
+            : `${state.handshake.claimedPeer} closed the connection after our peer.hello answer (does it hold another cluster secret?)`,
+        );
       }
     }, { once: true });
 

@@ -164,6 +164,12 @@ Deno.test("handshake: a dialer with another secret finds the acceptor's proof wr
     // The dialer's connection never authenticated: nothing of it was used.
     assert.equal(acceptor.directory.clientUrl("n1"), null);
     assert.deepEqual(acceptor.stepped, []);
+    // The acceptor sees the dialer leave after its hello, and says why.
+    await waitFor(() => acceptor.logs.length === 1, "the refusal to be logged");
+    assert.match(
+      acceptor.logs[0],
+      /^n2: refused a peer connection from 127\.0\.0\.1:\d+: n1 closed the connection after our peer\.hello answer \(does it hold another cluster secret\?\)$/,
+    );
   });
 });
 

@@ -65,6 +65,12 @@ export interface PeerTransportOptions {
   connectTimeoutMs?: number;
   /** Time allowed for the handshake, ms. @default 2000 */
   handshakeTimeoutMs?: number;
+  /**
+   * A connection that carried nothing for this long gets an empty
+   * `raft.step` (a keep-alive), so the peer's idle timeout never closes it
+   * and the peer hears from this node; 0 disables. @default 30000
+   */
+  keepAliveMs?: number;
 }
 
 /**
@@ -94,6 +100,9 @@ export class PeerTransport {
   /** The member table this transport keeps up to date. */
   readonly directory: PeerDirectory;
   readonly #peers = new Map<NodeId, PeerLink>();
+  readonly #keepAliveMs: number;
+  #keepAlive: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
 
   /**
    * Sets up a link per peer; none connects before {@link start}.
@@ -110,11 +119,20 @@ export class PeerTransport {
       if (id === options.id) continue;
       this.#peers.set(id, new PeerLink(id, url, options, this.directory));
     }
+    this.#keepAliveMs = options.keepAliveMs ?? 30_000;
   }
 
   /** Starts connecting to every peer (and keeps reconnecting). Idempotent. */
   start(): void {
+    if (this.#closed) return;
     for (const link of this.#peers.values()) link.start();
+    if (this.#keepAliveMs > 0 && this.#keepAlive === undefined) {
+      this.#keepAlive = setInterval(() => {
+        for (const link of this.#peers.values()) {
+          link.keepAlive(this.#keepAliveMs);
+        }
+      }, Math.max(1, this.#keepAliveMs / 2));
+    }
   }
 
   /**
@@ -161,6 +179,9 @@ export class PeerTransport {
 
   /** Closes every peer connection; later sends are dropped. */
   close(): void {
+    this.#closed = true;
+    clearInterval(this.#keepAlive);
+    this.#keepAlive = undefined;
     for (const link of this.#peers.values()) link.close();
   }
 }
@@ -186,6 +207,7 @@ class PeerLink {
   #backoffMs = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
+  #lastSentAt = 0;
 
   constructor(
     id: NodeId,
@@ -223,6 +245,19 @@ class PeerLink {
     return true;
   }
 
+  /** Sends an empty `raft.step` if nothing went out for `idleMs`. */
+  keepAlive(idleMs: number): void {
+    const connection = this.#connection;
+    if (
+      connection === null || connection.isClosed ||
+      Date.now() - this.#lastSentAt < idleMs
+    ) {
+      return;
+    }
+    this.#lastSentAt = Date.now();
+    connection.notify(STEP_METHOD, [[]]).catch(() => {});
+  }
+
   close(): void {
     this.#closed = true;
     this.#queue = [];
@@ -234,6 +269,7 @@ class PeerLink {
 
   /** Writes items in order: runs of Raft messages share frames. */
   #write(connection: RpcConnection, items: Outgoing[]): void {
+    if (items.length > 0) this.#lastSentAt = Date.now();
     const ignore = () => {
       // Lost messages are retried by Raft itself (heartbeats, probes).
     };

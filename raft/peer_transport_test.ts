@@ -293,6 +293,29 @@ Deno.test("a peer with another cluster secret stays unreachable, with the reason
   }
 });
 
+Deno.test("an idle connection gets empty raft.step keep-alives, so the peer keeps hearing from this node", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers, { keepAliveMs: 40 });
+  try {
+    transport.start();
+    await waitFor(() => transport.peerStatus()[1].reachable, "n2 reachable");
+    const first = await waitFor(
+      () => n2.directory.status()[0].lastHeardAt,
+      "n2 to hear from n1",
+    );
+    await waitFor(
+      () => (n2.directory.status()[0].lastHeardAt ?? 0) > first + 30,
+      "n2 to hear from n1 again, with nothing to send",
+    );
+    // Keep-alives carry no message: nothing was stepped.
+    assert.deepEqual(n2.messages(), []);
+  } finally {
+    transport.close();
+    await n2.server.close();
+  }
+});
+
 Deno.test("a --peers entry that is a client port shows as not speaking the peer protocol", async () => {
   const client: RpcServer = serve({
     hostname: "127.0.0.1",
