@@ -57,3 +57,6 @@ export async function withTempDir<T>(
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** A cluster secret for tests (32 characters or more). */
+export const TEST_SECRET = "test-cluster-secret-0123456789abcdef";

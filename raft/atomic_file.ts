@@ -12,8 +12,14 @@
 /**
  * Returns the directory part of `path` (`"a/b/c"` → `"a/b"`, `"c"` → `"."`,
  * `"/c"` → `"/"`). Accepts `\` as a separator on Windows.
+ *
+ * @example
+ * ```ts
+ * import { parentDir } from "./atomic_file.ts";
+ * console.log(parentDir("data/n1/cluster_secret")); // data/n1
+ * ```
  */
-function parentDir(path: string): string {
+export function parentDir(path: string): string {
   const windows = Deno.build.os === "windows";
   let end = path.length;
   while (end > 1 && isSeparator(path[end - 1], windows)) end--;

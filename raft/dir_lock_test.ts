@@ -27,6 +27,7 @@ Deno.test("two Raft nodes cannot share a data folder", async () => {
   const options = {
     id: "n1",
     peers: { n1: "tcp://127.0.0.1:1" },
+    transport: { send() {}, close() {} },
     dataDir: dir,
     apply: () => null,
   };

@@ -8,23 +8,38 @@
  * @module
  */
 
-import type { Methods } from "../rpc/dispatcher.ts";
-import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
-import type { Dialer } from "../rpc/transport.ts";
 import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
 import { type DirLock, lockDataDir } from "./dir_lock.ts";
 import { RaftCore, type Ready, type SoftState } from "./core.ts";
-import { parseMessage } from "./message_validation.ts";
-import { PeerTransport, STEP_METHOD } from "./peer_transport.ts";
 import type { Entry, Message, NodeId } from "./types.ts";
 import { Wal } from "./wal.ts";
+
+/**
+ * Where a {@link RaftNode} sends its messages: a `PeerTransport` (the
+ * authenticated peer connections), or a test double.
+ */
+export interface RaftTransport {
+  /** Queues messages for their `to`; never blocks, may drop. */
+  send(messages: readonly Message[]): void;
+  /** Closes the connections; later sends are dropped. */
+  close(): void;
+}
 
 /** Settings of a {@link RaftNode}. */
 export interface RaftNodeOptions<R> {
   /** This node's id; a key of `peers`. */
   id: NodeId;
-  /** Every voter's id → its `tcp://host:port` URL, this node included. */
+  /**
+   * Every voter's id → its peer URL (`tcp://host:port` of its peer port),
+   * this node included. The keys are the voters.
+   */
   peers: Readonly<Record<NodeId, string>>;
+  /**
+   * Carries this node's messages to its peers (messages from peers come in
+   * through {@link RaftNode.step}). The node owns it from then on: it closes
+   * the transport when it stops, or when `start` fails.
+   */
+  transport: RaftTransport;
   /** Folder for the write-ahead log and `meta.json`; created if missing. */
   dataDir: string;
   /**
@@ -40,8 +55,6 @@ export interface RaftNodeOptions<R> {
   electionTicks?: number;
   /** Heartbeat interval in ticks. Default 1. */
   heartbeatTicks?: number;
-  /** Opens peer connections; default Deno TCP. */
-  dialer?: Dialer;
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
   /**
@@ -61,8 +74,6 @@ export interface RaftStatus {
   role: SoftState["role"];
   /** Leader's id, or null while none is known (e.g. during an election). */
   leader: NodeId | null;
-  /** URL of the leader, if one is known. */
-  leaderUrl: string | null;
   /** Highest log index known to be committed. */
   commitIndex: number;
   /** Highest log index applied to the state machine by this process. */
@@ -102,23 +113,34 @@ interface PendingRead {
 }
 
 /**
- * A running Raft node. Mount {@link RaftNode.methods} on the node's RPC
- * server so peers can reach it.
+ * A running Raft node. It sends through its `transport`; deliver the
+ * messages peers send it with {@link RaftNode.step} (the peer server does,
+ * once a peer has authenticated).
  *
  * @example
  * ```ts ignore
- * import { serve } from "../rpc/serve.ts";
+ * import { ClusterKey } from "./peer_auth.ts";
+ * import { servePeers } from "./peer_server.ts";
+ * import { PeerTransport } from "./peer_transport.ts";
  * import { RaftNode } from "./node.ts";
+ * const peers = { n1: "tcp://127.0.0.1:7101" };
+ * const key = await ClusterKey.random();
+ * const transport = new PeerTransport({ id: "n1", peers, key });
  * const node = await RaftNode.start({
  *   id: "n1",
- *   peers: { n1: "tcp://127.0.0.1:7001" },
+ *   peers,
+ *   transport,
  *   dataDir: "./data/n1",
  *   apply: (entry) => entry.data.length,
  * });
- * const server = serve({ port: 7001, methods: node.methods });
+ * const server = servePeers({
+ *   port: 7101, id: "n1", key, directory: transport.directory,
+ *   onStep: (messages) => node.step(messages),
+ * });
+ * transport.start();
  * console.log(await node.propose("hello")); // 5, once committed
- * await node.stop();
  * await server.close();
+ * await node.stop();
  * ```
  */
 export class RaftNode<R = unknown> {
@@ -126,7 +148,7 @@ export class RaftNode<R = unknown> {
   readonly #core: RaftCore;
   readonly #wal: Wal;
   readonly #lock: DirLock;
-  readonly #transport: PeerTransport;
+  readonly #transport: RaftTransport;
   readonly #ticker: ReturnType<typeof setInterval>;
   readonly #proposals = new Map<number, PendingProposal<R>>();
   readonly #reads = new Map<string, PendingRead>();
@@ -146,9 +168,7 @@ export class RaftNode<R = unknown> {
     this.#core = core;
     this.#wal = wal;
     this.#lock = lock;
-    const peers = { ...options.peers };
-    delete peers[options.id];
-    this.#transport = new PeerTransport({ peers, dialer: options.dialer });
+    this.#transport = options.transport;
     this.#ticker = setInterval(() => {
       this.#core.tick();
       this.#schedule();
@@ -164,8 +184,18 @@ export class RaftNode<R = unknown> {
    * another node id, or when the log is corrupt (see `WalCorruptError`).
    * @throws {DataDirInUseError} when another process or node holds the
    * folder's lock.
+   * On any of these the transport is closed.
    */
   static async start<R>(options: RaftNodeOptions<R>): Promise<RaftNode<R>> {
+    try {
+      return await RaftNode.#open(options);
+    } catch (error) {
+      options.transport.close();
+      throw error;
+    }
+  }
+
+  static async #open<R>(options: RaftNodeOptions<R>): Promise<RaftNode<R>> {
     if (!(options.id in options.peers)) {
       throw new Error(
         `node id "${options.id}" is not among the peers (${
@@ -192,31 +222,10 @@ export class RaftNode<R = unknown> {
     }
   }
 
-  /** JSON-RPC methods peers call: `raft.step`. */
-  get methods(): Methods {
-    return {
-      [STEP_METHOD]: (messages: unknown) => {
-        if (!Array.isArray(messages)) {
-          throw new RpcError(
-            INVALID_PARAMS,
-            `Invalid params: ${STEP_METHOD} takes [messages]`,
-          );
-        }
-        let parsed: Message[];
-        try {
-          parsed = messages.map(parseMessage);
-        } catch (error) {
-          throw new RpcError(
-            INVALID_PARAMS,
-            `Invalid params: ${(error as Error).message}`,
-          );
-        }
-        this.step(parsed);
-      },
-    };
-  }
-
-  /** Delivers messages from peers to the core. */
+  /**
+   * Delivers messages from peers to the core. The caller vouches for them:
+   * validated (`parseMessage`) and sent by the member their `from` names.
+   */
   step(messages: readonly Message[]): void {
     if (this.#stopped) return;
     for (const message of messages) this.#core.step(message);
@@ -231,9 +240,6 @@ export class RaftNode<R = unknown> {
       term: soft.term,
       role: soft.role,
       leader: soft.leader,
-      leaderUrl: soft.leader === null
-        ? null
-        : this.#options.peers[soft.leader] ?? null,
       commitIndex: this.#core.commitIndex,
       appliedIndex: this.#applied,
       lastIndex: this.#core.lastIndex,

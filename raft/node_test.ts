@@ -1,30 +1,48 @@
 import assert from "node:assert/strict";
-import { dial } from "../rpc/dial.ts";
-import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
-import { type RpcServer, serve } from "../rpc/serve.ts";
-import { freePorts, waitFor, within } from "./_test_util.ts";
+import { freePorts, TEST_SECRET, waitFor, within } from "./_test_util.ts";
 import { NotLeaderError } from "./core.ts";
-import { RaftNode, RaftUnavailableError } from "./node.ts";
+import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
+import { ClusterKey } from "./peer_auth.ts";
+import { type PeerServer, servePeers } from "./peer_server.ts";
+import { PeerTransport } from "./peer_transport.ts";
 import type { AppendRequest, Entry, Message } from "./types.ts";
 
-/** A RaftNode served on its port, recording what it applies. */
+const key = await ClusterKey.fromSecret(TEST_SECRET);
+
+/**
+ * A RaftNode with its authenticated transport and peer port, recording
+ * what it applies; or, given a `transport`, one that sends through it and
+ * has no peer port (the test plays its peers).
+ */
 interface Member {
   id: string;
   node: RaftNode<string>;
-  server: RpcServer;
+  server: PeerServer | null;
   applied: Entry[];
+}
+
+/** A transport that records what the node sends. */
+function recorder(sent: Message[]): RaftTransport {
+  return { send: (messages) => void sent.push(...messages), close() {} };
 }
 
 async function startMember(
   id: string,
   peers: Record<string, string>,
   dataDir: string,
-  options: { tickMs?: number; electionTicks?: number } = {},
+  options: {
+    tickMs?: number;
+    electionTicks?: number;
+    transport?: RaftTransport;
+  } = {},
 ): Promise<Member> {
   const applied: Entry[] = [];
+  const transport = options.transport ??
+    new PeerTransport({ id, peers, key, minBackoffMs: 10, maxBackoffMs: 50 });
   const node = await RaftNode.start<string>({
     id,
     peers,
+    transport,
     dataDir,
     tickMs: options.tickMs ?? 10,
     electionTicks: options.electionTicks ?? 10,
@@ -36,13 +54,24 @@ async function startMember(
       throw error;
     },
   });
+  if (!(transport instanceof PeerTransport)) {
+    return { id, node, server: null, applied };
+  }
   const port = Number(new URL(peers[id].replace("tcp:", "http:")).port);
-  const server = serve({ hostname: "127.0.0.1", port, methods: node.methods });
+  const server = servePeers({
+    hostname: "127.0.0.1",
+    port,
+    id,
+    key,
+    directory: transport.directory,
+    onStep: (messages) => node.step(messages),
+  });
+  transport.start();
   return { id, node, server, applied };
 }
 
 async function stopMember(member: Member): Promise<void> {
-  await member.server.close();
+  await member.server?.close();
   await member.node.stop();
 }
 
@@ -94,7 +123,6 @@ Deno.test("a single node elects itself, and propose resolves with the apply resu
       term: status.term,
       role: "leader",
       leader: "n1",
-      leaderUrl: status.leaderUrl,
       commitIndex: 6,
       appliedIndex: 6,
       lastIndex: 6,
@@ -162,10 +190,13 @@ Deno.test("a data folder of another node id is refused", async () => {
   try {
     const first = await startMember("n1", peersOn(["n1"]), dir);
     await stopMember(first);
+    let closed = 0;
+    const transport = { send() {}, close: () => void closed++ };
     await assert.rejects(
       RaftNode.start({
         id: "n2",
         peers: { n2: "tcp://127.0.0.1:7002" },
+        transport,
         dataDir: dir,
         apply: () => null,
       }),
@@ -178,6 +209,7 @@ Deno.test("a data folder of another node id is refused", async () => {
       RaftNode.start({
         id: "n9",
         peers: { n1: "tcp://127.0.0.1:7001", n2: "tcp://127.0.0.1:7002" },
+        transport,
         dataDir: dir,
         apply: () => null,
       }),
@@ -186,6 +218,8 @@ Deno.test("a data folder of another node id is refused", async () => {
           'node id "n9" is not among the peers (n1, n2); list every voter, this node included',
       },
     );
+    // A failed start closes the transport it was given.
+    assert.equal(closed, 2);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -223,7 +257,6 @@ Deno.test("propose on a follower rejects with NotLeaderError; a read with no lea
       term: 2,
       role: "follower",
       leader: "n2",
-      leaderUrl: peers.n2,
       commitIndex: 0,
       appliedIndex: 0,
       lastIndex: 0,
@@ -237,20 +270,12 @@ Deno.test("propose on a follower rejects with NotLeaderError; a read with no lea
 Deno.test("a read waits for a leader, and a read whose leader is replaced is asked of the new one", async () => {
   const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
   const peers = peersOn(["n1", "n2", "n3"]);
-  // n2 and n3 are played by the test: servers that record what n1 sends.
+  // n2 and n3 are played by the test, which records what n1 sends.
   const received: Message[] = [];
-  const players = ["n2", "n3"].map((id) =>
-    serve({
-      hostname: "127.0.0.1",
-      port: Number(new URL(peers[id].replace("tcp:", "http:")).port),
-      methods: {
-        "raft.step": (messages: Message[]) => void received.push(...messages),
-      },
-    })
-  );
   const member = await startMember("n1", peers, dir, {
     tickMs: 100,
     electionTicks: 100,
+    transport: recorder(received),
   });
   try {
     // No leader yet: the read waits instead of failing.
@@ -285,7 +310,6 @@ Deno.test("a read waits for a leader, and a read whose leader is replaced is ask
     await within(read, 2_000, "the read to be confirmed by n3");
   } finally {
     await stopMember(member);
-    for (const player of players) await player.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -312,75 +336,6 @@ Deno.test("stop rejects pending proposals and reads, and later calls", async () 
     });
     await assert.rejects(member.node.readBarrier(), RaftUnavailableError);
   } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
-
-Deno.test("raft.step with malformed params answers -32602 and leaves the node alone", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const member = await startMember("n1", peersOn(["n1"]), dir);
-  const connection = await dial(member.server.url);
-  try {
-    await waitFor(() => member.node.status.role === "leader", "n1 to lead");
-    await member.node.propose("before");
-    const status = member.node.status;
-    const bad = async (params: unknown, message: string) => {
-      await assert.rejects(
-        connection.call("raft.step", params as unknown[]),
-        (error: unknown) => {
-          assert.ok(error instanceof RpcError);
-          assert.equal(error.code, INVALID_PARAMS);
-          assert.equal(error.message, message);
-          return true;
-        },
-      );
-    };
-    const takes = "Invalid params: raft.step takes [messages]";
-    await bad([], takes);
-    await bad({ type: "vote" }, takes);
-    await bad([{ type: "vote" }], takes);
-    await bad(
-      [[null]],
-      "Invalid params: a Raft message must be an object",
-    );
-    // A message that would depose the leader, if it were let through,
-    // after one that is malformed: neither is stepped.
-    await bad(
-      [[
-        { ...heartbeat("n1", 99), type: "append", entries: "none" },
-      ]],
-      'Invalid params: Raft message field "entries" must be an array',
-    );
-    await bad(
-      [[
-        { type: "voteResponse", from: "n2", to: "n1", term: 1, granted: true },
-        { type: "vote", from: "n2", to: "n1", term: 50 },
-      ]],
-      'Invalid params: Raft message field "lastLogIndex" must be a non-negative integer',
-    );
-    await bad(
-      [[{ type: "readIndex", from: "n2", to: "n1", term: -1, context: "x" }]],
-      'Invalid params: Raft message field "term" must be a non-negative integer',
-    );
-    assert.deepEqual(member.node.status, status);
-    assert.equal(await member.node.propose("after"), "n1 applied 3: after");
-    // A well-formed message from a stranger is accepted and ignored.
-    assert.equal(
-      await connection.call("raft.step", [[{
-        type: "voteResponse",
-        from: "n7",
-        to: "n1",
-        term: 40,
-        granted: true,
-      }]]),
-      null,
-    );
-    assert.equal(member.node.status.term, status.term);
-    assert.equal(member.node.status.role, "leader");
-  } finally {
-    connection.close();
-    await connection.closed;
-    await stopMember(member);
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -455,18 +410,12 @@ Deno.test("three nodes elect one leader, replicate, and a restarted follower cat
 Deno.test("a follower's read is confirmed by the leader's read index and waits for that index to apply", async () => {
   const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
   const peers = peersOn(["n1", "n2", "n3"]);
-  // n2 is played by the test: a server that records what n1 sends it.
+  // n2 is played by the test, which records what n1 sends it.
   const received: Message[] = [];
-  const n2 = serve({
-    hostname: "127.0.0.1",
-    port: Number(new URL(peers.n2.replace("tcp:", "http:")).port),
-    methods: {
-      "raft.step": (messages: Message[]) => void received.push(...messages),
-    },
-  });
   const member = await startMember("n1", peers, dir, {
     tickMs: 100,
     electionTicks: 100,
+    transport: recorder(received),
   });
   try {
     member.node.step([heartbeat("n2", 2)]);
@@ -510,7 +459,6 @@ Deno.test("a follower's read is confirmed by the leader's read index and waits f
     assert.deepEqual(member.applied, [{ index: 1, term: 2, data: "x" }]);
   } finally {
     await stopMember(member);
-    await n2.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -1,16 +1,30 @@
 /**
  * Carries Raft messages between nodes as JSON-RPC notifications
- * (`raft.step`, params `[messages]`) over one long-lived connection per
- * peer. Raft tolerates lost messages, so sends never block the node: while
+ * (`raft.step`, params `[messages]`) over one long-lived, authenticated
+ * connection per peer, dialed to the peer's peer port. Each connection
+ * first runs the peer handshake (`peer_auth.ts`), which proves to both
+ * sides that the other holds the cluster secret; only then are messages
+ * sent. Raft tolerates lost messages, so sends never block the node: while
  * a peer is unreachable its messages queue up to a bound and then drop,
- * and reconnects back off.
+ * and reconnects back off (a failed handshake backs off like a failed
+ * connect).
  *
  * @module
  */
 
 import type { RpcConnection } from "../rpc/connection.ts";
 import { dial } from "../rpc/dial.ts";
+import { messageOf } from "../rpc/errors.ts";
+import type { Params } from "../rpc/message.ts";
 import type { Dialer } from "../rpc/transport.ts";
+import {
+  authenticatePeer,
+  checkMemberId,
+  type ClusterKey,
+  HANDSHAKE_TIMEOUT_MS,
+  PeerHandshakeError,
+} from "./peer_auth.ts";
+import { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
 import type { Message, NodeId } from "./types.ts";
 
 /** The JSON-RPC method peers call to deliver messages. */
@@ -18,46 +32,113 @@ export const STEP_METHOD = "raft.step";
 
 /** Settings of a {@link PeerTransport}. */
 export interface PeerTransportOptions {
-  /** Peer id → `tcp://host:port` URL. The sender's own id may be present. */
+  /** This node's id: the `from` of every handshake. */
+  id: NodeId;
+  /**
+   * Every member's id → its peer URL (`tcp://host:port`). This node's own
+   * entry is not dialed.
+   */
   peers: Readonly<Record<NodeId, string>>;
-  /** Opens connections; default Deno TCP. */
+  /** The cluster secret every connection proves. */
+  key: ClusterKey;
+  /**
+   * This node's client URL, announced to each peer in the handshake; read
+   * at each handshake. @default no URL (null)
+   */
+  clientUrl?: () => string | null;
+  /**
+   * The member table to keep up to date (reachability, errors, learnt
+   * client URLs). @default a new one, see {@link PeerTransport.directory}
+   */
+  directory?: PeerDirectory;
+  /** Opens connections. @default Deno TCP */
   dialer?: Dialer;
-  /** Messages kept per peer while its connection opens. Default 1024. */
+  /** Messages kept per peer while its connection opens. @default 1024 */
   maxQueuedMessages?: number;
-  /** First reconnect delay after a failure, ms. Default 50. */
+  /** First reconnect delay after a failure, ms. @default 50 */
   minBackoffMs?: number;
-  /** Longest reconnect delay, ms. Default 1000. */
+  /** Longest reconnect delay, ms. @default 1000 */
   maxBackoffMs?: number;
-  /** Most messages in one notification. Default 64. */
+  /** Most messages in one notification. @default 64 */
   maxMessagesPerFrame?: number;
+  /** Time allowed to connect, ms. @default 1000 */
+  connectTimeoutMs?: number;
+  /** Time allowed for the handshake, ms. @default 2000 */
+  handshakeTimeoutMs?: number;
+  /**
+   * A connection that carried nothing for this long gets an empty
+   * `raft.step` (a keep-alive), so the peer's idle timeout never closes it
+   * and the peer hears from this node; 0 disables. @default 30000
+   */
+  keepAliveMs?: number;
 }
 
 /**
- * Sends each message to the peer named by its `to` field.
+ * Sends each message to the peer named by its `to` field, and
+ * application-level notifications with {@link PeerTransport.notify}.
+ * Nothing is dialed until {@link PeerTransport.start}; from then on the
+ * transport keeps a connection open to every peer (so reachability is
+ * known even for peers this node has nothing to say to), reconnecting
+ * after failures.
  *
  * @example
  * ```ts ignore
+ * import { ClusterKey } from "./peer_auth.ts";
  * import { PeerTransport } from "./peer_transport.ts";
- * const transport = new PeerTransport({ peers: { n2: "tcp://127.0.0.1:7002" } });
+ * const transport = new PeerTransport({
+ *   id: "n1",
+ *   peers: { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" },
+ *   key: await ClusterKey.fromSecret(await Deno.readTextFile("cluster_secret")),
+ * });
+ * transport.start();
  * transport.send([{ type: "voteResponse", from: "n1", to: "n2", term: 1, granted: true }]);
+ * console.log(transport.peerStatus());
  * transport.close();
  * ```
  */
 export class PeerTransport {
+  /** The member table this transport keeps up to date. */
+  readonly directory: PeerDirectory;
   readonly #peers = new Map<NodeId, PeerLink>();
+  readonly #keepAliveMs: number;
+  #keepAlive: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
 
   /**
-   * Sets up a link per peer; each connects on its first send.
+   * Sets up a link per peer; none connects before {@link start}.
    *
-   * @param options peers and pacing; see {@link PeerTransportOptions}.
+   * @param options peers, key and pacing; see {@link PeerTransportOptions}.
+   * @throws {RangeError} when `id` is not among `peers`, or a member id
+   * contains `|` or is empty.
    */
   constructor(options: PeerTransportOptions) {
+    for (const id of Object.keys(options.peers)) checkMemberId(id);
+    this.directory = options.directory ??
+      new PeerDirectory(options.id, options.peers);
     for (const [id, url] of Object.entries(options.peers)) {
-      this.#peers.set(id, new PeerLink(url, options));
+      if (id === options.id) continue;
+      this.#peers.set(id, new PeerLink(id, url, options, this.directory));
+    }
+    this.#keepAliveMs = options.keepAliveMs ?? 30_000;
+  }
+
+  /** Starts connecting to every peer (and keeps reconnecting). Idempotent. */
+  start(): void {
+    if (this.#closed) return;
+    for (const link of this.#peers.values()) link.start();
+    if (this.#keepAliveMs > 0 && this.#keepAlive === undefined) {
+      this.#keepAlive = setInterval(() => {
+        for (const link of this.#peers.values()) {
+          link.keepAlive(this.#keepAliveMs);
+        }
+      }, Math.max(1, this.#keepAliveMs / 2));
     }
   }
 
-  /** Queues messages for delivery; unknown destinations are dropped. */
+  /**
+   * Queues messages for delivery, each to the peer its `to` names; unknown
+   * destinations are dropped.
+   */
   send(messages: readonly Message[]): void {
     const byPeer = new Map<NodeId, Message[]>();
     for (const message of messages) {
@@ -65,93 +146,246 @@ export class PeerTransport {
       if (batch === undefined) byPeer.set(message.to, [message]);
       else batch.push(message);
     }
-    for (const [id, batch] of byPeer) this.#peers.get(id)?.send(batch);
+    for (const [id, batch] of byPeer) {
+      this.#peers.get(id)?.send(batch.map((message) => ({ message })));
+    }
+  }
+
+  /**
+   * Queues an application-level notification to one peer, delivered on the
+   * same authenticated connection as the Raft messages (in order with
+   * them) to the handler the peer registered for `method`. Best effort,
+   * like Raft messages: dropped when the queue overflows or the connection
+   * fails.
+   *
+   * @param params named params (an object), passed to the peer's handler.
+   * @returns false, queueing nothing, when `peerId` is not a peer or the
+   * transport is closed.
+   */
+  notify(
+    peerId: NodeId,
+    method: string,
+    params?: Record<string, unknown>,
+  ): boolean {
+    const link = this.#peers.get(peerId);
+    if (link === undefined) return false;
+    return link.send([{ method, params }]);
+  }
+
+  /** Every member as this node sees it now; see {@link PeerDirectory.status}. */
+  peerStatus(): PeerStatus[] {
+    return this.directory.status();
   }
 
   /** Closes every peer connection; later sends are dropped. */
   close(): void {
+    this.#closed = true;
+    clearInterval(this.#keepAlive);
+    this.#keepAlive = undefined;
     for (const link of this.#peers.values()) link.close();
   }
 }
 
+/** A queued item: a Raft message, or an application notification. */
+type Outgoing =
+  | { message: Message }
+  | { method: string; params?: Params };
+
 class PeerLink {
+  readonly #id: NodeId;
   readonly #url: string;
-  readonly #dialer?: Dialer;
+  readonly #options: PeerTransportOptions;
+  readonly #directory: PeerDirectory;
   readonly #maxQueued: number;
   readonly #minBackoffMs: number;
   readonly #maxBackoffMs: number;
   readonly #maxPerFrame: number;
   #connection: RpcConnection | null = null;
   #connecting = false;
-  #queue: Message[] = [];
+  #started = false;
+  #queue: Outgoing[] = [];
   #backoffMs = 0;
-  #retryAt = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
+  #lastSentAt = 0;
 
-  constructor(url: string, options: PeerTransportOptions) {
+  constructor(
+    id: NodeId,
+    url: string,
+    options: PeerTransportOptions,
+    directory: PeerDirectory,
+  ) {
+    this.#id = id;
     this.#url = url;
-    this.#dialer = options.dialer;
+    this.#options = options;
+    this.#directory = directory;
     this.#maxQueued = options.maxQueuedMessages ?? 1024;
     this.#minBackoffMs = options.minBackoffMs ?? 50;
     this.#maxBackoffMs = options.maxBackoffMs ?? 1000;
     this.#maxPerFrame = options.maxMessagesPerFrame ?? 64;
   }
 
-  send(messages: Message[]): void {
-    if (this.#closed) return;
+  start(): void {
+    this.#started = true;
+    this.#ensure();
+  }
+
+  send(items: Outgoing[]): boolean {
+    if (this.#closed) return false;
     const connection = this.#connection;
     if (connection !== null && !connection.isClosed) {
-      this.#write(connection, messages);
-      return;
+      this.#write(connection, items);
+      return true;
     }
-    this.#queue.push(...messages);
+    this.#queue.push(...items);
     if (this.#queue.length > this.#maxQueued) {
       this.#queue.splice(0, this.#queue.length - this.#maxQueued);
     }
-    this.#connect();
+    this.#ensure();
+    return true;
+  }
+
+  /** Sends an empty `raft.step` if nothing went out for `idleMs`. */
+  keepAlive(idleMs: number): void {
+    const connection = this.#connection;
+    if (
+      connection === null || connection.isClosed ||
+      Date.now() - this.#lastSentAt < idleMs
+    ) {
+      return;
+    }
+    this.#lastSentAt = Date.now();
+    connection.notify(STEP_METHOD, [[]]).catch(() => {});
   }
 
   close(): void {
     this.#closed = true;
     this.#queue = [];
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     this.#connection?.close();
     this.#connection = null;
   }
 
-  #write(connection: RpcConnection, messages: Message[]): void {
-    for (let i = 0; i < messages.length; i += this.#maxPerFrame) {
-      const frame = messages.slice(i, i + this.#maxPerFrame);
-      connection.notify(STEP_METHOD, [frame]).catch(() => {
-        // Lost messages are retried by Raft itself (heartbeats, probes).
+  /** Writes items in order: runs of Raft messages share frames. */
+  #write(connection: RpcConnection, items: Outgoing[]): void {
+    if (items.length > 0) this.#lastSentAt = Date.now();
+    const ignore = () => {
+      // Lost messages are retried by Raft itself (heartbeats, probes).
+    };
+    let run: Message[] = [];
+    const flush = () => {
+      for (let i = 0; i < run.length; i += this.#maxPerFrame) {
+        const frame = run.slice(i, i + this.#maxPerFrame);
+        connection.notify(STEP_METHOD, [frame]).catch(ignore);
+      }
+      run = [];
+    };
+    for (const item of items) {
+      if ("message" in item) {
+        run.push(item.message);
+        continue;
+      }
+      flush();
+      connection.notify(item.method, item.params).catch(ignore);
+    }
+    flush();
+  }
+
+  /** Connects unless connected, connecting, waiting to retry, or not started. */
+  #ensure(): void {
+    if (
+      !this.#started || this.#closed || this.#connecting ||
+      this.#timer !== undefined
+    ) {
+      return;
+    }
+    const connection = this.#connection;
+    if (connection !== null && !connection.isClosed) return;
+    this.#connect();
+  }
+
+  #retryAfter(ms: number): void {
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#ensure();
+    }, ms);
+  }
+
+  async #connect(): Promise<void> {
+    this.#connecting = true;
+    let connection: RpcConnection | null = null;
+    try {
+      connection = await dial(this.#url, {
+        dialer: this.#options.dialer,
+        connectTimeoutMs: this.#options.connectTimeoutMs ?? 1000,
       });
+      if (this.#closed) return;
+      const { clientUrl } = await authenticatePeer(connection, {
+        key: this.#options.key,
+        from: this.#options.id,
+        to: this.#id,
+        clientUrl: this.#options.clientUrl?.() ?? null,
+        timeoutMs: this.#options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+      });
+      if (this.#closed) return;
+      this.#directory.setClientUrl(this.#id, clientUrl);
+      this.#directory.connected(this.#id);
+      this.#backoffMs = 0;
+      const previous = this.#connection;
+      this.#connection = connection;
+      previous?.close();
+      const authenticated = connection;
+      connection = null;
+      authenticated.closed.then(() => this.#lost(authenticated));
+      const queued = this.#queue;
+      this.#queue = [];
+      this.#write(authenticated, queued);
+    } catch (error) {
+      if (this.#closed) return;
+      this.#directory.failed(this.#id, describeFailure(error));
+      this.#backoffMs = Math.min(
+        Math.max(this.#backoffMs * 2, this.#minBackoffMs),
+        this.#maxBackoffMs,
+      );
+      this.#queue = [];
+      this.#retryAfter(this.#backoffMs);
+    } finally {
+      connection?.close();
+      this.#connecting = false;
     }
   }
 
-  #connect(): void {
-    if (this.#connecting || this.#closed || Date.now() < this.#retryAt) return;
-    this.#connecting = true;
-    dial(this.#url, { dialer: this.#dialer, connectTimeoutMs: 1000 })
-      .then((connection) => {
-        if (this.#closed) {
-          connection.close();
-          return;
-        }
-        this.#connection = connection;
-        this.#backoffMs = 0;
-        const queued = this.#queue;
-        this.#queue = [];
-        this.#write(connection, queued);
-      })
-      .catch(() => {
-        this.#backoffMs = Math.min(
-          Math.max(this.#backoffMs * 2, this.#minBackoffMs),
-          this.#maxBackoffMs,
-        );
-        this.#retryAt = Date.now() + this.#backoffMs;
-        this.#queue = [];
-      })
-      .finally(() => {
-        this.#connecting = false;
-      });
+  /** The authenticated connection ended: reconnect shortly. */
+  #lost(connection: RpcConnection): void {
+    if (this.#connection !== connection || this.#closed) return;
+    this.#connection = null;
+    this.#directory.failed(this.#id, "connection closed");
+    this.#retryAfter(this.#minBackoffMs);
   }
+}
+
+/**
+ * A short reason for a failed connect or handshake, for `lastError` and
+ * logs: `"connection refused"`, `"connect timed out"`, or the handshake's
+ * own message.
+ */
+export function describeFailure(error: unknown): string {
+  if (error instanceof PeerHandshakeError) return error.message;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  const name = (cause as { name?: unknown } | null)?.name;
+  switch (name) {
+    case "ConnectionRefused":
+      return "connection refused";
+    case "ConnectionReset":
+      return "connection reset";
+    case "TimeoutError":
+    case "TimedOut":
+      return "connect timed out";
+    case "AddrNotAvailable":
+    case "NotFound":
+      return `cannot resolve or reach the address (${messageOf(cause)})`;
+  }
+  return messageOf(cause ?? error).replace(/^cannot connect to \S+: /, "");
 }

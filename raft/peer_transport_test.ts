@@ -1,24 +1,60 @@
 import assert from "node:assert/strict";
 import { type RpcServer, serve } from "../rpc/serve.ts";
-import { delay, freePorts, waitFor } from "./_test_util.ts";
-import { PeerTransport, STEP_METHOD } from "./peer_transport.ts";
+import { delay, freePorts, TEST_SECRET, waitFor } from "./_test_util.ts";
+import { ClusterKey } from "./peer_auth.ts";
+import { PeerDirectory } from "./peer_directory.ts";
+import { type PeerServer, servePeers } from "./peer_server.ts";
+import { PeerTransport, type PeerTransportOptions } from "./peer_transport.ts";
 import type { Message } from "./types.ts";
 
-/** A peer that records the `raft.step` frames it receives. */
-function peer(port = 0) {
+const key = await ClusterKey.fromSecret(TEST_SECRET);
+
+/** Member `id`'s peer port on `port`, recording the `raft.step` frames it receives. */
+function peer(
+  id: string,
+  peers: Record<string, string>,
+  port: number,
+  options: { key?: ClusterKey; clientUrl?: string } = {},
+) {
   const frames: Message[][] = [];
-  const server: RpcServer = serve({
+  const notes: { params: unknown; from: string }[] = [];
+  const directory = new PeerDirectory(id, peers);
+  const server: PeerServer = servePeers({
     hostname: "127.0.0.1",
     port,
-    methods: {
-      [STEP_METHOD]: (messages: Message[]) => void frames.push(messages),
+    id,
+    directory,
+    key: options.key ?? key,
+    clientUrl: () => options.clientUrl ?? null,
+    onStep: (messages) => void frames.push(messages),
+    handlers: {
+      "app.note": (params, from) => void notes.push({ params, from }),
     },
   });
   return {
     server,
+    directory,
     frames,
+    notes,
     messages: () => frames.flat(),
   };
+}
+
+/** Peer URLs for `ids` on free ports. */
+function peersOn(ids: string[]): Record<string, string> {
+  const ports = freePorts(ids.length);
+  return Object.fromEntries(
+    ids.map((id, i) => [id, `tcp://127.0.0.1:${ports[i]}`]),
+  );
+}
+
+const portOf = (url: string) => Number(url.slice(url.lastIndexOf(":") + 1));
+
+function transportOf(
+  peers: Record<string, string>,
+  options: Partial<PeerTransportOptions> = {},
+): PeerTransport {
+  return new PeerTransport({ id: "n1", peers, key, ...options });
 }
 
 const vote = (to: string, term: number): Message => ({
@@ -29,20 +65,22 @@ const vote = (to: string, term: number): Message => ({
   granted: true,
 });
 
-Deno.test("messages go to the peer named by `to`, in order, queued while connecting", async () => {
-  const n2 = peer();
-  const n3 = peer();
-  const transport = new PeerTransport({
-    peers: { n1: "tcp://127.0.0.1:1", n2: n2.server.url, n3: n3.server.url },
-  });
+Deno.test("messages go to the peer named by `to`, in order, queued until started and while connecting", async () => {
+  const peers = peersOn(["n1", "n2", "n3"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const n3 = peer("n3", peers, portOf(peers.n3));
+  const transport = transportOf(peers);
   try {
-    // Sent before any connection is open.
+    // Sent before the transport starts or any connection is open.
     transport.send([
       vote("n2", 1),
       vote("n3", 1),
       vote("n2", 2),
       vote("n9", 1),
     ]);
+    await delay(30);
+    assert.deepEqual(n2.messages(), []);
+    transport.start();
     transport.send([vote("n3", 2)]);
     await waitFor(
       () => n2.messages().length === 2 && n3.messages().length === 2,
@@ -62,12 +100,11 @@ Deno.test("messages go to the peer named by `to`, in order, queued while connect
 });
 
 Deno.test("large batches are split into frames of maxMessagesPerFrame", async () => {
-  const n2 = peer();
-  const transport = new PeerTransport({
-    peers: { n2: n2.server.url },
-    maxMessagesPerFrame: 4,
-  });
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers, { maxMessagesPerFrame: 4 });
   try {
+    transport.start();
     const batch = Array.from({ length: 10 }, (_, i) => vote("n2", i + 1));
     transport.send([vote("n2", 0)]);
     await waitFor(() => n2.messages().length === 1, "the first message");
@@ -81,29 +118,71 @@ Deno.test("large batches are split into frames of maxMessagesPerFrame", async ()
   }
 });
 
-Deno.test("an unreachable peer drops messages without throwing, and is reached once it starts", async () => {
-  const [port] = freePorts(1);
-  const transport = new PeerTransport({
-    peers: { n2: `tcp://127.0.0.1:${port}` },
-    minBackoffMs: 10,
-    maxBackoffMs: 20,
-  });
+Deno.test("application notifications reach the peer's handler in order with the Raft messages", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers);
+  const order: string[] = [];
+  try {
+    assert.equal(transport.notify("n9", "app.note", {}), false);
+    transport.send([vote("n2", 1)]);
+    assert.equal(transport.notify("n2", "app.note", { seq: 1 }), true);
+    transport.send([vote("n2", 2)]);
+    transport.start();
+    await waitFor(
+      () => n2.messages().length === 2 && n2.notes.length === 1,
+      "the messages and the note",
+    );
+    assert.deepEqual(n2.notes, [{ params: { seq: 1 }, from: "n1" }]);
+    // Raft messages around the note travel in separate frames, in order.
+    order.push(...n2.frames.map((f) => f.map((m) => m.term).join(",")));
+    assert.deepEqual(order, ["1", "2"]);
+  } finally {
+    transport.close();
+    await n2.server.close();
+  }
+});
+
+Deno.test("an unreachable peer drops messages, shows why in its status, and is reached once it starts", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const transport = transportOf(peers, { minBackoffMs: 10, maxBackoffMs: 20 });
   let n2: ReturnType<typeof peer> | undefined;
   try {
+    const before = transport.peerStatus().find((p) => p.id === "n2")!;
+    assert.deepEqual(before, {
+      id: "n2",
+      peerUrl: peers.n2,
+      clientUrl: null,
+      self: false,
+      reachable: false,
+      lastError: null,
+      lastHeardAt: null,
+    });
+    transport.start();
     transport.send([vote("n2", 1)]);
-    await delay(50);
-    n2 = peer(port);
-    // Raft resends (heartbeats); so does this loop, until one gets through.
-    const started = Date.now();
-    for (let term = 2; n2.messages().length === 0; term++) {
-      assert.ok(Date.now() - started < 5_000, "never delivered");
-      transport.send([vote("n2", term)]);
-      await delay(10);
-    }
-    assert.ok(
-      !n2.messages().some((m) => m.term === 1),
-      "the first was dropped",
+    await waitFor(
+      () => transport.peerStatus()[1].lastError === "connection refused",
+      "the refused connection to show",
     );
+    assert.deepEqual(transport.directory.unreachable(), [{
+      id: "n2",
+      peerUrl: peers.n2,
+      reason: "connection refused",
+    }]);
+    n2 = peer("n2", peers, portOf(peers.n2), {
+      clientUrl: "tcp://127.0.0.1:7002",
+    });
+    // The transport reconnects on its own; Raft resends (heartbeats) too.
+    await waitFor(
+      () => transport.peerStatus()[1].reachable,
+      "n2 to become reachable",
+    );
+    const status = transport.peerStatus()[1];
+    assert.equal(status.lastError, null);
+    assert.equal(status.clientUrl, "tcp://127.0.0.1:7002");
+    transport.send([vote("n2", 2)]);
+    await waitFor(() => n2!.messages().length > 0, "a message to arrive");
+    assert.deepEqual(n2.messages(), [vote("n2", 2)], "the first was dropped");
   } finally {
     transport.close();
     await n2?.server.close();
@@ -111,38 +190,166 @@ Deno.test("an unreachable peer drops messages without throwing, and is reached o
 });
 
 Deno.test("after a peer restarts, later messages reach it on a new connection", async () => {
-  let n2 = peer();
-  const port = n2.server.port;
-  const transport = new PeerTransport({
-    peers: { n2: n2.server.url },
-    minBackoffMs: 10,
-    maxBackoffMs: 20,
-  });
+  const peers = peersOn(["n1", "n2"]);
+  let n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers, { minBackoffMs: 10, maxBackoffMs: 20 });
   try {
+    transport.start();
     transport.send([vote("n2", 1)]);
     await waitFor(() => n2.messages().length === 1, "the first message");
     await n2.server.close();
-    n2 = peer(port);
-    const started = Date.now();
-    for (let term = 2; n2.messages().length === 0; term++) {
-      assert.ok(Date.now() - started < 5_000, "never delivered after restart");
-      transport.send([vote("n2", term)]);
-      await delay(10);
-    }
+    await waitFor(
+      () => !transport.peerStatus()[1].reachable,
+      "n2 to be seen down",
+    );
+    n2 = peer("n2", peers, portOf(peers.n2));
+    await waitFor(
+      () => transport.peerStatus()[1].reachable,
+      "n2 to be reachable again",
+    );
+    transport.send([vote("n2", 2)]);
+    await waitFor(() => n2.messages().length === 1, "delivery after restart");
   } finally {
     transport.close();
     await n2.server.close();
   }
 });
 
-Deno.test("after close, sends are dropped", async () => {
-  const n2 = peer();
-  const transport = new PeerTransport({ peers: { n2: n2.server.url } });
+Deno.test("two members with one secret reach each other both ways and learn each other's client URLs", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const n1Directory = new PeerDirectory("n1", peers);
+  const n2 = peer("n2", peers, portOf(peers.n2), {
+    clientUrl: "tcp://127.0.0.1:7002",
+  });
+  const n1Server = servePeers({
+    hostname: "127.0.0.1",
+    port: portOf(peers.n1),
+    id: "n1",
+    directory: n1Directory,
+    key,
+    clientUrl: () => "tcp://127.0.0.1:7001",
+    onStep: () => {},
+  });
+  const fromN1 = transportOf(peers, {
+    directory: n1Directory,
+    clientUrl: () => "tcp://127.0.0.1:7001",
+  });
+  const fromN2 = new PeerTransport({
+    id: "n2",
+    peers,
+    key,
+    directory: n2.directory,
+    clientUrl: () => "tcp://127.0.0.1:7002",
+  });
   try {
+    fromN1.start();
+    fromN2.start();
+    await waitFor(
+      () =>
+        fromN1.peerStatus()[1].reachable && fromN2.peerStatus()[0].reachable,
+      "both to be reachable",
+    );
+    // Each learnt the other's client URL from both handshakes.
+    assert.equal(n1Directory.clientUrl("n2"), "tcp://127.0.0.1:7002");
+    assert.equal(n2.directory.clientUrl("n1"), "tcp://127.0.0.1:7001");
+    // Each heard the other (its authentication counts).
+    assert.notEqual(n1Directory.status()[1].lastHeardAt, null);
+    assert.notEqual(n2.directory.status()[0].lastHeardAt, null);
+  } finally {
+    fromN1.close();
+    fromN2.close();
+    await n1Server.close();
+    await n2.server.close();
+  }
+});
+
+Deno.test("a peer with another cluster secret stays unreachable, with the reason, and is retried with backoff", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const other = await ClusterKey.fromSecret(
+    "another-secret-of-32-characters!!",
+  );
+  const n2 = peer("n2", peers, portOf(peers.n2), { key: other });
+  const transport = transportOf(peers, { minBackoffMs: 20, maxBackoffMs: 80 });
+  try {
+    transport.start();
+    transport.send([vote("n2", 1)]);
+    await waitFor(
+      () => transport.peerStatus()[1].lastError !== null,
+      "the handshake to fail",
+    );
+    assert.match(
+      transport.peerStatus()[1].lastError!,
+      /cluster secret differs from ours/,
+    );
+    await delay(400);
+    assert.equal(transport.peerStatus()[1].reachable, false);
+    assert.deepEqual(n2.messages(), []);
+    // Backoff: at most ~ 400 / 20 attempts, not a busy loop.
+    const refused = n2.server.acceptor.refusedConnections;
+    assert.ok(refused >= 2 && refused <= 15, `${refused} attempts`);
+  } finally {
+    transport.close();
+    await n2.server.close();
+  }
+});
+
+Deno.test("an idle connection gets empty raft.step keep-alives, so the peer keeps hearing from this node", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers, { keepAliveMs: 40 });
+  try {
+    transport.start();
+    await waitFor(() => transport.peerStatus()[1].reachable, "n2 reachable");
+    const first = await waitFor(
+      () => n2.directory.status()[0].lastHeardAt,
+      "n2 to hear from n1",
+    );
+    await waitFor(
+      () => (n2.directory.status()[0].lastHeardAt ?? 0) > first + 30,
+      "n2 to hear from n1 again, with nothing to send",
+    );
+    // Keep-alives carry no message: nothing was stepped.
+    assert.deepEqual(n2.messages(), []);
+  } finally {
+    transport.close();
+    await n2.server.close();
+  }
+});
+
+Deno.test("a --peers entry that is a client port shows as not speaking the peer protocol", async () => {
+  const client: RpcServer = serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    methods: { "raft.step": () => null },
+  });
+  const transport = transportOf({ n1: "tcp://127.0.0.1:1", n2: client.url });
+  try {
+    transport.start();
+    await waitFor(
+      () => transport.peerStatus()[1].lastError !== null,
+      "the handshake to fail",
+    );
+    assert.equal(
+      transport.peerStatus()[1].lastError,
+      "the peer does not speak the peer protocol (is this address its client port, not its peer port?)",
+    );
+  } finally {
+    transport.close();
+    await client.close();
+  }
+});
+
+Deno.test("after close, sends are dropped", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers);
+  try {
+    transport.start();
     transport.send([vote("n2", 1)]);
     await waitFor(() => n2.messages().length === 1, "the first message");
     transport.close();
     transport.send([vote("n2", 2)]);
+    assert.equal(transport.notify("n2", "app.note", {}), false);
     await delay(50);
     assert.deepEqual(n2.messages(), [vote("n2", 1)]);
   } finally {
@@ -152,9 +359,11 @@ Deno.test("after close, sends are dropped", async () => {
 });
 
 Deno.test("close while a connection is opening leaves nothing open", async () => {
-  const n2 = peer();
-  const transport = new PeerTransport({ peers: { n2: n2.server.url } });
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers);
   try {
+    transport.start();
     transport.send([vote("n2", 1)]);
     transport.close();
     // The server may see the connection open and close again; nothing is
@@ -163,5 +372,15 @@ Deno.test("close while a connection is opening leaves nothing open", async () =>
     assert.deepEqual(n2.messages(), []);
   } finally {
     await n2.server.close();
+  }
+});
+
+Deno.test("member ids must not be empty or contain the handshake's separator", () => {
+  for (const bad of ["", "n|1"]) {
+    assert.throws(
+      () =>
+        transportOf({ n1: "tcp://127.0.0.1:1", [bad]: "tcp://127.0.0.1:2" }),
+      { name: "RangeError" },
+    );
   }
 });

@@ -2,10 +2,12 @@
  * Runs one registry node.
  *
  * ```sh
- * # a 3-node cluster, one command per node
+ * # a 3-node cluster, one command per node; --peers lists PEER ports, and
+ * # every node reads the same secret file
  * deno run -A registry/main.ts --id n1 --listen 127.0.0.1:7001 \
- *   --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003 --data ./data/n1
- * # a single-node registry on 127.0.0.1:7001 with data in ./data/n1
+ *   --peers n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103 \
+ *   --cluster-secret-file ./cluster_secret --data ./data/n1
+ * # a single-node registry on 127.0.0.1:7001 (peer port 7101) with data in ./data/n1
  * deno run -A registry/main.ts
  * ```
  *
@@ -18,19 +20,40 @@
 import { parseArgs } from "node:util";
 import {
   formatTcpUrl,
+  isWildcardHost,
+  parseAdvertise,
   parseListenAddress,
   parseTcpUrl,
   type TcpAddress,
 } from "../rpc/transport.ts";
+import { loadClusterSecret } from "../raft/cluster_secret.ts";
+import { PEER_PORT_OFFSET } from "./protocol.ts";
 import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
 
 const USAGE = `usage: deno run -A registry/main.ts [options]
 
+A node serves clients on its client port (the registry API) and the other
+members on its peer port (Raft traffic, accepted only from connections that
+prove the cluster secret).
+
   --id ID            this node's id (default n1; required with --peers)
-  --listen HOST:PORT address to serve on (default: this node's --peers entry,
-                     or 127.0.0.1:7001)
-  --peers LIST       every voter as id=host:port, comma-separated, this node
-                     included; omit for a single-node registry
+  --listen HOST:PORT client port (default: 127.0.0.1:7001 for a single node;
+                     with --peers, the peer port - ${PEER_PORT_OFFSET} on the same host)
+  --peer-listen HOST:PORT
+                     peer port (default: this node's --peers entry, or the
+                     client port + ${PEER_PORT_OFFSET} without --peers)
+  --peers LIST       every voter's PEER address as id=host:port,
+                     comma-separated, this node included; omit for a
+                     single-node registry
+  --cluster-secret-file PATH
+                     file holding the cluster secret (32+ characters) every
+                     node of the cluster shares; created with a new random
+                     secret if missing (then copy it to the other nodes).
+                     Required with --peers; default DIR/cluster_secret for
+                     a single node
+  --advertise HOST[:PORT]
+                     the client URL to tell clients and peers (required when
+                     --listen is a wildcard address such as 0.0.0.0)
   --data DIR         folder for this node's log (default ./data/ID)
   --tick-ms N        milliseconds per Raft tick (default 100)
   --election-ticks N election timeout in ticks (default 10, at least 2)
@@ -40,12 +63,25 @@ const USAGE = `usage: deno run -A registry/main.ts [options]
 
 /** Parsed command line of a registry node. */
 export interface RegistryArgs {
+  /** This node's id. */
   id: string;
+  /** The client port's address. */
   listen: TcpAddress;
+  /** The peer port's address. */
+  peerListen: TcpAddress;
+  /** The client URL to advertise (`host` or `host:port`), if given. */
+  advertise: string | undefined;
+  /** Every voter's id → peer URL, or undefined for a single node. */
   peers: Record<string, string> | undefined;
+  /** Where the cluster secret is (created if missing). */
+  clusterSecretFile: string;
+  /** This node's data folder. */
   dataDir: string;
+  /** Milliseconds per Raft tick. */
   tickMs: number;
+  /** Election timeout in ticks. */
   electionTicks: number;
+  /** Exit when standard input closes. */
   watchStdin: boolean;
 }
 
@@ -58,8 +94,11 @@ export interface RegistryArgs {
  * @example
  * ```ts
  * import { parseRegistryArgs } from "./main.ts";
- * const args = parseRegistryArgs(["--id", "n2", "--peers", "n1=127.0.0.1:7001,n2=127.0.0.1:7002"]);
- * console.log(args.listen.port, args.dataDir); // 7002 ./data/n2
+ * const args = parseRegistryArgs([
+ *   "--id", "n2", "--peers", "n1=127.0.0.1:7101,n2=127.0.0.1:7102",
+ *   "--cluster-secret-file", "./cluster_secret",
+ * ]);
+ * console.log(args.listen.port, args.peerListen.port, args.dataDir); // 7002 7102 ./data/n2
  * ```
  */
 export function parseRegistryArgs(argv: string[]): RegistryArgs {
@@ -68,6 +107,9 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     options: {
       id: { type: "string" },
       listen: { type: "string" },
+      "peer-listen": { type: "string" },
+      advertise: { type: "string" },
+      "cluster-secret-file": { type: "string" },
       peers: { type: "string" },
       data: { type: "string" },
       "tick-ms": { type: "string" },
@@ -100,27 +142,88 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       if (id in peers) {
         throw new Error(`--peers lists the id "${id}" more than once`);
       }
+      if (id.includes("|")) {
+        throw new Error(`--peers item "${item}": an id must not contain "|"`);
+      }
       try {
         peers[id] = formatTcpUrl(parseTcpUrl(address));
       } catch (error) {
         throw new Error(`--peers item "${item}": ${(error as Error).message}`);
       }
+      if (isWildcardHost(parseTcpUrl(address).hostname)) {
+        throw new Error(
+          `--peers item "${item}": a wildcard address cannot be dialed; list the address the other nodes reach it at`,
+        );
+      }
     }
     if (!(values.id in peers)) {
       throw new Error(`--peers does not list this node's id "${values.id}"`);
     }
+    if (Object.keys(peers).length > 1 && !values["cluster-secret-file"]) {
+      throw new Error(
+        "--cluster-secret-file is required with --peers: every node of a cluster proves the same secret to the others (a missing file is created with a new secret; copy it to every node)",
+      );
+    }
   }
   const id = values.id ?? "n1";
-  const listen = values.listen !== undefined
-    ? listenAddress(values.listen)
-    : peers !== undefined
-    ? parseTcpUrl(peers[id])
-    : { hostname: "127.0.0.1", port: 7001 };
+  const dataDir = values.data ?? `./data/${id}`;
+  let listen: TcpAddress;
+  let peerListen: TcpAddress;
+  if (peers !== undefined) {
+    peerListen = values["peer-listen"] !== undefined
+      ? listenAddress(values["peer-listen"], "--peer-listen")
+      : parseTcpUrl(peers[id]);
+    if (values.listen !== undefined) {
+      listen = listenAddress(values.listen, "--listen");
+    } else if (peerListen.port > PEER_PORT_OFFSET) {
+      listen = {
+        hostname: peerListen.hostname,
+        port: peerListen.port - PEER_PORT_OFFSET,
+      };
+    } else {
+      throw new Error(
+        `--listen is needed: the peer port ${peerListen.port} leaves no default client port (peer port - ${PEER_PORT_OFFSET})`,
+      );
+    }
+  } else {
+    listen = values.listen !== undefined
+      ? listenAddress(values.listen, "--listen")
+      : { hostname: "127.0.0.1", port: 7001 };
+    if (values["peer-listen"] !== undefined) {
+      peerListen = listenAddress(values["peer-listen"], "--peer-listen");
+    } else if (listen.port + PEER_PORT_OFFSET <= 65535) {
+      peerListen = {
+        hostname: listen.hostname,
+        port: listen.port === 0 ? 0 : listen.port + PEER_PORT_OFFSET,
+      };
+    } else {
+      throw new Error(
+        `--peer-listen is needed: the client port ${listen.port} leaves no default peer port (client port + ${PEER_PORT_OFFSET})`,
+      );
+    }
+  }
+  if (values.advertise !== undefined) {
+    try {
+      parseAdvertise(values.advertise);
+    } catch (error) {
+      throw new Error(`--advertise: ${(error as Error).message}`);
+    }
+  } else if (isWildcardHost(listen.hostname)) {
+    throw new Error(
+      `--listen ${
+        formatTcpUrl(listen).slice("tcp://".length)
+      } is a wildcard address, which clients cannot dial: pass --advertise HOST[:PORT] with the address clients and peers reach this node at`,
+    );
+  }
   return {
     id,
     listen,
+    peerListen,
+    advertise: values.advertise,
     peers,
-    dataDir: values.data ?? `./data/${id}`,
+    clusterSecretFile: values["cluster-secret-file"] ??
+      `${dataDir}/cluster_secret`,
+    dataDir,
     tickMs: positiveInteger(values["tick-ms"], "--tick-ms", 100),
     // At least 2: a leader heartbeats every tick, more often than the
     // election timeout.
@@ -136,11 +239,11 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
 
 class HelpRequested extends Error {}
 
-function listenAddress(text: string): TcpAddress {
+function listenAddress(text: string, option: string): TcpAddress {
   try {
     return parseListenAddress(text);
   } catch (error) {
-    throw new Error(`--listen: ${(error as Error).message}`);
+    throw new Error(`${option}: ${(error as Error).message}`);
   }
 }
 
@@ -178,11 +281,31 @@ async function main(): Promise<number> {
   let fatal: unknown = null;
   const stopped = Promise.withResolvers<void>();
   let node: RegistryNode;
+  const where = `client ${formatTcpUrl(args.listen)}, peer ${
+    formatTcpUrl(args.peerListen)
+  }, data ${args.dataDir}`;
+  let clusterSecret: string;
+  try {
+    if (args.peers === undefined) {
+      await Deno.mkdir(args.dataDir, { recursive: true });
+    }
+    clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
+  } catch (error) {
+    console.error(
+      `registry ${args.id}: cannot start (${where}): ${
+        (error as Error).message
+      }`,
+    );
+    return 1;
+  }
   try {
     node = await startRegistryNode({
       id: args.id,
       listen: args.listen,
+      peerListen: args.peerListen,
+      advertise: args.advertise,
       peers: args.peers,
+      clusterSecret,
       dataDir: args.dataDir,
       tickMs: args.tickMs,
       electionTicks: args.electionTicks,
@@ -194,18 +317,18 @@ async function main(): Promise<number> {
     });
   } catch (error) {
     const hint = error instanceof Deno.errors.AddrInUse
-      ? "; another process (a registry node already running?) listens there: stop it or pass another --listen"
+      ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
       : "";
     console.error(
-      `registry ${args.id}: cannot start on ${
-        formatTcpUrl(args.listen)
-      } with data ${args.dataDir}: ${(error as Error).message}${hint}`,
+      `registry ${args.id}: cannot start (${where}): ${
+        (error as Error).message
+      }${hint}`,
     );
     return 1;
   }
   const cluster = Object.keys(args.peers ?? { [args.id]: "" }).join(",");
   log(
-    `registry ${args.id} listening on ${node.url} (cluster ${cluster}; data ${args.dataDir})`,
+    `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl} (cluster ${cluster}; data ${args.dataDir})`,
   );
   const stop = () => stopped.resolve();
   Deno.addSignalListener("SIGINT", stop);

@@ -3,11 +3,14 @@ import { freePorts, waitFor, within } from "../raft/_test_util.ts";
 import { connect } from "../stub/client.ts";
 import { parseRegistryArgs } from "./main.ts";
 
-Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001", () => {
+Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, peer port 7101, secret in its data folder", () => {
   assert.deepEqual(parseRegistryArgs([]), {
     id: "n1",
     listen: { hostname: "127.0.0.1", port: 7001 },
+    peerListen: { hostname: "127.0.0.1", port: 7101 },
+    advertise: undefined,
     peers: undefined,
+    clusterSecretFile: "./data/n1/cluster_secret",
     dataDir: "./data/n1",
     tickMs: 100,
     electionTicks: 10,
@@ -21,9 +24,15 @@ Deno.test("parseRegistryArgs: every option", () => {
       "--id",
       "n2",
       "--listen",
+      "0.0.0.0:7002",
+      "--peer-listen",
       "0.0.0.0:7102",
+      "--advertise",
+      "10.0.0.2",
       "--peers",
       "n1=127.0.0.1:7101, n2=tcp://127.0.0.1:7102,n3=[::1]:7103,",
+      "--cluster-secret-file",
+      "/etc/rafter/secret",
       "--data",
       "/var/lib/rafter",
       "--tick-ms",
@@ -34,12 +43,15 @@ Deno.test("parseRegistryArgs: every option", () => {
     ]),
     {
       id: "n2",
-      listen: { hostname: "0.0.0.0", port: 7102 },
+      listen: { hostname: "0.0.0.0", port: 7002 },
+      peerListen: { hostname: "0.0.0.0", port: 7102 },
+      advertise: "10.0.0.2",
       peers: {
         n1: "tcp://127.0.0.1:7101",
         n2: "tcp://127.0.0.1:7102",
         n3: "tcp://[::1]:7103",
       },
+      clusterSecretFile: "/etc/rafter/secret",
       dataDir: "/var/lib/rafter",
       tickMs: 20,
       electionTicks: 5,
@@ -48,15 +60,41 @@ Deno.test("parseRegistryArgs: every option", () => {
   );
 });
 
-Deno.test("parseRegistryArgs: the listen address and data folder default from --id and --peers", () => {
-  const args = parseRegistryArgs([
+const PEERS = "n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103";
+const SECRET = ["--cluster-secret-file", "./cluster_secret"];
+
+Deno.test("parseRegistryArgs: the ports and data folder default from --id and --peers (peer addresses)", () => {
+  const args = parseRegistryArgs(["--id", "n3", "--peers", PEERS, ...SECRET]);
+  // The peer port is the node's --peers entry; the client port is 100 below.
+  assert.deepEqual(args.peerListen, { hostname: "127.0.0.1", port: 7103 });
+  assert.deepEqual(args.listen, { hostname: "127.0.0.1", port: 7003 });
+  assert.equal(args.dataDir, "./data/n3");
+  assert.equal(args.clusterSecretFile, "./cluster_secret");
+  // --peer-listen moves the peer port (and so the default client port).
+  const moved = parseRegistryArgs([
     "--id",
     "n3",
     "--peers",
-    "n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003",
+    PEERS,
+    ...SECRET,
+    "--peer-listen",
+    "127.0.0.2:8103",
   ]);
-  assert.deepEqual(args.listen, { hostname: "127.0.0.1", port: 7003 });
-  assert.equal(args.dataDir, "./data/n3");
+  assert.deepEqual(moved.peerListen, { hostname: "127.0.0.2", port: 8103 });
+  assert.deepEqual(moved.listen, { hostname: "127.0.0.2", port: 8003 });
+  // A single node: the peer port is the client port + 100, or free with it.
+  assert.deepEqual(
+    parseRegistryArgs(["--listen", "127.0.0.1:9000"]).peerListen,
+    { hostname: "127.0.0.1", port: 9100 },
+  );
+  assert.deepEqual(
+    parseRegistryArgs(["--listen", "127.0.0.1:0"]).peerListen,
+    { hostname: "127.0.0.1", port: 0 },
+  );
+  assert.equal(
+    parseRegistryArgs(["--data", "/srv/r"]).clusterSecretFile,
+    "/srv/r/cluster_secret",
+  );
   // --id alone names the data folder of a single node.
   assert.equal(parseRegistryArgs(["--id", "east"]).dataDir, "./data/east");
   assert.deepEqual(
@@ -76,10 +114,22 @@ function refuses(argv: string[], message: string): void {
   }, JSON.stringify(argv));
 }
 
-Deno.test("parseRegistryArgs: --peers needs --id, well-formed items and this node", () => {
+Deno.test("parseRegistryArgs: --peers needs --id, well-formed items, this node and --cluster-secret-file", () => {
   refuses(
     ["--peers", "n1=127.0.0.1:7001"],
     "--id is required with --peers: which of the peers is this node?",
+  );
+  refuses(
+    ["--id", "n1", "--peers", PEERS],
+    "--cluster-secret-file is required with --peers: every node of a cluster proves the same secret to the others (a missing file is created with a new secret; copy it to every node)",
+  );
+  refuses(
+    ["--id", "n1", "--peers", "n1=0.0.0.0:7101,n2=127.0.0.1:7102", ...SECRET],
+    '--peers item "n1=0.0.0.0:7101": a wildcard address cannot be dialed; list the address the other nodes reach it at',
+  );
+  refuses(
+    ["--id", "n1", "--peers", "n1=127.0.0.1:7101,n|2=127.0.0.1:7102"],
+    '--peers item "n|2=127.0.0.1:7102": an id must not contain "|"',
   );
   for (const item of ["n1", "=127.0.0.1:7001", "n1=", "n1=a=b"]) {
     refuses(
@@ -122,6 +172,30 @@ Deno.test("parseRegistryArgs: bad addresses and numbers name their option", () =
   refuses(
     ["--listen", "7001"],
     '--listen: invalid listen address "7001": expected host:port with a port in 0..65535',
+  );
+  refuses(
+    ["--peer-listen", "x"],
+    '--peer-listen: invalid listen address "x": expected host:port with a port in 0..65535',
+  );
+  refuses(
+    ["--listen", "0.0.0.0:7001"],
+    "--listen 0.0.0.0:7001 is a wildcard address, which clients cannot dial: pass --advertise HOST[:PORT] with the address clients and peers reach this node at",
+  );
+  refuses(
+    ["--listen", "[::]:7001"],
+    "--listen [::]:7001 is a wildcard address, which clients cannot dial: pass --advertise HOST[:PORT] with the address clients and peers reach this node at",
+  );
+  refuses(
+    ["--listen", "0.0.0.0:7001", "--advertise", "0.0.0.0"],
+    '--advertise: invalid advertise address "0.0.0.0": a wildcard address cannot be dialed; advertise the host\'s reachable address',
+  );
+  refuses(
+    ["--listen", "127.0.0.1:65500"],
+    "--peer-listen is needed: the client port 65500 leaves no default peer port (client port + 100)",
+  );
+  refuses(
+    ["--id", "n1", "--peers", "n1=127.0.0.1:80", ...SECRET],
+    "--listen is needed: the peer port 80 leaves no default client port (peer port - 100)",
   );
   refuses(
     ["--listen", "127.0.0.1:70000"],
@@ -194,13 +268,19 @@ function spawnRegistry(cwd: string, args: string[]) {
   };
 }
 
-Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTERM, and keeps its bindings", async () => {
+Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTERM, and keeps its bindings and secret", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
-  const [port] = freePorts(1);
+  const [port, peerPort] = freePorts(2);
   const url = `tcp://127.0.0.1:${port}`;
+  const secrets: string[] = [];
   try {
     for (const round of [1, 2]) {
-      const node = spawnRegistry(cwd, ["--listen", `127.0.0.1:${port}`]);
+      const node = spawnRegistry(cwd, [
+        "--listen",
+        `127.0.0.1:${port}`,
+        "--peer-listen",
+        `127.0.0.1:${peerPort}`,
+      ]);
       const client = connect(url, { deadlineMs: 10_000 });
       let code: number;
       try {
@@ -212,9 +292,17 @@ Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTER
         assert.match(
           node.output,
           new RegExp(
-            `registry n1 listening on ${url} \\(cluster n1; data \\./data/n1\\)`,
+            `registry n1 listening on ${url}, peers on tcp://127\\.0\\.0\\.1:${peerPort} \\(cluster n1; data \\./data/n1\\)`,
           ),
         );
+        // The first start made the secret; the second read it.
+        assert.equal(
+          node.output.includes(
+            "generated a new cluster secret in ./data/n1/cluster_secret; give this file to every other node",
+          ),
+          round === 1,
+        );
+        secrets.push(await Deno.readTextFile(`${cwd}/data/n1/cluster_secret`));
         if (round === 1) {
           assert.deepEqual(
             await client.bind("hello", {
@@ -241,28 +329,75 @@ Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTER
       assert.ok(wal.isFile);
       assert.ok(wal.size > 0);
     }
+    assert.equal(secrets[0], secrets[1]);
+    assert.equal(
+      (await Deno.stat(`${cwd}/data/n1/cluster_secret`)).mode! & 0o777,
+      0o600,
+    );
   } finally {
     await Deno.remove(cwd, { recursive: true });
   }
 });
 
-Deno.test("registry/main.ts exits 1 with a one-line reason when its port is taken", async () => {
+Deno.test("registry/main.ts exits 1 with a one-line reason naming the port that is taken", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (taken.addr as Deno.NetAddr).port;
+  const [free] = freePorts(1);
   try {
-    const node = spawnRegistry(cwd, ["--listen", `127.0.0.1:${port}`]);
-    const code = await within(node.exit(), 10_000, "the registry to exit");
-    assert.equal(code, 1, node.output);
-    assert.match(
-      node.output,
-      new RegExp(
-        `^registry n1: cannot start on tcp://127\\.0\\.0\\.1:${port} with data \\./data/n1: .*in use.*\\n$`,
-        "i",
-      ),
-    );
+    for (
+      const [args, which] of [
+        [
+          ["--listen", `127.0.0.1:${port}`, "--peer-listen", "127.0.0.1:0"],
+          "client",
+        ],
+        [[
+          "--listen",
+          `127.0.0.1:${free}`,
+          "--peer-listen",
+          `127.0.0.1:${port}`,
+        ], "peer"],
+      ] as const
+    ) {
+      const node = spawnRegistry(cwd, [...args]);
+      const code = await within(node.exit(), 10_000, "the registry to exit");
+      assert.equal(code, 1, node.output);
+      assert.match(
+        node.output,
+        new RegExp(
+          `^(generated a new cluster secret in .*\\n)?registry n1: cannot start \\(client tcp://127\\.0\\.0\\.1:\\d+, peer tcp://127\\.0\\.0\\.1:\\d+, data \\./data/n1\\): the ${which} port tcp://127\\.0\\.0\\.1:${port} is in use .*; another process .* listens there.*\\n$`,
+          "i",
+        ),
+      );
+    }
   } finally {
     taken.close();
+    await Deno.remove(cwd, { recursive: true });
+  }
+});
+
+Deno.test("registry/main.ts refuses a short secret file, and a multi-node start without one", async () => {
+  const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
+  try {
+    await Deno.writeTextFile(`${cwd}/secret`, "too short\n");
+    const node = spawnRegistry(cwd, [
+      "--listen",
+      "127.0.0.1:0",
+      "--cluster-secret-file",
+      "secret",
+    ]);
+    assert.equal(await within(node.exit(), 10_000, "the node to exit"), 1);
+    assert.match(
+      node.output,
+      /^registry n1: cannot start \(.*\): the cluster secret in secret has 9 characters; it needs at least 32\. Make one with `openssl rand -base64 32 > secret`/,
+    );
+    const member = spawnRegistry(cwd, ["--id", "n1", "--peers", PEERS]);
+    assert.equal(await within(member.exit(), 10_000, "the node to exit"), 2);
+    assert.match(
+      member.output,
+      /^registry: --cluster-secret-file is required with --peers/,
+    );
+  } finally {
     await Deno.remove(cwd, { recursive: true });
   }
 });
@@ -285,19 +420,29 @@ Deno.test("registry/main.ts prints its usage with exit 2 for a bad option", asyn
 Deno.test("registry/main.ts refuses a data folder another node is using", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
   const [first, second] = freePorts(2);
-  const running = spawnRegistry(cwd, ["--listen", `127.0.0.1:${first}`]);
+  const running = spawnRegistry(cwd, [
+    "--listen",
+    `127.0.0.1:${first}`,
+    "--peer-listen",
+    "127.0.0.1:0",
+  ]);
   try {
     await waitFor(
       () => running.output.includes("listening on"),
       "the first node to listen",
       10_000,
     );
-    const intruder = spawnRegistry(cwd, ["--listen", `127.0.0.1:${second}`]);
+    const intruder = spawnRegistry(cwd, [
+      "--listen",
+      `127.0.0.1:${second}`,
+      "--peer-listen",
+      "127.0.0.1:0",
+    ]);
     const code = await within(intruder.exit(), 10_000, "the second to exit");
     assert.equal(code, 1, intruder.output);
     assert.equal(
       intruder.output,
-      `registry n1: cannot start on tcp://127.0.0.1:${second} with data ./data/n1: data folder ./data/n1 is in use by another registry node (pid ${running.child.pid}); stop that node first, or pass another --data folder\n`,
+      `registry n1: cannot start (client tcp://127.0.0.1:${second}, peer tcp://127.0.0.1:0, data ./data/n1): data folder ./data/n1 is in use by another registry node (pid ${running.child.pid}); stop that node first, or pass another --data folder\n`,
     );
   } finally {
     running.child.kill("SIGTERM");

@@ -2,7 +2,8 @@
  * The Rafter registry: a replicated map from service name to endpoints,
  * kept consistent by Raft. It holds the state machine, the JSON-RPC service
  * (`registry.bind`, `registry.unbind`, `registry.lookup`,
- * `registry.status`) and `startRegistryNode`, which runs one node;
+ * `registry.status`) and `startRegistryNode`, which runs one node on a
+ * client port and a peer port (authenticated by the cluster secret);
  * `registry/main.ts` is its command line.
  *
  * @example

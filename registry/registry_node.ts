@@ -1,38 +1,95 @@
 /**
  * One running registry node: a Raft node whose state machine is the
- * registry, served with the registry API and the Raft peer method on one
- * TCP port.
+ * registry, on two TCP ports. The client port serves the registry API and
+ * `rpc.ping`; the peer port serves only peers that prove the cluster
+ * secret (the handshake of `raft/peer_auth.ts`): `raft.step` and the
+ * registry's own peer methods.
  *
  * @module
  */
 
 import { type RpcServer, serve } from "../rpc/serve.ts";
-import { formatTcpUrl, type TcpAddress } from "../rpc/transport.ts";
+import {
+  formatTcpUrl,
+  isWildcardHost,
+  parseAdvertise,
+  parseTcpUrl,
+  type TcpAddress,
+} from "../rpc/transport.ts";
 import { RaftNode } from "../raft/node.ts";
 import type { SoftState } from "../raft/core.ts";
-import { type ApplyResult, registryMethods } from "./service.ts";
-import { RegistryState } from "./state.ts";
+import { ClusterKey } from "../raft/peer_auth.ts";
+import { PeerDirectory } from "../raft/peer_directory.ts";
+import { type PeerServer, servePeers } from "../raft/peer_server.ts";
+import { PeerTransport } from "../raft/peer_transport.ts";
+import {
+  type MemberStatus,
+  PEER_PORT_OFFSET,
+  type RegistryStatus,
+} from "./protocol.ts";
+import { registryMethods } from "./service.ts";
+import { type ApplyResult, encodeCommand, RegistryState } from "./state.ts";
+import {
+  LEASE_SYNC_METHOD,
+  LeaseKeeper,
+  type LeaseSync,
+  leaseSyncProblem,
+} from "./lease_keeper.ts";
+import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
+import { LocalArea } from "./local_area.ts";
+import { HealthChecker } from "./health_checker.ts";
 
 /** Settings of {@link startRegistryNode}. */
 export interface RegistryNodeOptions {
   /** This node's id, a key of `peers`. */
   id: string;
-  /** Address to listen on; port 0 picks a free port (single-node only). */
+  /** Address of the client port; port 0 picks a free port. */
   listen: TcpAddress;
   /**
-   * Every voter's id → `tcp://host:port`, this node included. Omit for a
-   * single-node registry.
+   * Address of the peer port. @default this node's `peers` entry; for a
+   * single node without `peers`, the client port + 100
+   * ({@link PEER_PORT_OFFSET}) on the same host, or a free port when the
+   * client port is 0
+   */
+  peerListen?: TcpAddress;
+  /**
+   * The client URL to tell clients and peers (NOT_LEADER hints, status):
+   * `host` or `host:port`. Required when `listen` is a wildcard address
+   * (`0.0.0.0`, `::`). @default the address listened on
+   */
+  advertise?: string;
+  /**
+   * Every voter's id → its PEER URL (`tcp://host:port` of its peer port),
+   * this node included. Omit for a single-node registry.
    */
   peers?: Record<string, string>;
+  /**
+   * The cluster secret every peer connection proves (at least 32
+   * characters; see `loadClusterSecret`). Required with more than one
+   * member. @default a random one, for a single node
+   */
+  clusterSecret?: string;
   /** Folder for this node's log; created if missing. */
   dataDir: string;
-  /** Milliseconds per Raft tick. Default 100. */
+  /** Milliseconds per Raft tick. @default 100 */
   tickMs?: number;
-  /** Election timeout in ticks (randomized up to twice this). Default 10. */
+  /** Election timeout in ticks (randomized up to twice this). @default 10 */
   electionTicks?: number;
-  /** Largest request frame accepted, bytes. Default 8 MiB. */
+  /** Largest request frame accepted, bytes. @default 8 MiB */
   maxFrameBytes?: number;
-  /** Receives one line per notable event (leader changes). */
+  /**
+   * Most events kept for watches to resume from (older revisions get
+   * COMPACTED). Every member must use the same value. @default 10_000
+   */
+  historyEvents?: number;
+  /** Limits of the watches this node serves. */
+  watch?: Omit<WatchHubOptions, "now">;
+  /** Most health-check probes under way at once on the leader. @default 64 */
+  maxConcurrentProbes?: number;
+  /**
+   * Receives one line per notable event: role changes (a candidate's line
+   * names the peers it cannot reach, and why), refused peer connections.
+   */
   log?(line: string): void;
   /** Called if storage fails and the node had to stop. */
   onFatal?(error: unknown): void;
@@ -42,27 +99,46 @@ export interface RegistryNodeOptions {
 export interface RegistryNode {
   /** This node's id. */
   readonly id: string;
-  /** The URL it serves on (actual port). */
+  /** Its client URL (actual port, or the advertised address). */
   readonly url: string;
+  /** Its peer URL: its `peers` entry, or the peer port listened on. */
+  readonly peerUrl: string;
   /** The Raft driver. */
   readonly raft: RaftNode<ApplyResult>;
   /** The replicated registry state on this node. */
   readonly state: RegistryState;
-  /** The RPC server. */
+  /** Lease timing and reported loads on this node. */
+  readonly leases: LeaseKeeper;
+  /** The watches this node serves. */
+  readonly watches: WatchHub;
+  /** This node's local-area bindings. */
+  readonly local: LocalArea;
+  /** Smallest lease TTL this node accepts, ms (1.5 × the election timeout). */
+  readonly minTtlMs: number;
+  /** The client port's RPC server. */
   readonly server: RpcServer;
+  /** The peer port. */
+  readonly peerServer: PeerServer;
+  /** The authenticated connections to the peers (`notify` for peer messages). */
+  readonly transport: PeerTransport;
   /**
    * Stops serving and stops the Raft node (the log stays on disk). With
-   * `graceMs`, first drains the server: requests under way are answered and
-   * clients are told to go elsewhere, for up to that many ms.
+   * `graceMs`, first drains the client port: requests under way are
+   * answered and clients are told to go elsewhere, for up to that many ms.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
 }
 
 /**
- * Starts a registry node: reloads its log from `dataDir`, joins its peers
- * and serves `registry.*`, `raft.step` and `rpc.ping`.
+ * Starts a registry node: reloads its log from `dataDir`, serves
+ * `registry.*` and `rpc.ping` on the client port, the peer protocol on the
+ * peer port, and connects to its peers.
  *
- * @throws {Error} when the data folder is unusable or the port is taken.
+ * @throws {Error} when the data folder is unusable, a multi-node node has
+ * no `clusterSecret` or no fixed peer port, or `listen` is a wildcard
+ * address without `advertise`.
+ * @throws {Deno.errors.AddrInUse} when a port is taken (the message says
+ * which).
  *
  * @example
  * ```ts ignore
@@ -72,80 +148,433 @@ export interface RegistryNode {
  *   listen: { hostname: "127.0.0.1", port: 0 },
  *   dataDir: await Deno.makeTempDir(),
  * });
- * console.log(node.url);
+ * console.log(node.url, node.peerUrl);
  * await node.stop();
  * ```
  */
 export async function startRegistryNode(
   options: RegistryNodeOptions,
 ): Promise<RegistryNode> {
+  const { id, listen } = options;
   const tickMs = options.tickMs ?? 100;
   const electionTicks = options.electionTicks ?? 10;
-  const listenUrl = formatTcpUrl(options.listen);
-  const peers = options.peers ?? { [options.id]: listenUrl };
-  if (options.listen.port === 0 && Object.keys(peers).length > 1) {
+  const log = options.log ?? (() => {});
+  const advertised = options.advertise === undefined
+    ? undefined
+    : parseAdvertise(options.advertise);
+  if (advertised === undefined && isWildcardHost(listen.hostname)) {
     throw new Error(
-      "a node of a multi-node registry needs a fixed port: its peers must know where to reach it",
+      `the client port listens on the wildcard address ${listen.hostname}, which clients cannot dial; pass advertise (--advertise) with this host's reachable address`,
     );
   }
-  const state = new RegistryState();
-  const log = options.log ?? (() => {});
-  const raft = await RaftNode.start<ApplyResult>({
-    id: options.id,
+  const peerListen = options.peerListen ?? defaultPeerListen(options);
+  const peers = options.peers ??
+    { [id]: formatTcpUrl(advertisedPeer(peerListen, advertised)) };
+  const multiNode = Object.keys(peers).length > 1;
+  if (multiNode && peerListen.port === 0) {
+    throw new Error(
+      "a node of a multi-node registry needs a fixed peer port: its peers must know where to reach it",
+    );
+  }
+  if (multiNode && options.clusterSecret === undefined) {
+    throw new Error(
+      "a node of a multi-node registry needs the cluster secret (--cluster-secret-file) its peers share",
+    );
+  }
+  const key = options.clusterSecret === undefined
+    ? await ClusterKey.random()
+    : await ClusterKey.fromSecret(options.clusterSecret);
+
+  const electionTimeoutMs = tickMs * electionTicks;
+  const minTtlMs = Math.ceil(1.5 * electionTimeoutMs);
+  const state = new RegistryState({ historyEvents: options.historyEvents });
+  const leases = new LeaseKeeper({ tickMs });
+  const local = new LocalArea();
+  const watches = new WatchHub(state, options.watch);
+  const directory = new PeerDirectory(id, peers);
+  const transport = new PeerTransport({
+    id,
     peers,
+    key,
+    directory,
+    clientUrl: () => directory.clientUrl(id),
+  });
+  const logRole = roleLogger(id, directory, log);
+  // Leadership as the registry sees it: the index of this term's first
+  // entry, applied before this node answers keep-alives (so it knows every
+  // lease expiry an earlier leader committed).
+  let leading = false;
+  let readyIndex = Infinity;
+  let raft: RaftNode<ApplyResult> | undefined;
+  const checker = new HealthChecker({
+    propose: (command) =>
+      raft!.propose(encodeCommand(command), { timeoutMs: 3000 }),
+    maxConcurrentProbes: options.maxConcurrentProbes,
+    log,
+  });
+  const onSoftState = (soft: SoftState) => {
+    logRole(soft);
+    if (soft.role === "leader" && !leading) {
+      leading = true;
+      readyIndex = raft!.status.lastIndex;
+      const gap = leases.becomeLeader();
+      if (leases.size > 0) {
+        log(
+          `${id}: timing ${leases.size} lease(s) from the last renewals the old leader reported; ${
+            Math.round(gap)
+          } ms without a leader are not counted against them`,
+        );
+      }
+      checker.update(state.checkedBindings());
+      checker.start();
+    } else if (soft.role !== "leader" && leading) {
+      leading = false;
+      readyIndex = Infinity;
+      leases.stopLeading();
+      checker.stop();
+    }
+  };
+  raft = await RaftNode.start<ApplyResult>({
+    id,
+    peers,
+    transport,
     dataDir: options.dataDir,
     tickMs,
     electionTicks,
-    apply: (entry) => state.apply(entry.data),
-    onSoftState: (soft: SoftState) => log(describeRole(options.id, soft)),
+    apply: (entry) => {
+      const outcome = state.apply(entry.data);
+      const change = outcome.change;
+      if (change !== null) {
+        for (const lease of change.granted) leases.granted(lease);
+        for (const lease of change.removed) {
+          leases.removed(lease);
+          local.leaseEnded(lease);
+        }
+        if (change.events.length > 0) {
+          watches.changed();
+          if (change.events.some((e) => e.endpoint.check !== null)) {
+            checker.update(state.checkedBindings());
+          }
+        }
+      }
+      return outcome.result;
+    },
+    onSoftState,
     onFatal: options.onFatal,
   });
-  let selfUrl = listenUrl;
-  let server: RpcServer;
+  const node = raft;
+  const leaderReady = () => leading && node.status.appliedIndex >= readyIndex;
+  // A single node's peer port may be a free one, known once it listens.
+  let peerUrl = peers[id];
+  const members = (): MemberStatus[] => {
+    const now = Date.now();
+    return directory.status().map((member) => ({
+      id: member.id,
+      peerUrl: member.self ? peerUrl : member.peerUrl,
+      clientUrl: member.clientUrl,
+      self: member.self,
+      reachable: member.reachable,
+      lastHeardMsAgo: member.self
+        ? 0
+        : member.lastHeardAt === null
+        ? null
+        : Math.max(0, now - member.lastHeardAt),
+      lastError: member.lastError,
+    }));
+  };
+  const status = (): RegistryStatus => {
+    const raftStatus = node.status;
+    return {
+      id,
+      url: directory.clientUrl(id) ?? "",
+      peerUrl,
+      term: raftStatus.term,
+      role: raftStatus.role,
+      leader: raftStatus.leader,
+      leaderUrl: raftStatus.leader === null
+        ? null
+        : directory.clientUrl(raftStatus.leader),
+      commitIndex: raftStatus.commitIndex,
+      appliedIndex: raftStatus.appliedIndex,
+      revision: state.revision,
+      compactRevision: state.compactRevision,
+      leases: state.leaseCount,
+      watchers: watches.count,
+      electionTimeoutMs,
+      minTtlMs,
+      members: members(),
+    };
+  };
+  let server: RpcServer | undefined;
+  let peerServer: PeerServer | undefined;
   try {
-    server = serve({
-      hostname: options.listen.hostname,
-      port: options.listen.port,
-      maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
-      methods: {
-        ...raft.methods,
-        ...registryMethods({
-          node: raft,
+    server = listening("client", listen, () =>
+      serve({
+        hostname: listen.hostname,
+        port: listen.port,
+        advertise: options.advertise,
+        maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
+        methods: registryMethods({
+          raft: node,
           state,
-          url: () => selfUrl,
-          electionTimeoutMs: tickMs * electionTicks,
+          leases,
+          watches,
+          local,
+          leaderReady,
+          clientUrlOf: (member) => directory.clientUrl(member),
+          status,
+          minTtlMs,
+          electionTimeoutMs,
         }),
-      },
-    });
+      }));
+    directory.setClientUrl(id, server.url);
+    peerServer = listening("peer", peerListen, () =>
+      servePeers({
+        hostname: peerListen.hostname,
+        port: peerListen.port,
+        maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
+        id,
+        key,
+        directory,
+        clientUrl: () => directory.clientUrl(id),
+        onStep: (messages) => node.step(messages),
+        handlers: {
+          [LEASE_SYNC_METHOD]: (params, from) => {
+            const problem = leaseSyncProblem(params);
+            const raftStatus = node.status;
+            const sync = params as LeaseSync;
+            if (
+              problem === null && raftStatus.role !== "leader" &&
+              sync.term === raftStatus.term && from === raftStatus.leader
+            ) {
+              leases.absorb(sync);
+            }
+          },
+        },
+        log,
+      }));
   } catch (error) {
-    await raft.stop();
+    watches.close();
+    await server?.close();
+    await node.stop();
     throw error;
   }
-  selfUrl = server.url;
-  return {
-    id: options.id,
-    url: server.url,
-    raft,
+  peerUrl = options.peers?.[id] ??
+    formatTcpUrl(advertisedPeer(peerServer, advertised));
+  transport.start();
+  const clientServer = server;
+  const peerPort = peerServer;
+  const duties = new LeaderDuties({
+    id,
+    raft: node,
     state,
-    server,
-    async stop(options = {}) {
-      if (options.graceMs !== undefined) await server.drain(options.graceMs);
-      await server.close();
-      await raft.stop();
+    leases,
+    checker,
+    peers: Object.keys(peers).filter((peer) => peer !== id),
+    send: (peer, sync) =>
+      transport.notify(
+        peer,
+        LEASE_SYNC_METHOD,
+        sync as unknown as Record<string, unknown>,
+      ),
+    leading: () => leading,
+    leaderReady,
+    log,
+  });
+  const dutyTimer = setInterval(() => duties.tick(), tickMs);
+  return {
+    id,
+    url: clientServer.url,
+    peerUrl,
+    raft: node,
+    state,
+    leases,
+    watches,
+    local,
+    minTtlMs,
+    server: clientServer,
+    peerServer: peerPort,
+    transport,
+    async stop(stopOptions = {}) {
+      clearInterval(dutyTimer);
+      checker.stop();
+      watches.close();
+      if (stopOptions.graceMs !== undefined) {
+        await clientServer.drain(stopOptions.graceMs);
+      }
+      await clientServer.close();
+      await peerPort.close();
+      await node.stop();
     },
   };
 }
 
-/** One log line for a role change, e.g. "n1: follower in term 3, leader n2". */
-function describeRole(id: string, soft: SoftState): string {
-  switch (soft.role) {
-    case "leader":
-      return `${id}: leader of term ${soft.term}`;
-    case "candidate":
-      return `${id}: candidate in term ${soft.term}, asking for votes`;
-    case "follower":
-      return `${id}: follower in term ${soft.term}, leader ${
-        soft.leader ?? "unknown (election under way)"
-      }`;
+/**
+ * The peer port a node listens on by default: its `peers` entry, or for a
+ * single node the client port + {@link PEER_PORT_OFFSET} (a free port when
+ * the client port is 0).
+ */
+function defaultPeerListen(options: RegistryNodeOptions): TcpAddress {
+  const own = options.peers?.[options.id];
+  if (own !== undefined) return parseTcpUrl(own);
+  const { hostname, port } = options.listen;
+  return { hostname, port: port === 0 ? 0 : port + PEER_PORT_OFFSET };
+}
+
+/** The advertised host with the peer port (single node, for status only). */
+function advertisedPeer(
+  address: TcpAddress,
+  advertised: { hostname: string } | undefined,
+): TcpAddress {
+  return {
+    hostname: advertised?.hostname ?? address.hostname,
+    port: address.port,
+  };
+}
+
+/** Runs `start`, naming the port in an "address in use" error. */
+function listening<T>(which: string, address: TcpAddress, start: () => T): T {
+  try {
+    return start();
+  } catch (error) {
+    if (error instanceof Deno.errors.AddrInUse) {
+      throw new Deno.errors.AddrInUse(
+        `the ${which} port ${
+          formatTcpUrl(address)
+        } is in use (${error.message})`,
+      );
+    }
+    throw error;
   }
+}
+
+/** Least time between two candidate lines that say the same, ms. */
+const CANDIDATE_LOG_INTERVAL_MS = 5_000;
+
+/**
+ * Logs one line per role change, e.g. "n1: follower in term 3, leader n2".
+ * A candidate's line names the peers it cannot reach and why; while
+ * neither that list nor the reasons change, a candidate whose term keeps
+ * climbing logs at most once per 5 s.
+ */
+function roleLogger(
+  id: string,
+  directory: PeerDirectory,
+  log: (line: string) => void,
+): (soft: SoftState) => void {
+  let last = { key: "", at: -Infinity };
+  return (soft) => {
+    if (soft.role !== "candidate") {
+      last = { key: "", at: -Infinity };
+      log(
+        soft.role === "leader"
+          ? `${id}: leader of term ${soft.term}`
+          : `${id}: follower in term ${soft.term}, leader ${
+            soft.leader ?? "unknown (election under way)"
+          }`,
+      );
+      return;
+    }
+    const unreachable = directory.unreachable();
+    const key = unreachable
+      .map((peer) => `${peer.id} (${peer.peerUrl}: ${peer.reason})`)
+      .join(", ");
+    const now = Date.now();
+    if (key === last.key && now - last.at < CANDIDATE_LOG_INTERVAL_MS) return;
+    last = { key, at: now };
+    log(
+      unreachable.length === 0
+        ? `${id}: candidate in term ${soft.term}, asking for votes`
+        : `${id}: candidate in term ${soft.term}; cannot reach ${key}`,
+    );
+  };
+}
+
+/** What the leader's periodic duties need. */
+interface LeaderDutiesOptions {
+  id: string;
+  raft: RaftNode<ApplyResult>;
+  state: RegistryState;
+  leases: LeaseKeeper;
+  checker: HealthChecker;
+  /** The other members. */
+  peers: string[];
+  send(peer: string, sync: LeaseSync): boolean;
+  leading(): boolean;
+  leaderReady(): boolean;
+  log(line: string): void;
+}
+
+/** A full lease sync every this many ticks; deltas in between. */
+const FULL_SYNC_TICKS = 10;
+/** Most leases in one sync message. */
+const MAX_SYNC_LEASES = 2_000;
+
+/**
+ * What the leader does every tick: credit a stall, send followers the lease
+ * renewals (a delta every tick, even an empty one, so they know when they
+ * last heard a leader; everything every 10 ticks), run the due health
+ * checks, and expire the leases whose TTL passed: after confirming it still
+ * leads (a ReadIndex round), it proposes their expiry as one log entry.
+ */
+class LeaderDuties {
+  readonly #options: LeaderDutiesOptions;
+  #ticks = 0;
+  #expiring = false;
+
+  constructor(options: LeaderDutiesOptions) {
+    this.#options = options;
+  }
+
+  tick(): void {
+    const { raft, leases, checker, state } = this.#options;
+    if (!this.#options.leading()) return;
+    leases.tickLeader();
+    const term = raft.status.term;
+    const sync = leases.sync(term, ++this.#ticks % FULL_SYNC_TICKS === 0);
+    for (const part of split(sync)) {
+      for (const peer of this.#options.peers) this.#options.send(peer, part);
+    }
+    checker.tick();
+    if (this.#expiring || !this.#options.leaderReady()) return;
+    const due = leases.due(state.leases());
+    if (due.length === 0) return;
+    this.#expiring = true;
+    leases.markExpiring(due);
+    raft.readBarrier({ timeoutMs: 2_000 })
+      .then(() => {
+        // Still the leader of the same term: no other leader can have
+        // taken keep-alives for these leases in the meantime.
+        if (!this.#options.leading() || raft.status.term !== term) {
+          throw new Error("leadership changed");
+        }
+        this.#options.log(
+          `${this.#options.id}: lease(s) ${due.join(", ")} expired; removing their bindings`,
+        );
+        return raft.propose(encodeCommand({ op: "leaseExpire", ids: due }), {
+          timeoutMs: 3_000,
+        });
+      })
+      .catch(() => {
+        // Not committed: the next tick times them again.
+      })
+      .finally(() => {
+        leases.unmarkExpiring(due);
+        this.#expiring = false;
+      });
+  }
+}
+
+/** A sync in parts of at most {@link MAX_SYNC_LEASES} leases. */
+function split(sync: LeaseSync): LeaseSync[] {
+  if (sync.renewed.length <= MAX_SYNC_LEASES) return [sync];
+  const parts: LeaseSync[] = [];
+  for (let i = 0; i < sync.renewed.length; i += MAX_SYNC_LEASES) {
+    parts.push({
+      term: sync.term,
+      full: false,
+      renewed: sync.renewed.slice(i, i + MAX_SYNC_LEASES),
+    });
+  }
+  return parts;
 }

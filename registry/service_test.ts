@@ -3,12 +3,14 @@ import { dial } from "../rpc/dial.ts";
 import type { RpcConnection } from "../rpc/connection.ts";
 import {
   INVALID_PARAMS,
+  METHOD_NOT_FOUND,
   NOT_LEADER,
   RpcError,
   UNAVAILABLE,
 } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import { freePorts, waitFor } from "../raft/_test_util.ts";
+import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
+import { authenticatePeer, ClusterKey } from "../raft/peer_auth.ts";
 import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
 import { MAX_NAME_LENGTH } from "./service.ts";
 import type { RegistryStatus } from "./types.ts";
@@ -236,6 +238,7 @@ Deno.test("registry.status reports the node's consensus state and revision", asy
     assert.deepEqual(status, {
       id: "n1",
       url: node.url,
+      peerUrl: node.peerUrl,
       term: node.raft.status.term,
       role: "leader",
       leader: "n1",
@@ -243,29 +246,52 @@ Deno.test("registry.status reports the node's consensus state and revision", asy
       commitIndex: 2,
       appliedIndex: 2,
       revision: 1,
+      compactRevision: 0,
+      leases: 0,
+      watchers: 0,
+      electionTimeoutMs: 50,
+      minTtlMs: 75,
+      members: [{
+        id: "n1",
+        peerUrl: node.peerUrl,
+        clientUrl: node.url,
+        self: true,
+        reachable: true,
+        lastHeardMsAgo: 0,
+        lastError: null,
+      }],
     });
+    // The peer port is another, real port.
+    assert.match(status.peerUrl, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(status.peerUrl, status.url);
+    assert.notEqual(status.peerUrl, "tcp://127.0.0.1:0");
     assert.ok(status.term >= 1);
     assert.match(status.url, /^tcp:\/\/127\.0\.0\.1:\d+$/);
     assert.notEqual(status.url, "tcp://127.0.0.1:0");
   });
 });
 
-Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no leader with UNAVAILABLE", async () => {
+Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt client URL, and no leader with UNAVAILABLE", async () => {
   const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
-  const [port1, port2] = freePorts(2);
+  const [port1, peerPort1, peerPort2] = freePorts(3);
   const url1 = `tcp://127.0.0.1:${port1}`;
-  const url2 = `tcp://127.0.0.1:${port2}`;
+  const peerUrl1 = `tcp://127.0.0.1:${peerPort1}`;
+  const peerUrl2 = `tcp://127.0.0.1:${peerPort2}`;
+  // n2's client URL, as n2 announces it in the peer handshake.
+  const url2 = "tcp://127.0.0.1:7002";
   // n2 never runs: the test speaks for it. A long election timeout keeps
   // n1 from campaigning while the test runs.
   const node = await startRegistryNode({
     id: "n1",
     listen: { hostname: "127.0.0.1", port: port1 },
-    peers: { n1: url1, n2: url2 },
+    peers: { n1: peerUrl1, n2: peerUrl2 },
+    clusterSecret: TEST_SECRET,
     dataDir: dir,
     tickMs: 100,
     electionTicks: 100,
   });
   const connection = await dial(node.url);
+  let peer: RpcConnection | undefined;
   try {
     const bind = () =>
       connection.call("registry.bind", ["hello", {
@@ -285,8 +311,9 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no l
       'Unavailable: no leader was elected within 2000 ms to confirm the read; retry, or pass consistency: "serializable" for a possibly stale answer',
       { retryAfterMs: 10_000 },
     );
-    // n2 speaks up as the leader of term 2 (a heartbeat).
-    await connection.call("raft.step", [[{
+    // n2 speaks up as the leader of term 2 (a heartbeat), on the peer port
+    // after the handshake: the client port has no raft.step.
+    const heartbeat = {
       type: "append",
       from: "n2",
       to: "n1",
@@ -295,7 +322,25 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no l
       prevLogTerm: 0,
       entries: [],
       commit: 0,
-    }]]);
+    };
+    await rejectsWith(
+      connection.call("raft.step", [[heartbeat]]),
+      METHOD_NOT_FOUND,
+      'Method not found: no method "raft.step" on this server',
+    );
+    assert.equal(node.raft.status.leader, null);
+    // (Dialed now: a connection must authenticate within 2 s.)
+    peer = await dial(peerUrl1);
+    assert.deepEqual(
+      await authenticatePeer(peer, {
+        key: await ClusterKey.fromSecret(TEST_SECRET),
+        from: "n2",
+        to: "n1",
+        clientUrl: url2,
+      }),
+      { clientUrl: url1 },
+    );
+    await peer.call("raft.step", [[heartbeat]]);
     await waitFor(() => node.raft.status.leader === "n2", "n1 to follow n2");
     await rejectsWith(
       bind(),
@@ -320,9 +365,11 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no l
       await connection.call("registry.lookup", ["hello", "serializable"]),
       { name: "hello", endpoints: [], revision: 0 },
     );
-    assert.deepEqual(await connection.call("registry.status"), {
+    const status = await connection.call<RegistryStatus>("registry.status");
+    assert.deepEqual({ ...status, members: [] }, {
       id: "n1",
       url: url1,
+      peerUrl: peerUrl1,
       term: 2,
       role: "follower",
       leader: "n2",
@@ -330,8 +377,37 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader, and no l
       commitIndex: 0,
       appliedIndex: 0,
       revision: 0,
+      compactRevision: 0,
+      leases: 0,
+      watchers: 0,
+      electionTimeoutMs: 10_000,
+      minTtlMs: 15_000,
+      members: [],
     });
+    // n1 heard from n2 (inbound) but cannot reach n2's peer port itself.
+    const [self, n2] = status.members;
+    assert.deepEqual(self, {
+      id: "n1",
+      peerUrl: peerUrl1,
+      clientUrl: url1,
+      self: true,
+      reachable: true,
+      lastHeardMsAgo: 0,
+      lastError: null,
+    });
+    assert.equal(n2.id, "n2");
+    assert.equal(n2.peerUrl, peerUrl2);
+    assert.equal(n2.clientUrl, url2);
+    assert.equal(n2.self, false);
+    assert.equal(n2.reachable, false);
+    assert.equal(n2.lastError, "connection refused");
+    assert.ok(
+      n2.lastHeardMsAgo !== null && n2.lastHeardMsAgo < 5_000,
+      String(n2.lastHeardMsAgo),
+    );
   } finally {
+    peer?.close();
+    await peer?.closed;
     connection.close();
     await connection.closed;
     await node.stop();

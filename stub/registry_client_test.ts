@@ -5,7 +5,7 @@ import {
   INVALID_PARAMS,
   RpcError,
 } from "../rpc/errors.ts";
-import { freePorts, waitFor } from "../raft/_test_util.ts";
+import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import {
   type RegistryNode,
   startRegistryNode,
@@ -16,7 +16,8 @@ import { RegistryClient } from "./registry_client.ts";
 
 /** Three in-process registry nodes on fixed free ports. */
 interface Cluster {
-  peers: Record<string, string>;
+  /** Node id → client URL. */
+  urls: Record<string, string>;
   nodes: Map<string, RegistryNode>;
   leader(): Promise<RegistryNode>;
   followers(): Promise<RegistryNode[]>;
@@ -26,9 +27,12 @@ interface Cluster {
 async function withCluster(fn: (cluster: Cluster) => Promise<void>) {
   const root = await Deno.makeTempDir({ prefix: "rafter_registry_client_" });
   const ids = ["n1", "n2", "n3"];
-  const ports = freePorts(3);
-  const peers = Object.fromEntries(
+  const ports = freePorts(6);
+  const urls = Object.fromEntries(
     ids.map((id, i) => [id, `tcp://127.0.0.1:${ports[i]}`]),
+  );
+  const peers = Object.fromEntries(
+    ids.map((id, i) => [id, `tcp://127.0.0.1:${ports[3 + i]}`]),
   );
   const nodes = new Map<string, RegistryNode>();
   const leader = () =>
@@ -47,7 +51,7 @@ async function withCluster(fn: (cluster: Cluster) => Promise<void>) {
       5_000,
     );
   const cluster: Cluster = {
-    peers,
+    urls,
     nodes,
     leader,
     async followers() {
@@ -67,6 +71,7 @@ async function withCluster(fn: (cluster: Cluster) => Promise<void>) {
           id,
           listen: { hostname: "127.0.0.1", port: ports[i] },
           peers,
+          clusterSecret: TEST_SECRET,
           dataDir: `${root}/${id}`,
           tickMs: 20,
           electionTicks: 10,
@@ -111,7 +116,7 @@ Deno.test("a client whose first URL is dead moves on to the next", async () => {
     const leader = await cluster.leader();
     const [dead] = freePorts(1);
     const deadUrl = `tcp://127.0.0.1:${dead}`;
-    const urls = [deadUrl, ...Object.values(cluster.peers)];
+    const urls = [deadUrl, ...Object.values(cluster.urls)];
     const client = connect(urls);
     try {
       const started = Date.now();
@@ -164,7 +169,7 @@ Deno.test("a lookup through a follower right after a bind through the leader see
 
 Deno.test("after the leader stops, a bind succeeds once a new leader is elected", async () => {
   await withCluster(async (cluster) => {
-    const client = connect(Object.values(cluster.peers), { deadlineMs: 8_000 });
+    const client = connect(Object.values(cluster.urls), { deadlineMs: 8_000 });
     try {
       const old = await cluster.leader();
       assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
@@ -217,7 +222,7 @@ Deno.test("when every registry node is down the deadline error lists the URLs tr
 
 Deno.test("errors a retry cannot fix are thrown at once", async () => {
   await withCluster(async (cluster) => {
-    const client = connect(Object.values(cluster.peers));
+    const client = connect(Object.values(cluster.urls));
     try {
       await cluster.leader();
       const started = Date.now();

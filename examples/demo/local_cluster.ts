@@ -3,8 +3,11 @@
  * hello servers started with `deno run`, killed by PID, restarted from
  * their data folders. The demo and the end-to-end tests use it.
  *
- * Every child runs with `--watch-stdin` and a piped stdin held by this
- * process, so a child exits when this process ends, however it ends.
+ * Every registry node has a client port and a peer port; the nodes share
+ * one cluster secret file in the cluster's data folder (the first node to
+ * start creates it). Every child runs with `--watch-stdin` and a piped
+ * stdin held by this process, so a child exits when this process ends,
+ * however it ends.
  *
  * @module
  */
@@ -79,8 +82,10 @@ export class LocalCluster {
   /** The data folder, made on first use when the cluster owns it. */
   #dataDir: Promise<string> | null;
   readonly #ownsDataDir: boolean;
-  /** Registry node id → URL. */
+  /** Registry node id → client URL. */
   readonly registry = new Map<string, string>();
+  /** Registry node id → peer URL (where the other nodes reach it). */
+  readonly peers = new Map<string, string>();
 
   /** @param options data folder, timing and output hook. */
   constructor(options: LocalClusterOptions = {}) {
@@ -108,30 +113,56 @@ export class LocalCluster {
     return `${await this.#root()}/${id}`;
   }
 
+  /** The cluster secret file the nodes share (created by the first to start). */
+  async secretFile(): Promise<string> {
+    return `${await this.#root()}/cluster_secret`;
+  }
+
   /**
-   * Starts `count` registry nodes n1..nN on free ports and waits until each
-   * listens.
+   * Picks free ports for `count` registry nodes n1..nN (a client port and a
+   * peer port each) without starting them; {@link startNode} starts one.
+   */
+  planRegistry(count: number): void {
+    const ports = freePorts(2 * count);
+    for (let i = 0; i < count; i++) {
+      this.registry.set(`n${i + 1}`, `tcp://127.0.0.1:${ports[2 * i]}`);
+      this.peers.set(`n${i + 1}`, `tcp://127.0.0.1:${ports[2 * i + 1]}`);
+    }
+  }
+
+  /**
+   * Starts `count` registry nodes n1..nN on free ports (a client port and a
+   * peer port each) and waits until each listens.
    */
   async startRegistry(count: number): Promise<void> {
-    const ports = freePorts(count);
-    ports.forEach((port, i) => {
-      this.registry.set(`n${i + 1}`, `tcp://127.0.0.1:${port}`);
-    });
+    this.planRegistry(count);
     await Promise.all(
       [...this.registry.keys()].map((id) => this.startNode(id)),
     );
   }
 
-  /** Starts (or restarts) registry node `id` from its data folder. */
-  async startNode(id: string): Promise<Child> {
-    const peers = [...this.registry]
+  /**
+   * Starts (or restarts) registry node `id` from its data folder.
+   *
+   * @param options.secretFile another cluster secret file than the
+   * cluster's (to start a node that cannot prove the cluster's secret).
+   */
+  async startNode(
+    id: string,
+    options: { secretFile?: string } = {},
+  ): Promise<Child> {
+    const peers = [...this.peers]
       .map(([peer, url]) => `${peer}=${url.slice("tcp://".length)}`)
       .join(",");
     const child = this.#spawn(id, "registry/main.ts", [
       "--id",
       id,
+      "--listen",
+      this.registry.get(id)!.slice("tcp://".length),
       "--peers",
       peers,
+      "--cluster-secret-file",
+      options.secretFile ?? await this.secretFile(),
       "--data",
       await this.dataDirOf(id),
       "--tick-ms",

@@ -1,0 +1,541 @@
+/**
+ * The peer handshake: how two members of a Raft cluster prove to each
+ * other, on every new peer connection, that both hold the cluster secret,
+ * before any Raft message is accepted. Web-standard (WebCrypto
+ * `crypto.subtle`, HMAC-SHA256); no Deno APIs.
+ *
+ * The dialer and the acceptor each pick a fresh nonce (32 random bytes,
+ * base64url), so a proof is only good for the one connection it was made
+ * for:
+ *
+ * 1. dialer → `peer.hello { from, to, nonce: dialerNonce }`;
+ * 2. acceptor → `{ nonce: acceptorNonce, proof }` with proof =
+ *    HMAC(secret, `rafter-peer-v1|acceptor|from|to|dialerNonce|acceptorNonce`);
+ *    the dialer verifies it and closes the connection if it is wrong;
+ * 3. dialer → `peer.auth { proof, clientUrl }` with proof =
+ *    HMAC(secret, `rafter-peer-v1|dialer|from|to|dialerNonce|acceptorNonce`);
+ * 4. acceptor verifies it, then answers `{ clientUrl }`: each side learns
+ *    the other's client URL.
+ *
+ * The role in each proof keeps one side's proof from being reflected back
+ * as the other's. Proofs are checked with `crypto.subtle.verify`, which
+ * compares in constant time. The secret is never sent. The handshake
+ * authenticates; it does not encrypt (TLS is to come).
+ *
+ * @module
+ */
+
+import type { RpcConnection } from "../rpc/connection.ts";
+import {
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  messageOf,
+  METHOD_NOT_FOUND,
+  RpcError,
+} from "../rpc/errors.ts";
+import { formatTcpUrl, isWildcardHost, parseTcpUrl } from "../rpc/transport.ts";
+import type { NodeId } from "./types.ts";
+
+/** The method a dialer opens the handshake with: {@link HelloParams} → {@link HelloResult}. */
+export const PEER_HELLO_METHOD = "peer.hello";
+/** The method a dialer completes the handshake with: {@link AuthParams} → {@link AuthResult}. */
+export const PEER_AUTH_METHOD = "peer.auth";
+/** Version label at the start of every signed handshake string. */
+export const PEER_PROTOCOL = "rafter-peer-v1";
+/**
+ * How long an acceptor waits for a connection to complete the handshake,
+ * and a dialer for the acceptor's answers: 2_000 ms.
+ */
+export const HANDSHAKE_TIMEOUT_MS = 2_000;
+/** Shortest cluster secret accepted, in characters: 32. */
+export const MIN_SECRET_LENGTH = 32;
+/** Random bytes in a nonce, and in a generated secret: 32. */
+export const NONCE_BYTES = 32;
+
+/** Params of `peer.hello`. */
+export interface HelloParams {
+  /** The dialer's member id. */
+  from: NodeId;
+  /** The member id the dialer expects the acceptor to be. */
+  to: NodeId;
+  /** The dialer's nonce: {@link NONCE_BYTES} random bytes, base64url. */
+  nonce: string;
+}
+
+/** Result of `peer.hello`. */
+export interface HelloResult {
+  /** The acceptor's nonce: {@link NONCE_BYTES} random bytes, base64url. */
+  nonce: string;
+  /** The acceptor's proof (HMAC-SHA256, base64url). */
+  proof: string;
+}
+
+/** Params of `peer.auth`. */
+export interface AuthParams {
+  /** The dialer's proof (HMAC-SHA256, base64url). */
+  proof: string;
+  /** The dialer's client URL (`tcp://host:port`), or null when it has none. */
+  clientUrl: string | null;
+}
+
+/** Result of `peer.auth`. */
+export interface AuthResult {
+  /** The acceptor's client URL (`tcp://host:port`), or null when it has none. */
+  clientUrl: string | null;
+}
+
+/** Which side of the handshake a proof speaks for. */
+export type HandshakeRole = "dialer" | "acceptor";
+
+/**
+ * A handshake failed: the connection must be closed. `message` says why in
+ * words fit for a status page (`lastError`) or a log line.
+ */
+export class PeerHandshakeError extends Error {
+  /**
+   * Makes the error.
+   *
+   * @param message why the handshake failed.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "PeerHandshakeError";
+  }
+}
+
+/**
+ * The cluster secret as an HMAC-SHA256 key, able to make and check the
+ * handshake's proofs. The secret's text itself is not kept.
+ *
+ * @example
+ * ```ts
+ * import { ClusterKey, newNonce } from "./peer_auth.ts";
+ * const key = await ClusterKey.fromSecret("an example secret of at least 32 characters");
+ * const [a, b] = [newNonce(), newNonce()];
+ * const proof = await key.prove("acceptor", "n1", "n2", a, b);
+ * console.log(await key.verify("acceptor", "n1", "n2", a, b, proof)); // true
+ * console.log(await key.verify("dialer", "n1", "n2", a, b, proof)); // false
+ * ```
+ */
+export class ClusterKey {
+  readonly #key: CryptoKey;
+
+  private constructor(key: CryptoKey) {
+    this.#key = key;
+  }
+
+  /**
+   * Imports a secret (its UTF-8 bytes are the HMAC key).
+   *
+   * @param secret the cluster secret, at least {@link MIN_SECRET_LENGTH}
+   * characters (surrounding whitespace is trimmed first).
+   * @throws {RangeError} when the trimmed secret is shorter.
+   */
+  static async fromSecret(secret: string): Promise<ClusterKey> {
+    const trimmed = secret.trim();
+    if (trimmed.length < MIN_SECRET_LENGTH) {
+      throw new RangeError(
+        `the cluster secret has ${trimmed.length} characters; it needs at least ${MIN_SECRET_LENGTH}`,
+      );
+    }
+    const key = await crypto.subtle.importKey(
+      "raw",
+      new TextEncoder().encode(trimmed),
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign", "verify"],
+    );
+    return new ClusterKey(key);
+  }
+
+  /**
+   * A fresh random key, for a single-node cluster that no peer ever joins.
+   */
+  static random(): Promise<ClusterKey> {
+    return ClusterKey.fromSecret(randomBase64url(NONCE_BYTES));
+  }
+
+  /** The proof `role` sends for one handshake (HMAC-SHA256, base64url). */
+  async prove(
+    role: HandshakeRole,
+    from: NodeId,
+    to: NodeId,
+    dialerNonce: string,
+    acceptorNonce: string,
+  ): Promise<string> {
+    const signature = await crypto.subtle.sign(
+      "HMAC",
+      this.#key,
+      signedBytes(role, from, to, dialerNonce, acceptorNonce),
+    );
+    return encodeBase64url(new Uint8Array(signature));
+  }
+
+  /**
+   * Whether `proof` is the one `role` must send for this handshake; checked
+   * by `crypto.subtle.verify` (constant time). False, never a throw, for a
+   * proof that is not even base64url.
+   */
+  async verify(
+    role: HandshakeRole,
+    from: NodeId,
+    to: NodeId,
+    dialerNonce: string,
+    acceptorNonce: string,
+    proof: unknown,
+  ): Promise<boolean> {
+    const signature = typeof proof === "string" && proof.length <= 100
+      ? decodeBase64url(proof)
+      : null;
+    if (signature === null) return false;
+    return await crypto.subtle.verify(
+      "HMAC",
+      this.#key,
+      signature,
+      signedBytes(role, from, to, dialerNonce, acceptorNonce),
+    );
+  }
+}
+
+function signedBytes(
+  role: HandshakeRole,
+  from: NodeId,
+  to: NodeId,
+  dialerNonce: string,
+  acceptorNonce: string,
+): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(
+    [PEER_PROTOCOL, role, from, to, dialerNonce, acceptorNonce].join("|"),
+  );
+}
+
+/** A fresh nonce: {@link NONCE_BYTES} random bytes, base64url. */
+export function newNonce(): string {
+  return randomBase64url(NONCE_BYTES);
+}
+
+/** Whether `value` is a nonce as {@link newNonce} makes them. */
+export function isNonce(value: unknown): value is string {
+  return typeof value === "string" && value.length === 43 &&
+    decodeBase64url(value)?.length === NONCE_BYTES;
+}
+
+/** `count` random bytes from `crypto.getRandomValues`, base64url without padding. */
+export function randomBase64url(count: number): string {
+  return encodeBase64url(crypto.getRandomValues(new Uint8Array(count)));
+}
+
+function encodeBase64url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(
+    /=+$/,
+    "",
+  );
+}
+
+function decodeBase64url(text: string): Uint8Array<ArrayBuffer> | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
+  const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+  return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
+}
+
+/**
+ * Checks a member id for use in the handshake: non-empty, at most 256
+ * characters, and without `|` (the separator of the signed string).
+ *
+ * @throws {RangeError} naming the id.
+ */
+export function checkMemberId(id: string): void {
+  if (id.length === 0 || id.length > 256 || id.includes("|")) {
+    throw new RangeError(
+      `member id ${JSON.stringify(id)} must be 1..256 characters without "|"`,
+    );
+  }
+}
+
+/** What the dialing side needs for {@link authenticatePeer}. */
+export interface DialerHandshakeOptions {
+  /** The cluster secret. */
+  key: ClusterKey;
+  /** This node's id. */
+  from: NodeId;
+  /** The id of the member dialed. */
+  to: NodeId;
+  /** This node's client URL, announced to the peer (null: none). */
+  clientUrl: string | null;
+  /** Time allowed for the whole handshake, ms. @default 2000 */
+  timeoutMs?: number;
+}
+
+/**
+ * Runs the dialer's half of the handshake on a fresh connection. On
+ * success the connection is authenticated: the acceptor takes peer
+ * messages on it. On failure the caller must close the connection.
+ *
+ * @returns the acceptor's answer: its client URL.
+ * @throws {PeerHandshakeError} when the peer refuses us, cannot prove the
+ * cluster secret, answers nonsense, or does not answer in time; the message
+ * says which.
+ *
+ * @example
+ * ```ts ignore
+ * import { dial } from "../rpc/dial.ts";
+ * import { authenticatePeer, ClusterKey } from "./peer_auth.ts";
+ * const key = await ClusterKey.fromSecret(await Deno.readTextFile("cluster_secret"));
+ * const connection = await dial("tcp://127.0.0.1:7102");
+ * const { clientUrl } = await authenticatePeer(connection, {
+ *   key, from: "n1", to: "n2", clientUrl: "tcp://127.0.0.1:7001",
+ * });
+ * ```
+ */
+export async function authenticatePeer(
+  connection: RpcConnection,
+  options: DialerHandshakeOptions,
+): Promise<AuthResult> {
+  const { key, from, to } = options;
+  const timeoutMs = options.timeoutMs ?? HANDSHAKE_TIMEOUT_MS;
+  const deadline = Date.now() + timeoutMs;
+  const left = () => Math.max(1, deadline - Date.now());
+  const dialerNonce = newNonce();
+  let hello: unknown;
+  try {
+    const params: HelloParams = { from, to, nonce: dialerNonce };
+    hello = await connection.call(PEER_HELLO_METHOD, { ...params }, {
+      timeoutMs: left(),
+    });
+  } catch (error) {
+    throw new PeerHandshakeError(
+      helloFailure(error, from, to, timeoutMs),
+    );
+  }
+  const answer = hello as Partial<HelloResult> | null;
+  if (
+    typeof answer !== "object" || answer === null || !isNonce(answer.nonce)
+  ) {
+    throw new PeerHandshakeError("the peer sent a malformed peer.hello answer");
+  }
+  const acceptorNonce = answer.nonce;
+  if (
+    !(await key.verify(
+      "acceptor",
+      from,
+      to,
+      dialerNonce,
+      acceptorNonce,
+      answer.proof,
+    ))
+  ) {
+    throw new PeerHandshakeError(
+      "the peer's cluster secret differs from ours (compare the --cluster-secret-file of both nodes)",
+    );
+  }
+  const proof = await key.prove(
+    "dialer",
+    from,
+    to,
+    dialerNonce,
+    acceptorNonce,
+  );
+  let auth: unknown;
+  try {
+    const params: AuthParams = { proof, clientUrl: options.clientUrl };
+    auth = await connection.call(PEER_AUTH_METHOD, { ...params }, {
+      timeoutMs: left(),
+    });
+  } catch (error) {
+    throw new PeerHandshakeError(
+      error instanceof ConnectionError
+        ? "peer rejected our cluster secret"
+        : timedOut(error)
+        ? `the peer did not complete the handshake within ${timeoutMs} ms`
+        : `peer.auth failed: ${messageOf(error)}`,
+    );
+  }
+  const clientUrl = (auth as Partial<AuthResult> | null)?.clientUrl;
+  return { clientUrl: normalizeClientUrl(clientUrl) };
+}
+
+function helloFailure(
+  error: unknown,
+  from: NodeId,
+  to: NodeId,
+  timeoutMs: number,
+): string {
+  if (error instanceof RpcError && error.code === METHOD_NOT_FOUND) {
+    return "the peer does not speak the peer protocol (is this address its client port, not its peer port?)";
+  }
+  if (error instanceof ConnectionError) {
+    return `the peer refused our peer.hello (does it list ${from} among its --peers, and is it ${to}?)`;
+  }
+  if (timedOut(error)) {
+    return `the peer did not answer peer.hello within ${timeoutMs} ms`;
+  }
+  return `peer.hello failed: ${messageOf(error)}`;
+}
+
+function timedOut(error: unknown): boolean {
+  return error instanceof RpcError && error.code === DEADLINE_EXCEEDED;
+}
+
+/**
+ * A client URL as announced in the handshake, in one spelling, or null
+ * when absent or unusable (not `tcp://host:port`, or a wildcard address).
+ */
+export function normalizeClientUrl(value: unknown): string | null {
+  if (typeof value !== "string" || value.length > 300) return null;
+  try {
+    const address = parseTcpUrl(value);
+    return isWildcardHost(address.hostname) ? null : formatTcpUrl(address);
+  } catch {
+    return null;
+  }
+}
+
+/** What an {@link AcceptorHandshake} checks a dialer against. */
+export interface AcceptorHandshakeOptions {
+  /** The cluster secret. */
+  key: ClusterKey;
+  /** This node's id: a hello's `to` must name it. */
+  self: NodeId;
+  /** Every member id, this node included: a hello's `from` must be another one. */
+  members: readonly NodeId[];
+}
+
+/**
+ * The acceptor's half of the handshake on one connection: a small state
+ * machine that takes exactly one `peer.hello` and then one `peer.auth`.
+ * Any deviation throws {@link PeerHandshakeError}, after which the caller
+ * closes the connection.
+ *
+ * @example
+ * ```ts ignore
+ * const handshake = new AcceptorHandshake({ key, self: "n2", members: ["n1", "n2", "n3"] });
+ * const hello = await handshake.hello(helloParams); // send back to the dialer
+ * const { peer, clientUrl } = await handshake.auth(authParams); // authenticated
+ * ```
+ */
+export class AcceptorHandshake {
+  readonly #options: AcceptorHandshakeOptions;
+  #state: "new" | "hello" | "checking" | "done" | "failed" = "new";
+  #hello: HelloParams | null = null;
+  #nonce = "";
+
+  /**
+   * Starts a handshake for one accepted connection.
+   *
+   * @param options the key and the members to accept.
+   */
+  constructor(options: AcceptorHandshakeOptions) {
+    this.#options = options;
+  }
+
+  /** Whether `auth` has succeeded. */
+  get authenticated(): boolean {
+    return this.#state === "done";
+  }
+
+  /** The id the dialer claims in its hello, once one was accepted. */
+  get claimedPeer(): NodeId | null {
+    return this.#hello?.from ?? null;
+  }
+
+  /**
+   * Checks a `peer.hello` and makes the answer.
+   *
+   * @throws {PeerHandshakeError} for a second hello, malformed params, a
+   * `to` that is not this node, or a `from` that is this node or no member.
+   */
+  async hello(params: unknown): Promise<HelloResult> {
+    const { self, members, key } = this.#options;
+    if (this.#state !== "new") {
+      this.#state = "failed";
+      throw new PeerHandshakeError("sent peer.hello twice");
+    }
+    this.#state = "hello";
+    const p = params as Partial<HelloParams> | null;
+    if (
+      typeof p !== "object" || p === null || typeof p.from !== "string" ||
+      typeof p.to !== "string" || !isNonce(p.nonce)
+    ) {
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        "peer.hello params are not { from, to, nonce }",
+      );
+    }
+    const from = p.from.slice(0, 64);
+    if (p.to !== self) {
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        `peer.hello is addressed to ${
+          JSON.stringify(p.to.slice(0, 64))
+        }, not to this node (${self})`,
+      );
+    }
+    if (p.from === self) {
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        `peer.hello claims to come from this node's own id (${self})`,
+      );
+    }
+    if (!members.includes(p.from)) {
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        `peer.hello comes from ${JSON.stringify(from)}, not a member (${
+          members.join(", ")
+        })`,
+      );
+    }
+    this.#hello = { from: p.from, to: p.to, nonce: p.nonce };
+    this.#nonce = newNonce();
+    const proof = await key.prove(
+      "acceptor",
+      p.from,
+      p.to,
+      p.nonce,
+      this.#nonce,
+    );
+    return { nonce: this.#nonce, proof };
+  }
+
+  /**
+   * Checks a `peer.auth`: on success the connection speaks for
+   * `peer`.
+   *
+   * @returns the authenticated peer id and the client URL it announced
+   * (null when absent or unusable).
+   * @throws {PeerHandshakeError} when no hello was answered yet, or the
+   * proof does not match the cluster secret.
+   */
+  async auth(
+    params: unknown,
+  ): Promise<{ peer: NodeId; clientUrl: string | null }> {
+    const hello = this.#hello;
+    if (this.#state !== "hello" || hello === null) {
+      const before = this.#state === "new";
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        before ? "sent peer.auth before peer.hello" : "sent peer.auth twice",
+      );
+    }
+    this.#state = "checking";
+    const p = params as Partial<AuthParams> | null;
+    const ok = typeof p === "object" && p !== null &&
+      await this.#options.key.verify(
+        "dialer",
+        hello.from,
+        hello.to,
+        hello.nonce,
+        this.#nonce,
+        p.proof,
+      );
+    if (!ok) {
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        `peer.auth from ${hello.from}: the proof does not match the cluster secret`,
+      );
+    }
+    this.#state = "done";
+    return { peer: hello.from, clientUrl: normalizeClientUrl(p?.clientUrl) };
+  }
+}

@@ -1,0 +1,392 @@
+/**
+ * The peer port of a Raft node: the server side of the peer handshake
+ * (`peer_auth.ts`) and of the messages that follow it. A connection must
+ * complete `peer.hello` and `peer.auth` within 2 s; until then any other
+ * method, a wrong proof, or a second hello closes it. After that it speaks
+ * for one authenticated member: its `raft.step` messages reach the node
+ * only when their `from` is that member and their `to` is this node, and
+ * the application's peer methods are called with that member's id.
+ *
+ * {@link PeerAcceptor} is Web-standard (it builds the per-connection
+ * method tables of `rpc/server_connection.ts`); {@link servePeers} runs it
+ * on a Deno TCP listener.
+ *
+ * @module
+ */
+
+import { INVALID_PARAMS, messageOf, RpcError } from "../rpc/errors.ts";
+import type { Methods } from "../rpc/dispatcher.ts";
+import { type RpcServer, serve } from "../rpc/serve.ts";
+import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
+import { parseMessage } from "./message_validation.ts";
+import {
+  AcceptorHandshake,
+  type ClusterKey,
+  HANDSHAKE_TIMEOUT_MS,
+  PEER_AUTH_METHOD,
+  PEER_HELLO_METHOD,
+  PeerHandshakeError,
+} from "./peer_auth.ts";
+import type { PeerDirectory } from "./peer_directory.ts";
+import { STEP_METHOD } from "./peer_transport.ts";
+import type { Message, NodeId } from "./types.ts";
+
+/**
+ * An application-level peer method (e.g. `registry.leaseSync`): called
+ * with the named params the peer sent (undefined for none) and the id of
+ * the authenticated member that sent them. What it returns is the answer
+ * to a request; notifications get none.
+ */
+export type PeerHandler = (params: unknown, from: NodeId) => unknown;
+
+/** Method names the peer port reserves for itself. */
+const RESERVED = new Set([
+  PEER_HELLO_METHOD,
+  PEER_AUTH_METHOD,
+  STEP_METHOD,
+  "rpc.ping",
+]);
+
+/** Settings of a {@link PeerAcceptor}. */
+export interface PeerAcceptorOptions {
+  /** This node's id: what a hello's `to` and a message's `to` must be. */
+  id: NodeId;
+  /**
+   * The member table: which ids may connect; learnt client URLs and the
+   * time each member was last heard from are written to it.
+   */
+  directory: PeerDirectory;
+  /** The cluster secret. */
+  key: ClusterKey;
+  /** This node's client URL, told to each authenticated peer. @default null */
+  clientUrl?: () => string | null;
+  /**
+   * Receives the valid Raft messages of each `raft.step` from an
+   * authenticated peer (`from` is that peer, `to` this node).
+   */
+  onStep(messages: Message[], from: NodeId): void;
+  /**
+   * Application-level peer methods by name, for authenticated connections
+   * only. Names `peer.hello`, `peer.auth`, `raft.step` and `rpc.ping` are
+   * reserved. @default none
+   */
+  handlers?: Readonly<Record<string, PeerHandler>>;
+  /** Time a connection has to complete the handshake, ms. @default 2000 */
+  handshakeTimeoutMs?: number;
+  /**
+   * Receives one line per refused connection or dropped message, at most
+   * one per remote host (or peer) per `logIntervalMs`. @default no logging
+   */
+  log?(line: string): void;
+  /** Least time between two log lines about one remote host or peer, ms. @default 10000 */
+  logIntervalMs?: number;
+}
+
+interface SessionState {
+  session: RpcSession;
+  handshake: AcceptorHandshake;
+  peer: NodeId | null;
+  refused: boolean;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/**
+ * Makes the method table of each peer connection and enforces the
+ * handshake. Serve it with `methods: acceptor.methods` and
+ * `onMethodNotFound: acceptor.onMethodNotFound` (as {@link servePeers}
+ * does).
+ *
+ * @example
+ * ```ts ignore
+ * import { serve } from "../rpc/serve.ts";
+ * const acceptor = new PeerAcceptor({ id: "n1", directory, key, onStep: (m) => node.step(m) });
+ * const server = serve({
+ *   port: 7101,
+ *   methods: acceptor.methods,
+ *   onMethodNotFound: acceptor.onMethodNotFound,
+ * });
+ * ```
+ */
+export class PeerAcceptor {
+  /** The per-connection method table, for `serve({ methods })`. */
+  readonly methods: SessionMethods;
+  /** Closes unauthenticated connections that call anything else, for `serve({ onMethodNotFound })`. */
+  readonly onMethodNotFound: (method: string, session: RpcSession) => void;
+  readonly #options: PeerAcceptorOptions;
+  readonly #sessions = new Map<number, SessionState>();
+  readonly #log: RateLimitedLog;
+  #dropped = 0;
+  #refused = 0;
+
+  /**
+   * Makes the acceptor; it serves nothing until its methods are mounted.
+   *
+   * @param options the node, its members, key and handlers.
+   * @throws {RangeError} when a handler uses a reserved method name.
+   */
+  constructor(options: PeerAcceptorOptions) {
+    for (const method of Object.keys(options.handlers ?? {})) {
+      if (RESERVED.has(method)) {
+        throw new RangeError(
+          `the peer method name ${method} is reserved; pick another`,
+        );
+      }
+    }
+    this.#options = options;
+    this.#log = new RateLimitedLog(
+      options.log ?? (() => {}),
+      options.logIntervalMs ?? 10_000,
+    );
+    this.methods = (session) => this.#table(session);
+    this.onMethodNotFound = (method, session) => {
+      const state = this.#sessions.get(session.id);
+      if (state !== undefined && state.peer === null) {
+        this.#refuse(
+          state,
+          `called ${JSON.stringify(method)} before authenticating`,
+        );
+      }
+    };
+  }
+
+  /**
+   * Raft messages from authenticated peers dropped because their `from`
+   * was not the sender or their `to` not this node.
+   */
+  get droppedMessages(): number {
+    return this.#dropped;
+  }
+
+  /** Connections closed before or during the handshake. */
+  get refusedConnections(): number {
+    return this.#refused;
+  }
+
+  /** Peer connections open now, authenticated or not. */
+  get openConnections(): number {
+    return this.#sessions.size;
+  }
+
+  #table(session: RpcSession): Methods {
+    const { id, key, directory } = this.#options;
+    const timeoutMs = this.#options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
+    const state: SessionState = {
+      session,
+      handshake: new AcceptorHandshake({
+        key,
+        self: id,
+        members: directory.ids,
+      }),
+      peer: null,
+      refused: false,
+      timer: undefined,
+    };
+    state.timer = setTimeout(() => {
+      state.timer = undefined;
+      this.#refuse(state, `no handshake within ${timeoutMs} ms`);
+    }, timeoutMs);
+    this.#sessions.set(session.id, state);
+    session.signal.addEventListener("abort", () => {
+      clearTimeout(state.timer);
+      this.#sessions.delete(session.id);
+      if (state.peer === null && !state.refused) {
+        this.#refuse(
+          state,
+          state.handshake.claimedPeer === null
+            ? "closed before completing the handshake"
+            : `${state.handshake.claimedPeer} closed the connection after our peer.hello answer (does it hold another cluster secret?)`,
+        );
+      }
+    }, { once: true });
+
+    /** Runs `fn` for an authenticated connection; refuses any other. */
+    const authenticated = <T>(method: string, fn: (peer: NodeId) => T) => {
+      if (state.peer === null) {
+        this.#refuse(state, `called ${method} before authenticating`);
+        return null;
+      }
+      return fn(state.peer);
+    };
+
+    const table: Methods = {
+      [PEER_HELLO_METHOD]: async (params: unknown) => {
+        if (state.peer !== null) {
+          this.#refuse(state, "sent peer.hello after authenticating");
+          return null;
+        }
+        try {
+          return await state.handshake.hello(params);
+        } catch (error) {
+          this.#refuse(state, messageOf(error));
+          return null;
+        }
+      },
+      [PEER_AUTH_METHOD]: async (params: unknown) => {
+        try {
+          const { peer, clientUrl } = await state.handshake.auth(params);
+          if (state.refused || session.signal.aborted) return null;
+          clearTimeout(state.timer);
+          state.timer = undefined;
+          state.peer = peer;
+          directory.setClientUrl(peer, clientUrl);
+          directory.heard(peer);
+          return { clientUrl: this.#options.clientUrl?.() ?? null };
+        } catch (error) {
+          if (!(error instanceof PeerHandshakeError)) throw error;
+          this.#refuse(state, error.message);
+          return null;
+        }
+      },
+      [STEP_METHOD]: (messages: unknown) =>
+        authenticated(STEP_METHOD, (peer) => this.#step(peer, messages)),
+      "rpc.ping": () => authenticated("rpc.ping", () => "pong"),
+    };
+    for (
+      const [method, handler] of Object.entries(this.#options.handlers ?? {})
+    ) {
+      table[method] = (params?: unknown) =>
+        authenticated(method, (peer) => {
+          directory.heard(peer);
+          return handler(params, peer);
+        });
+    }
+    return table;
+  }
+
+  #step(peer: NodeId, messages: unknown): void {
+    if (!Array.isArray(messages)) {
+      throw new RpcError(
+        INVALID_PARAMS,
+        `Invalid params: ${STEP_METHOD} takes [messages]`,
+      );
+    }
+    let parsed: Message[];
+    try {
+      parsed = messages.map(parseMessage);
+    } catch (error) {
+      throw new RpcError(
+        INVALID_PARAMS,
+        `Invalid params: ${(error as Error).message}`,
+      );
+    }
+    const self = this.#options.id;
+    const valid = parsed.filter((message) => {
+      if (message.from === peer && message.to === self) return true;
+      this.#dropped++;
+      this.#log.line(
+        `drop:${peer}`,
+        `${self}: dropped a raft message from peer ${peer} that claims from=${
+          JSON.stringify(message.from.slice(0, 64))
+        } to=${
+          JSON.stringify(message.to.slice(0, 64))
+        } (a peer speaks only for itself, to this node; ${this.#dropped} dropped so far)`,
+      );
+      return false;
+    });
+    this.#options.directory.heard(peer);
+    if (valid.length > 0) this.#options.onStep(valid, peer);
+  }
+
+  #refuse(state: SessionState, reason: string): void {
+    if (state.refused) return;
+    state.refused = true;
+    clearTimeout(state.timer);
+    state.timer = undefined;
+    this.#refused++;
+    const remote = state.session.remoteAddress ?? "an unknown address";
+    this.#log.line(
+      `refuse:${hostOf(remote)}`,
+      `${this.#options.id}: refused a peer connection from ${remote}: ${reason}`,
+    );
+    state.session.close();
+  }
+}
+
+/** `127.0.0.1:5123` → `127.0.0.1`, `[::1]:5123` → `[::1]`. */
+function hostOf(address: string): string {
+  const colon = address.lastIndexOf(":");
+  return colon > 0 && /^\d+$/.test(address.slice(colon + 1))
+    ? address.slice(0, colon)
+    : address;
+}
+
+/**
+ * Logs at most one line per key per interval; the next line that gets
+ * through says how many were held back.
+ */
+class RateLimitedLog {
+  readonly #log: (line: string) => void;
+  readonly #intervalMs: number;
+  readonly #last = new Map<string, { at: number; held: number }>();
+
+  constructor(log: (line: string) => void, intervalMs: number) {
+    this.#log = log;
+    this.#intervalMs = intervalMs;
+  }
+
+  line(key: string, text: string): void {
+    const now = Date.now();
+    const last = this.#last.get(key);
+    if (last !== undefined && now - last.at < this.#intervalMs) {
+      last.held++;
+      return;
+    }
+    const held = last?.held ?? 0;
+    this.#log(
+      held > 0 ? `${text} (${held} more like it not logged)` : text,
+    );
+    this.#last.set(key, { at: now, held: 0 });
+    if (this.#last.size > 1024) {
+      for (const [k, v] of this.#last) {
+        if (now - v.at >= this.#intervalMs) this.#last.delete(k);
+      }
+    }
+  }
+}
+
+/** Settings of {@link servePeers}: the acceptor's, and where to listen. */
+export interface ServePeersOptions extends PeerAcceptorOptions {
+  /** Interface to listen on. @default "127.0.0.1" */
+  hostname?: string;
+  /** TCP port; 0 picks a free one. @default 0 */
+  port?: number;
+  /** Largest frame accepted, bytes. @default 8 MiB (8_388_608) */
+  maxFrameBytes?: number;
+}
+
+/** A running peer port, as {@link servePeers} returns it. */
+export interface PeerServer extends RpcServer {
+  /** The acceptor: counts of refused connections and dropped messages. */
+  readonly acceptor: PeerAcceptor;
+}
+
+/**
+ * Listens on the peer port (Deno TCP) and serves {@link PeerAcceptor}'s
+ * methods: the handshake, `raft.step`, and the application's peer methods.
+ *
+ * @throws {Deno.errors.AddrInUse} and the other errors of `Deno.listen`.
+ * @throws {RangeError} when a handler uses a reserved method name.
+ *
+ * @example
+ * ```ts ignore
+ * import { servePeers } from "./peer_server.ts";
+ * const server = servePeers({
+ *   hostname: "127.0.0.1", port: 7101,
+ *   id: "n1", directory, key,
+ *   onStep: (messages) => node.step(messages),
+ * });
+ * console.log(server.url);
+ * await server.close();
+ * ```
+ */
+export function servePeers(options: ServePeersOptions): PeerServer {
+  const acceptor = new PeerAcceptor(options);
+  const server = serve({
+    hostname: options.hostname ?? "127.0.0.1",
+    port: options.port ?? 0,
+    maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
+    methods: acceptor.methods,
+    onMethodNotFound: acceptor.onMethodNotFound,
+  });
+  return { ...server, acceptor };
+}

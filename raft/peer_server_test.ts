@@ -1,0 +1,522 @@
+import assert from "node:assert/strict";
+import type { RpcConnection } from "../rpc/connection.ts";
+import { dial } from "../rpc/dial.ts";
+import { ConnectionError, INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import type { Params } from "../rpc/message.ts";
+import { TEST_SECRET, waitFor, within } from "./_test_util.ts";
+import {
+  authenticatePeer,
+  ClusterKey,
+  type HelloResult,
+  newNonce,
+  PEER_AUTH_METHOD,
+  PEER_HELLO_METHOD,
+  PeerHandshakeError,
+} from "./peer_auth.ts";
+import { PeerDirectory } from "./peer_directory.ts";
+import { type PeerServer, servePeers } from "./peer_server.ts";
+import type { Message } from "./types.ts";
+
+const PEERS = {
+  n1: "tcp://127.0.0.1:7101",
+  n2: "tcp://127.0.0.1:7102",
+  n3: "tcp://127.0.0.1:7103",
+};
+const N1_CLIENT = "tcp://127.0.0.1:7001";
+const N2_CLIENT = "tcp://127.0.0.1:7002";
+
+/** Member n2's peer port, recording what reaches it. */
+interface Acceptor {
+  server: PeerServer;
+  directory: PeerDirectory;
+  stepped: { messages: Message[]; from: string }[];
+  handled: { params: unknown; from: string }[];
+  logs: string[];
+}
+
+async function withAcceptor(
+  fn: (acceptor: Acceptor, key: ClusterKey) => Promise<void>,
+  options: { logIntervalMs?: number; handshakeTimeoutMs?: number } = {},
+): Promise<void> {
+  const key = await ClusterKey.fromSecret(TEST_SECRET);
+  const directory = new PeerDirectory("n2", PEERS);
+  const acceptor: Acceptor = {
+    directory,
+    stepped: [],
+    handled: [],
+    logs: [],
+    server: undefined as unknown as PeerServer,
+  };
+  acceptor.server = servePeers({
+    hostname: "127.0.0.1",
+    port: 0,
+    id: "n2",
+    directory,
+    key,
+    clientUrl: () => N2_CLIENT,
+    onStep: (messages, from) => acceptor.stepped.push({ messages, from }),
+    handlers: {
+      "app.note": (params, from) =>
+        void acceptor.handled.push({ params, from }),
+    },
+    log: (line) => acceptor.logs.push(line),
+    ...options,
+  });
+  try {
+    await fn(acceptor, key);
+  } finally {
+    await acceptor.server.close();
+  }
+}
+
+async function connectTo(acceptor: Acceptor): Promise<RpcConnection> {
+  return await dial(acceptor.server.url, { connectTimeoutMs: 1000 });
+}
+
+/** Runs `fn` on a fresh connection, then closes it. */
+async function onConnection(
+  acceptor: Acceptor,
+  fn: (connection: RpcConnection) => Promise<void>,
+): Promise<void> {
+  const connection = await connectTo(acceptor);
+  try {
+    await fn(connection);
+  } finally {
+    connection.close();
+    await connection.closed;
+  }
+}
+
+/** Asserts the server closes `connection` (a call on it fails, unanswered). */
+async function closedBy(
+  call: Promise<unknown>,
+  connection: RpcConnection,
+): Promise<void> {
+  await assert.rejects(call, (error: unknown) => {
+    assert.ok(error instanceof ConnectionError, String(error));
+    return true;
+  });
+  await within(connection.closed, 1000, "the server to close the connection");
+}
+
+const otherKey = await ClusterKey.fromSecret(
+  "another-secret-of-32-characters!!",
+);
+
+/** The dialer's half of the handshake, as member `from`, announcing no client URL. */
+function signIn(connection: RpcConnection, key: ClusterKey, from = "n1") {
+  return authenticatePeer(connection, { key, from, to: "n2", clientUrl: null });
+}
+
+/** A `peer.hello` from n1 to n2 with `nonce`. */
+function hello(connection: RpcConnection, nonce: string) {
+  return connection.call<HelloResult>(PEER_HELLO_METHOD, {
+    from: "n1",
+    to: "n2",
+    nonce,
+  });
+}
+
+const vote = (from: string, to: string, term = 1): Message => ({
+  type: "voteResponse",
+  from,
+  to,
+  term,
+  granted: true,
+});
+
+Deno.test("handshake: the right secret authenticates both sides, each learns the other's client URL, and raft.step flows", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    await onConnection(acceptor, async (connection) => {
+      const answer = await authenticatePeer(connection, {
+        key,
+        from: "n1",
+        to: "n2",
+        clientUrl: "127.0.0.1:7001",
+      });
+      assert.deepEqual(answer, { clientUrl: N2_CLIENT });
+      assert.equal(acceptor.directory.clientUrl("n1"), N1_CLIENT);
+      assert.notEqual(acceptor.directory.status()[0].lastHeardAt, null);
+      await connection.notify("raft.step", [[vote("n1", "n2")]]);
+      assert.equal(await connection.call("rpc.ping"), "pong");
+      assert.deepEqual(acceptor.stepped, [{
+        messages: [vote("n1", "n2")],
+        from: "n1",
+      }]);
+    });
+    assert.equal(acceptor.server.acceptor.refusedConnections, 0);
+    assert.deepEqual(acceptor.logs, []);
+  });
+});
+
+Deno.test("handshake: a dialer with another secret finds the acceptor's proof wrong and gives up", async () => {
+  await withAcceptor(async (acceptor) => {
+    await onConnection(acceptor, async (connection) => {
+      await assert.rejects(
+        signIn(connection, otherKey),
+        (error: unknown) => {
+          assert.ok(error instanceof PeerHandshakeError);
+          assert.match(error.message, /cluster secret differs from ours/);
+          return true;
+        },
+      );
+    });
+    // The dialer's connection never authenticated: nothing of it was used.
+    assert.equal(acceptor.directory.clientUrl("n1"), null);
+    assert.deepEqual(acceptor.stepped, []);
+    // The acceptor sees the dialer leave after its hello, and says why.
+    await waitFor(() => acceptor.logs.length === 1, "the refusal to be logged");
+    assert.match(
+      acceptor.logs[0],
+      /^n2: refused a peer connection from 127\.0\.0\.1:\d+: n1 closed the connection after our peer\.hello answer \(does it hold another cluster secret\?\)$/,
+    );
+  });
+});
+
+Deno.test("handshake: the acceptor closes the connection on a peer.auth proof made with another secret", async () => {
+  await withAcceptor(async (acceptor) => {
+    await onConnection(acceptor, async (connection) => {
+      const nonce = newNonce();
+      const answer = await hello(connection, nonce);
+      const proof = await otherKey.prove(
+        "dialer",
+        "n1",
+        "n2",
+        nonce,
+        answer.nonce,
+      );
+      await closedBy(
+        connection.call(PEER_AUTH_METHOD, { proof, clientUrl: N1_CLIENT }),
+        connection,
+      );
+    });
+    assert.equal(acceptor.directory.clientUrl("n1"), null);
+    assert.equal(acceptor.logs.length, 1, acceptor.logs.join("\n"));
+    assert.match(
+      acceptor.logs[0],
+      /^n2: refused a peer connection from 127\.0\.0\.1:\d+: peer\.auth from n1: the proof does not match the cluster secret$/,
+    );
+  });
+});
+
+Deno.test("handshake: a peer.auth replayed from an earlier session is refused", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    // A recorded, successful session.
+    const nonce = newNonce();
+    let recorded!: { hello: HelloResult; proof: string };
+    await onConnection(acceptor, async (connection) => {
+      const answer = await hello(connection, nonce);
+      const proof = await key.prove("dialer", "n1", "n2", nonce, answer.nonce);
+      await connection.call(PEER_AUTH_METHOD, { proof, clientUrl: null });
+      recorded = { hello: answer, proof };
+    });
+    // The attacker replays both of the dialer's frames, as they were.
+    await onConnection(acceptor, async (connection) => {
+      const answer = await hello(connection, nonce);
+      assert.notEqual(answer.nonce, recorded.hello.nonce);
+      await closedBy(
+        connection.call(PEER_AUTH_METHOD, {
+          proof: recorded.proof,
+          clientUrl: null,
+        }),
+        connection,
+      );
+    });
+    // Nor can the acceptor's own proof be reflected back as the dialer's.
+    await onConnection(acceptor, async (connection) => {
+      const answer = await hello(connection, newNonce());
+      await closedBy(
+        connection.call(PEER_AUTH_METHOD, {
+          proof: answer.proof,
+          clientUrl: null,
+        }),
+        connection,
+      );
+    });
+    assert.equal(acceptor.server.acceptor.refusedConnections, 2);
+  });
+});
+
+Deno.test("handshake: a hello to another id, from this node's own id, from a stranger or malformed is refused", async () => {
+  await withAcceptor(async (acceptor) => {
+    const cases: [Params, RegExp][] = [
+      [
+        { from: "n1", to: "n3", nonce: newNonce() },
+        /addressed to "n3", not to this node \(n2\)/,
+      ],
+      [
+        { from: "n2", to: "n2", nonce: newNonce() },
+        /claims to come from this node's own id \(n2\)/,
+      ],
+      [
+        { from: "n9", to: "n2", nonce: newNonce() },
+        /comes from "n9", not a member \(n1, n2, n3\)/,
+      ],
+      [{ from: "n1", to: "n2", nonce: "short" }, /not \{ from, to, nonce \}/],
+      [["n1", "n2"], /not \{ from, to, nonce \}/],
+    ];
+    for (const [i, [params, reason]] of cases.entries()) {
+      await onConnection(acceptor, async (connection) => {
+        await closedBy(connection.call(PEER_HELLO_METHOD, params), connection);
+      });
+      await waitFor(
+        () => acceptor.logs.length === i + 1,
+        `refusal ${i + 1} to be logged`,
+      );
+      assert.match(acceptor.logs[i], reason);
+    }
+    assert.deepEqual(acceptor.stepped, []);
+  }, { logIntervalMs: 0 });
+});
+
+Deno.test("handshake: each refusal reason is logged with the remote address, rate-limited per host", async () => {
+  await withAcceptor(async (acceptor) => {
+    const reasons = [
+      /addressed to "n3", not to this node \(n2\)/,
+      /claims to come from this node's own id \(n2\)/,
+      /comes from "n9", not a member \(n1, n2, n3\)/,
+    ];
+    const hellos = [
+      { from: "n1", to: "n3", nonce: newNonce() },
+      { from: "n2", to: "n2", nonce: newNonce() },
+      { from: "n9", to: "n2", nonce: newNonce() },
+    ];
+    for (const [i, hello] of hellos.entries()) {
+      await onConnection(acceptor, async (connection) => {
+        await closedBy(connection.call(PEER_HELLO_METHOD, hello), connection);
+      });
+      await waitFor(() => acceptor.logs.length === i + 1, `log line ${i + 1}`);
+      assert.match(acceptor.logs[i], reasons[i]);
+      assert.match(acceptor.logs[i], /from 127\.0\.0\.1:\d+: /);
+      if (i === 1) {
+        assert.match(acceptor.logs[i], /\(1 more like it not logged\)$/);
+      }
+      // Next refusal in the same interval is held back, counted.
+      if (i === 0) {
+        await onConnection(acceptor, async (connection) => {
+          await closedBy(
+            connection.call(PEER_HELLO_METHOD, hellos[0]),
+            connection,
+          );
+        });
+        assert.equal(acceptor.logs.length, 1);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 60));
+    }
+  }, { logIntervalMs: 50 });
+});
+
+Deno.test("handshake: raft.step, rpc.ping, another method, peer.auth first or a second hello before auth closes the connection", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    const forged = [vote("n1", "n2", 100)];
+    // As a request, and as a notification.
+    await onConnection(acceptor, async (connection) => {
+      await closedBy(connection.call("raft.step", [forged]), connection);
+    });
+    await onConnection(acceptor, async (connection) => {
+      await connection.notify("raft.step", [forged]);
+      await within(connection.closed, 1000, "the connection to close");
+    });
+    for (const method of ["rpc.ping", "registry.bind", "app.note"]) {
+      await onConnection(acceptor, async (connection) => {
+        await closedBy(connection.call(method, {}), connection);
+      });
+    }
+    await onConnection(acceptor, async (connection) => {
+      await closedBy(
+        connection.call(PEER_AUTH_METHOD, { proof: "x", clientUrl: null }),
+        connection,
+      );
+    });
+    await onConnection(acceptor, async (connection) => {
+      const hello = { from: "n1", to: "n2", nonce: newNonce() };
+      await connection.call(PEER_HELLO_METHOD, hello);
+      await closedBy(connection.call(PEER_HELLO_METHOD, hello), connection);
+    });
+    // Between hello and auth, a raft.step is refused too.
+    await onConnection(acceptor, async (connection) => {
+      const nonce = newNonce();
+      await connection.call(PEER_HELLO_METHOD, { from: "n1", to: "n2", nonce });
+      await closedBy(connection.call("raft.step", [forged]), connection);
+    });
+    assert.deepEqual(acceptor.stepped, []);
+    assert.deepEqual(acceptor.handled, []);
+    assert.equal(acceptor.server.acceptor.refusedConnections, 8);
+    // After auth, a second hello still closes the connection.
+    await onConnection(acceptor, async (connection) => {
+      await signIn(connection, key);
+      await closedBy(
+        connection.call(PEER_HELLO_METHOD, {
+          from: "n1",
+          to: "n2",
+          nonce: newNonce(),
+        }),
+        connection,
+      );
+    });
+  });
+});
+
+Deno.test("handshake: a connection silent for 2 s, or stuck after its hello, is closed", async () => {
+  await withAcceptor(async (acceptor) => {
+    const started = Date.now();
+    const silent = await connectTo(acceptor);
+    const stuck = await connectTo(acceptor);
+    try {
+      await stuck.call(PEER_HELLO_METHOD, {
+        from: "n1",
+        to: "n2",
+        nonce: newNonce(),
+      });
+      await within(
+        Promise.all([silent.closed, stuck.closed]),
+        3_500,
+        "both connections to be closed",
+      );
+      const elapsed = Date.now() - started;
+      assert.ok(elapsed >= 1_900, `closed after only ${elapsed} ms`);
+      await waitFor(
+        () => acceptor.server.acceptor.refusedConnections === 2,
+        "two refusals",
+      );
+      assert.match(acceptor.logs[0], /no handshake within 2000 ms$/);
+      assert.equal(acceptor.server.acceptor.openConnections, 0);
+    } finally {
+      silent.close();
+      stuck.close();
+    }
+  });
+});
+
+Deno.test("after auth, raft messages whose from is not the peer or whose to is not this node are dropped and counted", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    await onConnection(acceptor, async (connection) => {
+      await signIn(connection, key);
+      await connection.call("raft.step", [[
+        vote("n1", "n2", 1),
+        vote("n3", "n2", 2),
+        vote("n1", "n3", 3),
+        vote("n1", "n2", 4),
+      ]]);
+      await connection.call("raft.step", [[vote("n3", "n2", 5)]]);
+    });
+    assert.deepEqual(acceptor.stepped, [{
+      messages: [vote("n1", "n2", 1), vote("n1", "n2", 4)],
+      from: "n1",
+    }]);
+    assert.equal(acceptor.server.acceptor.droppedMessages, 3);
+    // Logged once (rate-limited), naming the peer and the claim.
+    assert.equal(acceptor.logs.length, 1, acceptor.logs.join("\n"));
+    assert.match(
+      acceptor.logs[0],
+      /^n2: dropped a raft message from peer n1 that claims from="n3" to="n2"/,
+    );
+  });
+});
+
+Deno.test("after auth, raft.step with malformed params answers -32602 and steps nothing", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    await onConnection(acceptor, async (connection) => {
+      await signIn(connection, key);
+      const bad = async (params: unknown, message: string) => {
+        await assert.rejects(
+          connection.call("raft.step", params as unknown[]),
+          (error: unknown) => {
+            assert.ok(error instanceof RpcError);
+            assert.equal(error.code, INVALID_PARAMS);
+            assert.equal(error.message, message);
+            return true;
+          },
+        );
+      };
+      const takes = "Invalid params: raft.step takes [messages]";
+      await bad([], takes);
+      await bad({ type: "vote" }, takes);
+      await bad([{ type: "vote" }], takes);
+      await bad([[null]], "Invalid params: a Raft message must be an object");
+      // A message that would depose a leader, after one that is malformed:
+      // neither is stepped.
+      await bad(
+        [[
+          { ...vote("n1", "n2"), type: "append", entries: "none" },
+        ]],
+        'Invalid params: Raft message field "prevLogIndex" must be a non-negative integer',
+      );
+      await bad(
+        [[
+          vote("n1", "n2"),
+          { type: "vote", from: "n1", to: "n2", term: 50 },
+        ]],
+        'Invalid params: Raft message field "lastLogIndex" must be a non-negative integer',
+      );
+      await bad(
+        [[{ type: "readIndex", from: "n1", to: "n2", term: -1, context: "x" }]],
+        'Invalid params: Raft message field "term" must be a non-negative integer',
+      );
+      // The connection stays open and usable.
+      assert.equal(
+        await connection.call("raft.step", [[vote("n1", "n2")]]),
+        null,
+      );
+    });
+    assert.deepEqual(acceptor.stepped, [{
+      messages: [vote("n1", "n2")],
+      from: "n1",
+    }]);
+  });
+});
+
+Deno.test("application peer methods are called with (params, from) on authenticated connections only", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    await onConnection(acceptor, async (connection) => {
+      await closedBy(connection.call("app.note", { x: 0 }), connection);
+    });
+    await onConnection(acceptor, async (connection) => {
+      await signIn(connection, key, "n3");
+      await connection.notify("app.note", { x: 1 });
+      assert.equal(await connection.call("app.note"), null);
+      // An unknown method after auth is just -32601; the connection stays.
+      await assert.rejects(connection.call("app.unknown"), { code: -32601 });
+      assert.equal(await connection.call("rpc.ping"), "pong");
+    });
+    assert.deepEqual(acceptor.handled, [
+      { params: { x: 1 }, from: "n3" },
+      { params: undefined, from: "n3" },
+    ]);
+  });
+});
+
+Deno.test("servePeers refuses handlers with reserved names", async () => {
+  const key = await ClusterKey.fromSecret(TEST_SECRET);
+  for (const method of ["peer.hello", "peer.auth", "raft.step", "rpc.ping"]) {
+    assert.throws(
+      () =>
+        servePeers({
+          id: "n2",
+          directory: new PeerDirectory("n2", PEERS),
+          key,
+          onStep: () => {},
+          handlers: { [method]: () => null },
+        }),
+      { name: "RangeError", message: new RegExp(`${method} is reserved`) },
+    );
+  }
+});
+
+Deno.test("ClusterKey refuses a secret shorter than 32 characters; proofs depend on every field", async () => {
+  await assert.rejects(ClusterKey.fromSecret("  too short  "), {
+    name: "RangeError",
+    message: "the cluster secret has 9 characters; it needs at least 32",
+  });
+  const key = await ClusterKey.fromSecret(TEST_SECRET);
+  const [a, b] = [newNonce(), newNonce()];
+  const proof = await key.prove("dialer", "n1", "n2", a, b);
+  assert.equal(await key.verify("dialer", "n1", "n2", a, b, proof), true);
+  assert.equal(await key.verify("acceptor", "n1", "n2", a, b, proof), false);
+  assert.equal(await key.verify("dialer", "n2", "n1", a, b, proof), false);
+  assert.equal(await key.verify("dialer", "n1", "n2", b, a, proof), false);
+  assert.equal(await key.verify("dialer", "n1", "n2", a, b, 5), false);
+  assert.equal(await key.verify("dialer", "n1", "n2", a, b, "!!"), false);
+  const same = await ClusterKey.fromSecret(`\n${TEST_SECRET}  \n`);
+  assert.equal(await same.verify("dialer", "n1", "n2", a, b, proof), true);
+});

@@ -1,0 +1,368 @@
+/**
+ * End-to-end tests of the peer port on a 3-node registry run as real
+ * `deno run` processes: forged Raft traffic from a plain client is refused
+ * on both ports and changes nothing, a node with another cluster secret
+ * cannot join, and `registry.status` and the log say which peers a node
+ * cannot reach.
+ */
+
+import assert from "node:assert/strict";
+import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { dial } from "../rpc/dial.ts";
+import { METHOD_NOT_FOUND, RpcError } from "../rpc/errors.ts";
+import { parseTcpUrl } from "../rpc/transport.ts";
+import type {
+  LookupResult,
+  MemberStatus,
+  RegistryStatus,
+} from "../registry/types.ts";
+import { connect } from "../stub/client.ts";
+
+/** Polls `condition` every 50 ms until it holds; @throws after `timeoutMs`. */
+async function eventually<T>(
+  condition: () =>
+    | T
+    | null
+    | undefined
+    | false
+    | Promise<T | null | undefined | false>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (let round = 0; round < 10_000; round++) {
+    const value = await condition();
+    if (value) return value;
+    if (Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+async function lookup(
+  url: string,
+  consistency: "linearizable" | "serializable",
+): Promise<string[]> {
+  const connection = await dial(url, { connectTimeoutMs: 1000 });
+  try {
+    const result = await connection.call<LookupResult>("registry.lookup", {
+      name: "svc",
+      consistency,
+    }, { timeoutMs: 3000 });
+    return result.endpoints.map((e) => e.id).sort();
+  } finally {
+    connection.close();
+  }
+}
+
+async function statusOf(
+  cluster: LocalCluster,
+  id: string,
+): Promise<RegistryStatus> {
+  const status = await cluster.status(id, 2000);
+  assert.ok(status !== null, `${id} did not answer registry.status`);
+  return status;
+}
+
+/**
+ * Sends `text` on a raw TCP connection and reads until the server closes
+ * it (or `timeoutMs` passes); returns what came back and whether it closed.
+ */
+async function sendRaw(
+  url: string,
+  text: string,
+  timeoutMs: number,
+): Promise<{ received: string; closed: boolean }> {
+  const conn = await Deno.connect(parseTcpUrl(url));
+  try {
+    const bytes = new TextEncoder().encode(text);
+    for (let sent = 0; sent < bytes.length;) {
+      sent += await conn.write(bytes.subarray(sent));
+    }
+    const buffer = new Uint8Array(64 * 1024);
+    let received = "";
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const read = await Promise.race([
+        conn.read(buffer).catch(() => null),
+        new Promise<"timeout">((r) =>
+          timer = setTimeout(() => r("timeout"), 200)
+        ),
+      ]);
+      clearTimeout(timer);
+      if (read === "timeout") continue;
+      if (read === null) return { received, closed: true };
+      received += new TextDecoder().decode(buffer.subarray(0, read));
+    }
+    return { received, closed: false };
+  } finally {
+    try {
+      conn.close();
+    } catch {
+      // The server closed it already.
+    }
+  }
+}
+
+Deno.test("a forged raft.step from a plain client gets -32601 on a follower's client port and a closed connection on its peer port; nothing changes", async () => {
+  const cluster = new LocalCluster();
+  try {
+    await cluster.startRegistry(3);
+    const leader = await cluster.waitForLeader();
+    const ids = [...cluster.registry.keys()];
+    const [follower, other] = ids.filter((id) => id !== leader);
+    const rafter = connect(cluster.registryUrls, { deadlineMs: 15_000 });
+    try {
+      await rafter.bind("svc", { id: "real", url: "tcp://127.0.0.1:9001" });
+    } finally {
+      rafter.close();
+    }
+    for (const url of cluster.registryUrls) {
+      assert.deepEqual(await lookup(url, "linearizable"), ["real"]);
+    }
+    const before = await statusOf(cluster, follower);
+    assert.equal(before.commitIndex, before.appliedIndex);
+    // The attack: `other` claims to lead term + 100, with an entry that
+    // unbinds the real binding and one that binds a forged one, appended at
+    // the follower's commit index and committed at once.
+    const term = before.term + 100;
+    const at = before.commitIndex;
+    const forged = {
+      type: "append",
+      from: other,
+      to: follower,
+      term,
+      prevLogIndex: at,
+      prevLogTerm: before.term,
+      entries: [
+        {
+          index: at + 1,
+          term,
+          data: JSON.stringify({ op: "unbind", name: "svc", id: "real" }),
+        },
+        {
+          index: at + 2,
+          term,
+          data: JSON.stringify({
+            op: "bind",
+            name: "svc",
+            endpoint: { id: "forged", url: "tcp://127.0.0.1:6666" },
+          }),
+        },
+      ],
+      commit: at + 2,
+    };
+
+    // 1. On the client port: there is no raft.step.
+    const connection = await dial(cluster.registry.get(follower)!);
+    try {
+      const error = await connection.call("raft.step", [[forged]]).then(
+        () => null,
+        (e) => e,
+      );
+      assert.ok(error instanceof RpcError, String(error));
+      assert.equal(error.code, METHOD_NOT_FOUND);
+    } finally {
+      connection.close();
+    }
+
+    // 2. On the peer port, without the handshake: closed, unanswered, as a
+    // request and as a notification.
+    for (const id of [1, undefined]) {
+      const frame = JSON.stringify({
+        jsonrpc: "2.0",
+        method: "raft.step",
+        params: [[forged]],
+        ...(id === undefined ? {} : { id }),
+      });
+      const { received, closed } = await sendRaw(
+        cluster.peers.get(follower)!,
+        frame + "\n",
+        3000,
+      );
+      assert.equal(closed, true, "the peer port kept the connection open");
+      assert.equal(received, "", "the peer port answered");
+    }
+    await eventually(
+      () =>
+        cluster.child(follower).output.some((line) =>
+          /refused a peer connection from 127\.0\.0\.1:\d+: called raft\.step before authenticating/
+            .test(line)
+        ),
+      "the follower to log the refused connection",
+    );
+
+    // Longer than an election timeout (tick 50 ms × 10..20): had the
+    // forged term reached the follower, the cluster would have moved on.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const after = await Promise.all(ids.map((id) => statusOf(cluster, id)));
+    for (const status of after) {
+      assert.equal(status.leader, leader, `${status.id}'s leader`);
+      assert.equal(status.term, before.term, `${status.id}'s term`);
+    }
+    for (const url of cluster.registryUrls) {
+      assert.deepEqual(await lookup(url, "linearizable"), ["real"]);
+      assert.deepEqual(await lookup(url, "serializable"), ["real"]);
+    }
+  } finally {
+    await cluster.stop();
+  }
+});
+
+Deno.test("a node started with another cluster secret cannot join: its peers refuse it, and status shows it unreachable with the reason", async () => {
+  const cluster = new LocalCluster();
+  try {
+    cluster.planRegistry(3);
+    await Promise.all([cluster.startNode("n1"), cluster.startNode("n2")]);
+    const leader = await cluster.waitForLeader();
+    const rafter = connect(
+      [cluster.registry.get("n1")!, cluster.registry.get("n2")!],
+      { deadlineMs: 15_000 },
+    );
+    try {
+      await rafter.bind("svc", { id: "real", url: "tcp://127.0.0.1:9001" });
+    } finally {
+      rafter.close();
+    }
+    const intruderSecret = `${await cluster.dataDirOf("elsewhere")}.secret`;
+    await Deno.writeTextFile(intruderSecret, "b".repeat(40) + "\n", {
+      mode: 0o600,
+    });
+    await cluster.startNode("n3", { secretFile: intruderSecret });
+    const term = (await statusOf(cluster, leader)).term;
+
+    const n3Of = (status: RegistryStatus) =>
+      status.members.find((m) => m.id === "n3")!;
+    for (const id of ["n1", "n2"]) {
+      // (Before n3 started, the reason was "connection refused".)
+      const seen: MemberStatus = await eventually(async () => {
+        const member = n3Of(await statusOf(cluster, id));
+        return /cluster secret/.test(member.lastError ?? "") ? member : null;
+      }, `${id} to report why it cannot reach n3`);
+      assert.equal(seen.reachable, false);
+      assert.equal(
+        seen.lastError,
+        "the peer's cluster secret differs from ours (compare the --cluster-secret-file of both nodes)",
+      );
+      // n3's client URL was never learnt: no handshake completed.
+      assert.equal(seen.clientUrl, null);
+    }
+    const n3 = await eventually(async () => {
+      const status = await statusOf(cluster, "n3");
+      return status.members.every((m) =>
+          m.self || /cluster secret/.test(m.lastError ?? "")
+        )
+        ? status
+        : null;
+    }, "n3 to report why it cannot reach n1 and n2");
+    for (const member of n3.members.filter((m) => !m.self)) {
+      assert.equal(member.reachable, false, member.id);
+      assert.match(member.lastError!, /cluster secret/, member.id);
+    }
+    // n3 campaigns alone (its term climbs) but disturbs nobody.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const after = await statusOf(cluster, "n3");
+    assert.equal(after.leader, null);
+    assert.notEqual(after.role, "leader");
+    assert.deepEqual(
+      await lookup(cluster.registry.get("n3")!, "serializable"),
+      [],
+    );
+    for (const id of ["n1", "n2"]) {
+      const status = await statusOf(cluster, id);
+      assert.equal(status.leader, leader);
+      assert.equal(status.term, term);
+      assert.equal(n3Of(status).reachable, false);
+    }
+    assert.ok(
+      cluster.child("n3").output.some((line) =>
+        /^n3: candidate in term \d+; cannot reach n1 \(tcp:\/\/127\.0\.0\.1:\d+: the peer's cluster secret differs from ours/
+          .test(line)
+      ),
+      cluster.child("n3").output.join("\n"),
+    );
+  } finally {
+    await cluster.stop();
+  }
+});
+
+Deno.test("registry.status lists every member with reachability; with two of three stopped the survivor shows them unreachable and its log names them", async () => {
+  const cluster = new LocalCluster();
+  try {
+    await cluster.startRegistry(3);
+    const leader = await cluster.waitForLeader();
+    const ids = [...cluster.registry.keys()];
+    // Every node reaches every other and has learnt their client URLs.
+    for (const id of ids) {
+      const status = await eventually(async () => {
+        const status = await statusOf(cluster, id);
+        return status.members.every((m) => m.reachable && m.clientUrl !== null)
+          ? status
+          : null;
+      }, `${id} to reach every member`);
+      assert.equal(status.url, cluster.registry.get(id));
+      assert.equal(status.peerUrl, cluster.peers.get(id));
+      assert.equal(status.leaderUrl, cluster.registry.get(leader));
+      assert.deepEqual(
+        status.members.map((m) => [m.id, m.peerUrl, m.clientUrl, m.self]),
+        ids.map((member) => [
+          member,
+          cluster.peers.get(member),
+          cluster.registry.get(member),
+          member === id,
+        ]),
+      );
+      for (const member of status.members) {
+        assert.equal(member.lastError, null);
+      }
+    }
+
+    const [survivor, ...stopped] = [
+      ids.find((id) => id !== leader)!,
+      leader,
+      ...ids.filter((id) => id !== leader).slice(1),
+    ];
+    for (const id of stopped) await cluster.kill(id, "SIGTERM");
+    const status = await eventually(async () => {
+      const status = await statusOf(cluster, survivor);
+      const down = status.members.filter((m) => stopped.includes(m.id));
+      return down.every((m) =>
+          !m.reachable && m.lastError === "connection refused"
+        )
+        ? status
+        : null;
+    }, `${survivor} to see ${stopped.join(" and ")} down`);
+    assert.equal(status.members.find((m) => m.self)!.reachable, true);
+
+    // Its log names both, with their peer URLs and why.
+    const names = ids.filter((id) => stopped.includes(id))
+      .map((id) =>
+        `${id} \\(${
+          cluster.peers.get(id)!.replace(/\./g, "\\.")
+        }: connection refused\\)`
+      )
+      .join(", ");
+    const pattern = new RegExp(
+      `^${survivor}: candidate in term (\\d+); cannot reach ${names}$`,
+    );
+    const output = cluster.child(survivor).output;
+    const first = await eventually(
+      () => output.find((line) => pattern.test(line)),
+      `${survivor} to log the peers it cannot reach`,
+    );
+    // No flood: while nothing changes, its term climbs but at most one
+    // line per 5 s says so.
+    const firstTerm = Number(pattern.exec(first)![1]);
+    const lines = output.length;
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const later = output.slice(lines).filter((l) =>
+      /candidate in term/.test(l)
+    );
+    assert.ok(later.length <= 1, later.join("\n"));
+    const term = (await statusOf(cluster, survivor)).term;
+    assert.ok(term >= firstTerm + 2, `term ${firstTerm} → ${term}`);
+  } finally {
+    await cluster.stop();
+  }
+});
