@@ -105,8 +105,15 @@ async function sendRaw(
   }
 }
 
+/**
+ * Election timeout 1.5..3 s (tick 50 ms × 30): long enough that a loaded
+ * machine's late heartbeat does not start an election while a test checks
+ * that the term stays put.
+ */
+const STEADY = { electionTicks: 30 };
+
 Deno.test("a forged raft.step from a plain client gets -32601 on a follower's client port and a closed connection on its peer port; nothing changes", async () => {
-  const cluster = new LocalCluster();
+  const cluster = new LocalCluster(STEADY);
   try {
     await cluster.startRegistry(3);
     const leader = await cluster.waitForLeader();
@@ -193,8 +200,8 @@ Deno.test("a forged raft.step from a plain client gets -32601 on a follower's cl
       "the follower to log the refused connection",
     );
 
-    // Longer than an election timeout (tick 50 ms × 10..20): had the
-    // forged term reached the follower, the cluster would have moved on.
+    // Had the forged term reached the follower, it would have taken it at
+    // once (and the others would follow when it campaigned); give it time.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const after = await Promise.all(ids.map((id) => statusOf(cluster, id)));
     for (const status of after) {
@@ -211,7 +218,7 @@ Deno.test("a forged raft.step from a plain client gets -32601 on a follower's cl
 });
 
 Deno.test("a node started with another cluster secret cannot join: its peers refuse it, and status shows it unreachable with the reason", async () => {
-  const cluster = new LocalCluster();
+  const cluster = new LocalCluster(STEADY);
   try {
     cluster.planRegistry(3);
     await Promise.all([cluster.startNode("n1"), cluster.startNode("n2")]);
@@ -261,7 +268,7 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
       assert.match(member.lastError!, /cluster secret/, member.id);
     }
     // n3 campaigns alone (its term climbs) but disturbs nobody.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await new Promise((resolve) => setTimeout(resolve, 3500));
     const after = await statusOf(cluster, "n3");
     assert.equal(after.leader, null);
     assert.notEqual(after.role, "leader");

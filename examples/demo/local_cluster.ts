@@ -266,12 +266,24 @@ export class LocalCluster {
     return leaders[0]!.id;
   }
 
-  /** Polls until a single leader is known; @throws {Error} after `timeoutMs`. */
+  /**
+   * Polls until a single leader is known to every running node (each
+   * follower has heard from it, so it redirects writes there);
+   * @throws {Error} after `timeoutMs`.
+   */
   async waitForLeader(timeoutMs = 10_000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      const leader = await this.leader();
-      if (leader !== null) return leader;
+      const statuses = (await Promise.all(
+        [...this.registry.keys()].map((id) => this.status(id)),
+      )).filter((s) => s !== null);
+      const leaders = statuses.filter((s) => s.role === "leader");
+      if (
+        leaders.length === 1 &&
+        statuses.every((s) => s.leader === leaders[0].id)
+      ) {
+        return leaders[0].id;
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`no registry leader within ${timeoutMs} ms`);
