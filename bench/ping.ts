@@ -117,7 +117,7 @@ try {
   await cluster.waitForLeader();
   await cluster.startHello("hello-1");
   const client = connect(cluster.registryUrls);
-  const [endpoint] = await client.registry.endpoints("hello");
+  const [endpoint] = (await client.lookup("hello")).endpoints;
   const connection = await dial(endpoint.url);
   paths = [
     raw.path,

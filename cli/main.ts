@@ -297,30 +297,8 @@ function parseCommand(command: string, argv: string[]): Parsed {
             : drain(c, g, o, name, id, local),
       };
     }
-    case "lease": {
-      const [verb, arg] = positionals;
-      switch (verb) {
-        case "grant": {
-          need(2, "grant TTL_MS");
-          const ttlMs = integer(arg, "TTL_MS", 0, 1);
-          return { ...base, run: (c, g, o) => leaseGrant(c, g, o, ttlMs) };
-        }
-        case "revoke":
-        case "ttl":
-        case "keepalive":
-          need(2, `${verb} ID`);
-          return { ...base, run: (c, g, o) => leaseOne(c, g, o, verb, arg) };
-        case "ls":
-          need(1, "ls");
-          return { ...base, run: leaseList };
-        default:
-          throw new UsageError(
-            `lease takes grant TTL_MS, revoke ID, ttl ID, ls or keepalive ID${
-              verb === undefined ? "" : `, not ${JSON.stringify(verb)}`
-            }`,
-          );
-      }
-    }
+    case "lease":
+      return { ...base, ...parseLease(positionals) };
     case "call": {
       if (positionals.length < 2 || positionals.length > 3) {
         throw new UsageError("call takes NAME METHOD [PARAMS-JSON]");
@@ -350,6 +328,40 @@ function parseCommand(command: string, argv: string[]): Parsed {
     }
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  }
+}
+
+function parseLease(positionals: string[]): Pick<Parsed, "run"> {
+  const [verb, arg, extra] = positionals;
+  const takes = (shape: string, count: number) => {
+    if (positionals.length !== count) {
+      throw new UsageError(
+        `lease ${shape}${
+          extra !== undefined ? `; unexpected ${JSON.stringify(extra)}` : ""
+        }`,
+      );
+    }
+  };
+  switch (verb) {
+    case "grant": {
+      takes("grant takes TTL_MS", 2);
+      const ttlMs = integer(arg, "TTL_MS", 0, 1);
+      return { run: (c, g, o) => leaseGrant(c, g, o, ttlMs) };
+    }
+    case "revoke":
+    case "ttl":
+    case "keepalive":
+      takes(`${verb} takes ID`, 2);
+      return { run: (c, g, o) => leaseOne(c, g, o, verb, arg) };
+    case "ls":
+      takes("ls takes no arguments", 1);
+      return { run: leaseList };
+    default:
+      throw new UsageError(
+        `lease takes grant TTL_MS, revoke ID, ttl ID, ls or keepalive ID${
+          verb === undefined ? "" : `, not ${JSON.stringify(verb)}`
+        }`,
+      );
   }
 }
 

@@ -9,7 +9,7 @@
  */
 
 import { type Attributes, type Endpoint, matchesQuery } from "./protocol.ts";
-import type { Binding } from "./state.ts";
+import { type Binding, toEndpoint } from "./state.ts";
 
 /**
  * Local bindings by name, in binding order.
@@ -149,18 +149,5 @@ export function localEndpoint(
   binding: Binding,
   load: number | null,
 ): Endpoint {
-  return {
-    id: binding.id,
-    url: binding.url,
-    attrs: { ...binding.attrs },
-    weight: binding.weight,
-    zone: binding.zone,
-    leaseId: binding.leaseId,
-    createRevision: binding.createRevision,
-    modRevision: binding.modRevision,
-    state: binding.state,
-    load,
-    scope: "local",
-    check: binding.check === null ? null : { ...binding.check },
-  };
+  return { ...toEndpoint(binding, load), scope: "local" };
 }

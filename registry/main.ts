@@ -57,9 +57,13 @@ prove the cluster secret).
   --data DIR         folder for this node's log (default ./data/ID)
   --tick-ms N        milliseconds per Raft tick (default 100)
   --election-ticks N election timeout in ticks (default 10, at least 2)
+  --history-events N changes kept for watches to resume from (default 10000;
+                     the same on every node); older ones answer COMPACTED
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
-  --help             show this text`;
+  --help             show this text
+
+(The same options work as: deno task rafter registry [options].)`;
 
 /** Parsed command line of a registry node. */
 export interface RegistryArgs {
@@ -81,6 +85,8 @@ export interface RegistryArgs {
   tickMs: number;
   /** Election timeout in ticks. */
   electionTicks: number;
+  /** Events kept for watches. */
+  historyEvents: number;
   /** Exit when standard input closes. */
   watchStdin: boolean;
 }
@@ -114,6 +120,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       data: { type: "string" },
       "tick-ms": { type: "string" },
       "election-ticks": { type: "string" },
+      "history-events": { type: "string" },
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -233,6 +240,11 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       10,
       2,
     ),
+    historyEvents: positiveInteger(
+      values["history-events"],
+      "--history-events",
+      10_000,
+    ),
     watchStdin: values["watch-stdin"] ?? false,
   };
 }
@@ -265,10 +277,17 @@ function positiveInteger(
   return value;
 }
 
-async function main(): Promise<number> {
+/**
+ * Runs a registry node with command-line options until SIGINT, SIGTERM
+ * or (with `--watch-stdin`) the end of standard input.
+ *
+ * @returns the exit code: 0 stopped cleanly (or `--help`), 1 could not
+ * start or storage failed, 2 bad options.
+ */
+export async function runRegistry(argv: string[]): Promise<number> {
   let args: RegistryArgs;
   try {
-    args = parseRegistryArgs(Deno.args);
+    args = parseRegistryArgs(argv);
   } catch (error) {
     if (error instanceof HelpRequested) {
       console.log(USAGE);
@@ -309,6 +328,7 @@ async function main(): Promise<number> {
       dataDir: args.dataDir,
       tickMs: args.tickMs,
       electionTicks: args.electionTicks,
+      historyEvents: args.historyEvents,
       log,
       onFatal: (error) => {
         fatal = error;
@@ -340,6 +360,8 @@ async function main(): Promise<number> {
     })();
   }
   await stopped.promise;
+  Deno.removeSignalListener("SIGINT", stop);
+  Deno.removeSignalListener("SIGTERM", stop);
   await node.stop({ graceMs: 1000 });
   if (fatal !== null) {
     console.error(`registry ${args.id}: storage failed, stopped:`, fatal);
@@ -350,5 +372,5 @@ async function main(): Promise<number> {
 }
 
 if (import.meta.main) {
-  Deno.exit(await main());
+  Deno.exit(await runRegistry(Deno.args));
 }

@@ -191,6 +191,36 @@ export interface Endpoint {
   check: HealthCheck | null;
 }
 
+/**
+ * An endpoint with the defaults of a fresh global binding (serving,
+ * weight 1, no attributes, zone, lease or check) and the fields given: for
+ * tests, examples and distributors written by hand.
+ *
+ * @example
+ * ```ts
+ * import { makeEndpoint } from "./protocol.ts";
+ * const endpoint = makeEndpoint({ id: "a", url: "tcp://127.0.0.1:9001", zone: "eu-1" });
+ * console.log(endpoint.state, endpoint.weight, endpoint.zone); // serving 1 eu-1
+ * ```
+ */
+export function makeEndpoint(
+  fields: Pick<Endpoint, "id" | "url"> & Partial<Endpoint>,
+): Endpoint {
+  return {
+    attrs: {},
+    weight: 1,
+    zone: null,
+    leaseId: null,
+    createRevision: 0,
+    modRevision: 0,
+    state: "serving",
+    load: null,
+    scope: "global",
+    check: null,
+    ...fields,
+  };
+}
+
 /** What a client gives to bind an endpoint. */
 export interface EndpointSpec {
   /** Instance id; defaults to the URL. Give each server instance its own. */
@@ -202,9 +232,9 @@ export interface EndpointSpec {
   url: string;
   /** Attributes, merged with those of the name's query string. */
   attrs?: Attributes;
-  /** @default 1 */
+  /** Relative share of calls for weighted distributors. @default 1 */
   weight?: number;
-  /** @default null */
+  /** Failure zone or locality. @default null */
   zone?: string | null;
   /** Optional active health check; unset fields take their defaults. */
   check?: Partial<HealthCheck> & Pick<HealthCheck, "kind">;
@@ -228,7 +258,7 @@ export interface BindParams {
    * atomic step (one log entry). Exclusive with `leaseId`.
    */
   grant?: { ttlMs: number };
-  /** @default "global" */
+  /** Where the binding lives (see Scope). @default "global" */
   scope?: Scope;
 }
 
@@ -257,7 +287,7 @@ export interface UnbindParams {
    * was replaced by a newer instance under the same id then removes nothing.
    */
   leaseId?: string;
-  /** @default "global" */
+  /** Where the binding lives (see Scope). @default "global" */
   scope?: Scope;
 }
 
@@ -302,7 +332,7 @@ export interface LookupParams {
    * match every pair are returned (`services/db?version=1.0`).
    */
   name: string;
-  /** @default "linearizable" */
+  /** Read consistency. @default "linearizable" */
   consistency?: Consistency;
   /**
    * Rotate the list by one position on each lookup, so clients that take
@@ -332,7 +362,7 @@ export interface LookupResult {
 export interface ListParams {
   /** Names that start with this; "" (the default) lists every name. */
   prefix?: string;
-  /** @default "linearizable" */
+  /** Read consistency. @default "linearizable" */
   consistency?: Consistency;
   /** Include each name's endpoints (all states, this node's local ones too). @default false */
   endpoints?: boolean;

@@ -205,18 +205,24 @@ export async function startRegistryNode(
   // lease expiry an earlier leader committed).
   let leading = false;
   let readyIndex = Infinity;
-  let raft: RaftNode<ApplyResult> | undefined;
+  // Set once RaftNode.start resolves; the callbacks below need it.
+  const started: { raft?: RaftNode<ApplyResult> } = {};
   const checker = new HealthChecker({
     propose: (command) =>
-      raft!.propose(encodeCommand(command), { timeoutMs: 3000 }),
+      started.raft!.propose(encodeCommand(command), { timeoutMs: 3000 }),
     maxConcurrentProbes: options.maxConcurrentProbes,
     log,
   });
-  const onSoftState = (soft: SoftState) => {
+  const onSoftState = (soft: SoftState): void => {
+    if (started.raft === undefined) {
+      // Reported before start() returned: handle it once it has.
+      queueMicrotask(() => onSoftState(soft));
+      return;
+    }
     logRole(soft);
     if (soft.role === "leader" && !leading) {
       leading = true;
-      readyIndex = raft!.status.lastIndex;
+      readyIndex = started.raft.status.lastIndex;
       const gap = leases.becomeLeader();
       if (leases.size > 0) {
         log(
@@ -234,7 +240,7 @@ export async function startRegistryNode(
       checker.stop();
     }
   };
-  raft = await RaftNode.start<ApplyResult>({
+  started.raft = await RaftNode.start<ApplyResult>({
     id,
     peers,
     transport,
@@ -262,7 +268,7 @@ export async function startRegistryNode(
     onSoftState,
     onFatal: options.onFatal,
   });
-  const node = raft;
+  const node = started.raft;
   const leaderReady = () => leading && node.status.appliedIndex >= readyIndex;
   // A single node's peer port may be a free one, known once it listens.
   let peerUrl = peers[id];
@@ -549,7 +555,9 @@ class LeaderDuties {
           throw new Error("leadership changed");
         }
         this.#options.log(
-          `${this.#options.id}: lease(s) ${due.join(", ")} expired; removing their bindings`,
+          `${this.#options.id}: lease(s) ${
+            due.join(", ")
+          } expired; removing their bindings`,
         );
         return raft.propose(encodeCommand({ op: "leaseExpire", ids: due }), {
           timeoutMs: 3_000,

@@ -29,7 +29,7 @@ import {
   type UnavailableData,
 } from "./protocol.ts";
 import type { LeaseKeeper } from "./lease_keeper.ts";
-import { LocalArea, localEndpoint } from "./local_area.ts";
+import { type LocalArea, localEndpoint } from "./local_area.ts";
 import {
   invalid,
   optionalBoolean,

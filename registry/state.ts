@@ -29,13 +29,13 @@ export interface EndpointRecord {
   id: string;
   /** `tcp://host:port`. */
   url: string;
-  /** @default {} */
+  /** Attributes lookups can match. @default {} */
   attrs?: Attributes;
-  /** @default 1 */
+  /** Relative share of calls for weighted distributors. @default 1 */
   weight?: number;
-  /** @default null */
+  /** Failure zone or locality. @default null */
   zone?: string | null;
-  /** @default null */
+  /** Active health check. @default null */
   check?: HealthCheck | null;
 }
 

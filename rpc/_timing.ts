@@ -13,7 +13,10 @@ export const MAX_TIMER_MS = 2_147_483_647;
  * Resolves after `ms`, or as soon as `signal` aborts (never rejects: the
  * caller checks `signal.aborted`).
  */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function abortableSleep(
+  ms: number,
+  signal?: AbortSignal,
+): Promise<void> {
   if (signal?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {

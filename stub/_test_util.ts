@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Endpoint } from "../registry/protocol.ts";
+import { type Endpoint, makeEndpoint } from "../registry/protocol.ts";
 
 /** A serving, global endpoint `id` at 127.0.0.1:`port`, with `overrides`. */
 export function endpoint(
@@ -12,19 +12,11 @@ export function endpoint(
   port: number,
   overrides: Partial<Endpoint> = {},
 ): Endpoint {
-  return {
+  return makeEndpoint({
     id,
     url: `tcp://127.0.0.1:${port}`,
-    attrs: {},
-    weight: 1,
-    zone: null,
-    leaseId: null,
     createRevision: 1,
     modRevision: 1,
-    state: "serving",
-    load: null,
-    scope: "global",
-    check: null,
     ...overrides,
-  };
+  });
 }

@@ -46,7 +46,7 @@ export interface BindServerOptions {
   keepAliveIntervalMs?: number;
   /** Attributes lookups can match (`name?key=value`). */
   attrs?: Attributes;
-  /** @default 1 */
+  /** Relative share of calls for weighted distributors. @default 1 */
   weight?: number;
   /** Failure zone or locality. */
   zone?: string;

@@ -48,11 +48,9 @@ export interface ClusterMapOptions {
  * @example
  * ```ts
  * import { ClusterMap } from "./cluster_map.ts";
- * const endpoint = (id: string, port: number) => ({
- *   id, url: `tcp://127.0.0.1:${port}`, attrs: {}, weight: 1, zone: null,
- *   leaseId: null, createRevision: 1, modRevision: 1, state: "serving" as const,
- *   load: null, scope: "global" as const, check: null,
- * });
+ * import { makeEndpoint } from "../registry/protocol.ts";
+ * const endpoint = (id: string, port: number) =>
+ *   makeEndpoint({ id, url: `tcp://127.0.0.1:${port}` });
  * const map = new ClusterMap("hello", {
  *   lookup: async () => ({
  *     name: "hello", query: {}, revision: 2,

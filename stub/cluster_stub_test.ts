@@ -6,7 +6,6 @@ import {
   DEADLINE_EXCEEDED,
   INTERNAL_ERROR,
   INVALID_PARAMS,
-  NO_ENDPOINTS,
   RpcError,
 } from "../rpc/errors.ts";
 import { denoTcpDialer } from "../rpc/deno_tcp.ts";
@@ -17,7 +16,7 @@ import {
   type RegistryNode,
   startRegistryNode,
 } from "../registry/registry_node.ts";
-import type { Endpoint } from "../registry/protocol.ts";
+import { type Endpoint, NO_ENDPOINTS } from "../registry/protocol.ts";
 import { connect, type RafterClient } from "./client.ts";
 import type { Distributor, FailureInfo } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
@@ -84,8 +83,7 @@ async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
         },
       });
       servers.push(server);
-      const endpoint = { id, url: server.url };
-      await env.admin.bind(name, endpoint);
+      const { endpoint } = await env.admin.bind(name, { id, url: server.url });
       return { id, server, endpoint, calls };
     },
     release: () => gate.resolve(),
@@ -641,7 +639,10 @@ Deno.test("a call past its deadline rejects with DEADLINE_EXCEEDED", async () =>
 Deno.test("the deadline and the signal also bound the registry lookup", async () => {
   const [dead] = freePorts(1);
   // No registry answers: the lookup alone goes on for 1.5 s.
-  const client = connect(`tcp://127.0.0.1:${dead}`, { deadlineMs: 1_500 });
+  const client = connect(`tcp://127.0.0.1:${dead}`, {
+    deadlineMs: 1_500,
+    failFastRounds: Infinity,
+  });
   try {
     let started = Date.now();
     await assert.rejects(

@@ -85,7 +85,7 @@ export interface BindOptions extends RegistryCallOptions {
   leaseId?: string;
   /** Grant a lease of this TTL and attach the binding to it, in one step. */
   grant?: { ttlMs: number };
-  /** @default "global" */
+  /** Where the binding lives (see Scope). @default "global" */
   scope?: Scope;
 }
 

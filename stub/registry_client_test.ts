@@ -5,6 +5,8 @@ import {
   INVALID_PARAMS,
   RpcError,
 } from "../rpc/errors.ts";
+import { denoTcpDialer } from "../rpc/deno_tcp.ts";
+import { UNAVAILABLE } from "../registry/protocol.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import {
   type RegistryNode,
@@ -93,12 +95,13 @@ Deno.test("a client given only a follower's URL follows the NOT_LEADER hint and 
     const [follower] = await cluster.followers();
     const client = connect(follower.url);
     try {
-      assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
+      assert.equal((await client.bind("hello", h1)).revision, 1);
       assert.deepEqual(client.registry.urls, [follower.url, leader.url]);
       // The next write goes straight to the leader.
-      assert.deepEqual(
-        await client.bind("hello", { id: "h2", url: "tcp://127.0.0.1:9002" }),
-        { revision: 2 },
+      assert.equal(
+        (await client.bind("hello", { id: "h2", url: "tcp://127.0.0.1:9002" }))
+          .revision,
+        2,
       );
       assert.deepEqual(client.registry.urls, [follower.url, leader.url]);
       assert.deepEqual(await client.unbind("hello", "h2"), {
@@ -120,15 +123,15 @@ Deno.test("a client whose first URL is dead moves on to the next", async () => {
     const client = connect(urls);
     try {
       const started = Date.now();
-      assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
+      assert.equal((await client.bind("hello", h1)).revision, 1);
       assert.ok(Date.now() - started < 2_000, "no long wait on the dead URL");
       assert.deepEqual(client.registry.urls, urls);
-      assert.deepEqual(await client.lookup("hello"), {
-        name: "hello",
-        endpoints: [h1],
-        revision: 1,
-      });
-      assert.deepEqual(await client.registry.endpoints("hello"), [h1]);
+      const found = await client.lookup("hello");
+      assert.deepEqual(found.endpoints.map((e) => [e.id, e.url]), [[
+        h1.id,
+        h1.url,
+      ]]);
+      assert.equal(found.revision, 1);
       const status = await client.registry.status(leader.url);
       assert.equal(status.role, "leader");
       assert.equal(status.url, leader.url);
@@ -148,11 +151,11 @@ Deno.test("a lookup through a follower right after a bind through the leader see
     try {
       for (let i = 1; i <= 15; i++) {
         const endpoint = { id: `s${i}`, url: `tcp://127.0.0.1:${9000 + i}` };
-        assert.deepEqual(await writer.bind("svc", endpoint), { revision: i });
+        assert.equal((await writer.bind("svc", endpoint)).revision, i);
         for (const reader of readers) {
-          const result = await reader.lookup("svc");
+          const result = await reader.lookup("svc", { rotate: false });
           assert.equal(result.revision, i);
-          assert.deepEqual(result.endpoints.at(-1), endpoint);
+          assert.equal(result.endpoints.at(-1)?.url, endpoint.url);
           assert.equal(result.endpoints.length, i);
         }
       }
@@ -172,20 +175,21 @@ Deno.test("after the leader stops, a bind succeeds once a new leader is elected"
     const client = connect(Object.values(cluster.urls), { deadlineMs: 8_000 });
     try {
       const old = await cluster.leader();
-      assert.deepEqual(await client.bind("hello", h1), { revision: 1 });
+      assert.equal((await client.bind("hello", h1)).revision, 1);
       await cluster.stopNode(old.id);
       const h2 = { id: "h2", url: "tcp://127.0.0.1:9002" };
-      assert.deepEqual(await client.bind("hello", h2), { revision: 2 });
+      assert.equal((await client.bind("hello", h2)).revision, 2);
       const fresh = await cluster.leader();
       assert.notEqual(fresh.id, old.id);
-      assert.deepEqual(await client.lookup("hello"), {
-        name: "hello",
-        endpoints: [h1, h2],
-        revision: 2,
-      });
+      const found = await client.lookup("hello", { rotate: false });
+      assert.deepEqual(found.endpoints.map((e) => e.id), ["h1", "h2"]);
+      assert.equal(found.revision, 2);
       for (const node of cluster.nodes.values()) {
         await waitFor(() => node.state.revision === 2, `${node.id} to apply`);
-        assert.deepEqual(node.state.lookup("hello").endpoints, [h1, h2]);
+        assert.deepEqual(node.state.bindings("hello").map((b) => b.id), [
+          "h1",
+          "h2",
+        ]);
       }
     } finally {
       client.close();
@@ -193,31 +197,103 @@ Deno.test("after the leader stops, a bind succeeds once a new leader is elected"
   });
 });
 
-Deno.test("when every registry node is down the deadline error lists the URLs tried", async () => {
+Deno.test("when no registry URL accepts a connection the call fails fast with UNAVAILABLE naming the URLs and what to do", async () => {
   const urls = freePorts(3).map((port) => `tcp://127.0.0.1:${port}`);
-  const client = connect(urls, { deadlineMs: 400 });
+  const client = connect(urls);
   try {
     const started = Date.now();
     await assert.rejects(client.bind("hello", h1), (error: unknown) => {
       assert.ok(error instanceof RpcError);
-      assert.equal(error.code, DEADLINE_EXCEEDED);
+      assert.equal(error.code, UNAVAILABLE);
       assert.ok(
         error.message.startsWith(
-          `Deadline exceeded: registry.bind did not succeed on any registry node (${
+          `Unavailable: no registry node accepted a connection for registry.bind (tried ${
             urls.join(", ")
           }); last error: cannot connect to tcp://127.0.0.1:`,
         ),
         error.message,
       );
-      const data = error.data as { lastError: { code: number } };
-      assert.equal(data.lastError.code, -32004);
+      assert.match(
+        error.message,
+        /Start a registry \(deno task registry\) or check the registry URLs$/,
+      );
+      assert.deepEqual(error.data, { retryAfterMs: 1000, tried: urls });
       return true;
     });
+    // Not the 15 s deadline: two rounds over the three URLs.
     const elapsed = Date.now() - started;
-    assert.ok(elapsed >= 400 && elapsed < 1_500, `took ${elapsed} ms`);
+    assert.ok(elapsed < 1_500, `took ${elapsed} ms`);
   } finally {
     client.close();
   }
+});
+
+Deno.test("with fail-fast off, a registry that never answers ends in DEADLINE_EXCEEDED listing the URLs tried", async () => {
+  const urls = freePorts(2).map((port) => `tcp://127.0.0.1:${port}`);
+  const client = connect(urls, { deadlineMs: 400, failFastRounds: Infinity });
+  try {
+    await assert.rejects(client.lookup("hello"), (error: unknown) => {
+      assert.ok(error instanceof RpcError);
+      assert.equal(error.code, DEADLINE_EXCEEDED);
+      assert.match(
+        error.message,
+        new RegExp(
+          `registry.lookup did not succeed on any registry node \\(${
+            urls.join(", ")
+          }\\)`,
+        ),
+      );
+      return true;
+    });
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("reads are spread over every registry URL; writes stay on the leader", async () => {
+  await withCluster(async (cluster) => {
+    const leader = await cluster.leader();
+    const dialed: string[] = [];
+    const client = connect(Object.values(cluster.urls), {
+      dialer: (url, options) => {
+        dialed.push(url);
+        return denoTcpDialer(url, options);
+      },
+    });
+    try {
+      for (let i = 0; i < 6; i++) await client.lookup("hello");
+      assert.deepEqual(
+        [...new Set(dialed)].sort(),
+        Object.values(cluster.urls).sort(),
+      );
+      // Writes go to the leader (found through at most one hint) and stay.
+      dialed.length = 0;
+      for (let i = 0; i < 5; i++) {
+        await client.bind("hello", {
+          id: `w${i}`,
+          url: `tcp://127.0.0.1:${9500 + i}`,
+        });
+      }
+      assert.deepEqual(dialed, []);
+      const status = await client.registry.status(leader.url);
+      assert.equal(status.revision, 5);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+Deno.test("close() cancels a registry call under way", async () => {
+  const [port] = freePorts(1);
+  const client = connect([`tcp://127.0.0.1:${port}`], {
+    deadlineMs: 10_000,
+    failFastRounds: Infinity,
+  });
+  const call = client.lookup("hello");
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  client.close();
+  await assert.rejects(call, { code: CANCELLED });
+  await assert.rejects(client.lookup("hello"), { code: CANCELLED });
 });
 
 Deno.test("errors a retry cannot fix are thrown at once", async () => {
@@ -239,7 +315,7 @@ Deno.test("errors a retry cannot fix are thrown at once", async () => {
         },
       );
       await assert.rejects(
-        client.registry.call("registry.nope", {}),
+        client.registry.call("registry.nope" as "registry.list", {}),
         { code: -32601 },
       );
       assert.ok(Date.now() - started < 1_000);
@@ -251,7 +327,7 @@ Deno.test("errors a retry cannot fix are thrown at once", async () => {
 
 Deno.test("an aborted registry call rejects with CANCELLED", async () => {
   const urls = freePorts(2).map((port) => `tcp://127.0.0.1:${port}`);
-  const client = connect(urls, { deadlineMs: 5_000 });
+  const client = connect(urls, { deadlineMs: 5_000, failFastRounds: Infinity });
   try {
     const controller = new AbortController();
     const started = Date.now();
@@ -281,7 +357,10 @@ Deno.test("an aborted registry call rejects with CANCELLED", async () => {
 Deno.test("an abort during the backoff between rounds ends the call at once", async () => {
   // One dead URL: every attempt fails fast, then the client backs off.
   const [port] = freePorts(1);
-  const client = connect([`tcp://127.0.0.1:${port}`], { deadlineMs: 10_000 });
+  const client = connect([`tcp://127.0.0.1:${port}`], {
+    deadlineMs: 10_000,
+    failFastRounds: Infinity,
+  });
   try {
     const controller = new AbortController();
     const call = client.lookup("hello", { signal: controller.signal });

@@ -23,10 +23,11 @@ export interface RoundRobinOptions {
  * @example
  * ```ts
  * import { roundRobin } from "./round_robin.ts";
+ * import { makeEndpoint } from "../registry/protocol.ts";
  * const distributor = roundRobin({ start: 0 });
  * const endpoints = [
- *   { id: "a", url: "tcp://127.0.0.1:9001" },
- *   { id: "b", url: "tcp://127.0.0.1:9002" },
+ *   makeEndpoint({ id: "a", url: "tcp://127.0.0.1:9001" }),
+ *   makeEndpoint({ id: "b", url: "tcp://127.0.0.1:9002" }),
  * ];
  * const call = { name: "hello", method: "greet", params: [], attempt: 0 };
  * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call).id);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { Endpoint } from "../registry/protocol.ts";
 import type { CallInfo } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
+import { endpoint } from "./_test_util.ts";
 
 const call: CallInfo = {
   name: "hello",
@@ -11,7 +12,7 @@ const call: CallInfo = {
 };
 
 function endpoints(...ids: string[]): Endpoint[] {
-  return ids.map((id, i) => ({ id, url: `tcp://127.0.0.1:${9001 + i}` }));
+  return ids.map((id, i) => endpoint(id, 9001 + i));
 }
 
 function picks(

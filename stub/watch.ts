@@ -139,6 +139,7 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
     this.#wake();
   }
 
+  /** The updates, in order, until the watch is closed. */
   async *[Symbol.asyncIterator](): AsyncIterator<WatchUpdate> {
     try {
       while (!this.#closed) {

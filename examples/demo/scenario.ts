@@ -102,10 +102,7 @@ export async function runScenario(
       cluster.startHello("hello-1"),
       cluster.startHello("hello-2"),
     ]);
-    const rafter = connect(cluster.registryUrls, {
-      refreshMs: 1000,
-      quarantineMs: 3000,
-    });
+    const rafter = connect(cluster.registryUrls, { quarantineMs: 3000 });
     client.close = () => rafter.close();
     // greet has no side effects, so a call caught in flight by a server's
     // death may safely run again on another server.

@@ -102,10 +102,15 @@ async function main(): Promise<number> {
   }
   const ttlMs = Number(values["ttl-ms"]);
   if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
-    console.error(`hello server: --ttl-ms must be a positive integer\n\n${USAGE}`);
+    console.error(
+      `hello server: --ttl-ms must be a positive integer\n\n${USAGE}`,
+    );
     return 2;
   }
-  if (values.check !== undefined && values.check !== "tcp" && values.check !== "ping") {
+  if (
+    values.check !== undefined && values.check !== "tcp" &&
+    values.check !== "ping"
+  ) {
     console.error(`hello server: --check must be tcp or ping\n\n${USAGE}`);
     return 2;
   }
@@ -140,7 +145,9 @@ async function main(): Promise<number> {
     load,
     onEvent: (event) => {
       if (event.type === "rebound") {
-        console.log(`${id}: bound again with lease ${event.leaseId} (${event.why})`);
+        console.log(
+          `${id}: bound again with lease ${event.leaseId} (${event.why})`,
+        );
       }
     },
   };
@@ -152,7 +159,9 @@ async function main(): Promise<number> {
   try {
     binding = await client.bindServer(name, server, options);
   } catch (error) {
-    console.error(`hello server: cannot bind "${name}": ${(error as Error).message}`);
+    console.error(
+      `hello server: cannot bind "${name}": ${(error as Error).message}`,
+    );
     client.close();
     await server.close();
     return 1;
