@@ -78,6 +78,7 @@ export interface BindServerOptions {
 export type BindServerEvent =
   | { type: "bound"; leaseId: string; revision: number }
   | { type: "rebound"; leaseId: string; revision: number; why: string }
+  | { type: "keptAlive"; leaseId: string }
   | { type: "keepAliveFailed"; error: unknown }
   | { type: "drained" }
   | { type: "revoked" };
@@ -255,6 +256,7 @@ class KeptBinding implements ServerBinding {
           signal,
         });
         failures = 0;
+        this.#options.onEvent?.({ type: "keptAlive", leaseId: this.leaseId });
       } catch (error) {
         if (signal.aborted) return;
         if (error instanceof RpcError && error.code === LEASE_NOT_FOUND) {

@@ -74,8 +74,9 @@ export interface ConnectOptions
 export class RafterClient {
   /** The registry client (bind, unbind, lookup, leases, status). */
   readonly registry: RegistryClient;
+  /** The client's watch connection, shared by all its watches and cluster maps. */
+  readonly watches: WatchClient;
   readonly #pool: ConnectionPool;
-  readonly #watches: WatchClient;
   readonly #options: ConnectOptions;
   readonly #maps = new Map<string, ClusterMap>();
   readonly #stubs = new Map<string, ClusterStub>();
@@ -90,7 +91,7 @@ export class RafterClient {
       connectTimeoutMs,
     });
     this.registry = new RegistryClient(registryUrls, this.#pool, options);
-    this.#watches = new WatchClient(this.registry, {
+    this.watches = new WatchClient(this.registry, {
       dialer: options.dialer,
       connectTimeoutMs,
       callTimeoutMs: options.attemptTimeoutMs,
@@ -140,7 +141,7 @@ export class RafterClient {
     options?: WatchOptions,
     onUpdate?: (update: WatchUpdate) => void,
   ): RegistryWatch {
-    return this.#watches.watch(prefix, options, onUpdate);
+    return this.watches.watch(prefix, options, onUpdate);
   }
 
   /**
@@ -197,7 +198,7 @@ export class RafterClient {
    */
   close(): void {
     this.registry.close();
-    this.#watches.close();
+    this.watches.close();
     for (const map of this.#maps.values()) map.close();
     this.#pool.close();
   }
@@ -210,7 +211,7 @@ export class RafterClient {
         lookup: () => this.registry.lookup(name, { rotate: false }),
         watch: watch
           ? (fromRevision, onUpdate) =>
-            this.#watches.watch(
+            this.watches.watch(
               name.split("?")[0],
               { fromRevision },
               onUpdate,

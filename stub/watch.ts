@@ -199,6 +199,12 @@ export class WatchClient {
     return this.#watches.size;
   }
 
+  /** The registry node the watches are carried by now, or null while reconnecting. */
+  get url(): string | null {
+    const connection = this.#connection;
+    return connection === null || connection.isClosed ? null : connection.url;
+  }
+
   /**
    * Opens a watch of every name under `prefix` ("" for all names).
    *

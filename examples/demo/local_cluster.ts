@@ -46,6 +46,8 @@ export interface LocalClusterOptions {
   tickMs?: number;
   /** Election timeout of the registry nodes in ticks. Default 10. */
   electionTicks?: number;
+  /** Extra options for every registry node (e.g. `["--history-events", "50"]`). */
+  nodeArgs?: string[];
   /** Receives each line a child prints, prefixed with its name. */
   onOutput?(name: string, line: string): void;
 }
@@ -149,7 +151,7 @@ export class LocalCluster {
    */
   async startNode(
     id: string,
-    options: { secretFile?: string } = {},
+    options: { secretFile?: string; args?: string[] } = {},
   ): Promise<Child> {
     const peers = [...this.peers]
       .map(([peer, url]) => `${peer}=${url.slice("tcp://".length)}`)
@@ -169,21 +171,36 @@ export class LocalCluster {
       String(this.#options.tickMs ?? 50),
       "--election-ticks",
       String(this.#options.electionTicks ?? 10),
+      ...(options.args ?? this.#options.nodeArgs ?? []),
     ]);
     await this.waitForLine(id, /listening on/, 20_000);
     return child;
   }
 
-  /** Starts a hello server `id` bound as `hello`; resolves once it is bound. */
-  async startHello(id: string): Promise<Child> {
+  /**
+   * Starts a hello server `id` bound as `hello` (with `args` added to its
+   * command line, e.g. `["--ttl-ms", "2000"]`); resolves once it is bound.
+   */
+  async startHello(id: string, args: string[] = []): Promise<Child> {
     const child = this.#spawn(id, "examples/hello/server.ts", [
       "--registry",
       this.registryUrls.join(","),
       "--id",
       id,
+      ...args,
     ]);
     await this.waitForLine(id, /serving on .* bound as/, 30_000);
     return child;
+  }
+
+  /** Stops child `name` with SIGSTOP (it stays alive, frozen); {@link resume} undoes it. */
+  pause(name: string): void {
+    this.#children.get(name)?.process.kill("SIGSTOP");
+  }
+
+  /** Lets a child stopped with {@link pause} run again (SIGCONT). */
+  resume(name: string): void {
+    this.#children.get(name)?.process.kill("SIGCONT");
   }
 
   /**
@@ -297,6 +314,8 @@ export class LocalCluster {
     const running = [...this.#children.values()].filter((c) => c.running);
     await Promise.all(running.map(async (child) => {
       try {
+        // A paused child must run again to act on SIGTERM.
+        child.process.kill("SIGCONT");
         child.process.kill("SIGTERM");
       } catch {
         return;

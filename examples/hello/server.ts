@@ -69,7 +69,10 @@ const USAGE = `usage: deno run -A examples/hello/server.ts [options]
   --ttl-ms N       lease TTL: a crashed server leaves lookups this soon
                    (default 10000)
   --check KIND     let the registry leader probe it: tcp or ping
+  --check-interval-ms N
+                   time between probes (default 1000)
   --zone ZONE      failure zone, for zone-aware distributors
+  --log-keepalives print a line for each acknowledged lease keep-alive
   --watch-stdin    exit when standard input closes (for supervisors and tests)
   --help           show this text`;
 
@@ -86,7 +89,9 @@ async function main(): Promise<number> {
         name: { type: "string", default: "hello" },
         "ttl-ms": { type: "string", default: "10000" },
         check: { type: "string" },
+        "check-interval-ms": { type: "string" },
         zone: { type: "string" },
+        "log-keepalives": { type: "boolean", default: false },
         "watch-stdin": { type: "boolean", default: false },
         help: { type: "boolean", default: false },
       },
@@ -148,11 +153,25 @@ async function main(): Promise<number> {
         console.log(
           `${id}: bound again with lease ${event.leaseId} (${event.why})`,
         );
+      } else if (event.type === "keptAlive" && values["log-keepalives"]) {
+        console.log(`${id}: keep-alive acknowledged at ${Date.now()}`);
       }
     },
   };
   if (values.check !== undefined) {
-    options.check = { kind: values.check as "tcp" | "ping" };
+    const intervalMs = Number(values["check-interval-ms"] ?? 1000);
+    if (!Number.isSafeInteger(intervalMs) || intervalMs < 100) {
+      console.error(
+        `hello server: --check-interval-ms must be an integer >= 100\n\n${USAGE}`,
+      );
+      return 2;
+    }
+    options.check = {
+      kind: values.check as "tcp" | "ping",
+      intervalMs,
+      timeoutMs: Math.min(500, Math.floor(intervalMs / 2)),
+      failuresBeforeUnhealthy: 2,
+    };
   }
   if (values.zone !== undefined) options.zone = values.zone;
   let binding;
