@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { runScenario } from "../examples/demo/scenario.ts";
+import { DEMO_TTL_MS, runScenario } from "../examples/demo/scenario.ts";
 import type { LookupResult } from "../registry/protocol.ts";
 
 const ROOT = new URL("../", import.meta.url);
@@ -44,9 +44,24 @@ Deno.test("calls survive a server kill and a registry leader kill; the restarted
   assert.notEqual(result.newLeader, result.killedLeader, context);
   assert.equal(result.thirdBound, true, context);
 
+  // hello-1's lease expired: it left the stubs list of every running node
+  // within its TTL (plus a fail-over, when the leader kill came first).
+  const gone = Object.entries(result.serverGoneMs);
+  assert.ok(gone.length >= 2, `hello-1 left ${gone.length} nodes${context}`);
+  for (const [id, ms] of gone) {
+    assert.ok(
+      ms <= DEMO_TTL_MS + (result.failoverMs ?? 0) + 1_000,
+      `hello-1 left ${id} after ${ms} ms${context}`,
+    );
+  }
+  // The clients found hello-3 through the watch, well before any poll
+  // could have (there is none).
+  assert.ok(result.thirdReachedMs !== null, context);
+  assert.ok(result.thirdReachedMs! < 1_000, context);
+
   // Every node, the restarted one included, answers a linearizable lookup
-  // with the same bindings, hello-3 among them.
-  const expected = ["hello-1", "hello-2", "hello-3"];
+  // with the same bindings: hello-2 and hello-3, no longer hello-1.
+  const expected = ["hello-2", "hello-3"];
   assert.deepEqual(Object.keys(result.lookups).sort(), ["n1", "n2", "n3"]);
   const revisions = new Set<number>();
   for (const [id, lookup] of Object.entries(result.lookups)) {

@@ -1,9 +1,11 @@
 /**
  * The demo's scenario, shared by `deno task demo` and the end-to-end test:
- * a 3-node registry and 2 hello servers as real processes, a client calling
- * `hello` continuously, then a hello server killed, the registry leader
- * killed, a third server bound, and the killed registry node restarted from
- * its data folder.
+ * a 3-node registry and 2 hello servers as real processes (each bound with
+ * a 2 s lease it keeps alive), a client calling `hello` continuously, then
+ * a hello server killed (its lease expires and it leaves every node's
+ * stubs list), the registry leader killed, a third server bound (the
+ * client's cluster map learns it from the registry watch, no polling), and
+ * the killed registry node restarted from its data folder.
  *
  * @module
  */
@@ -33,6 +35,9 @@ export const DEFAULT_TIMELINE: Timeline = {
   endAt: 12000,
 };
 
+/** Lease TTL of the demo's hello servers, ms. */
+export const DEMO_TTL_MS = 2000;
+
 /** Options of {@link runScenario}. */
 export interface ScenarioOptions {
   timeline?: Timeline;
@@ -61,6 +66,13 @@ export interface ScenarioResult {
   failoverMs: number | null;
   /** Whether hello-3 bound itself after the leader kill. */
   thirdBound: boolean;
+  /**
+   * Registry node id → ms from the SIGKILL of hello-1 until that node's
+   * lookups no longer listed it (nodes that were down meanwhile: absent).
+   */
+  serverGoneMs: Record<string, number>;
+  /** Ms from hello-3's bind until the client's first call it answered, or null. */
+  thirdReachedMs: number | null;
   /** Linearizable lookups of `hello` on every node at the end, by node id. */
   lookups: Record<string, LookupResult | string>;
   /** Serializable lookup on the restarted node, taken before any other request to it. */
@@ -86,6 +98,8 @@ export async function runScenario(
     newLeader: null,
     failoverMs: null,
     thirdBound: false,
+    serverGoneMs: {},
+    thirdReachedMs: null,
     lookups: {},
     restartedLookup: null,
     completed: false,
@@ -98,9 +112,10 @@ export async function runScenario(
     await cluster.startRegistry(3);
     const leader = await cluster.waitForLeader();
     log(`registry leader: ${leader}; starting hello-1 and hello-2…`);
+    const helloArgs = ["--ttl-ms", String(DEMO_TTL_MS)];
     await Promise.all([
-      cluster.startHello("hello-1"),
-      cluster.startHello("hello-2"),
+      cluster.startHello("hello-1", helloArgs),
+      cluster.startHello("hello-2", helloArgs),
     ]);
     const rafter = connect(cluster.registryUrls, { quarantineMs: 3000 });
     client.close = () => rafter.close();
@@ -113,6 +128,7 @@ export async function runScenario(
 
     const started = Date.now();
     const elapsed = () => Date.now() - started;
+    let thirdBoundAt: number | null = null;
     let second = { ok: 0, failed: 0, by: {} as Record<string, number> };
     const caller = async () => {
       while (!stopCalls) {
@@ -121,6 +137,15 @@ export async function runScenario(
           result.calls++;
           second.ok++;
           result.answeredBy[server] = (result.answeredBy[server] ?? 0) + 1;
+          if (
+            server === "hello-3" && thirdBoundAt !== null &&
+            result.thirdReachedMs === null
+          ) {
+            result.thirdReachedMs = Date.now() - thirdBoundAt;
+            log(
+              `event: hello-3 answered its first call ${result.thirdReachedMs} ms after it bound (the clients learnt it from the registry watch, no polling)`,
+            );
+          }
           second.by[server] = (second.by[server] ?? 0) + 1;
         } catch (error) {
           result.calls++;
@@ -162,8 +187,16 @@ export async function runScenario(
     };
 
     await at(timeline.killServerAt);
-    log(`event: SIGKILL hello-1 (pid ${cluster.child("hello-1").pid})`);
+    log(
+      `event: SIGKILL hello-1 (pid ${
+        cluster.child("hello-1").pid
+      }); its lease (TTL ${DEMO_TTL_MS} ms) is no longer kept alive`,
+    );
+    const serverKilledAt = Date.now();
     await cluster.kill("hello-1", "SIGKILL");
+    loops.push(
+      watchServerLeave(cluster, serverKilledAt, result, log, () => stopCalls),
+    );
 
     await at(timeline.killLeaderAt);
     const doomed = (await cluster.leader()) ?? leader;
@@ -182,7 +215,8 @@ export async function runScenario(
 
     await at(timeline.bindThirdAt);
     log("event: starting hello-3, which binds itself through the new leader");
-    await cluster.startHello("hello-3");
+    await cluster.startHello("hello-3", ["--ttl-ms", String(DEMO_TTL_MS)]);
+    thirdBoundAt = Date.now();
     result.thirdBound = true;
 
     await at(timeline.restartNodeAt);
@@ -192,7 +226,9 @@ export async function runScenario(
       cluster.registry.get(doomed)!,
       "serializable",
       3000,
-      (r) => r.endpoints.some((e) => e.id === "hello-3"),
+      (r) =>
+        r.endpoints.some((e) => e.id === "hello-3") &&
+        !r.endpoints.some((e) => e.id === "hello-1"),
     );
 
     await at(timeline.endAt);
@@ -211,6 +247,49 @@ export async function runScenario(
     await Promise.all(loops);
     client.close();
     await cluster.stop();
+  }
+}
+
+/**
+ * Polls every running registry node (serializable lookups, every 50 ms)
+ * until none lists hello-1, noting when each stopped listing it.
+ */
+async function watchServerLeave(
+  cluster: LocalCluster,
+  killedAt: number,
+  result: ScenarioResult,
+  log: (line: string) => void,
+  stopped: () => boolean,
+): Promise<void> {
+  const pending = new Set(cluster.registry.keys());
+  while (pending.size > 0 && !stopped()) {
+    for (const id of [...pending]) {
+      if (!cluster.child(id).running) continue;
+      const lookup = await lookupOn(
+        cluster.registry.get(id)!,
+        "serializable",
+        300,
+      );
+      if (
+        typeof lookup !== "string" &&
+        !lookup.endpoints.some((e) => e.id === "hello-1")
+      ) {
+        pending.delete(id);
+        result.serverGoneMs[id] = Date.now() - killedAt;
+      }
+    }
+    const running = [...pending].filter((id) => cluster.child(id).running);
+    if (running.length === 0 && Object.keys(result.serverGoneMs).length > 0) {
+      break;
+    }
+    await sleep(50);
+  }
+  const gone = Object.entries(result.serverGoneMs).sort()
+    .map(([id, ms]) => `${id} after ${ms} ms`).join(", ");
+  if (gone !== "") {
+    log(
+      `event: hello-1 left the stubs list (its lease expired): ${gone} (TTL ${DEMO_TTL_MS} ms)`,
+    );
   }
 }
 
@@ -272,11 +351,22 @@ export function summaryLine(result: ScenarioResult): string {
         lookup.endpoints.map((e) => e.id).join("+")
       }@rev${lookup.revision}`
   ).join(", ");
+  const gone = Object.values(result.serverGoneMs);
   return `summary: ${result.calls} calls, ${result.failed} failed, answered by ${
     by || "nobody"
-  }; registry leader ${result.killedLeader || "?"} killed, ${
-    result.newLeader ?? "no one"
-  } led after ${result.failoverMs ?? "?"} ms; hello-3 ${
+  }; hello-1 left the stubs list ${
+    gone.length === 0
+      ? "(not seen)"
+      : `within ${Math.max(...gone)} ms of its SIGKILL`
+  } (TTL ${DEMO_TTL_MS} ms); registry leader ${
+    result.killedLeader || "?"
+  } killed, ${result.newLeader ?? "no one"} led after ${
+    result.failoverMs ?? "?"
+  } ms; hello-3 ${
     result.thirdBound ? "bound" : "NOT bound"
-  } after the leader kill; lookups ${nodes || "not taken"}`;
+  } after the leader kill and answered ${
+    result.thirdReachedMs === null
+      ? "never"
+      : `${result.thirdReachedMs} ms later (watch)`
+  }; lookups ${nodes || "not taken"}`;
 }
