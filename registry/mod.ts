@@ -1,9 +1,12 @@
 /**
  * The Rafter registry: a replicated map from service name to endpoints,
- * kept consistent by Raft. It holds the state machine, the JSON-RPC service
- * (`registry.bind`, `registry.unbind`, `registry.lookup`,
- * `registry.status`) and `startRegistryNode`, which runs one node on a
- * client port and a peer port (authenticated by the cluster secret);
+ * kept consistent by Raft. It holds the contract (`protocol.ts`: every
+ * method's params and result, watch notifications, error codes), the state
+ * machine (bindings, leases, revisions, the watch history window,
+ * snapshots), the JSON-RPC service (`registry.*`, `lease.*`), lease timing
+ * (`lease_keeper.ts`), watches (`watch_hub.ts`), the local area, health
+ * checks, and `startRegistryNode`, which runs one node on a client port
+ * and a peer port (authenticated by the cluster secret);
  * `registry/main.ts` is its command line.
  *
  * @example

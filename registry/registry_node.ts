@@ -28,7 +28,12 @@ import {
   type RegistryStatus,
 } from "./protocol.ts";
 import { registryMethods } from "./service.ts";
-import { type ApplyResult, encodeCommand, RegistryState } from "./state.ts";
+import {
+  type ApplyResult,
+  encodeCommand,
+  type RegistrySnapshot,
+  RegistryState,
+} from "./state.ts";
 import {
   LEASE_SYNC_METHOD,
   LeaseKeeper,
@@ -38,6 +43,57 @@ import {
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
 import { HealthChecker } from "./health_checker.ts";
+
+/**
+ * A registry snapshot as a node takes it: the Raft index it reflects, the
+ * state (a deterministic function of the log up to `index`), and each
+ * lease's remaining time, ms, when it was taken (volatile: not part of the
+ * deterministic state).
+ */
+export interface RegistryNodeSnapshot {
+  /** The last Raft log index applied to `state`. */
+  index: number;
+  /** The replicated state. */
+  state: RegistrySnapshot;
+  /** `[leaseId, remainingMs]` for every lease. */
+  leaseRemainingMs: [string, number][];
+}
+
+/**
+ * Rebuilds a node's registry from a {@link RegistryNodeSnapshot}: the state,
+ * and lease timing that gives each lease the time it had left (but at
+ * least `minRemainingMs`, so its server has time to find the new node).
+ *
+ * @throws {TypeError} when `snapshot.state` is not a registry snapshot.
+ *
+ * @example
+ * ```ts
+ * import { RegistryState } from "./state.ts";
+ * import { restoreRegistrySnapshot } from "./registry_node.ts";
+ * const { state, leases } = restoreRegistrySnapshot(
+ *   { index: 1, state: new RegistryState().snapshot(), leaseRemainingMs: [] },
+ *   { tickMs: 100, minRemainingMs: 1500 },
+ * );
+ * console.log(state.revision, leases.size); // 0 0
+ * ```
+ */
+export function restoreRegistrySnapshot(
+  snapshot: RegistryNodeSnapshot,
+  options: { tickMs: number; minRemainingMs: number; historyEvents?: number },
+): { state: RegistryState; leases: LeaseKeeper } {
+  const state = RegistryState.restore(snapshot.state, {
+    historyEvents: options.historyEvents,
+  });
+  const leases = new LeaseKeeper({ tickMs: options.tickMs });
+  const ttls = new Map(state.leases().map((l) => [l.id, l.ttlMs]));
+  for (const id of ttls.keys()) leases.granted(id);
+  leases.restoreTimes(
+    snapshot.leaseRemainingMs,
+    (id) => ttls.get(id),
+    options.minRemainingMs,
+  );
+  return { state, leases };
+}
 
 /** Settings of {@link startRegistryNode}. */
 export interface RegistryNodeOptions {
@@ -115,6 +171,13 @@ export interface RegistryNode {
   readonly local: LocalArea;
   /** Smallest lease TTL this node accepts, ms (1.5 × the election timeout). */
   readonly minTtlMs: number;
+  /**
+   * The registry at this node's applied index, for log compaction: the
+   * deterministic state, and the leases' remaining times as this node times
+   * them (hints for the node that restores it; see
+   * {@link restoreRegistrySnapshot}).
+   */
+  snapshot(): RegistryNodeSnapshot;
   /** The client port's RPC server. */
   readonly server: RpcServer;
   /** The peer port. */
@@ -398,6 +461,11 @@ export async function startRegistryNode(
     watches,
     local,
     minTtlMs,
+    snapshot: () => ({
+      index: node.status.appliedIndex,
+      state: state.snapshot(),
+      leaseRemainingMs: leases.remainingTimes(state.leases()),
+    }),
     server: clientServer,
     peerServer: peerPort,
     transport,

@@ -6,7 +6,11 @@ import type { Params } from "../rpc/message.ts";
 import { serve } from "../rpc/serve.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import { authenticatePeer, ClusterKey } from "../raft/peer_auth.ts";
-import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
+import {
+  type RegistryNode,
+  restoreRegistrySnapshot,
+  startRegistryNode,
+} from "./registry_node.ts";
 import {
   type BindResult,
   type Endpoint,
@@ -966,4 +970,27 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
     await node.stop();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("a node's snapshot restores to the same state, with the leases' remaining times", async () => {
+  await withSingleNode(async (node, connection) => {
+    const bound = await connection.call<BindResult>("registry.bind", {
+      name: "s",
+      endpoint: { id: "a", url: "tcp://127.0.0.1:9701", attrs: { v: "1" } },
+      grant: { ttlMs: 60_000 },
+    });
+    await connection.call("registry.bind", ["s", {
+      id: "b",
+      url: "tcp://127.0.0.1:9702",
+    }]);
+    const snapshot = JSON.parse(JSON.stringify(node.snapshot()));
+    assert.equal(snapshot.index, node.raft.status.appliedIndex);
+    const { state, leases } = restoreRegistrySnapshot(snapshot, {
+      tickMs: 10,
+      minRemainingMs: 1_000,
+    });
+    assert.deepEqual(state.snapshot(), node.state.snapshot());
+    const remaining = leases.remainingMs(bound.leaseId!, 60_000);
+    assert.ok(remaining > 55_000 && remaining <= 60_000, String(remaining));
+  });
 });
