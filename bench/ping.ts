@@ -24,15 +24,42 @@ import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { dial } from "../rpc/dial.ts";
 import { connect } from "../stub/client.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    calls: { type: "string", default: "10000" },
-    warmup: { type: "string", default: "1000" },
-  },
-});
+const USAGE = `usage: deno task bench [options]
+
+  --calls N    round trips measured per path (default 10000)
+  --warmup N   round trips before measuring, per path (default 1000)
+  --help       show this text`;
+
+let values;
+try {
+  ({ values } = parseArgs({
+    args: Deno.args,
+    options: {
+      calls: { type: "string", default: "10000" },
+      warmup: { type: "string", default: "1000" },
+      help: { type: "boolean", default: false },
+    },
+    strict: true,
+  }));
+} catch (error) {
+  console.error(`bench: ${(error as Error).message}\n\n${USAGE}`);
+  Deno.exit(2);
+}
+if (values.help) {
+  console.log(USAGE);
+  Deno.exit(0);
+}
 const calls = Number(values.calls);
 const warmup = Number(values.warmup);
+if (
+  !Number.isSafeInteger(calls) || calls < 1 || !Number.isSafeInteger(warmup) ||
+  warmup < 0
+) {
+  console.error(
+    `bench: --calls must be a positive integer and --warmup an integer >= 0\n\n${USAGE}`,
+  );
+  Deno.exit(2);
+}
 
 /** A path under test: one sequential round trip per `once()` call. */
 interface Path {

@@ -8,6 +8,25 @@
 
 import { runScenario, summaryLine } from "./scenario.ts";
 
+const USAGE = `usage: deno task demo
+
+Starts 3 registry nodes and 2 hello servers as processes on 127.0.0.1, calls
+hello.greet continuously for about 12 s while it kills a hello server and the
+registry leader with SIGKILL, binds a third server and restarts the killed
+node, and prints a line per second and a summary. Exits 0 if no call failed,
+1 if one did, 130 when interrupted (every process it started is stopped).
+
+  --help   show this text`;
+
+if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
+  console.log(USAGE);
+  Deno.exit(0);
+}
+if (Deno.args.length > 0) {
+  console.error(`demo: unexpected ${JSON.stringify(Deno.args[0])}\n\n${USAGE}`);
+  Deno.exit(2);
+}
+
 const controller = new AbortController();
 const onSignal = () => {
   console.log("interrupted: stopping every process the demo started…");
