@@ -61,7 +61,7 @@ export interface WatchOptions {
 export interface WatchClientOptions {
   /** Opens connections; default TCP through `Deno.connect`. */
   dialer?: Dialer;
-  /** Time allowed to open a connection, ms. @default 2_000 */
+  /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;
   /** Time allowed for a `registry.watch` call, ms. @default 4_000 */
   callTimeoutMs?: number;
@@ -273,7 +273,7 @@ export class WatchClient {
         try {
           connection = await dial(url, {
             dialer: this.#options.dialer,
-            connectTimeoutMs: this.#options.connectTimeoutMs ?? 2_000,
+            connectTimeoutMs: this.#options.connectTimeoutMs,
             onNotification: (method, params) =>
               this.#notification(method, params),
           });

@@ -326,6 +326,10 @@ Deno.test("a watcher whose node is killed resumes through another node with no g
     );
     // The history holds the last 50 events only.
     const survivor = cluster.registryUrls.find((url) => url !== watchedNode)!;
+    await waitFor(
+      async () => (await lookupOn(survivor, "svc")).revision === written,
+      "the survivor to apply every write",
+    );
     const connection = await dial(survivor);
     try {
       await assert.rejects(
