@@ -251,8 +251,11 @@ class KeptBinding implements ServerBinding {
       await abortableSleep(wait, signal);
       if (signal.aborted) return;
       try {
+        // A registry node that stopped answering (e.g. a leader paused by
+        // SIGSTOP) must cost a fraction of the TTL, not all of it.
         await this.#registry.keepAlive(this.leaseId, this.#load(), {
           deadlineMs: Math.max(interval, 1_000),
+          attemptTimeoutMs: Math.min(Math.max(interval / 3, 100), 2_000),
           signal,
         });
         failures = 0;

@@ -77,6 +77,12 @@ export interface RegistryCallOptions {
    * for local-area bindings, which live on one node.
    */
   node?: string;
+  /**
+   * Overrides the client's `attemptTimeoutMs` for this operation: how long
+   * one node may take before the next is tried (a stopped node costs this
+   * much, not the whole deadline).
+   */
+  attemptTimeoutMs?: number;
 }
 
 /** Options of {@link RegistryClient.bind}. */
@@ -320,6 +326,8 @@ export class RegistryClient {
     }
     const toLeader = LEADER_METHODS.has(method);
     const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
+    const attemptTimeoutMs = options.attemptTimeoutMs ??
+      this.#attemptTimeoutMs;
     const n = () => this.#urls.length;
     let lastError: unknown = null;
     let refusedRounds = 0;
@@ -339,10 +347,7 @@ export class RegistryClient {
         const result = await connection.call<ResultOf<M>>(
           method,
           params as never,
-          {
-            timeoutMs: Math.min(remaining, this.#attemptTimeoutMs),
-            signal,
-          },
+          { timeoutMs: Math.min(remaining, attemptTimeoutMs), signal },
         );
         if (toLeader) this.#leader = index % n();
         return result;
@@ -369,6 +374,9 @@ export class RegistryClient {
         tried++;
       }
       index = (index + 1) % n();
+      // A leader that failed (stopped, unreachable, deposed) is not asked
+      // first again: the next operation starts where this one moves on.
+      if (toLeader) this.#leader = index;
       if (tried >= n()) {
         // Every node failed once: give up if none even accepted a
         // connection, else wait before the next round.

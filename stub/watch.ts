@@ -69,6 +69,12 @@ export interface WatchClientOptions {
   minBackoffMs?: number;
   /** Longest reconnect delay, ms (jittered). @default 1_000 */
   maxBackoffMs?: number;
+  /**
+   * How often the watch connection is pinged, ms; a node that does not
+   * answer within this long (stopped, partitioned) is left for the next
+   * one. @default 1_000
+   */
+  pingIntervalMs?: number;
   /** Told of each connection failure and reconnect, for logs. */
   onReconnect?(url: string, error: unknown): void;
 }
@@ -283,6 +289,7 @@ export class WatchClient {
           continue;
         }
         this.#connection = connection;
+        const pinger = this.#ping(connection);
         try {
           await Promise.all(
             [...this.#watches].map((watch) => this.#start(connection, watch)),
@@ -294,12 +301,37 @@ export class WatchClient {
           connection.close();
           await this.#pause(failures++);
         } finally {
+          clearInterval(pinger);
           this.#connection = null;
         }
       }
     } finally {
       this.#running = false;
     }
+  }
+
+  /**
+   * Pings the connection now and then: a node that stopped answering (its
+   * process paused, its host cut off) keeps the TCP connection open, and
+   * the watches would hear nothing more.
+   */
+  #ping(connection: RpcConnection): ReturnType<typeof setInterval> {
+    const everyMs = this.#options.pingIntervalMs ?? 1_000;
+    let waiting = false;
+    return setInterval(() => {
+      if (waiting || connection.isClosed) return;
+      waiting = true;
+      connection.call("rpc.ping", undefined, { timeoutMs: everyMs }).then(
+        () => {
+          waiting = false;
+        },
+        (error) => {
+          waiting = false;
+          this.#options.onReconnect?.(connection.url, error);
+          connection.close();
+        },
+      );
+    }, everyMs);
   }
 
   async #pause(failures: number): Promise<void> {

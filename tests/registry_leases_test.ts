@@ -318,11 +318,12 @@ Deno.test("a watcher whose node is killed resumes through another node with no g
     await cluster.kill(victim, "SIGKILL");
     await writing;
     await waitFor(() => seen.length >= written, `${written} events`, 10_000);
-    assert.notEqual(reader.watches.url, watchedNode);
+    const resumedOn = await waitFor(() => reader!.watches.url, "a watch node");
+    assert.notEqual(resumedOn, watchedNode);
     assert.deepEqual(seen, Array.from({ length: written }, (_, i) => i + 1));
     assert.deepEqual(resets, []);
     console.log(
-      `measured: watcher on ${victim} (killed) resumed through ${reader.watches.url}; revisions 1..${written} each seen once, in order`,
+      `measured: watcher on ${victim} (killed) resumed through ${resumedOn}; revisions 1..${written} each seen once, in order`,
     );
     // The history holds the last 50 events only.
     const survivor = cluster.registryUrls.find((url) => url !== watchedNode)!;
@@ -361,6 +362,53 @@ Deno.test("a watcher whose node is killed resumes through another node with no g
         e.revision
       ),
       [written],
+    );
+  } finally {
+    writer?.close();
+    reader?.close();
+    await cluster.stop();
+  }
+});
+
+Deno.test("a watcher whose node is stopped with SIGSTOP moves to another node within a ping interval and misses nothing", async () => {
+  const cluster = newCluster();
+  let writer: ReturnType<typeof connect> | null = null;
+  let reader: ReturnType<typeof connect> | null = null;
+  try {
+    await cluster.startRegistry(3);
+    await cluster.waitForLeader();
+    writer = connect(cluster.registryUrls);
+    reader = connect(cluster.registryUrls);
+    const seen: number[] = [];
+    reader.watch("", { fromRevision: 1 }, (update) => {
+      if (update.kind === "events") {
+        for (const event of update.events) seen.push(event.revision);
+      }
+    });
+    let written = 0;
+    const write = async () => {
+      written = (await writer!.bind("p", {
+        id: `p${written}`,
+        url: `tcp://127.0.0.1:${24_000 + written}`,
+      })).revision;
+    };
+    for (let i = 0; i < 5; i++) await write();
+    await waitFor(() => seen.length === 5, "5 events");
+    const frozenUrl = reader.watches.url!;
+    const frozen = [...cluster.registry].find(([, url]) =>
+      url === frozenUrl
+    )![0];
+    cluster.pause(frozen);
+    const pausedAt = Date.now();
+    // Writes go on through the others (a new leader if it led).
+    for (let i = 0; i < 5; i++) await write();
+    await waitFor(() => seen.length === written, `${written} events`, 10_000);
+    const movedAfter = Date.now() - pausedAt;
+    assert.deepEqual(seen, Array.from({ length: written }, (_, i) => i + 1));
+    assert.notEqual(reader.watches.url, frozenUrl);
+    cluster.resume(frozen);
+    console.log(
+      `measured: watch node ${frozen} stopped with SIGSTOP; the watcher had every event through ${reader.watches.url} ${movedAfter} ms later (ping every 1000 ms)`,
     );
   } finally {
     writer?.close();
@@ -547,5 +595,62 @@ Deno.test("bindServer binds again by itself after all 3 registry nodes are resta
     );
   } finally {
     await cluster.stop();
+  }
+});
+
+Deno.test("Rafter over etcd 12528/15247: a leader stalled with SIGSTOP for longer than a lease's TTL never expires it, neither a single node nor a deposed leader of three", async () => {
+  const ttlMs = 1500;
+  for (const size of [1, 3]) {
+    const cluster = newCluster();
+    let client: ReturnType<typeof connect> | null = null;
+    try {
+      await cluster.startRegistry(size);
+      const leader = await cluster.waitForLeader();
+      client = connect(cluster.registryUrls);
+      const deletes: WatchEvent[] = [];
+      const troubles: string[] = [];
+      const watch = client.watch("stall", {}, (update) => {
+        if (update.kind !== "events") return;
+        deletes.push(...update.events.filter((e) => e.type === "delete"));
+      });
+      const binding = await client.bindServer(
+        "stall",
+        "tcp://127.0.0.1:23001",
+        {
+          id: "kept",
+          ttlMs,
+          onEvent: (event) => {
+            if (event.type === "rebound") troubles.push(event.why);
+          },
+        },
+      );
+      await new Promise((r) => setTimeout(r, 500));
+      // Frozen for twice the TTL: keep-alives sent meanwhile wait in its
+      // socket (one node), or go to a new leader (three nodes).
+      cluster.pause(leader);
+      await new Promise((r) => setTimeout(r, 2 * ttlMs));
+      cluster.resume(leader);
+      await cluster.waitForLeader(10_000);
+      await new Promise((r) => setTimeout(r, 2 * ttlMs));
+      assert.deepEqual(
+        deletes,
+        [],
+        `${size} node(s): ${JSON.stringify(deletes)}`,
+      );
+      assert.deepEqual(troubles, [], `${size} node(s): ${troubles}`);
+      const found = await client.lookup("stall");
+      assert.deepEqual(found.endpoints.map((e) => e.id), ["kept"]);
+      assert.equal(found.endpoints[0].leaseId, binding.leaseId);
+      console.log(
+        `measured: ${size}-node registry, leader ${leader} stopped for ${
+          2 * ttlMs
+        } ms (TTL ${ttlMs} ms): the lease kept alive survived, no delete, no re-bind`,
+      );
+      watch.close();
+      await binding.close();
+    } finally {
+      client?.close();
+      await cluster.stop();
+    }
   }
 });
