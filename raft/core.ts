@@ -642,6 +642,13 @@ export class RaftCore {
       commit: this.#commit,
     };
     if (context !== undefined) message.context = context;
+    const progress = this.#progress.get(peer);
+    if (progress !== undefined) {
+      progress.sentCommit = Math.max(
+        progress.sentCommit,
+        Math.min(this.#commit, prevLogIndex + entries.length),
+      );
+    }
     this.#send(message);
   }
 
@@ -696,6 +703,13 @@ export class RaftCore {
       // Fill the window: a follower far behind gets up to maxInflight
       // appends per round trip, not one.
       while (this.#sendAppend(message.from));
+      // A follower whose ack came after the commit index moved (the
+      // heartbeat that announced it was anchored below its match) learns
+      // the new commit index now, not at the next heartbeat (as etcd's
+      // raft does with Progress.CanBumpCommit).
+      if (Math.min(this.#commit, progress.match) > progress.sentCommit) {
+        this.#sendAppendRequest(message.from, progress.match, []);
+      }
     } else if (progress.onReject(message.index, message.rejectHint)) {
       this.#sendAppend(message.from);
     }

@@ -927,3 +927,27 @@ Deno.test("duplicated and reordered appends leave the follower's log intact", ()
   c.deliver();
   assert.equal(n2.commitIndex, 4);
 });
+
+Deno.test("a follower whose ack arrives after the commit moved learns the commit index at once, not at the next heartbeat", () => {
+  // Bug (found by the registry benchmark): the first ack committed the
+  // entry and the heartbeat that announced it was anchored at each
+  // follower's match, below the entry for the follower that had not acked
+  // yet; its ack then sent nothing, so its watchers and serializable reads
+  // lagged by up to a heartbeat interval.
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  leader.propose("x");
+  c.round(); // the appends reach n2 and n3; their acks are queued
+  const acks = c.queue;
+  c.queue = [];
+  const late = acks.filter((m) => m.from === "n3");
+  for (const m of acks.filter((m) => m.from !== "n3")) leader.step(m);
+  c.deliver(); // n2's ack commits index 2; the heartbeats go out
+  assert.equal(leader.commitIndex, 2);
+  assert.equal(c.core("n2").commitIndex, 2);
+  assert.equal(c.core("n3").commitIndex, 1);
+  for (const m of late) leader.step(m);
+  c.deliver(); // no tick
+  assert.equal(c.core("n3").commitIndex, 2);
+  assert.deepEqual(c.applied.get("n3")!.map((e) => e.data), ["", "x"]);
+});

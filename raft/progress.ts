@@ -35,6 +35,12 @@ export class Progress {
   probeSent = false;
   /** Whether the follower answered since the last CheckQuorum round. */
   recentActive = false;
+  /**
+   * Highest commit index the follower was sent with entries it holds (an
+   * append carries `commit`, which the follower caps at the append's last
+   * index): what it may have learnt is committed.
+   */
+  sentCommit = 0;
   /** Last indexes of the appends in flight (replicate state), oldest first. */
   #inflight: number[] = [];
   readonly #maxInflight: number;

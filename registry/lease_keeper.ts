@@ -31,18 +31,15 @@
 
 /**
  * What the leader sends each follower every heartbeat, as the peer
- * notification `registry.leaseSync`.
+ * notification `registry.leaseSync`: the leases renewed since the previous
+ * sync, and a rolling slice of all the others (so every lease is repeated
+ * within `rollTicks` ticks, repairing any sync lost with a connection).
  */
 export interface LeaseSync {
   /** The leader's term; a follower ignores a sync of another term. */
   term: number;
-  /**
-   * Leases renewed since the previous sync (or every lease, when `full`):
-   * `[leaseId, msSinceRenewal, load]`.
-   */
+  /** `[leaseId, msSinceRenewal, load]` per lease. */
   renewed: [string, number, number | null][];
-  /** Whether `renewed` lists every lease the leader times. */
-  full: boolean;
 }
 
 /** Settings of a {@link LeaseKeeper}. */
@@ -57,6 +54,11 @@ export interface LeaseKeeperOptions {
    * @default 3
    */
   stallTicks?: number;
+  /**
+   * Every lease is repeated in the syncs at least once per this many ticks
+   * (a slice each tick, so there is no burst). @default 60
+   */
+  rollTicks?: number;
 }
 
 /** The peer notification method of a {@link LeaseSync}. */
@@ -74,7 +76,7 @@ export const LEASE_SYNC_METHOD = "registry.leaseSync";
  * import { LeaseKeeper } from "./lease_keeper.ts";
  * let now = 0;
  * const keeper = new LeaseKeeper({ tickMs: 100, now: () => now });
- * keeper.granted("L1");
+ * keeper.granted("L1", 1000);
  * now = 900;
  * keeper.keepAlive("L1", 0.5);
  * now = 1500;
@@ -85,12 +87,22 @@ export class LeaseKeeper {
   readonly #now: () => number;
   readonly #tickMs: number;
   readonly #stallMs: number;
+  readonly #rollTicks: number;
   readonly #renewedAt = new Map<string, number>();
+  readonly #ttl = new Map<string, number>();
   readonly #load = new Map<string, number>();
   readonly #expiring = new Set<string>();
   #dirty = new Set<string>();
   #lastLeaderTick: number | null = null;
   #leaderContactAt: number;
+  /**
+   * No lease is due before this time (a lower bound: keep-alives only push
+   * expiries later), so {@link due} scans only when it has passed.
+   */
+  #nextDueAt = -Infinity;
+  /** The ids of the rolling sync, and where the next slice starts. */
+  #rollIds: string[] = [];
+  #rollIndex = 0;
 
   /**
    * Makes a keeper that knows no lease yet.
@@ -104,6 +116,7 @@ export class LeaseKeeper {
     }
     this.#tickMs = options.tickMs;
     this.#stallMs = (options.stallTicks ?? 3) * options.tickMs;
+    this.#rollTicks = Math.max(1, options.rollTicks ?? 60);
     this.#leaderContactAt = this.#now();
   }
 
@@ -111,13 +124,19 @@ export class LeaseKeeper {
    * A lease was granted (its entry applied): renewed now, unless a sync
    * from the leader already timed it (a follower that applies late).
    */
-  granted(id: string): void {
+  granted(id: string, ttlMs: number): void {
     if (!this.#renewedAt.has(id)) this.#renewedAt.set(id, this.#now());
+    this.#ttl.set(id, ttlMs);
+    this.#nextDueAt = Math.min(
+      this.#nextDueAt,
+      this.#renewedAt.get(id)! + ttlMs,
+    );
   }
 
   /** A lease ended (revoked or expired): forget it. */
   removed(id: string): void {
     this.#renewedAt.delete(id);
+    this.#ttl.delete(id);
     this.#load.delete(id);
     this.#expiring.delete(id);
     this.#dirty.delete(id);
@@ -164,6 +183,7 @@ export class LeaseKeeper {
     const gap = Math.max(0, now - this.#leaderContactAt);
     for (const [id, at] of this.#renewedAt) this.#renewedAt.set(id, at + gap);
     this.#expiring.clear();
+    this.#nextDueAt = -Infinity;
     this.#dirty = new Set(this.#renewedAt.keys());
     this.#lastLeaderTick = now;
     this.#leaderContactAt = now;
@@ -193,24 +213,27 @@ export class LeaseKeeper {
     for (const [id, at] of this.#renewedAt) {
       this.#renewedAt.set(id, at + credit);
     }
+    this.#nextDueAt += credit;
     return credit;
   }
 
-  /** Leases among `leases` whose TTL has passed and that are not being expired already. */
-  due(leases: Iterable<{ id: string; ttlMs: number }>): string[] {
+  /**
+   * Leases whose TTL has passed and that are not being expired already.
+   * Scans the leases only when the earliest expiry it knows of has come.
+   */
+  due(): string[] {
     const now = this.#now();
+    if (now < this.#nextDueAt) return [];
     const due: string[] = [];
-    for (const { id, ttlMs } of leases) {
+    let next = Infinity;
+    for (const [id, ttlMs] of this.#ttl) {
       if (this.#expiring.has(id)) continue;
-      const renewedAt = this.#renewedAt.get(id);
-      if (renewedAt === undefined) {
-        // Known to the state but not here (cannot happen once every apply
-        // is reported): start timing it now rather than expire it blind.
-        this.#renewedAt.set(id, now);
-      } else if (renewedAt + ttlMs <= now) {
-        due.push(id);
-      }
+      const renewedAt = this.#renewedAt.get(id) ?? now;
+      const expiresAt = renewedAt + ttlMs;
+      if (expiresAt <= now) due.push(id);
+      else if (expiresAt < next) next = expiresAt;
     }
+    this.#nextDueAt = next;
     return due;
   }
 
@@ -222,23 +245,33 @@ export class LeaseKeeper {
   /** The expiry of these leases was not committed (leadership lost): time them again. */
   unmarkExpiring(ids: readonly string[]): void {
     for (const id of ids) this.#expiring.delete(id);
+    this.#nextDueAt = -Infinity;
   }
 
   /**
    * The next sync for followers: the leases renewed since the last call,
-   * or every lease when `full`, each with the time since its renewal.
+   * and the next slice of all leases (1 / `rollTicks` of them), each with
+   * the time since its renewal.
    */
-  sync(term: number, full: boolean): LeaseSync {
+  sync(term: number): LeaseSync {
     const now = this.#now();
-    const ids = full ? this.#renewedAt.keys() : this.#dirty.values();
+    const ids = new Set(this.#dirty);
+    this.#dirty = new Set();
+    if (this.#rollIndex >= this.#rollIds.length) {
+      this.#rollIds = [...this.#renewedAt.keys()];
+      this.#rollIndex = 0;
+    }
+    const slice = Math.ceil(this.#rollIds.length / this.#rollTicks);
+    const end = Math.min(this.#rollIndex + slice, this.#rollIds.length);
+    for (let i = this.#rollIndex; i < end; i++) ids.add(this.#rollIds[i]);
+    this.#rollIndex = end;
     const renewed: LeaseSync["renewed"] = [];
     for (const id of ids) {
       const at = this.#renewedAt.get(id);
       if (at === undefined) continue;
       renewed.push([id, Math.max(0, Math.round(now - at)), this.load(id)]);
     }
-    this.#dirty = new Set();
-    return { term, renewed, full };
+    return { term, renewed };
   }
 
   /**
@@ -250,17 +283,12 @@ export class LeaseKeeper {
   absorb(sync: LeaseSync): void {
     const now = this.#now();
     this.#leaderContactAt = now;
-    if (sync.full) {
-      const listed = new Set(sync.renewed.map(([id]) => id));
-      for (const id of [...this.#renewedAt.keys()]) {
-        if (!listed.has(id)) this.#renewedAt.delete(id);
-      }
-    }
     for (const [id, ageMs, load] of sync.renewed) {
       this.#renewedAt.set(id, now - ageMs);
       if (load === null) this.#load.delete(id);
       else this.#load.set(id, load);
     }
+    this.#nextDueAt = -Infinity;
   }
 
   /** This node heard from the leader by other means (e.g. it was just told who leads). */
@@ -274,11 +302,9 @@ export class LeaseKeeper {
   }
 
   /** Every lease's time left, ms, for a snapshot's volatile part. */
-  remainingTimes(
-    leases: Iterable<{ id: string; ttlMs: number }>,
-  ): [string, number][] {
+  remainingTimes(): [string, number][] {
     const times: [string, number][] = [];
-    for (const { id, ttlMs } of leases) {
+    for (const [id, ttlMs] of this.#ttl) {
       times.push([id, this.remainingMs(id, ttlMs)]);
     }
     return times;
@@ -291,16 +317,16 @@ export class LeaseKeeper {
    */
   restoreTimes(
     times: Iterable<[string, number]>,
-    ttlOf: (id: string) => number | undefined,
     minRemainingMs: number,
   ): void {
     const now = this.#now();
     for (const [id, remainingMs] of times) {
-      const ttlMs = ttlOf(id);
+      const ttlMs = this.#ttl.get(id);
       if (ttlMs === undefined) continue;
       const left = Math.min(ttlMs, Math.max(remainingMs, minRemainingMs));
       this.#renewedAt.set(id, now - (ttlMs - left));
     }
+    this.#nextDueAt = -Infinity;
   }
 }
 
@@ -313,7 +339,6 @@ export function leaseSyncProblem(value: unknown): string | null {
   if (!Number.isSafeInteger(sync.term) || (sync.term as number) < 0) {
     return '"term" must be a count';
   }
-  if (typeof sync.full !== "boolean") return '"full" must be a boolean';
   if (!Array.isArray(sync.renewed)) return '"renewed" must be an array';
   for (const item of sync.renewed) {
     if (

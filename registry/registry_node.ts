@@ -85,13 +85,8 @@ export function restoreRegistrySnapshot(
     historyEvents: options.historyEvents,
   });
   const leases = new LeaseKeeper({ tickMs: options.tickMs });
-  const ttls = new Map(state.leases().map((l) => [l.id, l.ttlMs]));
-  for (const id of ttls.keys()) leases.granted(id);
-  leases.restoreTimes(
-    snapshot.leaseRemainingMs,
-    (id) => ttls.get(id),
-    options.minRemainingMs,
-  );
+  for (const { id, ttlMs } of state.leases()) leases.granted(id, ttlMs);
+  leases.restoreTimes(snapshot.leaseRemainingMs, options.minRemainingMs);
   return { state, leases };
 }
 
@@ -263,6 +258,15 @@ export async function startRegistryNode(
     clientUrl: () => directory.clientUrl(id),
   });
   const logRole = roleLogger(id, directory, log);
+  // Watch events go out after the writer's answer (a timer runs after the
+  // microtasks that send it), once per batch of applied entries.
+  let fanOutTimer: ReturnType<typeof setTimeout> | undefined;
+  const fanOut = () => {
+    fanOutTimer ??= setTimeout(() => {
+      fanOutTimer = undefined;
+      watches.changed();
+    }, 0);
+  };
   // Leadership as the registry sees it: the index of this term's first
   // entry, applied before this node answers keep-alives (so it knows every
   // lease expiry an earlier leader committed).
@@ -314,13 +318,15 @@ export async function startRegistryNode(
       const outcome = state.apply(entry.data);
       const change = outcome.change;
       if (change !== null) {
-        for (const lease of change.granted) leases.granted(lease);
+        for (const lease of change.granted) {
+          leases.granted(lease.id, lease.ttlMs);
+        }
         for (const lease of change.removed) {
           leases.removed(lease);
           local.leaseEnded(lease);
         }
         if (change.events.length > 0) {
-          watches.changed();
+          fanOut();
           if (change.events.some((e) => e.endpoint.check !== null)) {
             checker.update(state.checkedBindings());
           }
@@ -436,7 +442,6 @@ export async function startRegistryNode(
   const duties = new LeaderDuties({
     id,
     raft: node,
-    state,
     leases,
     checker,
     peers: Object.keys(peers).filter((peer) => peer !== id),
@@ -464,13 +469,14 @@ export async function startRegistryNode(
     snapshot: () => ({
       index: node.status.appliedIndex,
       state: state.snapshot(),
-      leaseRemainingMs: leases.remainingTimes(state.leases()),
+      leaseRemainingMs: leases.remainingTimes(),
     }),
     server: clientServer,
     peerServer: peerPort,
     transport,
     async stop(stopOptions = {}) {
       clearInterval(dutyTimer);
+      clearTimeout(fanOutTimer);
       checker.stop();
       watches.close();
       if (stopOptions.graceMs !== undefined) {
@@ -568,7 +574,6 @@ function roleLogger(
 interface LeaderDutiesOptions {
   id: string;
   raft: RaftNode<ApplyResult>;
-  state: RegistryState;
   leases: LeaseKeeper;
   checker: HealthChecker;
   /** The other members. */
@@ -579,21 +584,18 @@ interface LeaderDutiesOptions {
   log(line: string): void;
 }
 
-/** A full lease sync every this many ticks; deltas in between. */
-const FULL_SYNC_TICKS = 10;
 /** Most leases in one sync message. */
 const MAX_SYNC_LEASES = 2_000;
 
 /**
  * What the leader does every tick: credit a stall, send followers the lease
- * renewals (a delta every tick, even an empty one, so they know when they
- * last heard a leader; everything every 10 ticks), run the due health
- * checks, and expire the leases whose TTL passed: after confirming it still
- * leads (a ReadIndex round), it proposes their expiry as one log entry.
+ * renewals (every tick, even when empty, so they know when they last heard
+ * a leader; with a rolling slice of all leases), run the due health checks,
+ * and expire the leases whose TTL passed: after confirming it still leads
+ * (a ReadIndex round), it proposes their expiry as one log entry.
  */
 class LeaderDuties {
   readonly #options: LeaderDutiesOptions;
-  #ticks = 0;
   #expiring = false;
 
   constructor(options: LeaderDutiesOptions) {
@@ -601,17 +603,17 @@ class LeaderDuties {
   }
 
   tick(): void {
-    const { raft, leases, checker, state } = this.#options;
+    const { raft, leases, checker } = this.#options;
     if (!this.#options.leading()) return;
     leases.tickLeader();
     const term = raft.status.term;
-    const sync = leases.sync(term, ++this.#ticks % FULL_SYNC_TICKS === 0);
+    const sync = leases.sync(term);
     for (const part of split(sync)) {
       for (const peer of this.#options.peers) this.#options.send(peer, part);
     }
     checker.tick();
     if (this.#expiring || !this.#options.leaderReady()) return;
-    const due = leases.due(state.leases());
+    const due = leases.due();
     if (due.length === 0) return;
     this.#expiring = true;
     leases.markExpiring(due);
@@ -648,7 +650,6 @@ function split(sync: LeaseSync): LeaseSync[] {
   for (let i = 0; i < sync.renewed.length; i += MAX_SYNC_LEASES) {
     parts.push({
       term: sync.term,
-      full: false,
       renewed: sync.renewed.slice(i, i + MAX_SYNC_LEASES),
     });
   }

@@ -116,8 +116,8 @@ export interface StateChange {
   revision: number;
   /** Binding events of the entry, all at `revision`; empty when none. */
   events: WatchEvent[];
-  /** Leases created by the entry. */
-  granted: string[];
+  /** Leases created by the entry, with their TTLs. */
+  granted: { id: string; ttlMs: number }[];
   /** Leases that ended with the entry (revoked or expired). */
   removed: string[];
 }
@@ -198,7 +198,9 @@ export class RegistryState {
   readonly #leases = new Map<string, LeaseRecord>();
   #revision = 0;
   #compactRevision = 1;
+  /** Kept revisions are `#history[#historyStart..]`, oldest first. */
   #history: HistoryItem[] = [];
+  #historyStart = 0;
   #historyEventCount = 0;
   readonly #historyEvents: number;
 
@@ -360,7 +362,7 @@ export class RegistryState {
         ttlMs: lease.ttlMs,
         bindings: lease.bindings.map(splitKey),
       })),
-      history: this.#history.map((item) => ({
+      history: this.#history.slice(this.#historyStart).map((item) => ({
         revision: item.revision,
         events: item.events.map(copyEvent),
       })),
@@ -414,7 +416,7 @@ export class RegistryState {
   // --- commands ------------------------------------------------------------
 
   #bind(command: Extract<Command, { op: "bind" }>): ApplyOutcome {
-    const granted: string[] = [];
+    const granted: { id: string; ttlMs: number }[] = [];
     let leaseId: string | null = command.leaseId ?? null;
     if (command.grant !== undefined) {
       if (this.#leases.has(command.grant.id)) {
@@ -452,7 +454,7 @@ export class RegistryState {
         ttlMs: command.grant.ttlMs,
         bindings: [],
       });
-      granted.push(command.grant.id);
+      granted.push({ id: command.grant.id, ttlMs: command.grant.ttlMs });
     }
     const lease = command.grant === undefined
       ? undefined
@@ -595,7 +597,7 @@ export class RegistryState {
       change: {
         revision: this.#revision,
         events: [],
-        granted: [id],
+        granted: [{ id, ttlMs }],
         removed: [],
       },
     };
@@ -651,7 +653,7 @@ export class RegistryState {
   /** Bumps the revision, records the events, and builds the outcome. */
   #commit(
     events: WatchEvent[],
-    granted: string[],
+    granted: { id: string; ttlMs: number }[],
     removed: string[],
     value: CommandValue,
   ): ApplyOutcome {
@@ -671,21 +673,27 @@ export class RegistryState {
   }
 
   #trimHistory(): void {
-    let drop = 0;
     while (
-      this.#history.length - drop > 1 &&
+      this.#history.length - this.#historyStart > 1 &&
       this.#historyEventCount > this.#historyEvents
     ) {
-      this.#historyEventCount -= this.#history[drop].events.length;
-      this.#compactRevision = this.#history[drop].revision + 1;
-      drop++;
+      const dropped = this.#history[this.#historyStart++];
+      this.#historyEventCount -= dropped.events.length;
+      this.#compactRevision = dropped.revision + 1;
     }
-    if (drop > 0) this.#history = this.#history.slice(drop);
+    // Drop the dead head now and then, not on every write.
+    if (
+      this.#historyStart > 1024 &&
+      this.#historyStart * 2 > this.#history.length
+    ) {
+      this.#history = this.#history.slice(this.#historyStart);
+      this.#historyStart = 0;
+    }
   }
 
   /** Index of the first kept item with revision >= `revision` (binary search). */
   #firstHistoryIndexAt(revision: number): number {
-    let low = 0;
+    let low = this.#historyStart;
     let high = this.#history.length;
     while (low < high) {
       const middle = (low + high) >>> 1;

@@ -107,7 +107,7 @@ Deno.test("a lease is granted, holds bindings, and its revoke removes them all i
     revision: 0,
     lease: { id: "L1", ttlMs: 5000 },
   });
-  assert.deepEqual(granted.change?.granted, ["L1"]);
+  assert.deepEqual(granted.change?.granted, [{ id: "L1", ttlMs: 5000 }]);
   apply(state, bind("hello", "a", undefined, { leaseId: "L1" }));
   apply(state, bind("db", "x", undefined, { leaseId: "L1" }));
   apply(state, bind("hello", "b"));
@@ -136,7 +136,7 @@ Deno.test("bind with grant creates the lease and the binding in one entry", () =
   assert.equal(result.revision, 1);
   assert.deepEqual(result.lease, { id: "L9", ttlMs: 3000 });
   assert.equal(result.binding?.leaseId, "L9");
-  assert.deepEqual(outcome.change?.granted, ["L9"]);
+  assert.deepEqual(outcome.change?.granted, [{ id: "L9", ttlMs: 3000 }]);
   assert.deepEqual(state.lease("L9")?.bindings, ["hello\na"]);
   // Granting an id that exists is refused, and nothing changes.
   const again = apply(
@@ -553,4 +553,24 @@ Deno.test("property: every revision's events are kept whole, in order, and revis
     }),
     { numRuns: 200 },
   );
+});
+
+Deno.test("a long history window keeps exactly the newest events after thousands of writes", () => {
+  const state = new RegistryState({ historyEvents: 10 });
+  for (let i = 1; i <= 3_000; i++) {
+    state.apply(encodeCommand(bind("s", `e${i % 7}`, `tcp://h:${i}`)));
+  }
+  assert.equal(state.revision, 3_000);
+  assert.equal(state.compactRevision, 2_991);
+  assert.deepEqual(
+    state.eventsFrom(2_991)?.map((i) => i.revision),
+    Array.from({ length: 10 }, (_, i) => 2_991 + i),
+  );
+  assert.equal(state.eventsFrom(2_990), null);
+  const restored = RegistryState.restore(
+    JSON.parse(JSON.stringify(state.snapshot())),
+    { historyEvents: 10 },
+  );
+  assert.deepEqual(restored.snapshot(), state.snapshot());
+  assert.equal(state.snapshot().history.length, 10);
 });
