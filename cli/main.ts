@@ -98,6 +98,8 @@ interface Context {
   out: Out;
   err: Out;
   signal: AbortSignal | undefined;
+  /** The command's name, e.g. `lookup` or `lease grant`. */
+  command: string;
 }
 
 type OptionType = { type: "string" | "boolean"; multiple?: boolean };
@@ -138,7 +140,7 @@ const GLOBAL_HELP = `global options:
   --registry URLS   registry client ports, comma-separated (default
                     $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
   --json            JSON on stdout; errors as one JSON line on stderr
-  --timeout-ms N    give up on the registry after N ms (default ${DEFAULT_TIMEOUT_MS})
+  --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
   --help, -h        show help`;
 
 const EXIT_HELP =
@@ -487,7 +489,14 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
     // One-shot commands need no watch to keep a cluster map current.
     watch: false,
   });
-  const context = { client, globals, out, err, signal: io.signal };
+  const context = {
+    client,
+    globals,
+    out,
+    err,
+    signal: io.signal,
+    command: name,
+  };
   try {
     return await command.run(context, positionals, values);
   } catch (error) {
@@ -986,12 +995,20 @@ async function bind(
   if (values.zone !== undefined) spec.zone = values.zone as string;
   if (check !== undefined) spec.check = { kind: check };
   const local = values.local === true;
-  const result = await client.bind(name, spec, {
-    leaseId: lease,
-    grant: ttlMs === undefined ? undefined : { ttlMs },
+  // A local binding cannot grant its lease in the same call: grant it
+  // first (on the leader), then bind with it on the node.
+  const granted = local && ttlMs !== undefined
+    ? await client.registry.grantLease(ttlMs)
+    : undefined;
+  const bound = await client.bind(name, spec, {
+    leaseId: granted?.id ?? lease,
+    grant: ttlMs === undefined || local ? undefined : { ttlMs },
     scope: local ? "local" : undefined,
     node: local ? globals.registry[0] : undefined,
   });
+  const result = granted === undefined
+    ? bound
+    : { ...bound, ttlMs: granted.ttlMs };
   if (globals.json) {
     out(JSON.stringify(result, null, 2));
   } else {
@@ -1201,7 +1218,7 @@ function report(error: unknown, context: Context): number {
     return code;
   }
   const message = (error as Error)?.message ?? String(error);
-  err(`rafter: ${message}${hintFor(error, globals)}`);
+  err(`rafter: ${message}${hintFor(error, context)}`);
   return code;
 }
 
@@ -1223,19 +1240,23 @@ function exitCodeOf(error: unknown): number {
   }
 }
 
-function hintFor(error: unknown, globals: Globals): string {
+function hintFor(error: unknown, context: Context): string {
   if (!(error instanceof RpcError)) return "";
+  const { globals, command } = context;
+  const stale = command === "ls" || command === "lookup"
+    ? " Without a quorum, --serializable answers from one node (possibly stale)."
+    : "";
   const urls = `${
     globals.registry.join(", ")
   } (from ${globals.registrySource})`;
   if (error.code === UNAVAILABLE) {
     const tried = (error.data as UnavailableData | undefined)?.tried;
     return tried === undefined
-      ? `\nThe registry has no quorum now; rafter status shows which members answer.`
+      ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
       : `\nRegistry URLs: ${urls}.`;
   }
   if (error.code === DEADLINE_EXCEEDED) {
-    return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).`;
+    return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
   }
   return "";
 }
