@@ -885,19 +885,19 @@ async function watch(
   if (signal === undefined) Deno.addSignalListener("SIGINT", onSigint);
   signal?.addEventListener("abort", onSigint, { once: true });
   if (signal?.aborted) interrupted.abort();
-  let lastNotice = "";
-  let lastNoticeAt = 0;
+  let lastNoticeAt = -Infinity;
   const watches = new WatchClient(client.registry, {
     connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
     callTimeoutMs: Math.min(globals.timeoutMs, 4_000),
     onReconnect: (url, error) => {
-      // Once per distinct problem, or every 10 s while it lasts.
+      // At most one notice per 10 s while the registry is away.
+      if (Date.now() - lastNoticeAt < 10_000) return;
+      lastNoticeAt = Date.now();
       const notice = `watch connection to ${url} failed (${
         (error as Error)?.message ?? error
-      }); trying the next registry node`;
-      if (notice === lastNotice && Date.now() - lastNoticeAt < 10_000) return;
-      lastNotice = notice;
-      lastNoticeAt = Date.now();
+      }); retrying on the registry nodes, from revision ${
+        watcher.revision + 1
+      }`;
       err(
         globals.json
           ? JSON.stringify({ warning: notice })
