@@ -4,167 +4,222 @@
  * change it, and call services through a cluster stub, as etcdctl and
  * grpcurl do.
  *
- * Tables for people by default, `--json` for scripts. Exit codes: 0 done;
- * 1 the registry or the service answered with an error; 2 bad usage;
- * 3 no registry node could be reached (or none answered in time);
- * 4 not found (a lookup with no endpoint, an unknown lease, nothing bound
- * under the name called); 130 interrupted.
+ * Tables for people by default; `--json` prints JSON on stdout (one
+ * document, or one line per event for `watch`) and errors as one JSON line
+ * on stderr. The registry nodes come from `--registry URL,URL`, else the
+ * `RAFTER_REGISTRY` environment variable, else `tcp://127.0.0.1:7001`.
+ *
+ * Exit codes ({@link EXIT}): 0 done; 1 the registry or the service
+ * answered with an error (for `status`: the cluster is degraded); 2 bad
+ * usage; 3 no registry node (or no server) could be reached, or none
+ * answered in time; 4 not found (a lookup with no endpoint, an unknown
+ * lease or binding, nothing bound under the name called); 130 interrupted.
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
 import { connect, type RafterClient } from "../stub/client.ts";
-import { CANCELLED, DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
+import { WatchClient } from "../stub/watch.ts";
+import {
+  CANCELLED,
+  CONNECTION_FAILED,
+  DEADLINE_EXCEEDED,
+  INVALID_PARAMS,
+  RpcError,
+} from "../rpc/errors.ts";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
 import {
   DEFAULT_REGISTRY_URL,
   type Endpoint,
+  type EndpointSpec,
+  formatName,
   LEASE_NOT_FOUND,
+  type LeaseInfo,
   NO_ENDPOINTS,
   NOT_LEADER,
+  parseName,
   type RegistryStatus,
   UNAVAILABLE,
+  type UnavailableData,
   type WatchEvent,
 } from "../registry/protocol.ts";
 import { formatTable } from "./table.ts";
 
 /** Exit codes of the CLI. */
 export const EXIT = {
+  /** The command did what it was asked. */
   ok: 0,
+  /** The registry or the service answered with an error; `status`: degraded. */
   failed: 1,
+  /** Bad command line (the usage is printed). */
   usage: 2,
+  /** No registry node or server could be reached, or none answered in time. */
   unavailable: 3,
+  /** Nothing found: no endpoint, no such lease or binding. */
   notFound: 4,
+  /** Stopped by Ctrl-C (SIGINT). */
   interrupted: 130,
 } as const;
 
-const USAGE = `usage: rafter <command> [options]
+/** Default of `--timeout-ms`: how long a command may wait for the registry. */
+export const DEFAULT_TIMEOUT_MS = 5_000;
 
-commands:
-  registry [node options]     run a registry node (see: rafter registry --help)
-  status                      every registry node: role, term, leader, indexes, peers
-  ls [PREFIX]                 names bound under PREFIX, with their endpoint counts
-  lookup NAME[?k=v&...]       the endpoints of NAME (matching the attributes)
-  watch PREFIX                print changes under PREFIX as they happen (Ctrl-C stops)
-  bind NAME URL               bind URL under NAME
-  unbind NAME ID              remove endpoint ID from NAME
-  drain NAME ID               mark endpoint ID of NAME draining (stubs stop picking it)
-  lease grant TTL_MS          grant a lease
-  lease revoke ID             revoke a lease and its bindings
-  lease ttl ID                time left on a lease, and its bindings
-  lease ls                    every lease
-  lease keepalive ID          renew a lease once
-  call NAME METHOD [PARAMS]   call METHOD on a server of NAME through a cluster stub;
-                              PARAMS is a JSON array or object
-
-options:
-  --registry URLS   registry nodes, comma-separated (default $RAFTER_REGISTRY or
-                    ${DEFAULT_REGISTRY_URL})
-  --json            print JSON instead of tables
-  --timeout-ms N    give up after N ms (default 10000)
-  --help            show this text
-
-lookup:   --serializable (answer from one node, no quorum needed)  --all (unhealthy too)
-          --no-rotate
-watch:    --from REV (replay from revision REV)  --count N (stop after N events)
-bind:     --id ID  --attr K=V (repeatable)  --weight N  --zone Z  --lease ID | --ttl-ms N
-          --check tcp|ping  --local (this node's local area; give one --registry)
-call:     --idempotent (safe to retry after a failure)
-
-exit codes: 0 done, 1 error answer, 2 bad usage, 3 registry unreachable,
-            4 not found, 130 interrupted`;
-
-/** Raised for bad command lines: printed with the usage, exit 2. */
-class UsageError extends Error {}
-
-interface Globals {
-  registry: string[];
-  json: boolean;
-  timeoutMs: number;
+/** Where {@link runCli} prints, and what stops a `watch`. */
+export interface CliIo {
+  /** Receives each line meant for stdout. @default console.log */
+  out?: (line: string) => void;
+  /** Receives each line meant for stderr. @default console.error */
+  err?: (line: string) => void;
+  /**
+   * Aborting it stops a `watch` as Ctrl-C does (exit 130). Without it,
+   * `watch` listens for SIGINT itself.
+   */
+  signal?: AbortSignal;
+  /** Reads an environment variable (`RAFTER_REGISTRY`). @default Deno.env.get */
+  env?: (name: string) => string | undefined;
 }
 
 type Out = (line: string) => void;
 
-/**
- * Runs one command line and returns its exit code.
- *
- * @param argv the arguments after the program name.
- * @param io where to print (default the console).
- *
- * @example
- * ```ts ignore
- * import { runCli } from "./main.ts";
- * const code = await runCli(["ls", "--json"]);
- * ```
- */
-export async function runCli(
-  argv: string[],
-  io: { out?: Out; err?: Out; signal?: AbortSignal } = {},
-): Promise<number> {
-  const out = io.out ?? ((line: string) => console.log(line));
-  const err = io.err ?? ((line: string) => console.error(line));
-  const [command, ...rest] = argv;
-  if (
-    command === undefined || command === "--help" || command === "-h" ||
-    command === "help"
-  ) {
-    (command === undefined ? err : out)(USAGE);
-    return command === undefined ? EXIT.usage : EXIT.ok;
-  }
-  if (command === "registry") {
-    const { runRegistry } = await import("../registry/main.ts");
-    return await runRegistry(rest);
-  }
-  let parsed;
-  try {
-    parsed = parseCommand(command, rest);
-  } catch (error) {
-    if (error instanceof UsageError || error instanceof TypeError) {
-      err(`rafter: ${error.message}\n\n${USAGE}`);
-      return EXIT.usage;
-    }
-    throw error;
-  }
-  if (parsed.help) {
-    out(USAGE);
-    return EXIT.ok;
-  }
-  const client = connect(parsed.globals.registry, {
-    deadlineMs: parsed.globals.timeoutMs,
-  });
-  try {
-    return await parsed.run(client, parsed.globals, out, io.signal);
-  } catch (error) {
-    return report(error, err, parsed.globals);
-  } finally {
-    client.close();
-  }
+/** Options every command takes. */
+interface Globals {
+  registry: string[];
+  /** Where `registry` came from, for error messages. */
+  registrySource: string;
+  json: boolean;
+  timeoutMs: number;
 }
 
-interface Parsed {
-  help: boolean;
+/** What a command's `run` gets. */
+interface Context {
+  client: RafterClient;
   globals: Globals;
+  out: Out;
+  err: Out;
+  signal: AbortSignal | undefined;
+  /** The command's name, e.g. `lookup` or `lease grant`. */
+  command: string;
+}
+
+type OptionType = { type: "string" | "boolean"; multiple?: boolean };
+
+interface Command {
+  /** The arguments after the command's name, e.g. `NAME URL [options]`. */
+  args: string;
+  /** One line for the command list. */
+  summary: string;
+  /** What the command does, for its `--help`. */
+  about: string;
+  /** Its own options, beside the global ones. */
+  options?: Record<string, OptionType>;
+  /** Help lines of its own options. */
+  optionHelp?: string;
+  /** How many positionals it takes: [least, most]. */
+  positionals: [number, number];
   run(
-    client: RafterClient,
-    globals: Globals,
-    out: Out,
-    signal?: AbortSignal,
+    context: Context,
+    positionals: string[],
+    values: Values,
   ): Promise<number>;
 }
 
-function parseCommand(command: string, argv: string[]): Parsed {
-  const { values, positionals } = parseArgs({
-    args: argv,
+type Values = Record<string, string | boolean | string[] | undefined>;
+
+/** Raised for bad command lines: printed with the usage, exit 2. */
+class UsageError extends Error {}
+
+const GLOBAL_OPTIONS: Record<string, OptionType> = {
+  registry: { type: "string" },
+  json: { type: "boolean" },
+  "timeout-ms": { type: "string" },
+  help: { type: "boolean" },
+};
+
+const GLOBAL_HELP = `global options:
+  --registry URLS   registry client ports, comma-separated (default
+                    $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
+  --json            JSON on stdout; errors as one JSON line on stderr
+  --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
+  --help, -h        show help`;
+
+const EXIT_HELP =
+  `exit codes: 0 done, 1 error answer, 2 bad usage, 3 registry (or server)
+unreachable or no answer in time, 4 not found, 130 interrupted (Ctrl-C)`;
+
+const COMMANDS: Record<string, Command> = {
+  status: {
+    args: "",
+    summary: "every member's role, term, leader, indexes",
+    about: `Asks each registry node given, and every member they report, for its
+Raft state; members that do not answer are listed with the reason.
+Exit 0 when every member answered and all agree on a leader, 1 when the
+cluster is degraded (a member did not answer, or there is no leader),
+3 when no node answered.`,
+    positionals: [0, 0],
+    run: (c) => status(c),
+  },
+  ls: {
+    args: "[PREFIX]",
+    summary: "names under PREFIX, with endpoint counts",
+    about:
+      "Lists the names that start with PREFIX and how many endpoints each has.",
+    options: { serializable: { type: "boolean" } },
+    optionHelp:
+      "  --serializable    answer from the node asked, without a quorum (may lag)",
+    positionals: [0, 1],
+    run: (c, [prefix], v) => ls(c, prefix ?? "", v.serializable === true),
+  },
+  lookup: {
+    args: "NAME[?key=value&...]",
+    summary: "the endpoints of NAME (matching the query)",
+    about:
+      `The endpoints bound under NAME, in binding order; with ?key=value&...
+only those whose attributes match every pair (quote it in the shell).
+Exit 4 when none match.`,
     options: {
-      registry: { type: "string" },
-      json: { type: "boolean", default: false },
-      "timeout-ms": { type: "string" },
-      help: { type: "boolean", default: false },
-      serializable: { type: "boolean", default: false },
-      all: { type: "boolean", default: false },
-      "no-rotate": { type: "boolean", default: false },
-      from: { type: "string" },
-      count: { type: "string" },
+      serializable: { type: "boolean" },
+      all: { type: "boolean" },
+    },
+    optionHelp:
+      `  --serializable    answer from the node asked, without a quorum (may lag)
+  --all             include endpoints whose health check fails`,
+    positionals: [1, 1],
+    run: (c, [name], v) =>
+      lookup(c, checkName(name), {
+        serializable: v.serializable === true,
+        all: v.all === true,
+      }),
+  },
+  watch: {
+    args: "PREFIX",
+    summary: "print changes under PREFIX as they happen",
+    about: `Prints one line per change under PREFIX ("" watches every name):
+revision, put or delete, name, endpoint id, URL, and the state (put) or
+the reason (delete). Follows the registry through node failures without
+losing or repeating a change. Ends after --count events (exit 0) or on
+Ctrl-C (exit 130).`,
+    options: { from: { type: "string" }, count: { type: "string" } },
+    optionHelp:
+      `  --from REV        start at revision REV (replays history), instead of now
+  --count N         stop after N events`,
+    positionals: [1, 1],
+    run: (c, [prefix], v) =>
+      watch(
+        c,
+        prefix,
+        optionalInteger(v.from, "--from", 1),
+        optionalInteger(v.count, "--count", 1),
+      ),
+  },
+  bind: {
+    args: "NAME URL",
+    summary: "bind the server at URL under NAME",
+    about:
+      `Binds the server at URL under NAME (NAME?key=value&... adds attributes),
+replacing a binding with the same id. A binding with --ttl-ms or --lease
+goes away when the lease expires: keep it alive with rafter lease keepalive.`,
+    options: {
       id: { type: "string" },
       attr: { type: "string", multiple: true },
       weight: { type: "string" },
@@ -172,288 +227,590 @@ function parseCommand(command: string, argv: string[]): Parsed {
       lease: { type: "string" },
       "ttl-ms": { type: "string" },
       check: { type: "string" },
-      local: { type: "boolean", default: false },
-      idempotent: { type: "boolean", default: false },
+      local: { type: "boolean" },
     },
-    strict: true,
-    allowPositionals: true,
-  });
-  const registryText = values.registry ?? Deno.env.get("RAFTER_REGISTRY") ??
-    DEFAULT_REGISTRY_URL;
-  const globals: Globals = {
-    registry: registryText.split(",").map((u) => u.trim()).filter((u) =>
-      u !== ""
-    ),
-    json: values.json ?? false,
-    timeoutMs: integer(values["timeout-ms"], "--timeout-ms", 10_000, 1),
-  };
-  if (globals.registry.length === 0) {
-    throw new UsageError("--registry needs at least one URL");
+    optionHelp: `  --id ID           instance id (default: the URL)
+  --attr KEY=VALUE  an attribute (repeatable)
+  --weight N        share of calls for weighted distributors (default 1)
+  --zone ZONE       failure zone
+  --lease ID        attach to this lease
+  --ttl-ms N        grant a lease of N ms with the binding (not with --lease)
+  --check tcp|ping  let the registry leader probe the server
+  --local           bind in the local area of the one --registry node given`,
+    positionals: [2, 2],
+    run: (c, [name, url], v) => bind(c, checkName(name), url, v),
+  },
+  unbind: {
+    args: "NAME ID",
+    summary: "remove endpoint ID from NAME",
+    about:
+      "Removes endpoint ID from NAME. Exit 4 when nothing was bound as ID.",
+    options: { lease: { type: "string" }, local: { type: "boolean" } },
+    optionHelp: `  --lease ID        only if still attached to this lease
+  --local           in the local area of the one --registry node given`,
+    positionals: [2, 2],
+    run: (c, [name, id], v) => unbind(c, checkName(name), id, v),
+  },
+  drain: {
+    args: "NAME ID",
+    summary: "mark endpoint ID of NAME draining",
+    about:
+      `Marks endpoint ID of NAME draining: stubs pick it for no new calls, calls
+under way finish. --undo marks it serving again. Exit 4 when nothing is
+bound as ID.`,
+    options: {
+      undo: { type: "boolean" },
+      lease: { type: "string" },
+      local: { type: "boolean" },
+    },
+    optionHelp: `  --undo            mark it serving again
+  --lease ID        only if still attached to this lease
+  --local           in the local area of the one --registry node given`,
+    positionals: [2, 2],
+    run: (c, [name, id], v) => drain(c, checkName(name), id, v),
+  },
+  "lease grant": {
+    args: "TTL_MS",
+    summary: "grant a lease of TTL_MS ms",
+    about: `Grants a lease that expires TTL_MS ms after its last keep-alive
+(at least 1.5 × the registry's election timeout).`,
+    options: { id: { type: "string" } },
+    optionHelp: "  --id ID           the lease id (default: a random one)",
+    positionals: [1, 1],
+    run: (c, [ttl], v) =>
+      leaseGrant(c, integer(ttl, "TTL_MS", 1), v.id as string | undefined),
+  },
+  "lease revoke": {
+    args: "ID",
+    summary: "revoke a lease and its bindings",
+    about:
+      "Revokes lease ID and removes its bindings. Exit 4 for an unknown lease.",
+    positionals: [1, 1],
+    run: (c, [id]) => leaseRevoke(c, id),
+  },
+  "lease ttl": {
+    args: "ID",
+    summary: "time left on a lease; its bindings",
+    about:
+      "Time left on lease ID, and its bindings. Exit 4 for an unknown lease.",
+    positionals: [1, 1],
+    run: (c, [id]) => leaseTtl(c, id),
+  },
+  "lease ls": {
+    args: "",
+    summary: "every lease",
+    about: "Lists every lease: its TTL, the time left, and its bindings.",
+    positionals: [0, 0],
+    run: (c) => leaseList(c),
+  },
+  "lease keepalive": {
+    args: "ID",
+    summary: "renew a lease once",
+    about: "Renews lease ID once. Exit 4 for an unknown (or expired) lease.",
+    positionals: [1, 1],
+    run: (c, [id]) => leaseKeepAlive(c, id),
+  },
+  call: {
+    args: "NAME METHOD [PARAMS-JSON]",
+    summary: "call METHOD on a server of NAME",
+    about:
+      `Calls METHOD on a server bound under NAME (NAME?key=value&... picks among
+those with the attributes) and prints the result as JSON. PARAMS-JSON is
+a JSON array (positional params) or object (named params); none by
+default. Exit 1 when the server answers with an error, 4 when nothing is
+bound under NAME.`,
+    options: { idempotent: { type: "boolean" } },
+    optionHelp:
+      "  --idempotent      safe to run twice: retry on another server after a failure",
+    positionals: [2, 3],
+    run: (c, [name, method, params], v) =>
+      call(
+        c,
+        checkName(name),
+        method,
+        callParams(params),
+        v.idempotent === true,
+      ),
+  },
+};
+
+const LEASE_VERBS = ["grant", "revoke", "ttl", "ls", "keepalive"];
+
+const USAGE = `usage: rafter <command> [arguments] [options]
+
+commands:
+  registry [node options]         run a registry node
+${
+  Object.entries(COMMANDS).map(([name, command]) =>
+    `  ${`${name} ${command.args}`.padEnd(32)}${command.summary}`
+  ).join("\n")
+}
+
+${GLOBAL_HELP}
+
+${EXIT_HELP}
+
+rafter <command> --help shows a command's options.`;
+
+function usageLine(name: string): string {
+  const command = COMMANDS[name];
+  return `usage: rafter ${name}${
+    command.args === "" ? "" : ` ${command.args}`
+  }${command.options === undefined ? "" : " [options]"}`;
+}
+
+function commandHelp(name: string): string {
+  const command = COMMANDS[name];
+  return [
+    usageLine(name),
+    "",
+    command.about,
+    ...(command.optionHelp === undefined
+      ? []
+      : ["", "options:", command.optionHelp]),
+    "",
+    GLOBAL_HELP,
+    "",
+    EXIT_HELP,
+  ].join("\n");
+}
+
+const LEASE_HELP =
+  `usage: rafter lease <grant|revoke|ttl|ls|keepalive> [arguments]
+
+${
+    LEASE_VERBS.map((verb) => {
+      const command = COMMANDS[`lease ${verb}`];
+      return `  ${
+        `lease ${verb} ${command.args}`.padEnd(32)
+      }${command.summary}`;
+    }).join("\n")
   }
-  const need = (count: number, shape: string) => {
-    if (positionals.length < count) {
-      throw new UsageError(`${command} takes ${shape}`);
-    }
-    if (positionals.length > count && !shape.includes("[")) {
-      throw new UsageError(
-        `${command} takes ${shape}; unexpected ${
-          JSON.stringify(positionals[count])
-        }`,
+
+rafter lease <verb> --help shows its options.`;
+
+/**
+ * Runs one command line and returns its exit code ({@link EXIT}).
+ *
+ * @param argv the arguments after the program name, e.g.
+ * `["lookup", "hello?version=1", "--json"]`.
+ * @param io where to print, and what stops a `watch` (default: the
+ * console and SIGINT).
+ * @returns the exit code; for `registry`, that of `runRegistry`
+ * (registry/main.ts) once the node stops.
+ *
+ * @example
+ * ```ts ignore
+ * import { runCli } from "./main.ts";
+ * Deno.exit(await runCli(["ls", "--json"]));
+ * ```
+ */
+export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
+  const out = io.out ?? ((line: string) => console.log(line));
+  const err = io.err ?? ((line: string) => console.error(line));
+  const env = io.env ?? ((name: string) => Deno.env.get(name));
+  const [first, ...rest] = argv;
+  if (first === undefined) {
+    err(USAGE);
+    return EXIT.usage;
+  }
+  if (first === "--help" || first === "-h" || first === "help") {
+    out(USAGE);
+    return EXIT.ok;
+  }
+  if (first === "registry") {
+    const { runRegistry } = await import("../registry/main.ts");
+    return await runRegistry(rest);
+  }
+  let name = first;
+  let args = rest;
+  if (first === "lease") {
+    const verb = rest[0];
+    if (verb === undefined || verb.startsWith("-")) {
+      const help = rest.includes("--help") || rest.includes("-h");
+      if (help) {
+        out(LEASE_HELP);
+        return EXIT.ok;
+      }
+      return usageFailure(
+        "lease needs a verb: grant, revoke, ttl, ls or keepalive",
+        LEASE_HELP,
+        argv,
+        err,
       );
     }
+    if (!LEASE_VERBS.includes(verb)) {
+      return usageFailure(
+        `unknown lease verb ${
+          JSON.stringify(verb)
+        }: use grant, revoke, ttl, ls or keepalive`,
+        LEASE_HELP,
+        argv,
+        err,
+      );
+    }
+    name = `lease ${verb}`;
+    args = rest.slice(1);
+  }
+  const command = COMMANDS[name];
+  if (command === undefined) {
+    return usageFailure(
+      `unknown command ${JSON.stringify(first)}`,
+      USAGE,
+      argv,
+      err,
+    );
+  }
+  if (args.includes("--help") || args.includes("-h")) {
+    out(commandHelp(name));
+    return EXIT.ok;
+  }
+  let globals: Globals;
+  let positionals: string[];
+  let values: Values;
+  try {
+    ({ globals, positionals, values } = parseCommandLine(name, args, env));
+  } catch (error) {
+    if (error instanceof UsageError) {
+      return usageFailure(
+        error.message,
+        `${usageLine(name)}\n(rafter ${name} --help shows its options)`,
+        argv,
+        err,
+        name,
+      );
+    }
+    throw error;
+  }
+  const client = connect(globals.registry, {
+    deadlineMs: globals.timeoutMs,
+    attemptTimeoutMs: Math.min(globals.timeoutMs, 4_000),
+    connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
+    // One-shot commands need no watch to keep a cluster map current.
+    watch: false,
+  });
+  const context = {
+    client,
+    globals,
+    out,
+    err,
+    signal: io.signal,
+    command: name,
   };
-  const help = values.help ?? false;
-  const base = { help, globals };
-  switch (command) {
-    case "status":
-      need(0, "no arguments");
-      return { ...base, run: status };
-    case "ls":
-      if (positionals.length > 1) throw new UsageError("ls takes [PREFIX]");
-      return { ...base, run: (c, g, o) => ls(c, g, o, positionals[0] ?? "") };
-    case "lookup": {
-      need(1, "NAME[?key=value&...]");
-      const name = positionals[0];
-      return {
-        ...base,
-        run: (c, g, o) =>
-          lookup(c, g, o, name, {
-            serializable: values.serializable ?? false,
-            all: values.all ?? false,
-            rotate: !(values["no-rotate"] ?? false),
-          }),
-      };
+  try {
+    return await command.run(context, positionals, values);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      return usageFailure(
+        error.message,
+        `${usageLine(name)}\n(rafter ${name} --help shows its options)`,
+        argv,
+        err,
+        name,
+      );
     }
-    case "watch": {
-      need(1, "PREFIX");
-      const from = values.from === undefined
-        ? undefined
-        : integer(values.from, "--from", 1, 1);
-      const count = values.count === undefined
-        ? undefined
-        : integer(values.count, "--count", 1, 1);
-      return {
-        ...base,
-        run: (c, g, o, s) => watch(c, g, o, positionals[0], from, count, s),
-      };
-    }
-    case "bind": {
-      need(2, "NAME URL");
-      const [name, url] = positionals;
-      const attrs: Record<string, string> = {};
-      for (const pair of values.attr ?? []) {
-        const equals = pair.indexOf("=");
-        if (equals < 1) {
-          throw new UsageError(`--attr ${pair}: write --attr key=value`);
-        }
-        attrs[pair.slice(0, equals)] = pair.slice(equals + 1);
-      }
-      if (values.lease !== undefined && values["ttl-ms"] !== undefined) {
-        throw new UsageError("give --lease ID or --ttl-ms N, not both");
-      }
-      if (
-        values.check !== undefined && values.check !== "tcp" &&
-        values.check !== "ping"
-      ) {
-        throw new UsageError("--check must be tcp or ping");
-      }
-      const spec = {
-        url,
-        ...(values.id === undefined ? {} : { id: values.id }),
-        ...(Object.keys(attrs).length === 0 ? {} : { attrs }),
-        ...(values.weight === undefined
-          ? {}
-          : { weight: integer(values.weight, "--weight", 1, 1) }),
-        ...(values.zone === undefined ? {} : { zone: values.zone }),
-        ...(values.check === undefined
-          ? {}
-          : { check: { kind: values.check as "tcp" | "ping" } }),
-      };
-      const ttlMs = values["ttl-ms"] === undefined
-        ? undefined
-        : integer(values["ttl-ms"], "--ttl-ms", 1, 1);
-      const local = values.local ?? false;
-      if (local && globals.registry.length !== 1) {
-        throw new UsageError(
-          "--local binds on one registry node: give exactly one --registry URL",
-        );
-      }
-      return {
-        ...base,
-        run: (c, g, o) =>
-          bind(c, g, o, name, spec, { lease: values.lease, ttlMs, local }),
-      };
-    }
-    case "unbind":
-    case "drain": {
-      need(2, "NAME ID");
-      const [name, id] = positionals;
-      const local = values.local ?? false;
-      return {
-        ...base,
-        run: (c, g, o) =>
-          command === "unbind"
-            ? unbind(c, g, o, name, id, values.lease, local)
-            : drain(c, g, o, name, id, local),
-      };
-    }
-    case "lease":
-      return { ...base, ...parseLease(positionals) };
-    case "call": {
-      if (positionals.length < 2 || positionals.length > 3) {
-        throw new UsageError("call takes NAME METHOD [PARAMS-JSON]");
-      }
-      const [name, method, paramsText] = positionals;
-      let params: unknown = [];
-      if (paramsText !== undefined) {
-        try {
-          params = JSON.parse(paramsText);
-        } catch (error) {
-          throw new UsageError(
-            `PARAMS must be JSON (an array or an object): ${
-              (error as Error).message
-            }`,
-          );
-        }
-        if (typeof params !== "object" || params === null) {
-          throw new UsageError("PARAMS must be a JSON array or object");
-        }
-      }
-      const idempotent = values.idempotent ?? false;
-      return {
-        ...base,
-        run: (c, g, o) =>
-          call(c, g, o, name, method, params as object, idempotent),
-      };
-    }
-    default:
-      throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    return report(error, context);
+  } finally {
+    client.close();
   }
 }
 
-function parseLease(positionals: string[]): Pick<Parsed, "run"> {
-  const [verb, arg, extra] = positionals;
-  const takes = (shape: string, count: number) => {
-    if (positionals.length !== count) {
-      throw new UsageError(
-        `lease ${shape}${
-          extra !== undefined ? `; unexpected ${JSON.stringify(extra)}` : ""
-        }`,
-      );
-    }
-  };
-  switch (verb) {
-    case "grant": {
-      takes("grant takes TTL_MS", 2);
-      const ttlMs = integer(arg, "TTL_MS", 0, 1);
-      return { run: (c, g, o) => leaseGrant(c, g, o, ttlMs) };
-    }
-    case "revoke":
-    case "ttl":
-    case "keepalive":
-      takes(`${verb} takes ID`, 2);
-      return { run: (c, g, o) => leaseOne(c, g, o, verb, arg) };
-    case "ls":
-      takes("ls takes no arguments", 1);
-      return { run: leaseList };
-    default:
-      throw new UsageError(
-        `lease takes grant TTL_MS, revoke ID, ttl ID, ls or keepalive ID${
-          verb === undefined ? "" : `, not ${JSON.stringify(verb)}`
-        }`,
-      );
+function usageFailure(
+  message: string,
+  usage: string,
+  argv: string[],
+  err: Out,
+  name?: string,
+): number {
+  if (argv.includes("--json")) {
+    err(JSON.stringify({ error: { message, usage: usage.split("\n")[0] } }));
+  } else {
+    err(`rafter${name === undefined ? "" : ` ${name}`}: ${message}\n${usage}`);
   }
+  return EXIT.usage;
+}
+
+function parseCommandLine(
+  name: string,
+  args: string[],
+  env: (name: string) => string | undefined,
+): { globals: Globals; positionals: string[]; values: Values } {
+  const command = COMMANDS[name];
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: { ...GLOBAL_OPTIONS, ...command.options },
+      strict: true,
+      allowPositionals: true,
+    });
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    const option = /'(-[^' ]+)/.exec((error as Error).message)?.[1];
+    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && option !== undefined) {
+      throw new UsageError(`unknown option ${option}`);
+    }
+    if (
+      code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && option !== undefined
+    ) {
+      throw new UsageError(
+        /ambiguous/.test((error as Error).message)
+          ? `${option} needs a value; write ${option}=VALUE for a value that starts with "-"`
+          : `${option} needs a value`,
+      );
+    }
+    throw new UsageError((error as Error).message);
+  }
+  const values = parsed.values as Values;
+  const positionals = parsed.positionals;
+  const [least, most] = command.positionals;
+  if (positionals.length < least || positionals.length > most) {
+    const extra = positionals.length > most
+      ? `; unexpected ${JSON.stringify(positionals[most])}`
+      : "";
+    throw new UsageError(
+      command.args === ""
+        ? `takes no arguments${extra}`
+        : `takes ${command.args}${extra}`,
+    );
+  }
+  const fromOption = values.registry as string | undefined;
+  const fromEnv = env("RAFTER_REGISTRY");
+  const registrySource = fromOption !== undefined
+    ? "--registry"
+    : fromEnv !== undefined && fromEnv.trim() !== ""
+    ? "RAFTER_REGISTRY"
+    : "the default";
+  const text = fromOption ??
+    (registrySource === "RAFTER_REGISTRY" ? fromEnv! : DEFAULT_REGISTRY_URL);
+  const registry = text.split(",").map((u) => u.trim()).filter((u) => u !== "");
+  if (registry.length === 0) {
+    throw new UsageError(`${registrySource} names no registry URL`);
+  }
+  for (let i = 0; i < registry.length; i++) {
+    try {
+      registry[i] = formatTcpUrl(parseTcpUrl(registry[i]));
+    } catch (error) {
+      throw new UsageError(
+        `${registrySource}: ${
+          (error as Error).message
+        } (a registry node's client port)`,
+      );
+    }
+  }
+  if (values.local === true && registry.length !== 1) {
+    throw new UsageError(
+      "--local works on one registry node: give exactly one --registry URL",
+    );
+  }
+  return {
+    globals: {
+      registry,
+      registrySource,
+      json: values.json === true,
+      timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
+        DEFAULT_TIMEOUT_MS,
+    },
+    positionals,
+    values,
+  };
 }
 
 // --- commands ----------------------------------------------------------------
 
-async function status(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
-): Promise<number> {
-  // Ask every node given, and every member they report.
-  const urls = new Set(client.registry.urls);
-  const statuses = new Map<string, RegistryStatus | string>();
-  const ask = async (url: string) => {
-    try {
-      statuses.set(
-        url,
-        await client.registry.status(url, { timeoutMs: 2_000 }),
-      );
-    } catch (error) {
-      statuses.set(url, (error as Error).message);
-    }
-  };
-  await Promise.all([...urls].map(ask));
-  const more = new Set<string>();
-  for (const result of statuses.values()) {
-    if (typeof result === "string") continue;
-    for (const member of result.members) {
-      if (member.clientUrl !== null && !statuses.has(member.clientUrl)) {
-        more.add(member.clientUrl);
+/** One row of `status`: a member (or a URL given) and its answer. */
+interface NodeAnswer {
+  id: string | null;
+  url: string | null;
+  status: RegistryStatus | null;
+  error: string | null;
+}
+
+async function status(context: Context): Promise<number> {
+  const { client, globals, out, err } = context;
+  // Ask every URL given, then every member the answers name, until no new
+  // client URL turns up (a few rounds at most).
+  const answers = new Map<string, RegistryStatus | Error>();
+  let pending = [...globals.registry];
+  for (let round = 0; round < 4 && pending.length > 0; round++) {
+    await Promise.all(pending.map(async (url) => {
+      try {
+        answers.set(
+          url,
+          await client.registry.status(url, { timeoutMs: globals.timeoutMs }),
+        );
+      } catch (error) {
+        answers.set(url, error as Error);
+      }
+    }));
+    pending = [];
+    for (const answer of answers.values()) {
+      if (answer instanceof Error) continue;
+      for (const member of answer.members) {
+        const url = member.clientUrl;
+        if (url !== null && !answers.has(url) && !pending.includes(url)) {
+          pending.push(url);
+        }
       }
     }
   }
-  await Promise.all([...more].map(ask));
+  const nodes = statusRows(answers);
+  const answered = nodes.filter((n) => n.status !== null);
+  const leaders = new Set(answered.map((n) => n.status!.leader));
+  const leader = leaders.size === 1 ? [...leaders][0] : null;
   if (globals.json) {
-    out(JSON.stringify(
-      [...statuses].map(([url, s]) =>
-        typeof s === "string" ? { url, error: s } : s
-      ),
-      null,
-      2,
-    ));
+    out(JSON.stringify({ leader, nodes }, null, 2));
   } else {
-    const rows = [...statuses].map(([url, s]) =>
-      typeof s === "string"
-        ? [url, "-", "unreachable", "-", "-", "-", "-", "-", s]
-        : [
-          s.url,
-          s.id,
-          s.role,
-          String(s.term),
-          s.leader ?? "(none)",
-          String(s.commitIndex),
-          String(s.appliedIndex),
-          String(s.revision),
-          s.members.filter((m) => !m.self).map((m) =>
-            `${m.id} ${
-              m.reachable
-                ? `ok ${m.lastHeardMsAgo ?? "-"}ms`
-                : `unreachable${
-                  m.lastError === null ? "" : ` (${m.lastError})`
-                }`
-            }`
-          ).join(", "),
-        ]
-    );
     out(formatTable(
       [
-        "URL",
         "ID",
+        "URL",
         "ROLE",
         "TERM",
         "LEADER",
         "COMMIT",
         "APPLIED",
         "REVISION",
-        "PEERS",
+        "ERRORS",
       ],
-      rows,
+      nodes.map((n) => {
+        const s = n.status;
+        if (s === null) {
+          return [
+            n.id ?? "?",
+            n.url ?? "-",
+            "unreachable",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+            n.error ?? "",
+          ];
+        }
+        const problems = memberProblems(s);
+        return [
+          s.id,
+          s.url,
+          s.role,
+          String(s.term),
+          s.leader ?? "(none)",
+          String(s.commitIndex),
+          String(s.appliedIndex),
+          String(s.revision),
+          problems.join("; ") || "-",
+        ];
+      }),
     ));
   }
-  const reachable = [...statuses.values()].filter((s) => typeof s !== "string");
-  return reachable.length === 0 ? EXIT.unavailable : EXIT.ok;
+  if (answered.length === 0) {
+    if (!globals.json) {
+      err(
+        `rafter: no registry node answered (${
+          globals.registry.join(", ")
+        }, from ${globals.registrySource}).\n${START_HINT}`,
+      );
+    }
+    return EXIT.unavailable;
+  }
+  const degraded = answered.length < nodes.length || leader === null;
+  if (!globals.json) {
+    const summary = leader === null
+      ? `no leader agreed on (${
+        [...leaders].map((l) => l ?? "none").join(", ")
+      }): an election may be under way`
+      : `leader ${leader}, term ${
+        answered.find((n) => n.status!.id === leader)?.status?.term ??
+          answered[0].status!.term
+      }`;
+    out(`${summary}; ${answered.length} of ${nodes.length} members answered`);
+  }
+  return degraded ? EXIT.failed : EXIT.ok;
+}
+
+/**
+ * What a node's view of its peers says is wrong: peers it cannot reach,
+ * and, between a leader and its followers (who hear from each other at
+ * every heartbeat), a peer silent for over two election timeouts (a
+ * process that is stopped but keeps its connections open).
+ */
+function memberProblems(s: RegistryStatus): string[] {
+  const problems: string[] = [];
+  for (const m of s.members) {
+    if (m.self) continue;
+    if (!m.reachable) {
+      problems.push(
+        `cannot reach ${m.id}${
+          m.lastError === null ? "" : ` (${m.lastError})`
+        }`,
+      );
+    } else if (s.role === "leader" || m.id === s.leader) {
+      if (m.lastHeardMsAgo === null) {
+        problems.push(`never heard from ${m.id}`);
+      } else if (m.lastHeardMsAgo > 2 * s.electionTimeoutMs) {
+        problems.push(
+          `no word from ${m.id} for ${(m.lastHeardMsAgo / 1000).toFixed(1)} s`,
+        );
+      }
+    }
+  }
+  return problems;
+}
+
+function statusRows(
+  answers: Map<string, RegistryStatus | Error>,
+): NodeAnswer[] {
+  const rows = new Map<string, NodeAnswer>();
+  const urlOf = new Map<string, string | null>(); // member id → client URL
+  for (const answer of answers.values()) {
+    if (answer instanceof Error) continue;
+    rows.set(answer.id, {
+      id: answer.id,
+      url: answer.url,
+      status: answer,
+      error: null,
+    });
+    for (const member of answer.members) {
+      if (!urlOf.has(member.id) || urlOf.get(member.id) === null) {
+        urlOf.set(member.id, member.clientUrl);
+      }
+    }
+  }
+  const claimed = new Set(
+    [...rows.values()].map((row) => row.url).filter((u) => u !== null),
+  );
+  for (const [id, url] of urlOf) {
+    if (rows.has(id)) continue;
+    const answer = url === null ? undefined : answers.get(url);
+    rows.set(id, {
+      id,
+      url,
+      status: null,
+      error: answer instanceof Error
+        ? answer.message
+        : "no member knows its client URL yet (it has not connected since they started)",
+    });
+    if (url !== null) claimed.add(url);
+  }
+  // URLs given that answered with an error and belong to no known member.
+  for (const [url, answer] of answers) {
+    if (!(answer instanceof Error) || claimed.has(url)) continue;
+    rows.set(`?${url}`, { id: null, url, status: null, error: answer.message });
+  }
+  return [...rows.values()].sort((a, b) =>
+    (a.id ?? `~${a.url}`).localeCompare(b.id ?? `~${b.url}`)
+  );
 }
 
 async function ls(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   prefix: string,
+  serializable: boolean,
 ): Promise<number> {
-  const result = await client.list(prefix);
+  const { client, globals, out } = context;
+  const result = await client.list(prefix, {
+    consistency: serializable ? "serializable" : "linearizable",
+  });
   if (globals.json) {
     out(JSON.stringify(result, null, 2));
   } else {
@@ -467,22 +824,31 @@ async function ls(
 }
 
 async function lookup(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   name: string,
-  options: { serializable: boolean; all: boolean; rotate: boolean },
+  options: { serializable: boolean; all: boolean },
 ): Promise<number> {
+  const { client, globals, out, err } = context;
   const result = await client.lookup(name, {
     consistency: options.serializable ? "serializable" : "linearizable",
     includeUnhealthy: options.all,
-    rotate: options.rotate,
+    // People compare one lookup with the next: keep the binding order.
+    rotate: false,
   });
   if (globals.json) {
     out(JSON.stringify(result, null, 2));
-  } else {
+  } else if (result.endpoints.length > 0) {
     out(endpointTable(result.endpoints));
     out(`revision ${result.revision}`);
+  } else {
+    const query = Object.keys(result.query).length === 0
+      ? ""
+      : ` matching ${formatName("", result.query).slice(1)}`;
+    err(
+      `rafter: nothing is bound under "${result.name}"${query} (revision ${result.revision}); rafter ls lists the names bound${
+        options.all ? "" : ", --all includes unhealthy endpoints"
+      }`,
+    );
   }
   return result.endpoints.length === 0 ? EXIT.notFound : EXIT.ok;
 }
@@ -504,245 +870,365 @@ function endpointTable(endpoints: readonly Endpoint[]): string {
 }
 
 async function watch(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   prefix: string,
   fromRevision: number | undefined,
   count: number | undefined,
-  signal: AbortSignal | undefined,
 ): Promise<number> {
+  const { client, globals, out, err, signal } = context;
+  // Fail fast (exit 3) when no registry node answers, and learn the
+  // revision to start from, so nothing between this and the watch is lost.
+  const listed = await client.list(prefix);
+  const from = fromRevision ?? listed.revision + 1;
   const interrupted = new AbortController();
-  const onSignal = () => interrupted.abort();
-  const listening = signal === undefined;
-  if (listening) Deno.addSignalListener("SIGINT", onSignal);
-  const stop = signal === undefined
-    ? interrupted.signal
-    : AbortSignal.any([signal, interrupted.signal]);
-  const watcher = client.watch(prefix, { fromRevision, signal: stop });
-  let seen = 0;
+  const onSigint = () => interrupted.abort();
+  if (signal === undefined) Deno.addSignalListener("SIGINT", onSigint);
+  signal?.addEventListener("abort", onSigint, { once: true });
+  if (signal?.aborted) interrupted.abort();
+  let lastNoticeAt = -Infinity;
+  const watches = new WatchClient(client.registry, {
+    connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
+    callTimeoutMs: Math.min(globals.timeoutMs, 4_000),
+    onReconnect: (url, error) => {
+      // At most one notice per 10 s while the registry is away.
+      if (Date.now() - lastNoticeAt < 10_000) return;
+      lastNoticeAt = Date.now();
+      const notice = `watch connection to ${url} failed (${
+        (error as Error)?.message ?? error
+      }); retrying on the registry nodes, from revision ${
+        watcher.revision + 1
+      }`;
+      err(
+        globals.json
+          ? JSON.stringify({ warning: notice })
+          : `rafter: ${notice}`,
+      );
+    },
+  });
+  const watcher = watches.watch(prefix, {
+    fromRevision: from,
+    signal: interrupted.signal,
+  });
   if (!globals.json) {
-    out(
-      `watching "${prefix}"${
-        fromRevision === undefined ? "" : ` from revision ${fromRevision}`
-      } (Ctrl-C stops)`,
+    err(
+      `watching ${
+        prefix === "" ? "every name" : `names under "${prefix}"`
+      } from revision ${from}; Ctrl-C stops`,
     );
   }
+  let seen = 0;
   try {
     for await (const update of watcher) {
-      const events: WatchEvent[] = update.kind === "events"
-        ? update.events
-        : [];
       if (update.kind === "reset") {
         out(
           globals.json
-            ? JSON.stringify(update)
-            : `reset at revision ${update.revision}: ${update.names.length} names`,
+            ? JSON.stringify({
+              type: "reset",
+              revision: update.revision,
+              names: update.names,
+            })
+            : `${update.revision} reset  ${update.names.length} names (the watch fell behind the registry's history; this is the whole prefix now)`,
         );
+        continue;
       }
-      for (const event of events) {
-        out(
-          globals.json
-            ? JSON.stringify(event)
-            : `${event.revision} ${
-              event.type.padEnd(6)
-            } ${event.name} ${event.endpoint.id} ${event.endpoint.url} ${
-              event.type === "put" ? event.endpoint.state : event.reason ?? ""
-            }`.trimEnd(),
-        );
-        if (count !== undefined && ++seen >= count) {
-          watcher.close();
-          return EXIT.ok;
-        }
+      for (const event of update.events) {
+        out(globals.json ? JSON.stringify(event) : eventLine(event));
+        if (count !== undefined && ++seen >= count) return EXIT.ok;
       }
     }
-    return interrupted.signal.aborted || signal?.aborted
-      ? EXIT.interrupted
-      : EXIT.ok;
+    return interrupted.signal.aborted ? EXIT.interrupted : EXIT.ok;
   } finally {
-    if (listening) Deno.removeSignalListener("SIGINT", onSignal);
+    watcher.close();
+    watches.close();
+    if (signal === undefined) Deno.removeSignalListener("SIGINT", onSigint);
+    signal?.removeEventListener("abort", onSigint);
   }
 }
 
+function eventLine(event: WatchEvent): string {
+  const e = event.endpoint;
+  return [
+    String(event.revision),
+    event.type.padEnd(6),
+    event.name,
+    e.scope === "local" ? `${e.id} (local)` : e.id,
+    e.url,
+    event.type === "put" ? e.state : event.reason ?? "",
+  ].join(" ").trimEnd();
+}
+
 async function bind(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   name: string,
-  spec: Parameters<RafterClient["bind"]>[1],
-  options: { lease?: string; ttlMs?: number; local: boolean },
+  url: string,
+  values: Values,
 ): Promise<number> {
-  const result = await client.bind(name, spec, {
-    leaseId: options.lease,
-    grant: options.ttlMs === undefined ? undefined : { ttlMs: options.ttlMs },
-    scope: options.local ? "local" : undefined,
-    node: options.local ? globals.registry[0] : undefined,
+  const { client, globals, out } = context;
+  try {
+    parseTcpUrl(url);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (!url.startsWith("tcp://")) url = `tcp://${url}`;
+  const attrs: Record<string, string> = {};
+  for (const pair of (values.attr as string[] | undefined) ?? []) {
+    const equals = pair.indexOf("=");
+    if (equals < 1) {
+      throw new UsageError(`--attr ${pair}: write --attr key=value`);
+    }
+    attrs[pair.slice(0, equals)] = pair.slice(equals + 1);
+  }
+  const lease = values.lease as string | undefined;
+  const ttlMs = optionalInteger(values["ttl-ms"], "--ttl-ms", 1);
+  if (lease !== undefined && ttlMs !== undefined) {
+    throw new UsageError("give --lease ID or --ttl-ms N, not both");
+  }
+  const check = values.check as string | undefined;
+  if (check !== undefined && check !== "tcp" && check !== "ping") {
+    throw new UsageError(`--check must be tcp or ping, not "${check}"`);
+  }
+  const spec: EndpointSpec = { url };
+  if (values.id !== undefined) spec.id = values.id as string;
+  if (Object.keys(attrs).length > 0) spec.attrs = attrs;
+  const weight = optionalInteger(values.weight, "--weight", 1);
+  if (weight !== undefined) spec.weight = weight;
+  if (values.zone !== undefined) spec.zone = values.zone as string;
+  if (check !== undefined) spec.check = { kind: check };
+  const local = values.local === true;
+  // A local binding cannot grant its lease in the same call: grant it
+  // first (on the leader), then bind with it on the node.
+  const granted = local && ttlMs !== undefined
+    ? await client.registry.grantLease(ttlMs)
+    : undefined;
+  const bound = await client.bind(name, spec, {
+    leaseId: granted?.id ?? lease,
+    grant: ttlMs === undefined || local ? undefined : { ttlMs },
+    scope: local ? "local" : undefined,
+    node: local ? globals.registry[0] : undefined,
   });
+  const result = granted === undefined
+    ? bound
+    : { ...bound, ttlMs: granted.ttlMs };
   if (globals.json) {
     out(JSON.stringify(result, null, 2));
   } else {
+    const e = result.endpoint;
+    const leaseText = result.leaseId === null
+      ? ""
+      : `, lease ${result.leaseId}${
+        result.ttlMs === undefined ? "" : ` (ttl ${result.ttlMs} ms)`
+      }: it lapses unless kept alive (rafter lease keepalive ${result.leaseId})`;
     out(
-      `bound ${result.endpoint.id} (${result.endpoint.url}) under "${result.name}" at revision ${result.revision}${
-        result.leaseId === null ? "" : ` with lease ${result.leaseId}`
-      }`,
+      `bound "${e.id}" (${e.url}) under "${result.name}"${
+        local ? " in the local area of " + globals.registry[0] : ""
+      } at revision ${result.revision}${leaseText}`,
     );
   }
   return EXIT.ok;
 }
 
 async function unbind(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   name: string,
   id: string,
-  leaseId: string | undefined,
-  local: boolean,
+  values: Values,
 ): Promise<number> {
+  const { client, globals, out, err } = context;
+  const local = values.local === true;
   const result = await client.unbind(name, id, {
-    leaseId,
+    leaseId: values.lease as string | undefined,
     scope: local ? "local" : undefined,
     node: local ? globals.registry[0] : undefined,
   });
   if (globals.json) out(JSON.stringify(result, null, 2));
-  else {
-    out(
-      result.removed === 0
-        ? `nothing bound as "${id}" under "${name}"`
-        : `unbound "${id}" from "${name}" at revision ${result.revision}`,
+  else if (result.removed === 0) {
+    err(
+      `rafter: nothing is bound as "${id}" under "${name}"${
+        values.lease === undefined ? "" : ` with lease ${values.lease}`
+      }; rafter lookup ${name} lists what is`,
     );
-  }
+  } else out(`unbound "${id}" from "${name}" at revision ${result.revision}`);
   return result.removed === 0 ? EXIT.notFound : EXIT.ok;
 }
 
 async function drain(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   name: string,
   id: string,
-  local: boolean,
+  values: Values,
 ): Promise<number> {
-  const result = await client.registry.setState(name, id, "draining", {
-    scope: local ? "local" : undefined,
-    node: local ? globals.registry[0] : undefined,
-  });
+  const { client, globals, out, err } = context;
+  const local = values.local === true;
+  const state = values.undo === true ? "serving" : "draining";
+  const node = local ? globals.registry[0] : undefined;
+  let result;
+  try {
+    result = await client.registry.setState(name, id, state, {
+      leaseId: values.lease as string | undefined,
+      scope: local ? "local" : undefined,
+      node,
+    });
+  } catch (error) {
+    // The registry refuses an unknown endpoint as invalid params: tell
+    // "not found" (exit 4) from other bad params by looking it up.
+    if (error instanceof RpcError && error.code === INVALID_PARAMS) {
+      const found = await client.lookup(parseName(name).base, {
+        includeUnhealthy: true,
+        rotate: false,
+        node,
+      });
+      if (!found.endpoints.some((e) => e.id === id)) {
+        if (globals.json) err(JSON.stringify({ error: error.toJSON() }));
+        else {
+          err(
+            `rafter: nothing is bound as "${id}" under "${name}"; rafter lookup ${name} lists what is`,
+          );
+        }
+        return EXIT.notFound;
+      }
+    }
+    throw error;
+  }
   if (globals.json) out(JSON.stringify(result, null, 2));
-  else out(`"${id}" of "${name}" is draining (revision ${result.revision})`);
+  else {
+    out(`"${id}" of "${name}" is ${state} (revision ${result.revision})`);
+  }
   return EXIT.ok;
 }
 
 async function leaseGrant(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   ttlMs: number,
+  id: string | undefined,
 ): Promise<number> {
-  const result = await client.registry.grantLease(ttlMs);
+  const { client, globals, out } = context;
+  const result = await client.registry.grantLease(ttlMs, { id });
   if (globals.json) out(JSON.stringify(result, null, 2));
-  else out(`lease ${result.id} granted, ttl ${result.ttlMs} ms`);
-  return EXIT.ok;
-}
-
-async function leaseOne(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
-  verb: "revoke" | "ttl" | "keepalive",
-  id: string,
-): Promise<number> {
-  const registry = client.registry;
-  if (verb === "revoke") {
-    const result = await registry.revokeLease(id);
-    if (globals.json) out(JSON.stringify(result, null, 2));
-    else {out(
-        `lease ${id} revoked; ${result.removed} binding(s) removed at revision ${result.revision}`,
-      );}
-  } else if (verb === "keepalive") {
-    const result = await registry.keepAlive(id);
-    if (globals.json) out(JSON.stringify(result, null, 2));
-    else out(`lease ${id} renewed, ttl ${result.ttlMs} ms`);
-  } else {
-    const info = await registry.timeToLive(id);
-    if (globals.json) out(JSON.stringify(info, null, 2));
-    else {
-      out(formatTable(
-        ["LEASE", "TTL_MS", "REMAINING_MS", "BINDINGS"],
-        [[
-          info.id,
-          String(info.ttlMs),
-          String(info.remainingMs),
-          info.bindings.map((b) => `${b.name}/${b.id}`).join(", ") || "-",
-        ]],
-      ));
-    }
+  else {
+    out(
+      `lease ${result.id} granted, ttl ${result.ttlMs} ms (bind with --lease ${result.id}; renew with rafter lease keepalive ${result.id})`,
+    );
   }
   return EXIT.ok;
 }
 
-async function leaseList(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
-): Promise<number> {
+async function leaseRevoke(context: Context, id: string): Promise<number> {
+  const { client, globals, out } = context;
+  const result = await client.registry.revokeLease(id);
+  if (globals.json) out(JSON.stringify(result, null, 2));
+  else {
+    out(
+      `lease ${id} revoked, ${result.removed} binding${
+        result.removed === 1 ? "" : "s"
+      } removed (revision ${result.revision})`,
+    );
+  }
+  return EXIT.ok;
+}
+
+async function leaseKeepAlive(context: Context, id: string): Promise<number> {
+  const { client, globals, out } = context;
+  const result = await client.registry.keepAlive(id);
+  if (globals.json) out(JSON.stringify(result, null, 2));
+  else out(`lease ${result.id} renewed, ttl ${result.ttlMs} ms`);
+  return EXIT.ok;
+}
+
+async function leaseTtl(context: Context, id: string): Promise<number> {
+  const { client, globals, out } = context;
+  const info = await client.registry.timeToLive(id);
+  if (globals.json) out(JSON.stringify(info, null, 2));
+  else out(leaseTable([info]));
+  return EXIT.ok;
+}
+
+async function leaseList(context: Context): Promise<number> {
+  const { client, globals, out } = context;
   const { leases } = await client.registry.leases();
   if (globals.json) out(JSON.stringify({ leases }, null, 2));
-  else {
-    out(formatTable(
-      ["LEASE", "TTL_MS", "REMAINING_MS", "BINDINGS"],
-      leases.map((
-        l,
-      ) => [
-        l.id,
-        String(l.ttlMs),
-        String(l.remainingMs),
-        String(l.bindings.length),
-      ]),
-    ));
-  }
+  else out(leaseTable(leases));
   return EXIT.ok;
+}
+
+function leaseTable(leases: readonly LeaseInfo[]): string {
+  return formatTable(
+    ["LEASE", "TTL_MS", "REMAINING_MS", "BINDINGS"],
+    leases.map((l) => [
+      l.id,
+      String(l.ttlMs),
+      String(l.remainingMs),
+      l.bindings.map((b) => `${b.name}/${b.id}`).join(", ") || "-",
+    ]),
+  );
 }
 
 async function call(
-  client: RafterClient,
-  globals: Globals,
-  out: Out,
+  context: Context,
   name: string,
   method: string,
-  params: object,
+  params: unknown[] | Record<string, unknown>,
   idempotent: boolean,
 ): Promise<number> {
-  const result = await client.call(
-    name,
-    method,
-    params as unknown[] | Record<string, unknown>,
-    { deadlineMs: globals.timeoutMs, idempotent },
-  );
-  out(JSON.stringify(result, null, globals.json ? 0 : 2));
+  const { client, globals, out } = context;
+  const result = await client.call(name, method, params, {
+    deadlineMs: globals.timeoutMs,
+    idempotent,
+  });
+  out(JSON.stringify(result ?? null, null, 2));
   return EXIT.ok;
+}
+
+function callParams(
+  text: string | undefined,
+): unknown[] | Record<string, unknown> {
+  if (text === undefined) return [];
+  let params: unknown;
+  try {
+    params = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(
+      `PARAMS-JSON must be a JSON array or object (${
+        (error as Error).message
+      }); e.g. '["Ada"]' or '{"name":"Ada"}'`,
+    );
+  }
+  if (typeof params !== "object" || params === null) {
+    throw new UsageError(
+      `PARAMS-JSON must be a JSON array or object, not ${text}; e.g. '[${text}]'`,
+    );
+  }
+  return params as unknown[] | Record<string, unknown>;
 }
 
 // --- errors ------------------------------------------------------------------
 
-function report(error: unknown, err: Out, globals: Globals): number {
+const START_HINT =
+  "Start a registry with: deno task registry (or deno task rafter registry), or point at yours with --registry tcp://host:port,... or RAFTER_REGISTRY.";
+
+/** Prints `error` for a person (or as JSON) and returns its exit code. */
+function report(error: unknown, context: Context): number {
+  const { globals, err } = context;
+  const code = exitCodeOf(error);
   if (globals.json) {
-    err(JSON.stringify(
-      error instanceof RpcError
-        ? { error: error.toJSON() }
-        : { error: { message: String(error) } },
-    ));
+    err(JSON.stringify({
+      error: error instanceof RpcError
+        ? error.toJSON()
+        : { message: (error as Error)?.message ?? String(error) },
+    }));
+    return code;
   }
-  if (!(error instanceof RpcError)) {
-    if (!globals.json) err(`rafter: ${(error as Error)?.message ?? error}`);
-    return EXIT.failed;
-  }
-  const hint = hintFor(error, globals);
-  if (!globals.json) err(`rafter: ${error.message}${hint}`);
+  const message = (error as Error)?.message ?? String(error);
+  err(`rafter: ${message}${hintFor(error, context)}`);
+  return code;
+}
+
+function exitCodeOf(error: unknown): number {
+  if (!(error instanceof RpcError)) return EXIT.failed;
   switch (error.code) {
     case UNAVAILABLE:
     case DEADLINE_EXCEEDED:
     case NOT_LEADER:
-    case -32004:
+    case CONNECTION_FAILED:
       return EXIT.unavailable;
     case LEASE_NOT_FOUND:
     case NO_ENDPOINTS:
@@ -754,29 +1240,52 @@ function report(error: unknown, err: Out, globals: Globals): number {
   }
 }
 
-function hintFor(error: RpcError, globals: Globals): string {
-  if (error.code === -32004 || error.code === UNAVAILABLE) {
-    return `\n(registry: ${
-      globals.registry.join(", ")
-    }; pass --registry URL,URL or start one with: deno task registry)`;
+function hintFor(error: unknown, context: Context): string {
+  if (!(error instanceof RpcError)) return "";
+  const { globals, command } = context;
+  const stale = command === "ls" || command === "lookup"
+    ? " Without a quorum, --serializable answers from one node (possibly stale)."
+    : "";
+  const urls = `${
+    globals.registry.join(", ")
+  } (from ${globals.registrySource})`;
+  if (error.code === UNAVAILABLE) {
+    const tried = (error.data as UnavailableData | undefined)?.tried;
+    return tried === undefined
+      ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
+      : `\nRegistry URLs: ${urls}.`;
+  }
+  if (error.code === DEADLINE_EXCEEDED) {
+    return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
   }
   return "";
 }
 
-function integer(
-  text: string | undefined,
-  option: string,
-  fallback: number,
-  min: number,
-): number {
-  if (text === undefined) return fallback;
+function checkName(name: string): string {
+  try {
+    parseName(name);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  return name;
+}
+
+function integer(text: string, what: string, min: number): number {
   const value = Number(text);
   if (text.trim() === "" || !Number.isSafeInteger(value) || value < min) {
     throw new UsageError(
-      `${option} must be an integer of at least ${min}, got "${text}"`,
+      `${what} must be an integer of at least ${min}, not "${text}"`,
     );
   }
   return value;
+}
+
+function optionalInteger(
+  value: Values[string],
+  what: string,
+  min: number,
+): number | undefined {
+  return typeof value === "string" ? integer(value, what, min) : undefined;
 }
 
 if (import.meta.main) {
