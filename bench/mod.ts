@@ -6,6 +6,12 @@
  *   over raw TCP, a plain connection and a cluster stub; average, p50, p99.
  * - `echo_server.ts`: the raw TCP line echo server `ping.ts` measures as the
  *   floor.
+ * - `registry.ts` (`deno task bench:registry`, `--quick` for a short run): a
+ *   3-node registry under 1 and 64 concurrent clients: `registry.bind`,
+ *   `lease.keepAlive`, linearizable and serializable `registry.lookup`,
+ *   bind with `grant` (ops/s, p50, p99, p99.9, errors, CPU of the bench and
+ *   of each node), and watch fan-out: the time until 1,000 (and 64)
+ *   watchers have seen one bind.
  *
  * @module
  */
