@@ -145,16 +145,31 @@ export class ClusterMap {
   }
 
   /**
-   * The endpoints to choose from. The first call (and any call while the
-   * map is empty) looks the name up first.
+   * The endpoints to choose from. The first call, and any call while no
+   * serving endpoint is left that did not fail lately, looks the name up
+   * first.
    *
    * @throws whatever the lookup throws, when the map is empty.
    */
   async endpoints(): Promise<readonly Endpoint[]> {
-    if (this.#updatedAt === null || this.current.length === 0) {
+    if (this.#updatedAt === null || this.#healthy() === 0) {
+      // Empty, or every serving endpoint failed lately: the registry may
+      // know of another by now (a watch event may still be on its way).
       await this.refresh();
     }
     return this.current;
+  }
+
+  /** How many serving endpoints are not quarantined. */
+  #healthy(): number {
+    const now = this.#now();
+    let count = 0;
+    for (const endpoint of this.#all.values()) {
+      if (endpoint.state !== "serving") continue;
+      const until = this.#quarantine.get(keyOf(endpoint));
+      if (until === undefined || until <= now) count++;
+    }
+    return count;
   }
 
   /**

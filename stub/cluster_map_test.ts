@@ -249,3 +249,16 @@ Deno.test("without a watch the map only looks up", async () => {
   assert.deepEqual(ids(await map.endpoints()), ["a"]);
   assert.equal(reg.watches.length, 0);
 });
+
+Deno.test("when every serving endpoint failed lately, endpoints() looks the name up again before falling back to them", async () => {
+  const reg = registry([a, b]);
+  const map = new ClusterMap("hello", reg.source);
+  await map.endpoints();
+  map.evict(a);
+  map.evict(b);
+  // The registry knows of c (its watch event has not arrived).
+  reg.list = [a, b, c];
+  reg.revision = 6;
+  assert.deepEqual(ids(await map.endpoints()), ["c"]);
+  assert.equal(reg.calls, 2);
+});
