@@ -831,13 +831,19 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
         expectCode(ping, 0);
         assert.equal(ping.stdout, '"pong"\n');
 
-        // An object is sent as named params: greet takes a string, so the
-        // server answers with an error (exit 1).
+        // An object is sent as named params; greet takes them too. A wrong
+        // type is the server's error answer (exit 1).
         const named = await run("call", "hello", "greet", '{"name":"Ada"}');
-        expectCode(named, 1);
+        expectCode(named, 0);
         assert.equal(
-          named.stderr,
-          "rafter: Invalid params: greet takes one string, the name to greet\n",
+          named.stdout,
+          '{\n  "greeting": "Hello, Ada!",\n  "server": "hello-1"\n}\n',
+        );
+        const wrong = await run("call", "hello", "greet", "[42]");
+        expectCode(wrong, 1);
+        assert.equal(
+          wrong.stderr,
+          'rafter: Invalid params: greet takes the name to greet: ["Ada"] or { "name": "Ada" }\n',
         );
         // A method that takes named params: a registry node bound as a service.
         expectCode(

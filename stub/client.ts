@@ -7,14 +7,16 @@
  */
 
 import type { Dialer } from "../rpc/transport.ts";
+import { DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/dial.ts";
-import type {
-  BindResult,
-  EndpointSpec,
-  ListResult,
-  LookupResult,
-  Scope,
-  UnbindResult,
+import {
+  type BindResult,
+  type EndpointSpec,
+  type ListResult,
+  type LookupResult,
+  type Scope,
+  UNAVAILABLE,
+  type UnbindResult,
 } from "../registry/protocol.ts";
 import { ClusterMap, type ClusterMapOptions } from "./cluster_map.ts";
 import {
@@ -42,6 +44,12 @@ import {
   type WatchOptions,
   type WatchUpdate,
 } from "./watch.ts";
+
+/**
+ * How long a cluster map waits for a linearizable lookup before it takes a
+ * serializable one (one node's view), ms.
+ */
+const LINEARIZABLE_MAP_LOOKUP_MS = 3_000;
 
 /** Settings of {@link connect}. */
 export interface ConnectOptions
@@ -203,12 +211,35 @@ export class RafterClient {
     this.#pool.close();
   }
 
+  /**
+   * A linearizable lookup for a cluster map; when the registry cannot
+   * serve one (no quorum), the endpoints one node knows: a possibly stale
+   * list to call beats none.
+   */
+  async #lookupForMap(name: string): Promise<LookupResult> {
+    try {
+      return await this.registry.lookup(name, {
+        rotate: false,
+        deadlineMs: Math.min(
+          LINEARIZABLE_MAP_LOOKUP_MS,
+          this.#options.deadlineMs ?? Infinity,
+        ),
+      });
+    } catch (error) {
+      if (!noQuorum(error)) throw error;
+      return await this.registry.lookup(name, {
+        rotate: false,
+        consistency: "serializable",
+      });
+    }
+  }
+
   #map(name: string): ClusterMap {
     let map = this.#maps.get(name);
     if (map === undefined) {
       const watch = this.#options.watch ?? true;
       map = new ClusterMap(name, {
-        lookup: () => this.registry.lookup(name, { rotate: false }),
+        lookup: () => this.#lookupForMap(name),
         watch: watch
           ? (fromRevision, onUpdate) =>
             this.watches.watch(
@@ -222,6 +253,20 @@ export class RafterClient {
     }
     return map;
   }
+}
+
+/**
+ * Whether a registry error means a node answered but could not serve a
+ * linearizable read (no quorum), as opposed to no node answering at all.
+ */
+function noQuorum(error: unknown): boolean {
+  if (!(error instanceof RpcError)) return false;
+  const data = error.data as
+    | { tried?: unknown; lastError?: { code?: unknown } }
+    | undefined;
+  if (error.code === UNAVAILABLE) return data?.tried === undefined;
+  return error.code === DEADLINE_EXCEEDED &&
+    data?.lastError?.code === UNAVAILABLE;
 }
 
 /**

@@ -330,6 +330,7 @@ export class RegistryClient {
       this.#attemptTimeoutMs;
     const n = () => this.#urls.length;
     let lastError: unknown = null;
+    let lastAnswer: RpcError | null = null;
     let refusedRounds = 0;
     let round = 0;
     let hops = 0;
@@ -353,6 +354,15 @@ export class RegistryClient {
         return result;
       } catch (error) {
         lastError = error;
+        // What a node answered (e.g. why it could not serve a read) says
+        // more than a dead node's refusal or this client's own timer: the
+        // final message quotes the last such answer.
+        if (
+          error instanceof RpcError && !(error instanceof ConnectionError) &&
+          !isLocalTimeout(error)
+        ) {
+          lastAnswer = error;
+        }
         if (signal.aborted) throw cancelled(method);
         const hint = leaderHint(error);
         if (hint !== null && hint !== url && hops++ <= n()) {
@@ -394,13 +404,14 @@ export class RegistryClient {
         if (signal.aborted) throw cancelled(method);
       }
     }
-    if (lastError instanceof RpcError) {
+    const reported = lastAnswer ?? lastError;
+    if (reported instanceof RpcError) {
       throw new RpcError(
         DEADLINE_EXCEEDED,
         `Deadline exceeded: ${method} did not succeed on any registry node (${
           this.#urls.join(", ")
-        }); last error: ${lastError.message}`,
-        { lastError: lastError.toJSON() },
+        }); last error: ${reported.message}`,
+        { lastError: reported.toJSON() },
       );
     }
     throw lastError ??
@@ -419,6 +430,12 @@ export class RegistryClient {
     const index = this.#urls.indexOf(url);
     return index === -1 ? this.#urls.push(url) - 1 : index;
   }
+}
+
+/** Whether `error` is this client's own attempt timeout (not a node's answer). */
+function isLocalTimeout(error: unknown): boolean {
+  return error instanceof RpcError && error.code === DEADLINE_EXCEEDED &&
+    (error.data as { written?: unknown } | undefined)?.written !== undefined;
 }
 
 function leaderHint(error: unknown): string | null {

@@ -6,6 +6,7 @@ import {
   RpcError,
 } from "../rpc/errors.ts";
 import { denoTcpDialer } from "../rpc/deno_tcp.ts";
+import { serve } from "../rpc/serve.ts";
 import { UNAVAILABLE } from "../registry/protocol.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import {
@@ -399,4 +400,43 @@ Deno.test("a registry client needs at least one URL", () => {
     message: "give at least one registry URL (tcp://host:port)",
   });
   assert.throws(() => connect([]), TypeError);
+});
+
+Deno.test("without a quorum, a registry read ends with the node's explanation, and a stub still finds its servers from one node", async () => {
+  await withCluster(async (cluster) => {
+    const server = serve({ methods: { who: () => "s1" } });
+    const admin = connect(Object.values(cluster.urls));
+    try {
+      await admin.bind("svc", { id: "s1", url: server.url });
+      const leader = await cluster.leader();
+      // Every node has applied the bind before two of them stop.
+      for (const node of cluster.nodes.values()) {
+        await waitFor(() => node.state.revision === 1, `${node.id} to apply`);
+      }
+      const survivor = [...cluster.nodes.values()].find((n) => n !== leader)!;
+      for (const id of [...cluster.nodes.keys()]) {
+        if (id !== survivor.id) await cluster.stopNode(id);
+      }
+      const client = connect(Object.values(cluster.urls), {
+        deadlineMs: 2_500,
+      });
+      try {
+        await assert.rejects(client.lookup("svc"), (error: unknown) => {
+          assert.ok(error instanceof RpcError);
+          assert.match(
+            error.message,
+            /last error: Unavailable: .*pass consistency: "serializable" for a possibly stale answer/,
+          );
+          return true;
+        });
+        // The stub's map takes one node's (serializable) answer instead.
+        assert.equal(await client.call("svc", "who"), "s1");
+      } finally {
+        client.close();
+      }
+    } finally {
+      admin.close();
+      await server.close();
+    }
+  });
 });

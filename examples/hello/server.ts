@@ -45,11 +45,15 @@ export interface Hello {
  */
 export function helloMethods(id: string, onCall?: () => void): Hello {
   return {
-    greet(name: unknown): Greeting {
+    greet(param: unknown): Greeting {
+      // By position (greet("Ada")) or by name (greet({ name: "Ada" })).
+      const name = typeof param === "object" && param !== null
+        ? (param as { name?: unknown }).name
+        : param;
       if (typeof name !== "string") {
         throw new RpcError(
           INVALID_PARAMS,
-          "Invalid params: greet takes one string, the name to greet",
+          'Invalid params: greet takes the name to greet: ["Ada"] or { "name": "Ada" }',
         );
       }
       onCall?.();
