@@ -239,7 +239,13 @@ export class PeerAcceptor {
       },
       [STEP_METHOD]: (messages: unknown) =>
         authenticated(STEP_METHOD, (peer) => this.#step(peer, messages)),
-      "rpc.ping": () => authenticated("rpc.ping", () => "pong"),
+      // The dialer's liveness probe: it also tells this side when it last
+      // heard from that peer.
+      "rpc.ping": () =>
+        authenticated("rpc.ping", (peer) => {
+          directory.heard(peer);
+          return "pong";
+        }),
     };
     for (
       const [method, handler] of Object.entries(this.#options.handlers ?? {})

@@ -66,11 +66,16 @@ export interface PeerTransportOptions {
   /** Time allowed for the handshake, ms. @default 2000 */
   handshakeTimeoutMs?: number;
   /**
-   * A connection that carried nothing for this long gets an empty
-   * `raft.step` (a keep-alive), so the peer's idle timeout never closes it
-   * and the peer hears from this node; 0 disables. @default 30000
+   * How often each peer is pinged (`rpc.ping` on its authenticated
+   * connection), ms; 0 disables. A peer that does not answer within
+   * `probeTimeoutMs` is reported unreachable even though its connection is
+   * open (a stopped process, a host cut off), and reachable again once it
+   * answers. The pings also keep idle connections from timing out and tell
+   * both sides when they last heard each other. @default 1000
    */
-  keepAliveMs?: number;
+  probeIntervalMs?: number;
+  /** How long a ping may take before the peer counts as unreachable, ms. @default 2000 */
+  probeTimeoutMs?: number;
 }
 
 /**
@@ -100,8 +105,9 @@ export class PeerTransport {
   /** The member table this transport keeps up to date. */
   readonly directory: PeerDirectory;
   readonly #peers = new Map<NodeId, PeerLink>();
-  readonly #keepAliveMs: number;
-  #keepAlive: ReturnType<typeof setInterval> | undefined;
+  readonly #probeIntervalMs: number;
+  readonly #probeTimeoutMs: number;
+  #prober: ReturnType<typeof setInterval> | undefined;
   #closed = false;
 
   /**
@@ -119,19 +125,20 @@ export class PeerTransport {
       if (id === options.id) continue;
       this.#peers.set(id, new PeerLink(id, url, options, this.directory));
     }
-    this.#keepAliveMs = options.keepAliveMs ?? 30_000;
+    this.#probeIntervalMs = options.probeIntervalMs ?? 1_000;
+    this.#probeTimeoutMs = options.probeTimeoutMs ?? 2_000;
   }
 
   /** Starts connecting to every peer (and keeps reconnecting). Idempotent. */
   start(): void {
     if (this.#closed) return;
     for (const link of this.#peers.values()) link.start();
-    if (this.#keepAliveMs > 0 && this.#keepAlive === undefined) {
-      this.#keepAlive = setInterval(() => {
+    if (this.#probeIntervalMs > 0 && this.#prober === undefined) {
+      this.#prober = setInterval(() => {
         for (const link of this.#peers.values()) {
-          link.keepAlive(this.#keepAliveMs);
+          link.probe(this.#probeTimeoutMs);
         }
-      }, Math.max(1, this.#keepAliveMs / 2));
+      }, this.#probeIntervalMs);
     }
   }
 
@@ -180,8 +187,8 @@ export class PeerTransport {
   /** Closes every peer connection; later sends are dropped. */
   close(): void {
     this.#closed = true;
-    clearInterval(this.#keepAlive);
-    this.#keepAlive = undefined;
+    clearInterval(this.#prober);
+    this.#prober = undefined;
     for (const link of this.#peers.values()) link.close();
   }
 }
@@ -207,7 +214,7 @@ class PeerLink {
   #backoffMs = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
-  #lastSentAt = 0;
+  #probing = false;
 
   constructor(
     id: NodeId,
@@ -245,17 +252,31 @@ class PeerLink {
     return true;
   }
 
-  /** Sends an empty `raft.step` if nothing went out for `idleMs`. */
-  keepAlive(idleMs: number): void {
+  /**
+   * Pings the peer on the open connection: an answer marks it reachable
+   * and heard from now; none within `timeoutMs` marks it unreachable (the
+   * connection stays open: a paused peer that resumes answers again).
+   */
+  probe(timeoutMs: number): void {
     const connection = this.#connection;
-    if (
-      connection === null || connection.isClosed ||
-      Date.now() - this.#lastSentAt < idleMs
-    ) {
-      return;
-    }
-    this.#lastSentAt = Date.now();
-    connection.notify(STEP_METHOD, [[]]).catch(() => {});
+    if (connection === null || connection.isClosed || this.#probing) return;
+    this.#probing = true;
+    connection.call("rpc.ping", undefined, { timeoutMs }).then(
+      () => {
+        if (this.#connection !== connection) return;
+        this.#directory.connected(this.#id);
+        this.#directory.heard(this.#id);
+      },
+      () => {
+        if (this.#connection !== connection || connection.isClosed) return;
+        this.#directory.failed(
+          this.#id,
+          `no answer to a ping within ${timeoutMs} ms (the process stopped, or the host is cut off?)`,
+        );
+      },
+    ).finally(() => {
+      this.#probing = false;
+    });
   }
 
   close(): void {
@@ -269,7 +290,6 @@ class PeerLink {
 
   /** Writes items in order: runs of Raft messages share frames. */
   #write(connection: RpcConnection, items: Outgoing[]): void {
-    if (items.length > 0) this.#lastSentAt = Date.now();
     const ignore = () => {
       // Lost messages are retried by Raft itself (heartbeats, probes).
     };

@@ -293,10 +293,13 @@ Deno.test("a peer with another cluster secret stays unreachable, with the reason
   }
 });
 
-Deno.test("an idle connection gets empty raft.step keep-alives, so the peer keeps hearing from this node", async () => {
+Deno.test("peers are pinged: each side hears the other with nothing to send", async () => {
   const peers = peersOn(["n1", "n2"]);
   const n2 = peer("n2", peers, portOf(peers.n2));
-  const transport = transportOf(peers, { keepAliveMs: 40 });
+  const transport = transportOf(peers, {
+    probeIntervalMs: 40,
+    probeTimeoutMs: 100,
+  });
   try {
     transport.start();
     await waitFor(() => transport.peerStatus()[1].reachable, "n2 reachable");
@@ -308,7 +311,11 @@ Deno.test("an idle connection gets empty raft.step keep-alives, so the peer keep
       () => (n2.directory.status()[0].lastHeardAt ?? 0) > first + 30,
       "n2 to hear from n1 again, with nothing to send",
     );
-    // Keep-alives carry no message: nothing was stepped.
+    await waitFor(
+      () => transport.peerStatus()[1].lastHeardAt !== null,
+      "n1 to hear n2's answers",
+    );
+    // Pings carry no Raft message: nothing was stepped.
     assert.deepEqual(n2.messages(), []);
   } finally {
     transport.close();

@@ -373,3 +373,41 @@ Deno.test("registry.status lists every member with reachability; with two of thr
     await cluster.stop();
   }
 });
+
+Deno.test("a member stopped with SIGSTOP shows as unreachable (no answer to a ping) on the others, and reachable again after SIGCONT", async () => {
+  const cluster = new LocalCluster();
+  try {
+    await cluster.startRegistry(3);
+    await cluster.waitForLeader();
+    const [frozen, ...others] = [...cluster.registry.keys()];
+    for (const id of others) {
+      await eventually(
+        async () =>
+          (await statusOf(cluster, id)).members.every((m) => m.reachable),
+        `${id} to reach every member`,
+      );
+    }
+    cluster.pause(frozen);
+    for (const id of others) {
+      const member = await eventually(async () => {
+        const m = (await statusOf(cluster, id)).members.find((m) =>
+          m.id === frozen
+        )!;
+        return m.reachable ? null : m;
+      }, `${id} to see ${frozen} unreachable`);
+      assert.match(member.lastError!, /^no answer to a ping within 2000 ms/);
+    }
+    cluster.resume(frozen);
+    for (const id of others) {
+      await eventually(async () => {
+        const m = (await statusOf(cluster, id)).members.find((m) =>
+          m.id === frozen
+        )!;
+        return m.reachable && m.lastError === null &&
+          m.lastHeardMsAgo !== null && m.lastHeardMsAgo < 2_000;
+      }, `${id} to see ${frozen} reachable again`);
+    }
+  } finally {
+    await cluster.stop();
+  }
+});
