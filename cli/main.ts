@@ -844,10 +844,24 @@ async function lookup(
     const query = Object.keys(result.query).length === 0
       ? ""
       : ` matching ${formatName("", result.query).slice(1)}`;
+    // Say so when endpoints are bound but all fail their health checks.
+    const unhealthy = options.all ? 0 : (await client.lookup(name, {
+      consistency: "serializable",
+      includeUnhealthy: true,
+      rotate: false,
+    })).endpoints.filter((e) => e.state === "unhealthy").length;
     err(
-      `rafter: nothing is bound under "${result.name}"${query} (revision ${result.revision}); rafter ls lists the names bound${
-        options.all ? "" : ", --all includes unhealthy endpoints"
-      }`,
+      unhealthy > 0
+        ? `rafter: ${unhealthy} endpoint(s) ${
+          unhealthy === 1 ? "is" : "are"
+        } bound under "${result.name}"${query} but failing ${
+          unhealthy === 1 ? "its" : "their"
+        } health check (revision ${result.revision}); --all shows ${
+          unhealthy === 1 ? "it" : "them"
+        }`
+        : `rafter: nothing is bound under "${result.name}"${query} (revision ${result.revision}); rafter ls lists the names bound${
+          options.all ? "" : ", --all includes unhealthy endpoints"
+        }`,
     );
   }
   return result.endpoints.length === 0 ? EXIT.notFound : EXIT.ok;

@@ -522,6 +522,40 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
     );
 
     await t.step(
+      "lookup of a name whose only endpoint fails its health check says so",
+      async () => {
+        // Nothing listens on port 9: the leader's tcp probes fail.
+        expectCode(
+          await run(
+            "bind",
+            "chk",
+            "tcp://127.0.0.1:9",
+            "--id",
+            "c1",
+            "--check",
+            "tcp",
+          ),
+          0,
+        );
+        let last: Run | null = null;
+        for (let i = 0; i < 100; i++) {
+          last = await run("lookup", "chk");
+          if (/failing its health check/.test(last.stderr)) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        expectCode(last!, 4);
+        assert.match(
+          last!.stderr,
+          /^rafter: 1 endpoint\(s\) is bound under "chk" but failing its health check \(revision \d+\); --all shows it\n$/,
+        );
+        const all = await run("lookup", "chk", "--all");
+        expectCode(all, 0);
+        assert.match(all.stdout, /c1 +tcp:\/\/127\.0\.0\.1:9 +unhealthy/);
+        expectCode(await run("unbind", "chk", "c1"), 0);
+      },
+    );
+
+    await t.step(
       "bind, lookup with a query, drain, unbind; a missing binding exits 4",
       async () => {
         const bound = await run(

@@ -205,7 +205,7 @@ export class RaftNode<R = unknown> {
     }
     const lock = await lockDataDir(options.dataDir);
     try {
-      await checkMeta(options.dataDir, options.id);
+      await checkMeta(options.dataDir, options.id, Object.keys(options.peers));
       const { wal, hardState, entries } = await Wal.open(options.dataDir);
       const core = new RaftCore({
         id: options.id,
@@ -460,21 +460,51 @@ export class RaftNode<R = unknown> {
   }
 }
 
-async function checkMeta(dataDir: string, id: NodeId): Promise<void> {
+/**
+ * A data folder records the node id and the members of the cluster it was
+ * made for (`meta.json`): started with another id or another member list
+ * (a development node's folder reused by a 3-node cluster, or two clusters
+ * joined), a node refuses to start, since its log belongs to another
+ * cluster and would be merged silently with theirs.
+ */
+async function checkMeta(
+  dataDir: string,
+  id: NodeId,
+  members: readonly NodeId[],
+): Promise<void> {
   const path = `${dataDir}/meta.json`;
+  const sorted = [...members].sort();
   const bytes = await readFileIfExists(path);
   if (bytes !== null) {
-    const meta = JSON.parse(new TextDecoder().decode(bytes)) as { id?: string };
+    const meta = JSON.parse(new TextDecoder().decode(bytes)) as {
+      id?: string;
+      members?: string[];
+    };
     if (meta.id !== id) {
       throw new Error(
         `data folder ${dataDir} belongs to node "${meta.id}", not "${id}"; pass that node's --id or another --data folder`,
       );
     }
+    if (meta.members === undefined) {
+      // Written before folders recorded their members: record them now.
+      await writeFileAtomic(path, metaBytes(id, sorted));
+    } else if (meta.members.join(",") !== sorted.join(",")) {
+      const describe = (ids: string[]) =>
+        ids.length === 1 ? `a single node (${ids[0]})` : ids.join(", ");
+      throw new Error(
+        `data folder ${dataDir} holds the log of a registry of ${
+          describe(meta.members)
+        }, not of ${
+          describe(sorted)
+        }; its data would be merged silently with another cluster's. Start this cluster with another --data folder (or start this node with the members it was made for)`,
+      );
+    }
     return;
   }
   await Deno.mkdir(dataDir, { recursive: true });
-  await writeFileAtomic(
-    path,
-    new TextEncoder().encode(JSON.stringify({ id }) + "\n"),
-  );
+  await writeFileAtomic(path, metaBytes(id, sorted));
+}
+
+function metaBytes(id: NodeId, members: readonly NodeId[]): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify({ id, members }) + "\n");
 }

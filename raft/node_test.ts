@@ -225,6 +225,53 @@ Deno.test("a data folder of another node id is refused", async () => {
   }
 });
 
+Deno.test("a data folder made for other members is refused: a single node's folder reused by a 3-node cluster, or the reverse", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  try {
+    const single = await startMember("n1", peersOn(["n1"]), dir);
+    await stopMember(single);
+    const transport = { send() {}, close() {} };
+    await assert.rejects(
+      RaftNode.start({
+        id: "n1",
+        peers: peersOn(["n1", "n2", "n3"]),
+        transport,
+        dataDir: dir,
+        apply: () => null,
+      }),
+      {
+        message:
+          `data folder ${dir} holds the log of a registry of a single node (n1), not of n1, n2, n3; its data would be merged silently with another cluster's. Start this cluster with another --data folder (or start this node with the members it was made for)`,
+      },
+    );
+    // The same members (whatever their addresses) start fine.
+    const again = await startMember("n1", peersOn(["n1"]), dir);
+    await stopMember(again);
+    const meta = JSON.parse(await Deno.readTextFile(`${dir}/meta.json`));
+    assert.deepEqual(meta, { id: "n1", members: ["n1"] });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a data folder written before folders recorded their members takes the members it is started with", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  try {
+    await Deno.writeTextFile(`${dir}/meta.json`, '{"id":"n2"}\n');
+    const member = await startMember("n2", peersOn(["n2", "n1", "n3"]), dir, {
+      tickMs: 100,
+      electionTicks: 100,
+    });
+    await stopMember(member);
+    assert.deepEqual(JSON.parse(await Deno.readTextFile(`${dir}/meta.json`)), {
+      id: "n2",
+      members: ["n1", "n2", "n3"],
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("propose on a follower rejects with NotLeaderError; a read with no leader times out", async () => {
   const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
   // n2 and n3 never run; a long election timeout keeps n1 a follower.

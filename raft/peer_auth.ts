@@ -327,7 +327,7 @@ export async function authenticatePeer(
     ))
   ) {
     throw new PeerHandshakeError(
-      "the peer's cluster secret differs from ours (compare the --cluster-secret-file of both nodes)",
+      "the peer's cluster secret differs from ours: compare the --cluster-secret-file of both nodes",
     );
   }
   const proof = await key.prove(

@@ -39,6 +39,9 @@ import type { Message, NodeId } from "./types.ts";
  */
 export type PeerHandler = (params: unknown, from: NodeId) => unknown;
 
+/** How long a refused client is kept to read why, ms. */
+const REFUSAL_LINGER_MS = 200;
+
 /** Method names the peer port reserves for itself. */
 const RESERVED = new Set([
   PEER_HELLO_METHOD,
@@ -110,8 +113,15 @@ interface SessionState {
 export class PeerAcceptor {
   /** The per-connection method table, for `serve({ methods })`. */
   readonly methods: SessionMethods;
-  /** Closes unauthenticated connections that call anything else, for `serve({ onMethodNotFound })`. */
-  readonly onMethodNotFound: (method: string, session: RpcSession) => void;
+  /**
+   * Closes unauthenticated connections that call anything else, for
+   * `serve({ onMethodNotFound })`; a client that dialed the peer port by
+   * mistake is first told which port to use.
+   */
+  readonly onMethodNotFound: (
+    method: string,
+    session: RpcSession,
+  ) => string | void;
   readonly #options: PeerAcceptorOptions;
   readonly #sessions = new Map<number, SessionState>();
   readonly #log: RateLimitedLog;
@@ -140,12 +150,15 @@ export class PeerAcceptor {
     this.methods = (session) => this.#table(session);
     this.onMethodNotFound = (method, session) => {
       const state = this.#sessions.get(session.id);
-      if (state !== undefined && state.peer === null) {
-        this.#refuse(
-          state,
-          `called ${JSON.stringify(method)} before authenticating`,
-        );
-      }
+      if (state === undefined || state.peer !== null) return;
+      this.#refuse(
+        state,
+        `called ${JSON.stringify(method)} before authenticating`,
+        { linger: true },
+      );
+      return `Method not found: ${
+        JSON.stringify(method)
+      } is not served on the peer port of registry node ${this.#options.id}, which only its peers use; clients and servers use its client port (by default the peer port - 100)`;
     };
   }
 
@@ -293,7 +306,16 @@ export class PeerAcceptor {
     if (valid.length > 0) this.#options.onStep(valid, peer);
   }
 
-  #refuse(state: SessionState, reason: string): void {
+  /**
+   * Refuses the connection: logs why and closes it, at once, or with
+   * `linger` a moment later so the answer that says why reaches the
+   * client (nothing else it sends is served meanwhile).
+   */
+  #refuse(
+    state: SessionState,
+    reason: string,
+    options: { linger?: boolean } = {},
+  ): void {
     if (state.refused) return;
     state.refused = true;
     clearTimeout(state.timer);
@@ -304,7 +326,12 @@ export class PeerAcceptor {
       `refuse:${hostOf(remote)}`,
       `${this.#options.id}: refused a peer connection from ${remote}: ${reason}`,
     );
-    state.session.close();
+    if (options.linger) {
+      const session = state.session;
+      setTimeout(() => session.close(), REFUSAL_LINGER_MS);
+    } else {
+      state.session.close();
+    }
   }
 }
 

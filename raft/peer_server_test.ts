@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import type { RpcConnection } from "../rpc/connection.ts";
 import { dial } from "../rpc/dial.ts";
-import { ConnectionError, INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import {
+  ConnectionError,
+  INVALID_PARAMS,
+  METHOD_NOT_FOUND,
+  RpcError,
+} from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
 import { TEST_SECRET, waitFor, within } from "./_test_util.ts";
 import {
@@ -317,11 +322,28 @@ Deno.test("handshake: raft.step, rpc.ping, another method, peer.auth first or a 
       await connection.notify("raft.step", [forged]);
       await within(connection.closed, 1000, "the connection to close");
     });
-    for (const method of ["rpc.ping", "registry.bind", "app.note"]) {
+    for (const method of ["rpc.ping", "app.note"]) {
       await onConnection(acceptor, async (connection) => {
         await closedBy(connection.call(method, {}), connection);
       });
     }
+    // A client method (a client that dialed the peer port by mistake) is
+    // told which port to use, then the connection is closed.
+    await onConnection(acceptor, async (connection) => {
+      await assert.rejects(
+        connection.call("registry.bind", {}),
+        (error: unknown) => {
+          assert.ok(error instanceof RpcError);
+          assert.equal(error.code, METHOD_NOT_FOUND);
+          assert.equal(
+            error.message,
+            'Method not found: "registry.bind" is not served on the peer port of registry node n2, which only its peers use; clients and servers use its client port (by default the peer port - 100)',
+          );
+          return true;
+        },
+      );
+      await within(connection.closed, 1000, "the connection to close");
+    });
     await onConnection(acceptor, async (connection) => {
       await closedBy(
         connection.call(PEER_AUTH_METHOD, { proof: "x", clientUrl: null }),

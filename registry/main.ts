@@ -27,6 +27,7 @@ import {
   type TcpAddress,
 } from "../rpc/transport.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
+import { lockDataDir } from "../raft/dir_lock.ts";
 import { PEER_PORT_OFFSET } from "./protocol.ts";
 import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
 
@@ -305,9 +306,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }, data ${args.dataDir}`;
   let clusterSecret: string;
   try {
-    if (args.peers === undefined) {
-      await Deno.mkdir(args.dataDir, { recursive: true });
-    }
+    // A folder another node is using is refused before anything (a new
+    // cluster secret) is written next to its data.
+    (await lockDataDir(args.dataDir)).release();
     clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
   } catch (error) {
     console.error(

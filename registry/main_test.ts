@@ -423,11 +423,15 @@ Deno.test("registry/main.ts prints its usage with exit 2 for a bad option", asyn
 Deno.test("registry/main.ts refuses a data folder another node is using", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
   const [first, second] = freePorts(2);
+  // The running node keeps its secret elsewhere (as a cluster member
+  // would): the intruder must not write one into its folder.
   const running = spawnRegistry(cwd, [
     "--listen",
     `127.0.0.1:${first}`,
     "--peer-listen",
     "127.0.0.1:0",
+    "--cluster-secret-file",
+    "./secret",
   ]);
   try {
     await waitFor(
@@ -446,6 +450,11 @@ Deno.test("registry/main.ts refuses a data folder another node is using", async 
     assert.equal(
       intruder.output,
       `registry n1: cannot start (client tcp://127.0.0.1:${second}, peer tcp://127.0.0.1:0, data ./data/n1): data folder ./data/n1 is in use by another registry node (pid ${running.child.pid}); stop that node first, or pass another --data folder\n`,
+    );
+    // Bug: the refused node wrote a new secret into the running node's folder.
+    await assert.rejects(
+      Deno.stat(`${cwd}/data/n1/cluster_secret`),
+      Deno.errors.NotFound,
     );
   } finally {
     running.child.kill("SIGTERM");

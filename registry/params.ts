@@ -266,11 +266,22 @@ export function optionalBoolean(
   return value;
 }
 
-/** A watch prefix: any string of at most 256 characters ("" watches everything). */
+/**
+ * A name prefix ("" for every name): the start of a base name, so at most
+ * 256 characters, with no whitespace, control characters, `?` or `#` (a
+ * query has no place in a prefix: no name could ever match it).
+ */
 export function requirePrefix(value: unknown, field: string): string {
-  if (value === undefined) return "";
+  if (value === undefined || value === "") return "";
   if (typeof value !== "string" || value.length > 256) {
     throw invalid(`"${field}" must be a string of at most 256 characters`);
+  }
+  if (baseNameProblem(value, field) !== null) {
+    throw invalid(
+      `"${field}" ${
+        JSON.stringify(value)
+      } may not contain whitespace, control characters, "?" or "#": it is the start of a name, and no name has a query (attributes are matched by lookups)`,
+    );
   }
   return value;
 }

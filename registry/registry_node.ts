@@ -398,6 +398,7 @@ export async function startRegistryNode(
           leaderReady,
           clientUrlOf: (member) => directory.clientUrl(member),
           status,
+          quorumProblem: () => quorumProblem(directory.status()),
           minTtlMs,
           electionTimeoutMs,
         }),
@@ -526,6 +527,26 @@ function listening<T>(which: string, address: TcpAddress, start: () => T): T {
     }
     throw error;
   }
+}
+
+/**
+ * Why this node cannot be part of a quorum, from its view of the members:
+ * "this node reaches 1 of 3 members (n2 at tcp://…: connection refused,
+ * …); a 3-member registry needs 2 …", or null when it reaches a majority.
+ */
+function quorumProblem(
+  members: ReturnType<PeerDirectory["status"]>,
+): string | null {
+  // A member not tried yet (just after start) may well be reachable.
+  const down = members.filter((m) =>
+    !m.self && !m.reachable && m.lastError !== null
+  );
+  const reachable = members.length - down.length;
+  const needed = Math.floor(members.length / 2) + 1;
+  if (reachable >= needed) return null;
+  const reasons = down.map((m) => `${m.id} at ${m.peerUrl}: ${m.lastError}`)
+    .join("; ");
+  return `this node reaches ${reachable} of ${members.length} members (${reasons}); a ${members.length}-member registry needs ${needed} to elect a leader: start the others, or check the network between them`;
 }
 
 /** Least time between two candidate lines that say the same, ms. */

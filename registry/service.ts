@@ -75,6 +75,11 @@ export interface RegistryContext {
   clientUrlOf(id: string): string | null;
   /** The node's status, for `registry.status`. */
   status(): RegistryStatus;
+  /**
+   * Why no leader can be elected, when this node reaches too few members
+   * for a quorum (e.g. "this node reaches 1 of 3 members …"), or null.
+   */
+  quorumProblem?(): string | null;
   /** Smallest lease TTL accepted, ms (1.5 × the election timeout). */
   readonly minTtlMs: number;
   /** The election timeout, ms; a retry hint while a leader is elected. */
@@ -510,8 +515,11 @@ class RegistryService {
     const retryAfterMs = this.#context.electionTimeoutMs;
     if (error instanceof NotLeaderError) {
       if (error.leader === null) {
+        const problem = this.#context.quorumProblem?.() ?? null;
         return unavailable(
-          "Unavailable: the registry is electing a leader; retry shortly",
+          problem === null
+            ? "Unavailable: the registry is electing a leader; retry shortly"
+            : `Unavailable: no quorum: ${problem}`,
           retryAfterMs,
         );
       }
@@ -531,8 +539,11 @@ class RegistryService {
       const hint = kind === "read"
         ? ', or pass consistency: "serializable" for a possibly stale answer'
         : "";
+      const problem = this.#context.quorumProblem?.() ?? null;
       return unavailable(
-        `Unavailable: ${error.message}${hint}`,
+        `Unavailable: ${error.message}${hint}${
+          problem === null ? "" : ` (no quorum: ${problem})`
+        }`,
         retryAfterMs,
       );
     }

@@ -280,6 +280,12 @@ Deno.test("registry.unbind, lookup, list, watch and the lease calls refuse bad p
     );
     await bad(
       "registry.watch",
+      { prefix: "db?x" },
+      'Invalid params: "prefix" "db?x" may not contain whitespace, control characters, "?" or "#": it is the start of a name, and no name has a query (attributes are matched by lookups)',
+    );
+    await bad("registry.list", { prefix: "db?" }, /may not contain/);
+    await bad(
+      "registry.watch",
       { prefix: "", fromRevision: 0 },
       'Invalid params: "fromRevision" must be a revision: an integer >= 1',
     );
@@ -847,18 +853,20 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       connection.call("registry.bind", ["hello", {
         url: "tcp://127.0.0.1:9001",
       }]);
-    // No leader known yet.
+    // No leader known yet, and n1 cannot reach n2: it says so.
+    const noQuorum =
+      `no quorum: this node reaches 1 of 2 members (n2 at ${peerUrl2}: connection refused); a 2-member registry needs 2 to elect a leader: start the others, or check the network between them`;
     await rejectsWith(
       bind(),
       UNAVAILABLE,
-      "Unavailable: the registry is electing a leader; retry shortly",
+      `Unavailable: ${noQuorum}`,
       { retryAfterMs: 10_000 },
     );
     // A linearizable lookup waits for a leader to confirm it, then gives up.
     await rejectsWith(
       connection.call("registry.lookup", ["hello"]),
       UNAVAILABLE,
-      'Unavailable: no leader was elected within 2000 ms to confirm the read; retry, or pass consistency: "serializable" for a possibly stale answer',
+      `Unavailable: no leader was elected within 2000 ms to confirm the read; retry, or pass consistency: "serializable" for a possibly stale answer (${noQuorum})`,
       { retryAfterMs: 10_000 },
     );
     // n2 speaks up as the leader of term 2 (a heartbeat), on the peer port

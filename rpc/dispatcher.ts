@@ -57,8 +57,11 @@ export interface DispatchOptions {
    * only sees as -32603. Defaults to `console.error` with the method name.
    */
   onInternalError?(error: unknown, method: string): void;
-  /** Called with the name of each requested method the table lacks. */
-  onMethodNotFound?(method: string): void;
+  /**
+   * Called with the name of each requested method the table lacks; a
+   * string it returns replaces the -32601 error's message.
+   */
+  onMethodNotFound?(method: string): string | void;
 }
 
 /**
@@ -123,7 +126,7 @@ type InternalErrorHook = (error: unknown, method: string) => void;
 
 interface Hooks {
   onInternalError: InternalErrorHook;
-  onMethodNotFound?: (method: string) => void;
+  onMethodNotFound?: (method: string) => string | void;
 }
 
 /** Handles one request or notification; returns its response text or null. */
@@ -149,9 +152,10 @@ async function handleValue(
   if (
     !Object.hasOwn(methods, method) || typeof methods[method] !== "function"
   ) {
+    let message: string | void = undefined;
     if (hooks.onMethodNotFound !== undefined) {
       try {
-        hooks.onMethodNotFound(method);
+        message = hooks.onMethodNotFound(method);
       } catch {
         // A failing hook must not take the response down with it.
       }
@@ -161,7 +165,11 @@ async function handleValue(
       id,
       new RpcError(
         METHOD_NOT_FOUND,
-        `Method not found: no method ${JSON.stringify(method)} on this server`,
+        typeof message === "string"
+          ? message
+          : `Method not found: no method ${
+            JSON.stringify(method)
+          } on this server`,
       ),
     );
   }

@@ -86,10 +86,11 @@ export interface ServerLimits {
   onInternalError?(error: unknown, method: string): void;
   /**
    * Called when a request names a method the table lacks (it is answered
-   * with -32601 unless the connection is closed first). A server that only
-   * speaks to authenticated peers closes the session here.
+   * with -32601 unless the connection is closed first; a string returned
+   * replaces that error's message). A server that only speaks to
+   * authenticated peers closes the session here.
    */
-  onMethodNotFound?(method: string, session: RpcSession): void;
+  onMethodNotFound?(method: string, session: RpcSession): string | void;
 }
 
 /** Options of {@link serveStream}: the limits, plus ways to stop. */

@@ -250,7 +250,7 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
       assert.equal(seen.reachable, false);
       assert.equal(
         seen.lastError,
-        "the peer's cluster secret differs from ours (compare the --cluster-secret-file of both nodes)",
+        "the peer's cluster secret differs from ours: compare the --cluster-secret-file of both nodes",
       );
       // n3's client URL was never learnt: no handshake completed.
       assert.equal(seen.clientUrl, null);
@@ -369,6 +369,26 @@ Deno.test("registry.status lists every member with reachability; with two of thr
     assert.ok(later.length <= 1, later.join("\n"));
     const term = (await statusOf(cluster, survivor)).term;
     assert.ok(term >= firstTerm + 2, `term ${firstTerm} → ${term}`);
+    // A write there says why no leader comes, not "retry shortly".
+    const connection = await dial(cluster.registry.get(survivor)!);
+    try {
+      await assert.rejects(
+        connection.call("registry.bind", {
+          name: "svc",
+          endpoint: { url: "tcp://127.0.0.1:9001" },
+        }),
+        (error: unknown) => {
+          assert.ok(error instanceof RpcError);
+          assert.match(
+            error.message,
+            /^Unavailable: no quorum: this node reaches 1 of 3 members \(.*connection refused.*\); a 3-member registry needs 2 to elect a leader: start the others, or check the network between them$/,
+          );
+          return true;
+        },
+      );
+    } finally {
+      connection.close();
+    }
   } finally {
     await cluster.stop();
   }

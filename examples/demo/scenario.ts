@@ -362,11 +362,15 @@ export function summaryLine(result: ScenarioResult): string {
     result.killedLeader || "?"
   } killed, ${result.newLeader ?? "no one"} led after ${
     result.failoverMs ?? "?"
-  } ms; hello-3 ${
-    result.thirdBound ? "bound" : "NOT bound"
-  } after the leader kill and answered ${
-    result.thirdReachedMs === null
-      ? "never"
-      : `${result.thirdReachedMs} ms later (watch)`
-  }; lookups ${nodes || "not taken"}`;
+  } ms; ${
+    !result.thirdBound
+      ? result.completed ? "hello-3 NOT bound" : "hello-3 not started yet"
+      : `hello-3 bound after the leader kill and answered ${
+        result.thirdReachedMs === null
+          ? "no call"
+          : `${result.thirdReachedMs} ms later (watch)`
+      }`
+  }; lookups ${nodes || "not taken"}${
+    result.completed ? "" : " (interrupted)"
+  }`;
 }

@@ -195,8 +195,17 @@ async function main(): Promise<number> {
   );
 
   const stopped = Promise.withResolvers<void>();
-  Deno.addSignalListener("SIGINT", () => stopped.resolve());
-  Deno.addSignalListener("SIGTERM", () => stopped.resolve());
+  let signals = 0;
+  const onSignal = () => {
+    // A second signal does not wait for the drain.
+    if (++signals > 1) {
+      console.log(`${id}: stopping now, without draining`);
+      Deno.exit(130);
+    }
+    stopped.resolve();
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
   if (values["watch-stdin"]) {
     (async () => {
       for await (const _ of Deno.stdin.readable) { /* until EOF */ }
@@ -204,6 +213,9 @@ async function main(): Promise<number> {
     })();
   }
   await stopped.promise;
+  console.log(
+    `${id}: draining (clients stop picking it; calls under way finish; then its lease is revoked); a second Ctrl-C stops at once`,
+  );
   await binding.close(); // draining → calls under way finish → revoke
   client.close();
   console.log(`${id} stopped`);
