@@ -13,11 +13,17 @@ import {
   RpcError,
 } from "../rpc/errors.ts";
 import { NO_ENDPOINTS } from "../registry/protocol.ts";
-import type { Endpoint } from "../registry/protocol.ts";
 import { withDeadline } from "../rpc/_timing.ts";
 import type { ClusterMap } from "./cluster_map.ts";
 import type { ConnectionPool } from "./connection_pool.ts";
-import type { CallInfo, Distributor, ErrorDecision } from "./distributor.ts";
+import {
+  type CallInfo,
+  type Candidate,
+  defaultDecision,
+  type Distributor,
+  type ErrorDecision,
+  makeCandidate,
+} from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
 
 /**
@@ -161,8 +167,19 @@ export class ClusterStub {
           { name: this.#name },
         );
       }
-      const info: CallInfo = { name: this.#name, method, params, attempt };
-      const endpoint = this.#distributor.choose(endpoints, info);
+      const info: CallInfo = {
+        name: this.#name,
+        method,
+        params,
+        attempt,
+        idempotent: this.#idempotent(method),
+        tried: [],
+        remainingMs: deadline - Date.now(),
+      };
+      const endpoint = this.#distributor.choose(
+        endpoints.map((e) => makeCandidate(e)),
+        info,
+      );
       if (typeof endpoint?.url !== "string") {
         throw new TypeError(
           `the distributor's choose() returned ${
@@ -184,7 +201,9 @@ export class ClusterStub {
         return result;
       } catch (error) {
         lastError = error;
-        if (this.#decide(error, info, endpoint) === "throw") throw error;
+        const decision = this.#decide(error, info, endpoint);
+        if (decision === "throw") throw error;
+        if (typeof decision === "object") return decision.return as R;
       }
     }
     if (lastError !== null) throw lastError;
@@ -194,7 +213,11 @@ export class ClusterStub {
     );
   }
 
-  #decide(error: unknown, info: CallInfo, endpoint: Endpoint): ErrorDecision {
+  #decide(
+    error: unknown,
+    info: CallInfo,
+    endpoint: Candidate,
+  ): ErrorDecision {
     const connectionFailed = error instanceof ConnectionError;
     if (connectionFailed) {
       this.#map.evict(endpoint);
@@ -202,11 +225,12 @@ export class ClusterStub {
     }
     const safeToRetry = connectionFailed &&
       (!error.written || this.#idempotent(info.method));
-    return this.#distributor.onError?.(error, {
-      ...info,
-      endpoint,
-      safeToRetry,
-    }) ?? (safeToRetry ? "retry" : "throw");
+    const kind = connectionFailed
+      ? (error.written ? "ambiguous" : "notSent")
+      : "server";
+    const failure = { ...info, endpoint, safeToRetry, kind } as const;
+    return this.#distributor.onError?.(error, failure) ??
+      defaultDecision(failure);
   }
 
   /** The typed proxy over {@link call}. */

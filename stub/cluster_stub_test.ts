@@ -462,7 +462,9 @@ Deno.test("a distributor's onError decides: throw stops the retries", async () =
         failures.push(failure);
         return "throw";
       },
-      onReturn: (result, call) => returns.push([result, call.endpoint.id]),
+      onReturn: (result, call) => {
+        returns.push([result, call.endpoint.id]);
+      },
     };
     const client = env.client();
     const hello = client.stub<Who>("hello", { distributor: first });
@@ -471,14 +473,20 @@ Deno.test("a distributor's onError decides: throw stops the retries", async () =
       assert.equal(error.written, false);
       return true;
     });
-    assert.deepEqual(failures, [{
+    assert.equal(failures.length, 1);
+    const { endpoint, remainingMs, ...failure } = failures[0];
+    assert.deepEqual(failure, {
       name: "hello",
       method: "add",
       params: [1, 1],
       attempt: 0,
-      endpoint: dead.endpoint,
+      idempotent: false,
+      tried: [],
+      kind: "notSent",
       safeToRetry: true,
-    }]);
+    });
+    assert.equal(endpoint.id, dead.endpoint.id);
+    assert.ok(remainingMs > 0);
     assert.deepEqual(alive.calls, []);
     // The failed server was still evicted: the next call reaches alive.
     assert.equal(await hello.add(1, 1), 2);
@@ -571,7 +579,7 @@ Deno.test("a distributor that returns no endpoint gets a clear TypeError", async
     await env.start("hello", "s1");
     const client = env.client();
     const broken = client.stub<Who>("hello", {
-      distributor: { choose: () => undefined as unknown as Endpoint },
+      distributor: { choose: () => undefined },
     });
     await assert.rejects(broken.who(), {
       name: "TypeError",

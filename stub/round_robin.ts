@@ -23,14 +23,17 @@ export interface RoundRobinOptions {
  * @example
  * ```ts
  * import { roundRobin } from "./round_robin.ts";
- * import { makeEndpoint } from "../registry/protocol.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = roundRobin({ start: 0 });
  * const endpoints = [
- *   makeEndpoint({ id: "a", url: "tcp://127.0.0.1:9001" }),
- *   makeEndpoint({ id: "b", url: "tcp://127.0.0.1:9002" }),
+ *   makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001" }),
+ *   makeCandidate({ id: "b", url: "tcp://127.0.0.1:9002" }),
  * ];
- * const call = { name: "hello", method: "greet", params: [], attempt: 0 };
- * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call).id);
+ * const call = {
+ *   name: "hello", method: "greet", params: [], attempt: 0,
+ *   idempotent: false, tried: [], remainingMs: 30_000,
+ * };
+ * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call)?.id);
  * console.log(picks); // ["a", "b", "a"]
  * ```
  */

@@ -1,26 +1,32 @@
 import assert from "node:assert/strict";
-import type { Endpoint } from "../registry/protocol.ts";
-import type { CallInfo } from "./distributor.ts";
+import { type CallInfo, type Candidate, makeCandidate } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
-import { endpoint } from "./_test_util.ts";
 
 const call: CallInfo = {
   name: "hello",
   method: "greet",
   params: [],
   attempt: 0,
+  idempotent: false,
+  tried: [],
+  remainingMs: 30_000,
 };
 
-function endpoints(...ids: string[]): Endpoint[] {
-  return ids.map((id, i) => endpoint(id, 9001 + i));
+function endpoints(...ids: string[]): Candidate[] {
+  return ids.map((id, i) =>
+    makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })
+  );
 }
 
 function picks(
   distributor: ReturnType<typeof roundRobin>,
-  list: readonly Endpoint[],
+  list: readonly Candidate[],
   count: number,
 ): string[] {
-  return Array.from({ length: count }, () => distributor.choose(list, call).id);
+  return Array.from(
+    { length: count },
+    () => distributor.choose(list, call)!.id,
+  );
 }
 
 Deno.test("roundRobin cycles through the endpoints in order", () => {
@@ -102,9 +108,9 @@ Deno.test("roundRobin distributors keep separate positions", () => {
   const list = endpoints("a", "b");
   const one = roundRobin({ start: 0 });
   const two = roundRobin({ start: 0 });
-  assert.equal(one.choose(list, call).id, "a");
-  assert.equal(one.choose(list, call).id, "b");
-  assert.equal(two.choose(list, call).id, "a");
+  assert.equal(one.choose(list, call)!.id, "a");
+  assert.equal(one.choose(list, call)!.id, "b");
+  assert.equal(two.choose(list, call)!.id, "a");
 });
 
 Deno.test("roundRobin has no onError or onReturn: the stub's defaults apply", () => {
