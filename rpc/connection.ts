@@ -293,6 +293,16 @@ export class RpcConnection {
   }
 
   /**
+   * Closes the connection gracefully: it takes no new calls (they fail with
+   * `written: false`, so a caller can send them elsewhere), and closes once
+   * the calls under way are answered, as when its server sends
+   * `rpc.goaway`. Safe to call more than once.
+   */
+  drain(): void {
+    this.#goAway();
+  }
+
+  /**
    * Closes the connection now. Calls still waiting reject with a
    * `ConnectionError` (`written: true`); frames not yet written are dropped,
    * so await `notify` first if it must go out. Safe to call more than once.

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Dialer } from "../rpc/transport.ts";
+import { type Dialer, parseTcpUrl } from "../rpc/transport.ts";
 import { DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/dial.ts";
 import {
@@ -18,14 +18,23 @@ import {
   UNAVAILABLE,
   type UnbindResult,
 } from "../registry/protocol.ts";
-import { ClusterMap, type ClusterMapOptions } from "./cluster_map.ts";
+import {
+  ClusterMap,
+  type ClusterMapOptions,
+  type EndpointStatus,
+} from "./cluster_map.ts";
 import {
   ClusterStub,
   type Stub,
   type StubCallOptions,
+  type StubContext,
   type StubOptions,
 } from "./cluster_stub.ts";
-import { ConnectionPool } from "./connection_pool.ts";
+import {
+  ConnectionPool,
+  type ConnectionPoolOptions,
+} from "./connection_pool.ts";
+import { HealthBook, type HealthOptions } from "./endpoint_health.ts";
 import {
   type BindOptions,
   type RegistryCallOptions,
@@ -44,6 +53,17 @@ import {
   type WatchOptions,
   type WatchUpdate,
 } from "./watch.ts";
+
+const DEFAULT_LOCAL_HOSTS = ["127.0.0.1", "::1", "localhost"];
+
+/** The host of a `tcp://host:port` URL (no brackets). */
+function hostOf(url: string): string {
+  try {
+    return parseTcpUrl(url).hostname;
+  } catch {
+    return "";
+  }
+}
 
 /**
  * How long a cluster map waits for a linearizable lookup before it takes a
@@ -64,6 +84,20 @@ export interface ConnectOptions
    * name up again only when it runs empty. @default true
    */
   watch?: boolean;
+  /**
+   * This client's failure zone (e.g. `"eu-west-1a"`): endpoints bound with
+   * the same zone are `local` to it (for `weightedRoundRobin({ preferLocal })`).
+   * Without it, endpoints on one of `localHosts` are local.
+   */
+  zone?: string;
+  /** Hosts that count as this client's own. @default ["127.0.0.1", "::1", "localhost"] */
+  localHosts?: readonly string[];
+  /** Connections per endpoint, idle close, reconnect back-off. */
+  pool?: Omit<ConnectionPoolOptions, "dialer" | "connectTimeoutMs">;
+  /** When this client ejects a server as an outlier, and for how long. */
+  health?: HealthOptions;
+  /** How long a probe (`rpc.ping`) of an ejected server may take, ms. @default 1_000 */
+  probeTimeoutMs?: number;
 }
 
 /**
@@ -85,6 +119,7 @@ export class RafterClient {
   /** The client's watch connection, shared by all its watches and cluster maps. */
   readonly watches: WatchClient;
   readonly #pool: ConnectionPool;
+  readonly #health: HealthBook;
   readonly #options: ConnectOptions;
   readonly #maps = new Map<string, ClusterMap>();
   readonly #stubs = new Map<string, ClusterStub>();
@@ -95,9 +130,11 @@ export class RafterClient {
     const connectTimeoutMs = options.connectTimeoutMs ??
       DEFAULT_CONNECT_TIMEOUT_MS;
     this.#pool = new ConnectionPool({
+      ...options.pool,
       dialer: options.dialer,
       connectTimeoutMs,
     });
+    this.#health = new HealthBook(options.health);
     this.registry = new RegistryClient(registryUrls, this.#pool, options);
     this.watches = new WatchClient(this.registry, {
       dialer: options.dialer,
@@ -170,9 +207,16 @@ export class RafterClient {
    * `name?key=value` only uses the servers with those attributes.
    */
   stub<T>(name: string, options: StubOptions = {}): Stub<T> {
-    return new ClusterStub(name, this.#map(name), this.#pool, options).proxy<
-      T
-    >();
+    return new ClusterStub(name, this.#stubContext(name), options).proxy<T>();
+  }
+
+  /**
+   * The state of every endpoint of `name` in this client's cluster map
+   * (serving, suspect, ejected, draining, removed) with why; empty before
+   * the first call to the name.
+   */
+  endpointStates(name: string): EndpointStatus[] {
+    return this.#maps.get(name)?.states() ?? [];
   }
 
   /**
@@ -190,7 +234,7 @@ export class RafterClient {
     const key = `${options.idempotent === true ? "i" : "-"}${name}`;
     let stub = this.#stubs.get(key);
     if (stub === undefined) {
-      stub = new ClusterStub(name, this.#map(name), this.#pool, {
+      stub = new ClusterStub(name, this.#stubContext(name), {
         idempotent: options.idempotent ?? false,
       });
       this.#stubs.set(key, stub);
@@ -234,10 +278,16 @@ export class RafterClient {
     }
   }
 
+  #stubContext(name: string): StubContext {
+    return { map: this.#map(name), pool: this.#pool, health: this.#health };
+  }
+
   #map(name: string): ClusterMap {
     let map = this.#maps.get(name);
     if (map === undefined) {
       const watch = this.#options.watch ?? true;
+      const localHosts = this.#options.localHosts ?? DEFAULT_LOCAL_HOSTS;
+      const zone = this.#options.zone;
       map = new ClusterMap(name, {
         lookup: () => this.#lookupForMap(name),
         watch: watch
@@ -248,10 +298,30 @@ export class RafterClient {
               onUpdate,
             )
           : undefined,
+      }, {
+        health: this.#health,
+        isLocal: (endpoint) =>
+          zone !== undefined
+            ? endpoint.zone === zone
+            : localHosts.includes(hostOf(endpoint.url)),
+        probe: (url) => this.#probe(url),
+        onLeave: (url) => this.#pool.drain(url),
       }, this.#options);
       this.#maps.set(name, map);
     }
     return map;
+  }
+
+  /** An ejected server answers `rpc.ping` in time: it may take calls again. */
+  async #probe(url: string): Promise<boolean> {
+    const timeoutMs = this.#options.probeTimeoutMs ?? 1_000;
+    try {
+      const connection = await this.#pool.get(url);
+      await connection.call("rpc.ping", undefined, { timeoutMs });
+      return true;
+    } catch {
+      return false;
+    }
   }
 }
 

@@ -1,19 +1,29 @@
 /**
  * A client's local view of which servers serve a name: filled by a lookup,
- * then kept current by a registry watch (new servers join, dead ones leave,
+ * kept current by a registry watch (new servers join, dead ones leave,
  * draining and unhealthy ones stop being picked, within one watch round
- * trip and without polling), and pruned when a call to a server fails.
+ * trip and without polling), combined with what the client itself sees of
+ * each server (its {@link HealthBook}: suspect, ejected as an outlier,
+ * re-admitted after a probe).
+ *
+ * Each endpoint is in one state, with a reason: `serving`, `suspect` (a
+ * recent failure), `ejected` (by this client as an outlier, or unhealthy
+ * in the registry), `draining` (its server is shutting down), `removed`
+ * (its lease is gone or it was unbound).
  *
  * @module
  */
 
 import {
   type Attributes,
+  type DeleteReason,
   type Endpoint,
   type LookupResult,
   matchesQuery,
   parseName,
 } from "../registry/protocol.ts";
+import type { Candidate } from "./distributor.ts";
+import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "./watch.ts";
 
 /** Where a {@link ClusterMap} learns its endpoints. */
@@ -33,13 +43,53 @@ export interface ClusterMapSource {
 /** Settings of a {@link ClusterMap}. */
 export interface ClusterMapOptions {
   /**
-   * How long a server whose call failed stays out of the map even if the
-   * registry still lists it, ms. @default 5_000
+   * When fewer than this share of the registry's serving endpoints are in
+   * play (the others ejected by this client), all of them are used again
+   * (Envoy's panic threshold): this client's judgement may be what is
+   * wrong, and a call tried beats a call refused. 0 turns it off.
+   * @default 0.5
    */
-  quarantineMs?: number;
+  panicThreshold?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
 }
+
+/** What {@link ClusterMap} needs from its client. */
+export interface ClusterMapContext {
+  /** The client's records of every server. */
+  health: HealthBook;
+  /** Whether an endpoint is local to the client (same zone or host). */
+  isLocal?(endpoint: Endpoint): boolean;
+  /**
+   * Probes an ejected endpoint (e.g. with `rpc.ping`); resolves whether it
+   * answered. Without it, an ejection just ends with its time.
+   */
+  probe?(url: string): Promise<boolean>;
+  /** The endpoint at `url` left the map or is draining: finish and close its connections. */
+  onLeave?(url: string): void;
+}
+
+/** An endpoint's state as the map sees it, with why. */
+export type EndpointPhase =
+  | "serving"
+  | "suspect"
+  | "ejected"
+  | "draining"
+  | "removed";
+
+/** One endpoint's state, for diagnostics. */
+export interface EndpointStatus {
+  /** Instance id. */
+  id: string;
+  /** URL. */
+  url: string;
+  /** The combined state. */
+  state: EndpointPhase;
+  /** Why it is not serving, or null. */
+  reason: string | null;
+}
+
+const REMOVED_KEPT_MS = 30_000;
 
 /**
  * The cluster map of one name. Lookups are shared: concurrent callers of
@@ -48,17 +98,19 @@ export interface ClusterMapOptions {
  * @example
  * ```ts
  * import { ClusterMap } from "./cluster_map.ts";
+ * import { HealthBook } from "./endpoint_health.ts";
  * import { makeEndpoint } from "../registry/protocol.ts";
  * const endpoint = (id: string, port: number) =>
  *   makeEndpoint({ id, url: `tcp://127.0.0.1:${port}` });
+ * const health = new HealthBook();
  * const map = new ClusterMap("hello", {
  *   lookup: async () => ({
  *     name: "hello", query: {}, revision: 2,
  *     endpoints: [endpoint("a", 9001), endpoint("b", 9002)],
  *   }),
- * });
- * const endpoints = await map.endpoints();
- * map.evict(endpoints[0]);
+ * }, { health });
+ * await map.endpoints();
+ * health.of("tcp://127.0.0.1:9001").failed("refused");
  * console.log((await map.endpoints()).map((e) => e.id)); // ["b"]
  * ```
  */
@@ -68,14 +120,16 @@ export class ClusterMap {
   /** The attributes its endpoints must match (from the name's query). */
   readonly query: Attributes;
   readonly #source: ClusterMapSource;
-  readonly #quarantineMs: number;
+  readonly #context: ClusterMapContext;
+  readonly #panicThreshold: number;
   readonly #now: () => number;
   /** Every endpoint the registry lists, by id, in binding order. */
   #all = new Map<string, Endpoint>();
-  #usable: Endpoint[] | null = null;
-  #usableUntil = Infinity;
-  /** Endpoint key (id and URL) → time (ms) until which it stays out. */
-  readonly #quarantine = new Map<string, number>();
+  /** Endpoints the registry removed lately, for {@link states}. */
+  readonly #removed = new Map<
+    string,
+    { endpoint: Endpoint; at: number; reason: DeleteReason | "not listed" }
+  >();
   #revision = 0;
   #updatedAt: number | null = null;
   #pending: Promise<void> | null = null;
@@ -87,20 +141,23 @@ export class ClusterMap {
    * starts the watch.
    *
    * @param name the service name (a query string filters: `db?version=1`).
-   * @throws {TypeError} when the name or its query is malformed.
    * @param source lookups and the watch; a failing lookup's error reaches
-   * the caller of {@link endpoints} when the map is empty.
+   * the caller of {@link endpoints} when nothing is in play.
+   * @param context the client's health records and hooks.
+   * @throws {TypeError} when the name or its query is malformed.
    */
   constructor(
     name: string,
     source: ClusterMapSource,
+    context: ClusterMapContext = { health: new HealthBook() },
     options: ClusterMapOptions = {},
   ) {
     const { base, query } = parseName(name);
     this.name = base;
     this.query = query;
     this.#source = source;
-    this.#quarantineMs = options.quarantineMs ?? 5_000;
+    this.#context = context;
+    this.#panicThreshold = options.panicThreshold ?? 0.5;
     this.#now = options.now ?? Date.now;
   }
 
@@ -120,56 +177,100 @@ export class ClusterMap {
   }
 
   /**
-   * The endpoints to choose from now (no lookup): those serving and not
-   * quarantined; when every serving one is quarantined, all serving ones (a
-   * retry beats giving up); when none serves, the draining ones (they still
-   * answer).
+   * The endpoints in play now (no lookup), with this client's stats:
+   * those serving in the registry and not ejected by this client; all the
+   * registry's serving ones when fewer than `panicThreshold` of them are
+   * left; the draining ones when none serves (they still answer). An
+   * ejected endpoint whose time is up is probed (once at a time).
    */
-  get current(): readonly Endpoint[] {
-    const now = this.#now();
-    if (this.#usable !== null && now < this.#usableUntil) return this.#usable;
-    for (const [key, until] of this.#quarantine) {
-      if (until <= now) this.#quarantine.delete(key);
-    }
-    const all = [...this.#all.values()];
-    const serving = all.filter((e) => e.state === "serving");
-    const healthy = serving.filter((e) => !this.#quarantine.has(keyOf(e)));
-    this.#usable = healthy.length > 0
-      ? healthy
-      : serving.length > 0
-      ? serving
-      : all.filter((e) => e.state === "draining");
-    // Recompute once the first quarantine runs out.
-    this.#usableUntil = Math.min(Infinity, ...this.#quarantine.values());
-    return this.#usable;
+  candidates(): Candidate[] {
+    const { health } = this.#context;
+    const serving = [...this.#all.values()].filter((e) =>
+      e.state === "serving"
+    );
+    for (const endpoint of serving) this.#maybeProbe(endpoint.url);
+    const inPlay = serving.filter((e) => health.of(e.url).state !== "ejected");
+    const chosen = serving.length === 0
+      ? [...this.#all.values()].filter((e) => e.state === "draining")
+      : inPlay.length > 0 &&
+          inPlay.length >= this.#panicThreshold * serving.length
+      ? inPlay
+      : serving;
+    return chosen.map((endpoint) => this.#candidate(endpoint));
   }
 
   /**
-   * The endpoints to choose from. The first call, and any call while no
-   * serving endpoint is left that did not fail lately, looks the name up
-   * first.
-   *
-   * @throws whatever the lookup throws, when the map is empty.
+   * Whether {@link endpoints} would look the name up before answering:
+   * never looked up yet, or no serving endpoint this client trusts.
    */
-  async endpoints(): Promise<readonly Endpoint[]> {
-    if (this.#updatedAt === null || this.#healthy() === 0) {
-      // Empty, or every serving endpoint failed lately: the registry may
-      // know of another by now (a watch event may still be on its way).
-      await this.refresh();
-    }
-    return this.current;
+  needsLookup(): boolean {
+    return this.#updatedAt === null || this.#healthy() === 0;
   }
 
-  /** How many serving endpoints are not quarantined. */
-  #healthy(): number {
+  /** Every endpoint's state with why, the recently removed included. */
+  states(): EndpointStatus[] {
     const now = this.#now();
-    let count = 0;
+    const result: EndpointStatus[] = [];
     for (const endpoint of this.#all.values()) {
-      if (endpoint.state !== "serving") continue;
-      const until = this.#quarantine.get(keyOf(endpoint));
-      if (until === undefined || until <= now) count++;
+      const health = this.#context.health.of(endpoint.url);
+      if (endpoint.state === "draining") {
+        result.push({
+          ...ids(endpoint),
+          state: "draining",
+          reason: "its server is shutting down",
+        });
+      } else if (endpoint.state === "unhealthy") {
+        result.push({
+          ...ids(endpoint),
+          state: "ejected",
+          reason: "its registry health check fails",
+        });
+      } else {
+        result.push({
+          ...ids(endpoint),
+          state: health.state,
+          reason: health.reason,
+        });
+      }
     }
-    return count;
+    for (const [id, removed] of this.#removed) {
+      if (now - removed.at > REMOVED_KEPT_MS) {
+        this.#removed.delete(id);
+      } else if (!this.#all.has(id)) {
+        result.push({
+          ...ids(removed.endpoint),
+          state: "removed",
+          reason: removed.reason === "leaseExpired"
+            ? "its lease expired"
+            : removed.reason === "leaseRevoked"
+            ? "its lease was revoked"
+            : removed.reason === "unbound"
+            ? "it was unbound"
+            : "the registry no longer lists it",
+        });
+      }
+    }
+    return result;
+  }
+
+  /**
+   * The endpoints to choose from ({@link candidates}). The first call, and
+   * any call while none is in play (or every one in play failed lately),
+   * looks the name up first.
+   *
+   * @throws whatever the lookup throws, when none is in play after it.
+   */
+  async endpoints(): Promise<Candidate[]> {
+    if (this.needsLookup()) {
+      // Empty, or every serving endpoint failed lately: the registry may
+      // know of another by now (a watch event may still be on its way).
+      try {
+        await this.refresh();
+      } catch (error) {
+        if (this.candidates().length === 0) throw error;
+      }
+    }
+    return this.candidates();
   }
 
   /**
@@ -181,9 +282,12 @@ export class ClusterMap {
     if (this.#pending !== null) return this.#pending;
     const pending = this.#source.lookup().then((result) => {
       if (result.revision >= this.#revision || this.#watch === null) {
-        this.#all = new Map(result.endpoints.map((e) => [e.id, e]));
+        this.#replace(
+          result.endpoints.filter((e) => matchesQuery(e.attrs, this.query)),
+          "not listed",
+        );
         this.#revision = result.revision;
-        this.#changed();
+        this.#updatedAt = this.#now();
       }
       this.#startWatch();
     }).finally(() => {
@@ -193,17 +297,50 @@ export class ClusterMap {
     return pending;
   }
 
-  /** Removes a failed server from the choice and quarantines it. */
-  evict(endpoint: Endpoint): void {
-    this.#quarantine.set(keyOf(endpoint), this.#now() + this.#quarantineMs);
-    this.#usable = null;
-  }
-
   /** Stops the watch. The map keeps what it knows and can still look up. */
   close(): void {
     this.#closed = true;
     this.#watch?.close();
     this.#watch = null;
+  }
+
+  #candidate(endpoint: Endpoint): Candidate {
+    return {
+      ...endpoint,
+      stats: this.#context.health.of(endpoint.url).snapshot(),
+      local: this.#context.isLocal?.(endpoint) ?? false,
+    };
+  }
+
+  /** How many serving endpoints this client has not ejected. */
+  #healthy(): number {
+    let count = 0;
+    for (const endpoint of this.#all.values()) {
+      if (
+        endpoint.state === "serving" &&
+        this.#context.health.of(endpoint.url).state !== "ejected"
+      ) {
+        count++;
+      }
+    }
+    return count;
+  }
+
+  #maybeProbe(url: string): void {
+    const health = this.#context.health.of(url);
+    if (!health.probeDue()) return;
+    const probe = this.#context.probe;
+    if (probe === undefined) {
+      // No way to probe: the ejection simply ends.
+      health.probeStarted();
+      health.probeEnded(true);
+      return;
+    }
+    health.probeStarted();
+    probe(url).then(
+      (passed) => health.probeEnded(passed),
+      () => health.probeEnded(false),
+    );
   }
 
   #startWatch(): void {
@@ -221,44 +358,80 @@ export class ClusterMap {
   #apply(update: WatchUpdate): void {
     if (update.kind === "reset") {
       const listed = update.names.find((n) => n.name === this.name);
-      this.#all = new Map(
-        (listed?.endpoints ?? []).filter((e) =>
-          matchesQuery(e.attrs, this.query)
-        )
-          .map((e) => [e.id, e]),
+      const endpoints = (listed?.endpoints ?? []).filter((e) =>
+        matchesQuery(e.attrs, this.query)
       );
-    } else {
-      let touched = false;
-      for (const event of update.events) {
-        if (event.name !== this.name) continue;
-        touched = true;
-        if (
-          event.type === "put" && matchesQuery(event.endpoint.attrs, this.query)
-        ) {
-          this.#all.set(event.endpoint.id, event.endpoint);
-        } else {
-          this.#all.delete(event.endpoint.id);
-        }
+      this.#revision = Math.max(this.#revision, update.revision);
+      if (!this.#confirmEmpty(endpoints)) {
+        this.#replace(endpoints, "not listed");
       }
-      if (!touched) {
-        this.#revision = Math.max(this.#revision, update.revision);
-        return;
+      this.#updatedAt = this.#now();
+      return;
+    }
+    const next = new Map(this.#all);
+    const reasons = new Map<string, DeleteReason>();
+    let touched = false;
+    for (const event of update.events) {
+      if (event.name !== this.name) continue;
+      touched = true;
+      if (
+        event.type === "put" && matchesQuery(event.endpoint.attrs, this.query)
+      ) {
+        next.set(event.endpoint.id, event.endpoint);
+      } else {
+        next.delete(event.endpoint.id);
+        reasons.set(event.endpoint.id, event.reason ?? "unbound");
       }
     }
     this.#revision = Math.max(this.#revision, update.revision);
-    this.#changed();
+    if (!touched) return;
+    if (this.#confirmEmpty([...next.values()])) return;
+    this.#commit(next, (id) => reasons.get(id) ?? "unbound");
+    this.#updatedAt = this.#now();
   }
 
-  #changed(): void {
-    this.#usable = null;
-    this.#updatedAt = this.#now();
+  /**
+   * A watch would empty a map that has endpoints: keep them until a
+   * lookup confirms it (a registry that lost its data, or a bad push, must
+   * not cut off every working server).
+   * @returns true when the change is held back for the lookup.
+   */
+  #confirmEmpty(endpoints: readonly Endpoint[]): boolean {
+    if (endpoints.length > 0 || this.#all.size === 0) return false;
+    this.refresh().catch(() => {
+      // The map keeps what it has; the next call looks up again.
+    });
+    return true;
+  }
+
+  #replace(
+    endpoints: readonly Endpoint[],
+    reason: DeleteReason | "not listed",
+  ): void {
+    this.#commit(new Map(endpoints.map((e) => [e.id, e])), () => reason);
+  }
+
+  #commit(
+    next: Map<string, Endpoint>,
+    reasonOf: (id: string) => DeleteReason | "not listed",
+  ): void {
+    const now = this.#now();
+    for (const [id, endpoint] of this.#all) {
+      const after = next.get(id);
+      if (after === undefined) {
+        this.#removed.set(id, { endpoint, at: now, reason: reasonOf(id) });
+      }
+      if (
+        after === undefined || after.url !== endpoint.url ||
+        (after.state === "draining" && endpoint.state !== "draining")
+      ) {
+        this.#context.onLeave?.(endpoint.url);
+      }
+    }
+    this.#all = next;
   }
 }
 
-/**
- * Quarantine goes by id and URL: a server that binds the same id again at
- * a new address is a new server.
- */
-function keyOf(endpoint: Endpoint): string {
-  return `${endpoint.id} ${endpoint.url}`;
+function ids(endpoint: Endpoint): { id: string; url: string } {
+  return { id: endpoint.id, url: endpoint.url };
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Endpoint, LookupResult } from "../registry/protocol.ts";
 import { ClusterMap, type ClusterMapSource } from "./cluster_map.ts";
+import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "./watch.ts";
 import { endpoint } from "./_test_util.ts";
 
@@ -72,8 +73,10 @@ function remove(e: Endpoint, revision: number): WatchUpdate {
 Deno.test("the first call looks the name up, then a watch from the next revision keeps the map", async () => {
   const reg = registry([a, b]);
   let time = 100;
-  const map = new ClusterMap("hello", reg.source, { now: () => time });
-  assert.deepEqual(map.current, []);
+  const map = new ClusterMap("hello", reg.source, {
+    health: new HealthBook({ now: () => time }),
+  }, { now: () => time });
+  assert.deepEqual(map.candidates(), []);
   assert.equal(map.updatedAt, null);
   assert.deepEqual(ids(await map.endpoints()), ["a", "b"]);
   assert.equal(reg.calls, 1);
@@ -86,7 +89,7 @@ Deno.test("the first call looks the name up, then a watch from the next revision
   reg.watches[0].push(put(c, 6));
   assert.deepEqual(ids(await map.endpoints()), ["a", "b", "c"]);
   reg.watches[0].push(remove(a, 7));
-  assert.deepEqual(ids(map.current), ["b", "c"]);
+  assert.deepEqual(ids(map.candidates()), ["b", "c"]);
   assert.equal(map.revision, 7);
   assert.equal(map.updatedAt, 200);
   assert.equal(reg.calls, 1);
@@ -99,7 +102,7 @@ Deno.test("events of other names under the prefix only advance the revision", as
   const map = new ClusterMap("hello", reg.source);
   await map.endpoints();
   reg.watches[0].push(put(b, 6, "hello2"));
-  assert.deepEqual(ids(map.current), ["a"]);
+  assert.deepEqual(ids(map.candidates()), ["a"]);
   assert.equal(map.revision, 6);
 });
 
@@ -109,11 +112,11 @@ Deno.test("draining and unhealthy endpoints are not picked while serving ones re
   await map.endpoints();
   reg.watches[0].push(put({ ...a, state: "draining" }, 6));
   reg.watches[0].push(put({ ...b, state: "unhealthy" }, 7));
-  assert.deepEqual(ids(map.current), ["c"]);
+  assert.deepEqual(ids(map.candidates()), ["c"]);
   assert.deepEqual(ids(map.all), ["a", "b", "c"]);
   // With no serving endpoint left, the draining ones still answer.
   reg.watches[0].push(remove(c, 8));
-  assert.deepEqual(ids(map.current), ["a"]);
+  assert.deepEqual(ids(map.candidates()), ["a"]);
 });
 
 Deno.test("a reset replaces the map with the listed endpoints of the name", async () => {
@@ -129,7 +132,7 @@ Deno.test("a reset replaces the map with the listed endpoints of the name", asyn
       endpoints: [a],
     }],
   });
-  assert.deepEqual(ids(map.current), ["c"]);
+  assert.deepEqual(ids(map.candidates()), ["c"]);
   assert.equal(map.revision, 40);
 });
 
@@ -142,10 +145,14 @@ Deno.test("a query name keeps only endpoints whose attributes match", async () =
   assert.deepEqual(map.query, { version: "1" });
   await map.endpoints();
   reg.watches[0].push(put(v2, 6));
-  assert.deepEqual(ids(map.current), ["v1"]);
-  // An endpoint whose attributes change so it no longer matches leaves.
+  assert.deepEqual(ids(map.candidates()), ["v1"]);
+  // An endpoint whose attributes change so it no longer matches leaves
+  // (once a lookup confirms that nothing is left).
+  reg.list = [{ ...v1, attrs: { version: "3" } }];
+  reg.revision = 8;
   reg.watches[0].push(put({ ...v1, attrs: { version: "3" } }, 7));
-  assert.deepEqual(ids(map.current), []);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(ids(map.candidates()), []);
 });
 
 Deno.test("concurrent callers share one lookup", async () => {
@@ -164,48 +171,6 @@ Deno.test("concurrent callers share one lookup", async () => {
   assert.equal(reg.calls, 1);
   for (const result of results) assert.deepEqual(ids(result), ["a", "b", "c"]);
   assert.equal(reg.watches.length, 1);
-});
-
-Deno.test("an evicted endpoint stays out until its quarantine passes, even if the registry lists it", async () => {
-  const reg = registry([a, b, c]);
-  let time = 1_000;
-  const map = new ClusterMap("hello", reg.source, {
-    now: () => time,
-    quarantineMs: 500,
-  });
-  await map.endpoints();
-  map.evict(b);
-  assert.deepEqual(ids(map.current), ["a", "c"]);
-  time = 1_200;
-  await map.refresh();
-  reg.watches[0].push(put({ ...b, modRevision: 9 }, 9));
-  assert.deepEqual(ids(map.current), ["a", "c"]);
-  time = 1_499;
-  assert.deepEqual(ids(map.current), ["a", "c"]);
-  time = 1_500; // evicted at 1_000 + 500
-  assert.deepEqual(ids(map.current), ["a", "b", "c"]);
-});
-
-Deno.test("when every serving endpoint is quarantined they all come back", async () => {
-  const reg = registry([a, b]);
-  const map = new ClusterMap("hello", reg.source);
-  await map.endpoints();
-  map.evict(a);
-  map.evict(b);
-  assert.deepEqual(ids(map.current), ["a", "b"]);
-});
-
-Deno.test("quarantine goes by id and URL: the same id bound again at a new URL is let in", async () => {
-  const reg = registry([a]);
-  const map = new ClusterMap("hello", reg.source);
-  await map.endpoints();
-  map.evict(a);
-  reg.watches[0].push(put(endpoint("a", 9999), 6));
-  reg.watches[0].push(put(b, 7));
-  assert.deepEqual(map.current.map((e) => e.url), [
-    "tcp://127.0.0.1:9999",
-    "tcp://127.0.0.1:9002",
-  ]);
 });
 
 Deno.test("the lookup error reaches the caller when the map is empty; the next call looks up again", async () => {
@@ -239,7 +204,7 @@ Deno.test("a lookup older than what the watch brought does not roll the map back
   reg.revision = 7;
   reg.list = [];
   await map.refresh();
-  assert.deepEqual(ids(map.current), ["a", "b"]);
+  assert.deepEqual(ids(map.candidates()), ["a", "b"]);
   assert.equal(map.revision, 8);
 });
 
@@ -250,15 +215,169 @@ Deno.test("without a watch the map only looks up", async () => {
   assert.equal(reg.watches.length, 0);
 });
 
-Deno.test("when every serving endpoint failed lately, endpoints() looks the name up again before falling back to them", async () => {
-  const reg = registry([a, b]);
-  const map = new ClusterMap("hello", reg.source);
+Deno.test("an endpoint this client ejected is out of play until its ejection ends and a probe passes", async () => {
+  const reg = registry([a, b, c]);
+  let time = 1_000;
+  const health = new HealthBook({ now: () => time, baseEjectionMs: 500 });
+  const probes: string[] = [];
+  let answer = false;
+  const map = new ClusterMap("hello", reg.source, {
+    health,
+    probe: (url) => {
+      probes.push(url);
+      return Promise.resolve(answer);
+    },
+  }, { now: () => time });
   await map.endpoints();
-  map.evict(a);
-  map.evict(b);
+  health.of(b.url).failed("refused");
+  assert.deepEqual(ids(map.candidates()), ["a", "c"]);
+  // The registry still lists it: it stays out.
+  reg.watches[0].push(put({ ...b, modRevision: 9 }, 9));
+  assert.deepEqual(ids(map.candidates()), ["a", "c"]);
+  assert.deepEqual(probes, []);
+  time = 1_500; // its 500 ms are over: one probe, which fails
+  assert.deepEqual(ids(map.candidates()), ["a", "c"]);
+  await Promise.resolve();
+  assert.deepEqual(probes, [b.url]);
+  assert.equal(health.of(b.url).ejectedUntil, 2_500); // twice as long now
+  time = 2_500;
+  answer = true;
+  map.candidates();
+  await Promise.resolve();
+  assert.deepEqual(ids(map.candidates()), ["a", "b", "c"]);
+  assert.deepEqual(map.states().map((s) => s.state), [
+    "serving",
+    "serving",
+    "serving",
+  ]);
+});
+
+Deno.test("below the panic threshold every serving endpoint is in play again", async () => {
+  const reg = registry([a, b, c]);
+  const health = new HealthBook();
+  const map = new ClusterMap("hello", reg.source, { health }, {
+    panicThreshold: 0.5,
+  });
+  await map.endpoints();
+  health.of(a.url).failed("refused");
+  assert.deepEqual(ids(map.candidates()), ["b", "c"]);
+  health.of(b.url).failed("refused");
+  // 1 of 3 left, under 50 %: all three are tried again.
+  assert.deepEqual(ids(map.candidates()), ["a", "b", "c"]);
+  const off = new ClusterMap("hello", reg.source, { health }, {
+    panicThreshold: 0,
+  });
+  await off.endpoints();
+  assert.deepEqual(ids(off.candidates()), ["c"]);
+});
+
+Deno.test("ejection goes by URL: the same id bound again at a new URL is in play", async () => {
+  const reg = registry([a]);
+  const health = new HealthBook();
+  const map = new ClusterMap("hello", reg.source, { health });
+  await map.endpoints();
+  health.of(a.url).failed("refused");
+  reg.watches[0].push(put(endpoint("a", 9999), 6));
+  reg.watches[0].push(put(b, 7));
+  assert.deepEqual(map.candidates().map((e) => e.url), [
+    "tcp://127.0.0.1:9999",
+    "tcp://127.0.0.1:9002",
+  ]);
+});
+
+Deno.test("when every serving endpoint was ejected, endpoints() looks the name up again before falling back to them", async () => {
+  const reg = registry([a, b]);
+  const health = new HealthBook();
+  const map = new ClusterMap("hello", reg.source, { health }, {
+    panicThreshold: 0,
+  });
+  await map.endpoints();
+  health.of(a.url).failed("refused");
+  health.of(b.url).failed("refused");
+  assert.equal(map.needsLookup(), true);
   // The registry knows of c (its watch event has not arrived).
   reg.list = [a, b, c];
   reg.revision = 6;
   assert.deepEqual(ids(await map.endpoints()), ["c"]);
   assert.equal(reg.calls, 2);
+});
+
+Deno.test("a watch that would empty the map is held back until a lookup confirms it", async () => {
+  const reg = registry([a, b]);
+  const map = new ClusterMap("hello", reg.source);
+  await map.endpoints();
+  // A registry that lost its data pushes a reset with nothing in it; the
+  // lookup still lists the servers.
+  reg.watches[0].push({ kind: "reset", revision: 40, names: [] });
+  assert.deepEqual(ids(map.candidates()), ["a", "b"]);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(ids(map.candidates()), ["a", "b"]);
+  assert.equal(reg.calls, 2);
+  // Deletes that empty it are confirmed by a lookup too: this time the
+  // registry agrees.
+  reg.list = [];
+  reg.revision = 50;
+  reg.watches[0].push(remove(a, 41));
+  reg.watches[0].push(remove(b, 42));
+  assert.deepEqual(ids(map.candidates()), ["b"]);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(ids(map.candidates()), []);
+  assert.deepEqual(map.states().map((s) => [s.id, s.state]), [
+    ["a", "removed"],
+    ["b", "removed"],
+  ]);
+});
+
+Deno.test("states() names each endpoint's state and why", async () => {
+  const reg = registry([
+    a,
+    { ...b, state: "draining" },
+    { ...c, state: "unhealthy" },
+    endpoint("d", 9004),
+  ]);
+  const health = new HealthBook();
+  const map = new ClusterMap("hello", reg.source, { health });
+  await map.endpoints();
+  health.of(endpoint("d", 9004).url).failed("timeout");
+  assert.deepEqual(map.states(), [
+    { id: "a", url: a.url, state: "serving", reason: null },
+    {
+      id: "b",
+      url: b.url,
+      state: "draining",
+      reason: "its server is shutting down",
+    },
+    {
+      id: "c",
+      url: c.url,
+      state: "ejected",
+      reason: "its registry health check fails",
+    },
+    {
+      id: "d",
+      url: "tcp://127.0.0.1:9004",
+      state: "suspect",
+      reason: "an attempt timed out",
+    },
+  ]);
+  reg.watches[0].push(remove(a, 6));
+  assert.deepEqual(map.states()[3], {
+    id: "a",
+    url: a.url,
+    state: "removed",
+    reason: "its lease expired",
+  });
+});
+
+Deno.test("an endpoint that leaves the map or starts draining is handed to onLeave", async () => {
+  const reg = registry([a, b]);
+  const left: string[] = [];
+  const map = new ClusterMap("hello", reg.source, {
+    health: new HealthBook(),
+    onLeave: (url) => left.push(url),
+  });
+  await map.endpoints();
+  reg.watches[0].push(put({ ...a, state: "draining" }, 6));
+  reg.watches[0].push(remove(b, 7));
+  assert.deepEqual(left, [a.url, b.url]);
 });

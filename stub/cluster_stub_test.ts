@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import {
   CANCELLED,
   CONNECTION_FAILED,
-  ConnectionError,
   DEADLINE_EXCEEDED,
   INTERNAL_ERROR,
   INVALID_PARAMS,
@@ -17,6 +16,7 @@ import {
   startRegistryNode,
 } from "../registry/registry_node.ts";
 import { type Endpoint, NO_ENDPOINTS } from "../registry/protocol.ts";
+import { AmbiguousError, NotSentError, ServerError } from "./call_errors.ts";
 import { connect, type RafterClient } from "./client.ts";
 import type { Distributor, FailureInfo } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
@@ -315,9 +315,11 @@ Deno.test("a call whose connection dies after the request was written is not ret
         distributor: roundRobin({ start: 0 }),
       });
       await assert.rejects(hello.add(1, 2), (error: unknown) => {
-        assert.ok(error instanceof ConnectionError);
+        assert.ok(error instanceof AmbiguousError, String(error));
         assert.equal(error.written, true);
+        assert.equal(error.endpoint, raw.url);
         assert.equal(error.code, CONNECTION_FAILED);
+        assert.match(error.message, /^"hello\.add" may have run on tcp:/);
         return true;
       });
       assert.equal(raw.lines.length, 1);
@@ -358,7 +360,7 @@ Deno.test("a call whose connection dies after the request was written is not ret
         distributor: roundRobin({ start: 0 }),
         idempotent: ["add"],
       });
-      await assert.rejects(hello4.who(), { name: "ConnectionError" });
+      await assert.rejects(hello4.who(), { name: "AmbiguousError" });
       assert.equal(raw.lines.length, 4);
       assert.deepEqual(good.calls, ["add", "add", "who"]);
     });
@@ -413,7 +415,12 @@ Deno.test("NO_ENDPOINTS when nothing is bound under the name", async () => {
         NO_ENDPOINTS,
         'No endpoints: nothing is bound under "ghost"; start a server that binds it, or check the name',
       )(error);
-      assert.deepEqual((error as RpcError).data, { name: "ghost" });
+      assert.ok(error instanceof NotSentError);
+      assert.deepEqual(error.data, {
+        name: "ghost",
+        written: false,
+        endpoint: null,
+      });
       return true;
     });
     assert.equal(NO_ENDPOINTS, -32002);
@@ -433,7 +440,9 @@ Deno.test("server error responses are passed through, not retried", async () => 
     });
     await assert.rejects(hello.invalid(), (error: unknown) => {
       rpcError(INVALID_PARAMS, "Invalid params: x must be positive")(error);
-      assert.deepEqual((error as RpcError).data, { param: "x" });
+      assert.ok(error instanceof ServerError);
+      assert.equal(error.endpoint, servers[0].server.url);
+      assert.deepEqual(error.data, { param: "x" });
       return true;
     });
     await assert.rejects(hello.crash(), rpcError(INTERNAL_ERROR));
@@ -458,7 +467,7 @@ Deno.test("a distributor's onError decides: throw stops the retries", async () =
     const first: Distributor = {
       choose: (endpoints) => endpoints[0],
       onError: (error, failure) => {
-        assert.ok(error instanceof ConnectionError);
+        assert.ok(error instanceof NotSentError);
         failures.push(failure);
         return "throw";
       },
@@ -469,8 +478,9 @@ Deno.test("a distributor's onError decides: throw stops the retries", async () =
     const client = env.client();
     const hello = client.stub<Who>("hello", { distributor: first });
     await assert.rejects(hello.add(1, 1), (error: unknown) => {
-      assert.ok(error instanceof ConnectionError);
+      assert.ok(error instanceof NotSentError);
       assert.equal(error.written, false);
+      assert.equal(error.endpoint, dead.server.url);
       return true;
     });
     assert.equal(failures.length, 1);
@@ -517,9 +527,12 @@ Deno.test("by default a refused connection is retried elsewhere, up to maxAttemp
       maxAttempts: 2,
     });
     await assert.rejects(hello.who(), (error: unknown) => {
-      assert.ok(error instanceof ConnectionError);
+      assert.ok(error instanceof NotSentError);
       assert.equal(error.written, false);
-      assert.match(error.message, /^cannot connect to tcp:\/\/127\.0\.0\.1:/);
+      assert.match(
+        error.message,
+        /^"hello\.who" was not sent: cannot connect to tcp:\/\/127\.0\.0\.1:/,
+      );
       return true;
     });
     assert.deepEqual(attempts, [0, 1]);
@@ -599,47 +612,69 @@ Deno.test("client.call with an AbortSignal rejects with CANCELLED and is not ret
     setTimeout(() => controller.abort(), 50);
     await assert.rejects(
       client.call("hello", "slow", [], { signal: controller.signal }),
-      rpcError(CANCELLED, 'Cancelled: the call to "slow" was aborted'),
+      (error: unknown) => {
+        // It was sent: it may have run there.
+        assert.ok(error instanceof AmbiguousError, String(error));
+        assert.equal(error.code, CANCELLED);
+        assert.match(
+          error.message,
+          /^Cancelled: the call to "hello\.slow" was aborted; it may have run on tcp:\/\/127\.0\.0\.1:\d+$/,
+        );
+        return true;
+      },
     );
     assert.ok(Date.now() - started < 1_000);
     assert.equal(s1.calls.length + s2.calls.length, 1);
     // Already aborted: rejects without sending.
     await assert.rejects(
       client.call("hello", "who", [], { signal: AbortSignal.abort() }),
-      rpcError(
-        CANCELLED,
-        'Cancelled: the call to "who" was aborted before it was sent',
-      ),
+      (error: unknown) => {
+        assert.ok(error instanceof NotSentError);
+        assert.equal(error.code, CANCELLED);
+        assert.equal(
+          error.message,
+          'Cancelled: the call to "hello.who" was aborted before it was sent',
+        );
+        return true;
+      },
     );
     assert.equal(s1.calls.length + s2.calls.length, 1);
   });
 });
 
-Deno.test("a call past its deadline rejects with DEADLINE_EXCEEDED", async () => {
+Deno.test("a call past its deadline rejects with DEADLINE_EXCEEDED, typed ambiguous once sent; an idempotent call's attempts time out sooner and are retried", async () => {
   await withEnv(async (env) => {
     const s1 = await env.start("hello", "s1");
     const client = env.client();
     let started = Date.now();
     await assert.rejects(
       client.call("hello", "slow", [], { deadlineMs: 150 }),
-      rpcError(
-        DEADLINE_EXCEEDED,
-        /^Deadline exceeded: no response to "slow" within 1\d\d ms$/,
-      ),
+      (error: unknown) => {
+        assert.ok(error instanceof AmbiguousError, String(error));
+        assert.equal(error.code, DEADLINE_EXCEEDED);
+        assert.equal(error.endpoint, s1.server.url);
+        assert.equal(
+          error.message,
+          `Deadline exceeded: "hello.slow" did not get an answer within 150 ms; it may have run on ${s1.server.url}`,
+        );
+        return true;
+      },
     );
     let elapsed = Date.now() - started;
     assert.ok(elapsed >= 140 && elapsed < 1_000, `took ${elapsed} ms`);
-    // The stub's own deadline.
+    // Not idempotent: one attempt only.
+    assert.deepEqual(s1.calls, ["slow"]);
+    // An idempotent stub gives each attempt a share of the deadline (time
+    // left / attempts left) and retries when one times out.
     const hello = client.stub<Who>("hello", {
-      deadlineMs: 100,
+      deadlineMs: 200,
       idempotent: true,
     });
     started = Date.now();
     await assert.rejects(hello.slow(), rpcError(DEADLINE_EXCEEDED));
     elapsed = Date.now() - started;
-    assert.ok(elapsed >= 90 && elapsed < 1_000, `took ${elapsed} ms`);
-    // Timed-out calls are not retried, even when idempotent.
-    assert.deepEqual(s1.calls, ["slow", "slow"]);
+    assert.ok(elapsed >= 190 && elapsed < 1_000, `took ${elapsed} ms`);
+    assert.ok(s1.calls.length >= 3, `${s1.calls.length - 1} attempts`);
     assert.equal(await hello.who(), "s1");
   });
 });
@@ -657,7 +692,7 @@ Deno.test("the deadline and the signal also bound the registry lookup", async ()
       client.call("hello", "who", [], { deadlineMs: 200 }),
       rpcError(
         DEADLINE_EXCEEDED,
-        'Deadline exceeded: "hello.who" did not get a response within 200 ms (looking up the name in the registry still under way)',
+        'Deadline exceeded: "hello.who" did not get an answer within 200 ms (looking up the name in the registry still under way)',
       ),
     );
     let elapsed = Date.now() - started;
@@ -667,10 +702,15 @@ Deno.test("the deadline and the signal also bound the registry lookup", async ()
     started = Date.now();
     await assert.rejects(
       client.call("hello", "who", [], { signal: controller.signal }),
-      rpcError(
-        CANCELLED,
-        'Cancelled: the call to "who" was aborted before it was sent',
-      ),
+      (error: unknown) => {
+        assert.ok(error instanceof NotSentError);
+        assert.equal(error.code, CANCELLED);
+        assert.equal(
+          error.message,
+          'Cancelled: the call to "hello.who" was aborted before it was sent',
+        );
+        return true;
+      },
     );
     elapsed = Date.now() - started;
     assert.ok(elapsed >= 90 && elapsed < 800, `took ${elapsed} ms`);
@@ -712,7 +752,7 @@ Deno.test("the deadline also bounds opening the connection", async () => {
       client.call("hello", "who", [], { deadlineMs: 150 }),
       rpcError(
         DEADLINE_EXCEEDED,
-        'Deadline exceeded: "hello.who" did not get a response within 150 ms (connecting to tcp://127.0.0.1:9 still under way)',
+        'Deadline exceeded: "hello.who" did not get an answer within 150 ms (connecting to tcp://127.0.0.1:9 still under way)',
       ),
     );
     const elapsed = Date.now() - started;

@@ -1,29 +1,61 @@
 /**
- * One shared, lazily opened connection per endpoint URL.
+ * The connections of one client, by endpoint URL: opened lazily on first
+ * use, `size` multiplexed connections per endpoint at most (a call goes to
+ * the one with the fewest calls under way), closed when idle, drained
+ * gracefully when an endpoint leaves, and not redialed in a tight loop: a
+ * URL that refused is not dialed again before a jittered, growing back-off.
  *
  * @module
  */
 
 import type { RpcConnection } from "../rpc/connection.ts";
 import { dial } from "../rpc/dial.ts";
+import { ConnectionError } from "../rpc/errors.ts";
 import type { Dialer } from "../rpc/transport.ts";
+import { backoffDelay } from "../rpc/_timing.ts";
 
 /** Settings of a {@link ConnectionPool}. */
 export interface ConnectionPoolOptions {
-  /** Opens byte streams; default Deno TCP. */
+  /** Opens byte streams; default TCP through `Deno.connect`. */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;
+  /**
+   * Most connections per endpoint; calls are spread over them (fewest
+   * calls under way first), a new one opened when all are busy.
+   * @default 1
+   */
+  size?: number;
+  /** Close a connection with no call for this long, ms; 0 never. @default 60_000 */
+  idleCloseMs?: number;
+  /** First wait before redialing a URL that failed, ms (jittered, doubling). @default 50 */
+  minReconnectMs?: number;
+  /** Longest wait before redialing a URL that failed, ms. @default 5_000 */
+  maxReconnectMs?: number;
+  /** Clock, ms. @default Date.now */
+  now?: () => number;
+}
+
+interface Slot {
+  opening: Promise<RpcConnection>;
+  connection: RpcConnection | null;
+  lastUsed: number;
+}
+
+interface Endpoint {
+  slots: Slot[];
+  failures: number;
+  retryAt: number;
+  lastError: string;
 }
 
 /**
- * Keeps one multiplexed connection per URL, opened on first use and
- * forgotten when it closes, so the next use opens a fresh one.
+ * Keeps up to `size` multiplexed connections per URL.
  *
  * @example
  * ```ts ignore
  * import { ConnectionPool } from "./connection_pool.ts";
- * const pool = new ConnectionPool();
+ * const pool = new ConnectionPool({ size: 2 });
  * const connection = await pool.get("tcp://127.0.0.1:7001");
  * console.log(await connection.call("rpc.ping"));
  * pool.close();
@@ -31,88 +63,200 @@ export interface ConnectionPoolOptions {
  */
 export class ConnectionPool {
   readonly #options: ConnectionPoolOptions;
-  readonly #connections = new Map<string, Promise<RpcConnection>>();
-  /** The connections of `#connections` that are open, for the fast path. */
-  readonly #openByUrl = new Map<string, RpcConnection>();
+  readonly #size: number;
+  readonly #idleCloseMs: number;
+  readonly #now: () => number;
+  readonly #endpoints = new Map<string, Endpoint>();
+  #idleTimer: ReturnType<typeof setInterval> | undefined;
 
   /**
    * Makes an empty pool; connections open on first use.
    *
-   * @param options dialer and connect timeout.
+   * @throws {RangeError} when `size` is not a positive integer.
    */
   constructor(options: ConnectionPoolOptions = {}) {
     this.#options = options;
+    this.#size = options.size ?? 1;
+    if (!Number.isSafeInteger(this.#size) || this.#size < 1) {
+      throw new RangeError(
+        `size must be a positive integer, got ${this.#size}`,
+      );
+    }
+    this.#idleCloseMs = options.idleCloseMs ?? 60_000;
+    this.#now = options.now ?? Date.now;
   }
 
   /**
-   * The connection to `url` if it is open and takes calls, without waiting:
-   * the per-call fast path. Otherwise undefined: use {@link get}.
+   * An open connection to `url` that takes calls, without waiting (the
+   * per-call fast path): the one with the fewest calls under way. When all
+   * are busy and fewer than `size` exist, another is opened for the next
+   * calls. Undefined when none is open: use {@link get}.
    */
   ready(url: string): RpcConnection | undefined {
-    const connection = this.#openByUrl.get(url);
-    return connection === undefined || connection.isClosed
-      ? undefined
-      : connection;
+    const endpoint = this.#endpoints.get(url);
+    if (endpoint === undefined) return undefined;
+    let best: Slot | undefined;
+    for (const slot of endpoint.slots) {
+      const connection = slot.connection;
+      if (connection === null || connection.isClosed) continue;
+      if (
+        best === undefined ||
+        connection.pendingCalls < best.connection!.pendingCalls
+      ) {
+        best = slot;
+      }
+    }
+    if (best === undefined) return undefined;
+    if (
+      best.connection!.pendingCalls > 0 && this.#live(endpoint) < this.#size &&
+      this.#now() >= endpoint.retryAt
+    ) {
+      this.#open(url, endpoint).catch(() => {});
+    }
+    best.lastUsed = this.#now();
+    return best.connection!;
   }
 
   /**
-   * The open connection to `url`, opening one if needed. Concurrent callers
-   * share one attempt.
+   * The connection to `url` with the fewest calls under way, opening one if
+   * none is open. Concurrent callers share one attempt.
    *
-   * @throws {ConnectionError} (`written: false`) when it cannot be opened.
+   * @throws {ConnectionError} (`written: false`) when it cannot be opened,
+   * or at once while the URL is in its reconnect back-off after a failure.
    */
   get(url: string): Promise<RpcConnection> {
-    const existing = this.#connections.get(url);
-    if (existing === undefined) return this.#open(url);
-    return existing.then((connection) => {
-      if (!connection.isClosed) return connection;
-      // Closed but not yet forgotten: the first caller to notice opens the
-      // replacement, the others share it (one connection per URL).
-      return this.#connections.get(url) === existing
-        ? this.#open(url)
-        : this.get(url);
-    });
+    const open = this.ready(url);
+    if (open !== undefined) return Promise.resolve(open);
+    const endpoint = this.#endpoint(url);
+    const opening = endpoint.slots.find((s) => s.connection === null);
+    if (opening !== undefined) return opening.opening;
+    const now = this.#now();
+    if (now < endpoint.retryAt) {
+      return Promise.reject(
+        new ConnectionError(
+          `cannot connect to ${url}: not redialing for ${
+            endpoint.retryAt - now
+          } ms after the last attempt failed (${endpoint.lastError})`,
+          false,
+        ),
+      );
+    }
+    return this.#open(url, endpoint);
   }
 
-  /** Closes and forgets the connection to `url`, if any. */
+  /** Closes and forgets every connection to `url` now. */
   drop(url: string): void {
-    const existing = this.#connections.get(url);
-    this.#connections.delete(url);
-    this.#openByUrl.delete(url);
-    existing?.then((connection) => connection.close(), () => {});
+    const endpoint = this.#endpoints.get(url);
+    this.#endpoints.delete(url);
+    for (const slot of endpoint?.slots ?? []) {
+      if (slot.connection !== null) slot.connection.close();
+      else slot.opening.then((connection) => connection.close(), () => {});
+    }
   }
 
-  /** Closes every connection; later `get` calls open new ones. */
+  /**
+   * Drains the connections to `url`: they take no new calls and close once
+   * their calls are answered; the next use opens a fresh one.
+   */
+  drain(url: string): void {
+    const endpoint = this.#endpoints.get(url);
+    this.#endpoints.delete(url);
+    for (const slot of endpoint?.slots ?? []) {
+      if (slot.connection !== null) slot.connection.drain();
+      else slot.opening.then((connection) => connection.drain(), () => {});
+    }
+  }
+
+  /** Closes every connection; later calls open new ones. */
   close(): void {
-    for (const url of [...this.#connections.keys()]) this.drop(url);
+    clearInterval(this.#idleTimer);
+    this.#idleTimer = undefined;
+    for (const url of [...this.#endpoints.keys()]) this.drop(url);
   }
 
-  #open(url: string): Promise<RpcConnection> {
+  #endpoint(url: string): Endpoint {
+    let endpoint = this.#endpoints.get(url);
+    if (endpoint === undefined) {
+      endpoint = { slots: [], failures: 0, retryAt: 0, lastError: "" };
+      this.#endpoints.set(url, endpoint);
+    }
+    return endpoint;
+  }
+
+  #live(endpoint: Endpoint): number {
+    return endpoint.slots.filter((s) =>
+      s.connection === null || !s.connection.isClosed
+    ).length;
+  }
+
+  #open(url: string, endpoint: Endpoint): Promise<RpcConnection> {
     const opening = dial(url, {
       dialer: this.#options.dialer,
       connectTimeoutMs: this.#options.connectTimeoutMs,
     });
-    this.#connections.set(url, opening);
+    const slot: Slot = { opening, connection: null, lastUsed: this.#now() };
+    endpoint.slots.push(slot);
+    const remove = () => {
+      endpoint.slots = endpoint.slots.filter((s) => s !== slot);
+      if (endpoint.slots.length === 0 && endpoint.failures === 0) {
+        if (this.#endpoints.get(url) === endpoint) this.#endpoints.delete(url);
+      }
+    };
     opening.then(
       (connection) => {
-        if (this.#connections.get(url) === opening) {
-          this.#openByUrl.set(url, connection);
-        }
-        connection.closed.then(() => {
-          if (this.#connections.get(url) === opening) {
-            this.#connections.delete(url);
-          }
-          if (this.#openByUrl.get(url) === connection) {
-            this.#openByUrl.delete(url);
-          }
-        });
+        slot.connection = connection;
+        endpoint.failures = 0;
+        endpoint.retryAt = 0;
+        connection.closed.then(remove);
+        this.#armIdle();
       },
-      () => {
-        if (this.#connections.get(url) === opening) {
-          this.#connections.delete(url);
-        }
+      (error) => {
+        endpoint.failures++;
+        endpoint.lastError = error instanceof Error
+          ? error.message.replace(/^cannot connect to \S+: /, "")
+          : String(error);
+        endpoint.retryAt = this.#now() +
+          backoffDelay(
+            endpoint.failures - 1,
+            this.#options.minReconnectMs ?? 50,
+            this.#options.maxReconnectMs ?? 5_000,
+          );
+        remove();
       },
     );
     return opening;
+  }
+
+  #armIdle(): void {
+    if (this.#idleCloseMs <= 0 || this.#idleTimer !== undefined) return;
+    // Runs only while connections are open (their sockets keep the
+    // process alive anyway); it stops with the last one.
+    this.#idleTimer = setInterval(
+      () => this.#closeIdle(),
+      this.#idleCloseMs / 2,
+    );
+  }
+
+  #closeIdle(): void {
+    const now = this.#now();
+    let open = 0;
+    for (const endpoint of this.#endpoints.values()) {
+      for (const slot of endpoint.slots) {
+        const connection = slot.connection;
+        if (connection === null || connection.isClosed) continue;
+        if (
+          connection.pendingCalls === 0 &&
+          now - slot.lastUsed >= this.#idleCloseMs
+        ) {
+          connection.close();
+        } else {
+          open++;
+        }
+      }
+    }
+    if (open === 0) {
+      clearInterval(this.#idleTimer);
+      this.#idleTimer = undefined;
+    }
   }
 }

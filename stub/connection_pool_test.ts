@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { ConnectionError } from "../rpc/errors.ts";
 import { serve } from "../rpc/serve.ts";
-import { freePorts } from "../raft/_test_util.ts";
+import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
+import { denoTcpDialer } from "../rpc/deno_tcp.ts";
 import { ConnectionPool } from "./connection_pool.ts";
 
 Deno.test("one connection per URL, shared by concurrent callers", async () => {
@@ -73,21 +74,108 @@ Deno.test("drop and close close the pooled connections; the pool reconnects late
   }
 });
 
-Deno.test("a URL nobody listens on rejects with ConnectionError written=false and is not cached", async () => {
+Deno.test("a URL nobody listens on rejects with ConnectionError written=false; it is not redialed before a back-off, then is", async () => {
   const [port] = freePorts(1);
   const url = `tcp://127.0.0.1:${port}`;
-  const pool = new ConnectionPool({ connectTimeoutMs: 1_000 });
+  let dials = 0;
+  const pool = new ConnectionPool({
+    connectTimeoutMs: 1_000,
+    minReconnectMs: 200,
+    maxReconnectMs: 200,
+    dialer: (target, options) => {
+      dials++;
+      return denoTcpDialer(target, options);
+    },
+  });
   await assert.rejects(pool.get(url), (error: unknown) => {
     assert.ok(error instanceof ConnectionError);
     assert.equal(error.written, false);
     assert.match(error.message, new RegExp(`^cannot connect to ${url}: `));
     return true;
   });
-  // Once something listens there, the next get connects.
+  assert.equal(dials, 1);
+  // Within its back-off (jittered, at most 200 ms) it fails at once,
+  // without a dial, saying why; a caller can go to another server.
   const server = serve({ port, methods: {} });
   try {
+    const early = await pool.get(url).then(() => null, (error) => error);
+    if (early !== null) {
+      assert.ok(early instanceof ConnectionError);
+      assert.equal(early.written, false);
+      assert.match(
+        early.message,
+        /not redialing for \d+ ms after the last attempt failed/,
+      );
+      assert.equal(dials, 1);
+    }
+    // After it, the next get connects.
+    await delay(250);
     const connection = await pool.get(url);
     assert.equal(await connection.call("rpc.ping"), "pong");
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("size > 1: calls spread over up to size connections, the least busy first", async () => {
+  const release = Promise.withResolvers<void>();
+  const server = serve({
+    methods: { wait: () => release.promise.then(() => "done") },
+  });
+  let dials = 0;
+  const pool = new ConnectionPool({
+    size: 2,
+    dialer: (target, options) => {
+      dials++;
+      return denoTcpDialer(target, options);
+    },
+  });
+  try {
+    const first = await pool.get(server.url);
+    const busy = first.call("wait");
+    // The only connection is busy: a second one is opened for the next calls.
+    assert.equal(pool.ready(server.url), first);
+    await waitFor(() => dials === 2, "a second connection");
+    const second = await waitFor(() => {
+      const ready = pool.ready(server.url);
+      return ready !== first ? ready : undefined;
+    }, "the second connection to be ready");
+    assert.notEqual(second, first);
+    release.resolve();
+    assert.equal(await busy, "done");
+    // Never more than size.
+    await second.call("rpc.ping");
+    assert.equal(dials, 2);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("drain(url) lets calls under way finish and takes no new ones; idle connections close", async () => {
+  const release = Promise.withResolvers<void>();
+  const server = serve({
+    methods: { wait: () => release.promise.then(() => "done") },
+  });
+  const pool = new ConnectionPool({ idleCloseMs: 100 });
+  try {
+    const connection = await pool.get(server.url);
+    const busy = connection.call("wait");
+    pool.drain(server.url);
+    assert.equal(pool.ready(server.url), undefined);
+    await assert.rejects(connection.call("rpc.ping"), (error: unknown) => {
+      assert.ok(error instanceof ConnectionError);
+      assert.equal(error.written, false);
+      return true;
+    });
+    release.resolve();
+    assert.equal(await busy, "done");
+    await within(connection.closed, 1_000, "the drained connection to close");
+    // A fresh connection, left idle, is closed after idleCloseMs.
+    const fresh = await pool.get(server.url);
+    assert.notEqual(fresh, connection);
+    await within(fresh.closed, 2_000, "the idle connection to close");
   } finally {
     pool.close();
     await server.close();

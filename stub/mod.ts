@@ -27,3 +27,6 @@ export * from "./registry_client.ts";
 export * from "./round_robin.ts";
 export * from "./watch.ts";
 export * from "./bind_server.ts";
+export * from "./endpoint_health.ts";
+export * from "./retry_budget.ts";
+export * from "./call_errors.ts";

@@ -117,7 +117,7 @@ export async function runScenario(
       cluster.startHello("hello-1", helloArgs),
       cluster.startHello("hello-2", helloArgs),
     ]);
-    const rafter = connect(cluster.registryUrls, { quarantineMs: 3000 });
+    const rafter = connect(cluster.registryUrls);
     client.close = () => rafter.close();
     // greet has no side effects, so a call caught in flight by a server's
     // death may safely run again on another server.
