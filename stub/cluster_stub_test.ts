@@ -80,6 +80,15 @@ async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
             await gate.promise;
             return id;
           },
+          delayed: async (ms: number) => {
+            calls.push("delayed");
+            await delay(ms);
+            return id;
+          },
+          note: (text: string) => void calls.push(`note ${text}`),
+          named: (
+            { a, b }: { a: number; b: number },
+          ) => (calls.push("named"), a * b),
         },
       });
       servers.push(server);
@@ -107,6 +116,7 @@ async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
 }
 
 interface Who {
+  delayed(ms: number): string;
   who(): string;
   add(a: number, b: number): number;
   invalid(): never;
@@ -165,6 +175,33 @@ function lineThenClose() {
   return {
     url: `tcp://127.0.0.1:${port}`,
     lines,
+    async close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // Already closed.
+        }
+      }
+      await done;
+    },
+  };
+}
+
+/**
+ * A TCP server that accepts connections and then never reads or answers,
+ * as a stopped (SIGSTOPped) process does: calls and pings just wait.
+ */
+function silent() {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  const done = (async () => {
+    for await (const conn of listener) conns.push(conn);
+  })();
+  return {
+    url: `tcp://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    accepted: () => conns.length,
     async close() {
       listener.close();
       for (const conn of conns) {
@@ -759,5 +796,175 @@ Deno.test("the deadline also bounds opening the connection", async () => {
     assert.ok(elapsed >= 140 && elapsed < 550, `took ${elapsed} ms`);
     assert.ok(gaveUp !== undefined);
     await within(gaveUp, 2_000, "the dial to time out");
+  });
+});
+
+Deno.test("a hung server costs an idempotent call one attempt timeout; after two it is ejected, and its probe keeps it out", async () => {
+  const hung = silent();
+  try {
+    await withEnv(async (env) => {
+      await env.admin.bind("hello", { id: "hung", url: hung.url });
+      await env.start("hello", "good");
+      const client = env.client({ health: { baseEjectionMs: 200 } });
+      const hello = client.stub<Who>("hello", {
+        distributor: roundRobin({ start: 0 }),
+        idempotent: true,
+        attemptTimeoutMs: 100,
+      });
+      const times: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const started = Date.now();
+        assert.equal(await hello.who(), "good");
+        times.push(Date.now() - started);
+      }
+      // Calls that met the hung server took one attempt timeout, no more.
+      const slow = times.filter((t) => t >= 90);
+      assert.ok(slow.length <= 2, `${times}`);
+      for (const t of times) assert.ok(t < 400, `${times}`);
+      const states = client.endpointStates("hello");
+      assert.deepEqual(states.map((s) => [s.id, s.state]), [
+        ["hung", "ejected"],
+        ["good", "serving"],
+      ]);
+      assert.equal(states[0].reason, "2 attempts in a row timed out");
+      // After its ejection time it is probed; the probe times out too.
+      await delay(250);
+      assert.equal(await hello.who(), "good");
+      await delay(1_200);
+      assert.equal(client.endpointStates("hello")[0].state, "ejected");
+      assert.match(
+        client.endpointStates("hello")[0].reason!,
+        /a probe failed too/,
+      );
+    });
+  } finally {
+    await hung.close();
+  }
+});
+
+Deno.test("a call that is not idempotent is not retried after its attempt timed out: AmbiguousError names the server", async () => {
+  const hung = silent();
+  try {
+    await withEnv(async (env) => {
+      await env.admin.bind("hello", { id: "hung", url: hung.url });
+      const good = await env.start("hello", "good");
+      const client = env.client();
+      const hello = client.stub<Who>("hello", {
+        distributor: roundRobin({ start: 0 }),
+        attemptTimeoutMs: 100,
+      });
+      await assert.rejects(hello.add(1, 2), (error: unknown) => {
+        assert.ok(error instanceof AmbiguousError, String(error));
+        assert.equal(error.endpoint, hung.url);
+        assert.equal(error.code, DEADLINE_EXCEEDED);
+        assert.match(
+          error.message,
+          /may have run on .*: no answer within \d+ ms \(the attempt's timeout\)/,
+        );
+        return true;
+      });
+      assert.deepEqual(good.calls, []);
+    });
+  } finally {
+    await hung.close();
+  }
+});
+
+Deno.test("onError may answer the caller with a value, and onReturn may replace a result", async () => {
+  await withEnv(async (env) => {
+    const dead = await env.start("hello", "dead");
+    await env.start("hello", "alive");
+    await dead.server.close();
+    const client = env.client();
+    const fallback = client.stub<Who>("hello", {
+      distributor: {
+        choose: (endpoints) =>
+          endpoints.find((e) => e.id === "dead") ?? endpoints[0],
+        onError: () => ({ return: "cached" }),
+      },
+    });
+    assert.equal(await fallback.who(), "cached");
+    const shouting = client.stub<Who>("hello", {
+      distributor: {
+        choose: (endpoints) => endpoints.find((e) => e.id === "alive"),
+        onReturn: (result) => String(result).toUpperCase(),
+      },
+    });
+    assert.equal(await shouting.who(), "ALIVE");
+  });
+});
+
+Deno.test("the retry budget stops retries once it is spent: a failing cluster gets no retry storm", async () => {
+  await withEnv(async (env) => {
+    const servers = [
+      await env.start("hello", "d1"),
+      await env.start("hello", "d2"),
+      await env.start("hello", "ok"),
+    ];
+    await servers[0].server.close();
+    await servers[1].server.close();
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: roundRobin({ start: 0 }),
+      retryBudget: { minRetriesPerSecond: 0, percentCanRetry: 0 },
+    });
+    await assert.rejects(hello.who(), (error: unknown) => {
+      assert.ok(error instanceof NotSentError);
+      assert.match(
+        error.message,
+        /not retried: the stub's retry budget is spent \(too many retries lately: the cluster is failing\)$/,
+      );
+      return true;
+    });
+    // A budget that allows it gets through.
+    const patient = client.stub<Who>("hello", { retryBudget: false });
+    assert.equal(await patient.who(), "ok");
+  });
+});
+
+Deno.test("a hedged idempotent call sends a second attempt to another server when the first is slow; the first answer wins", async () => {
+  await withEnv(async (env) => {
+    const slow = await env.start("hello", "slow");
+    const fast = await env.start("hello", "fast");
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: {
+        choose: (endpoints) =>
+          endpoints.find((e) => e.id === "slow") ?? endpoints[0],
+      },
+      idempotent: true,
+      hedge: { delayMs: 50 },
+    });
+    const started = Date.now();
+    // "delayed" waits 400 ms on each server; the slow one is asked first.
+    const answer = await hello.$call("delayed", [400]);
+    const elapsed = Date.now() - started;
+    assert.ok(answer === "slow" || answer === "fast");
+    assert.ok(elapsed < 1_000, `took ${elapsed} ms`);
+    assert.deepEqual(slow.calls, ["delayed"]);
+    assert.deepEqual(fast.calls, ["delayed"]);
+    // Not hedged when not idempotent.
+    const plain = client.stub<Who>("hello", {
+      distributor: {
+        choose: (endpoints) => endpoints.find((e) => e.id === "slow"),
+      },
+      hedge: { delayMs: 10 },
+    });
+    assert.equal(await plain.delayed(50), "slow");
+    assert.deepEqual(fast.calls, ["delayed"]);
+  });
+});
+
+Deno.test("$call takes named params, $notify sends a notification, $with sets options on every call", async () => {
+  await withEnv(async (env) => {
+    const s1 = await env.start("hello", "s1");
+    const client = env.client();
+    const hello = client.stub<Who>("hello");
+    assert.equal(await hello.$call("named", { a: 6, b: 7 }), 42);
+    await hello.$notify("note", ["hi"]);
+    await waitFor(() => s1.calls.includes("note hi"), "the notification");
+    const impatient = hello.$with({ deadlineMs: 50 });
+    await assert.rejects(impatient.delayed(500), rpcError(DEADLINE_EXCEEDED));
+    assert.equal(await hello.delayed(10), "s1");
   });
 });

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { EndpointHealth, HealthBook } from "./endpoint_health.ts";
+
+function clock(start = 0) {
+  const c = { now: start, at: () => c.now };
+  return c;
+}
+
+Deno.test("a refused connection ejects at once; timeouts make it suspect, then ejected after ejectAfterFailures in a row", () => {
+  const time = clock(1_000);
+  const refused = new EndpointHealth({ now: time.at });
+  refused.failed("refused");
+  assert.equal(refused.state, "ejected");
+  assert.equal(refused.reason, "the connection was refused or closed");
+  assert.equal(refused.ejectedUntil, 2_000);
+
+  const slow = new EndpointHealth({ now: time.at, ejectAfterFailures: 3 });
+  slow.failed("timeout");
+  assert.equal(slow.state, "suspect");
+  assert.equal(slow.reason, "an attempt timed out");
+  slow.failed("broken");
+  assert.equal(slow.state, "suspect");
+  slow.failed("timeout");
+  assert.equal(slow.state, "ejected");
+  assert.equal(slow.reason, "3 attempts in a row timed out");
+  assert.equal(slow.consecutiveFailures, 3);
+  assert.equal(slow.recentFailures, 3);
+});
+
+Deno.test("an answer clears suspicion and the failures in a row; failures older than 10 s are no longer recent", () => {
+  const time = clock(0);
+  const health = new EndpointHealth({ now: time.at });
+  health.failed("timeout");
+  health.answered(5);
+  assert.equal(health.state, "serving");
+  assert.equal(health.consecutiveFailures, 0);
+  assert.equal(health.recentFailures, 1);
+  time.now = 10_001;
+  assert.equal(health.recentFailures, 0);
+  assert.equal(health.lastFailureAt, 0);
+});
+
+Deno.test("ejection times double while probes fail, up to the maximum, and are forgiven after a serving minute", () => {
+  const time = clock(0);
+  const health = new EndpointHealth({
+    now: time.at,
+    baseEjectionMs: 100,
+    maxEjectionMs: 350,
+    ejectionResetMs: 1_000,
+  });
+  health.failed("refused");
+  assert.equal(health.ejectedUntil, 100);
+  assert.equal(health.probeDue(), false);
+  time.now = 100;
+  assert.equal(health.probeDue(), true);
+  health.probeStarted();
+  assert.equal(health.probeDue(), false); // one probe at a time
+  health.probeEnded(false);
+  assert.equal(health.ejectedUntil, 300); // 100 + 200
+  time.now = 300;
+  health.probeStarted();
+  health.probeEnded(false);
+  assert.equal(health.ejectedUntil, 650); // 300 + min(400, 350)
+  time.now = 650;
+  health.probeStarted();
+  health.probeEnded(true);
+  assert.equal(health.state, "serving");
+  assert.equal(health.reason, null);
+  // Soon ejected again: the time keeps growing...
+  time.now = 700;
+  health.failed("refused");
+  assert.equal(health.ejectedUntil, 700 + 350);
+  time.now = 1_050;
+  health.probeStarted();
+  health.probeEnded(true);
+  // ...unless it stays serving for ejectionResetMs.
+  time.now = 2_100;
+  health.answered(1);
+  health.failed("refused");
+  assert.equal(health.ejectedUntil, 2_100 + 100);
+});
+
+Deno.test("peak EWMA latency jumps to a slower sample at once and decays towards faster ones", () => {
+  const time = clock(0);
+  const health = new EndpointHealth({ now: time.at, ewmaDecayMs: 1_000 });
+  assert.equal(health.ewmaLatencyMs, 0);
+  health.answered(10);
+  assert.equal(health.ewmaLatencyMs, 10);
+  time.now = 100;
+  health.answered(200);
+  assert.equal(health.ewmaLatencyMs, 200);
+  time.now = 1_100; // one time constant later, a fast sample
+  health.answered(10);
+  const expected = 200 * Math.exp(-1) + 10 * (1 - Math.exp(-1));
+  assert.ok(Math.abs(health.ewmaLatencyMs - expected) < 1e-9);
+});
+
+Deno.test("in-flight counts and snapshot; the book keys records by URL and forgets idle ones", () => {
+  const book = new HealthBook();
+  const a = book.of("tcp://127.0.0.1:1");
+  assert.equal(book.of("tcp://127.0.0.1:1"), a);
+  a.started();
+  a.started();
+  a.ended();
+  assert.deepEqual(a.snapshot(), {
+    inFlight: 1,
+    ewmaLatencyMs: 0,
+    recentFailures: 0,
+    consecutiveFailures: 0,
+    lastFailureAt: null,
+  });
+  book.forget("tcp://127.0.0.1:1");
+  assert.equal(book.of("tcp://127.0.0.1:1"), a); // a call is under way
+  a.ended();
+  book.forget("tcp://127.0.0.1:1");
+  assert.notEqual(book.of("tcp://127.0.0.1:1"), a);
+});
