@@ -193,6 +193,23 @@ export class LocalCluster {
     return child;
   }
 
+  /**
+   * Starts any script of the repository as child `name` (with
+   * `--watch-stdin` added, so it ends with this process), and waits for a
+   * line matching `ready` if given.
+   */
+  async spawn(
+    name: string,
+    script: string,
+    args: string[],
+    ready?: RegExp,
+    timeoutMs = 30_000,
+  ): Promise<Child> {
+    const child = this.#spawn(name, script, args);
+    if (ready !== undefined) await this.waitForLine(name, ready, timeoutMs);
+    return child;
+  }
+
   /** Stops child `name` with SIGSTOP (it stays alive, frozen); {@link resume} undoes it. */
   pause(name: string): void {
     this.#children.get(name)?.process.kill("SIGSTOP");
