@@ -1,9 +1,11 @@
 /**
  * A server for the stub chaos tests (not part of the public API): serves
  * `exec(callId, delayMs?)`, which appends `<callId> <server> <Date.now()>`
- * to its log file before answering (a synchronous write: a SIGKILL right
- * after loses nothing), so a test can count how often each call ran.
- * Binds itself with `bindServer` (a lease) and prints "ready" once bound.
+ * to its log file (if `--log` is given) before answering (a synchronous
+ * write: a SIGKILL right after loses nothing), so a test can count how
+ * often each call ran; `--extra-delay-ms` makes every call that much
+ * slower (the slow server of `bench/stub.ts`). Binds itself with
+ * `bindServer` (a lease) and prints "ready" once bound.
  *
  * ```sh
  * deno run -A tests/_exec_server.ts --registry URLS --id s1 --log /tmp/s1.log --ttl-ms 2000
@@ -26,30 +28,38 @@ const { values } = parseArgs({
     "ttl-ms": { type: "string", default: "2000" },
     zone: { type: "string" },
     weight: { type: "string" },
+    "extra-delay-ms": { type: "string", default: "0" },
     "watch-stdin": { type: "boolean", default: false },
   },
 });
-if (
-  values.registry === undefined || values.id === undefined ||
-  values.log === undefined
-) {
-  console.error("usage: _exec_server.ts --registry URLS --id ID --log FILE");
+if (values.registry === undefined || values.id === undefined) {
+  console.error(
+    "usage: _exec_server.ts --registry URLS --id ID [--log FILE] [--extra-delay-ms N]",
+  );
   Deno.exit(2);
 }
+const extraDelayMs = Number(values["extra-delay-ms"]);
 const id = values.id;
 const log = values.log;
 const encoder = new TextEncoder();
+let inFlight = 0;
 const server = serve({
   methods: {
     exec: async (callId: string, delayMs = 0) => {
-      Deno.writeFileSync(
-        log,
-        encoder.encode(`${callId} ${id} ${Date.now()}\n`),
-        {
-          append: true,
-        },
-      );
-      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+      if (log !== undefined) {
+        Deno.writeFileSync(
+          log,
+          encoder.encode(`${callId} ${id} ${Date.now()}\n`),
+          { append: true },
+        );
+      }
+      const waitMs = delayMs + extraDelayMs;
+      inFlight++;
+      try {
+        if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
+      } finally {
+        inFlight--;
+      }
       return { server: id, callId };
     },
   },
@@ -61,6 +71,7 @@ const binding = await client.bindServer(values.name, server, {
   zone: values.zone,
   weight: values.weight === undefined ? undefined : Number(values.weight),
   drainMs: 200,
+  load: () => inFlight,
 });
 console.log(`${id} ready on ${server.url} lease ${binding.leaseId}`);
 const stop = Promise.withResolvers<void>();
