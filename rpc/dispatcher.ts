@@ -28,7 +28,7 @@ import {
 } from "./message.ts";
 import type { CallContext } from "./method.ts";
 import type { RpcSession } from "./server_connection.ts";
-import { argsOf, specOf } from "./_handler.ts";
+import { argsOf, specOf, validateParams } from "./_handler.ts";
 
 /** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -42,7 +42,8 @@ const MAX_TIMER_MS = 2_147_483_647;
  * other thrown value becomes an "Internal error" (-32603).
  *
  * A handler made by `withContext` also gets the call's `CallContext` (its
- * abort signal and deadline) first.
+ * abort signal and deadline) first; one made by `method` has its params
+ * validated by a schema first.
  */
 // deno-lint-ignore no-explicit-any
 export type MethodHandler = (...args: any[]) => unknown;
@@ -462,11 +463,19 @@ async function handleValue(
     : undefined;
   let result: unknown;
   try {
-    const args = argsOf(params);
+    let args: unknown[];
+    if (spec?.schema !== undefined) {
+      const checked = await validateParams(spec, params);
+      if (checked instanceof RpcError) throw checked;
+      args = checked;
+    } else {
+      args = argsOf(params);
+    }
     if (scope === undefined) {
       result = await Reflect.apply(spec?.run ?? handler, methods, args);
     } else {
-      // Aborted already (the connection ended): not run.
+      // Aborted already (the connection ended, or a cancel came during
+      // validation): not run.
       scope.signal.throwIfAborted();
       result = await Reflect.apply(spec!.run, methods, [
         scope.context,
