@@ -27,6 +27,8 @@ export * from "./rpc/message.ts";
 export * from "./rpc/transport.ts";
 export * from "./rpc/ndjson.ts";
 export * from "./rpc/dispatcher.ts";
+export * from "./rpc/method.ts";
+export * from "./rpc/standard_schema.ts";
 export * from "./rpc/server_connection.ts";
 export * from "./rpc/connection.ts";
 export * from "./rpc/dial.ts";

@@ -5,6 +5,8 @@
  * @module
  */
 
+import assert from "node:assert/strict";
+import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
 import type { ByteStream } from "./transport.ts";
 
 /** Resolves after `ms` milliseconds. */
@@ -146,6 +148,34 @@ export class RawClient {
       // Already closed.
     }
   }
+}
+
+/**
+ * Runs `fn` with a server (no methods unless `options` has some) and a raw
+ * client connected to it; closes both after.
+ */
+export async function withRawServer(
+  options: Partial<ServeOptions>,
+  fn: (server: RpcServer, client: RawClient) => Promise<void>,
+): Promise<void> {
+  const server = serve({ methods: {}, ...options });
+  const client = await RawClient.connect(server.port);
+  try {
+    await fn(server, client);
+  } finally {
+    client.close();
+    await within(server.close(), 5_000, "server.close()");
+  }
+}
+
+/** Sends one line and checks the exact text of the one line that comes back. */
+export async function exchange(
+  client: RawClient,
+  request: string,
+  expected: string,
+): Promise<void> {
+  await client.send(request);
+  assert.equal(await client.line(), expected);
 }
 
 /** An in-memory {@link ByteStream} whose peer is driven by the test. */

@@ -14,7 +14,12 @@ import {
   RpcError,
 } from "./errors.ts";
 import type { Params, Response } from "./message.ts";
-import { GOAWAY_METHOD, validateResponse } from "./message.ts";
+import {
+  CANCEL_METHOD,
+  GOAWAY_METHOD,
+  TIMEOUT_MEMBER,
+  validateResponse,
+} from "./message.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { encodeTextFrame, NdjsonDecoder } from "./ndjson.ts";
 import type { ByteStream } from "./transport.ts";
@@ -42,6 +47,17 @@ export interface RpcConnectionOptions {
    */
   timeoutMs?: number;
   /**
+   * Whether the server is told about deadlines and abandoned calls (Rafter
+   * extensions of JSON-RPC 2.0, which a plain server ignores): each request
+   * carries the ms the client will wait in its {@link TIMEOUT_MEMBER} member
+   * (`"timeoutMs": 2931`), and a call abandoned after its request was
+   * written (its deadline passed, or its signal aborted) is followed by the
+   * notification {@link CANCEL_METHOD} `{ "id": <its id> }`, so a Rafter
+   * server stops working on it. Turn it off for a server that refuses
+   * unknown members. @default true
+   */
+  propagateDeadlines?: boolean;
+  /**
    * Called with each valid response whose id matches no outstanding call:
    * a late response to a call that timed out or was cancelled, a response
    * with id null (the server could not read a request), or a stray one.
@@ -59,12 +75,16 @@ export interface RpcConnectionOptions {
 
 /** Options of one {@link RpcConnection.call}. */
 export interface CallOptions {
-  /** Aborting it rejects the call with `CANCELLED` (-32005). */
+  /**
+   * Aborting it rejects the call with `CANCELLED` (-32005) at once, and
+   * (once the request was written) tells the server with `rpc.cancel`.
+   */
   signal?: AbortSignal;
   /**
    * Deadline of this call in ms, overriding the connection's `timeoutMs`.
    * Zero or less rejects at once with `DEADLINE_EXCEEDED`, without sending;
-   * `Infinity` means no deadline.
+   * `Infinity` (or more than about 24.8 days) means no deadline. Sent to the
+   * server, rounded up to whole ms, as the request's `timeoutMs` member.
    */
   timeoutMs?: number;
 }
@@ -93,6 +113,12 @@ interface PendingCall {
  *   response is ignored.
  * - any other {@link RpcError}: the server's error response.
  *
+ * Deadlines reach the server (unless `propagateDeadlines: false`): each
+ * request carries the ms left in a `timeoutMs` member, and a call abandoned
+ * after its request was written is followed by
+ * `{"jsonrpc":"2.0","method":"rpc.cancel","params":{"id":<id>}}`. A call
+ * that was answered, or never sent, is never cancelled.
+ *
  * @example
  * ```ts ignore
  * import { dial } from "./dial.ts";
@@ -118,6 +144,7 @@ export class RpcConnection {
   readonly #decoder: NdjsonDecoder;
   readonly #maxFrameBytes: number;
   readonly #timeoutMs: number;
+  readonly #propagateDeadlines: boolean;
   readonly #onUnmatchedResponse?: (response: Response) => void;
   readonly #onNotification?: (
     method: string,
@@ -147,6 +174,7 @@ export class RpcConnection {
       );
     }
     this.#timeoutMs = timeoutMs;
+    this.#propagateDeadlines = options.propagateDeadlines ?? true;
     this.#onUnmatchedResponse = options.onUnmatchedResponse;
     this.#onNotification = options.onNotification;
     this.#stream = stream;
@@ -177,8 +205,10 @@ export class RpcConnection {
    *
    * @param method Method name, e.g. `"greet"`.
    * @param params Positional (array) or named (object) params; omit for none.
-   * @param options.timeoutMs Deadline in ms (default: the connection's, 30_000).
-   * @param options.signal Aborting it abandons the call.
+   * @param options.timeoutMs Deadline in ms (default: the connection's, 30_000);
+   * sent to the server as the request's `timeoutMs` member.
+   * @param options.signal Aborting it abandons the call: it rejects at once,
+   * and the server is sent `rpc.cancel` for it.
    * @returns the response's `result`, typed as `T` without checking.
    * @throws {ConnectionError} `written: false` when the connection is closed
    * (nothing is sent); `written: true` when it ends before the response.
@@ -222,16 +252,22 @@ export class RpcConnection {
       );
     }
     const id = this.#nextId++;
+    const timed = timeoutMs <= MAX_TIMER_MS;
     let frame: Uint8Array;
     try {
-      frame = encodeRequest(method, params, id);
+      frame = encodeRequest(
+        method,
+        params,
+        id,
+        timed && this.#propagateDeadlines ? Math.ceil(timeoutMs) : undefined,
+      );
     } catch (error) {
       return Promise.reject(error);
     }
     return new Promise<T>((resolve, reject) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const onAbort = () => {
-        this.#forget(id);
+        this.#abandon(id);
         reject(cancelledError(name, true, signal?.reason));
       };
       const cleanup = () => {
@@ -244,9 +280,9 @@ export class RpcConnection {
         reject,
         cleanup,
       });
-      if (timeoutMs <= MAX_TIMER_MS) {
+      if (timed) {
         timer = setTimeout(() => {
-          this.#forget(id);
+          this.#abandon(id);
           reject(
             new RpcError(
               DEADLINE_EXCEEDED,
@@ -389,6 +425,23 @@ export class RpcConnection {
     this.#closeIfDrained();
   }
 
+  /**
+   * Gives up on a call that is still waiting: tells the server (its request
+   * was written), then forgets it. Nothing for a call already answered.
+   */
+  #abandon(id: number): void {
+    if (!this.#pending.has(id)) return;
+    if (this.#propagateDeadlines && !this.#isClosed) {
+      // Before #forget: a draining connection closes with its last call.
+      this.#writer.write(encodeTextFrame(
+        `{"jsonrpc":"2.0","method":"${CANCEL_METHOD}","params":{"id":${id}}}`,
+      )).catch(() => {
+        // A failed write ends the connection; the server sees it end.
+      });
+    }
+    this.#forget(id);
+  }
+
   #forget(id: number): void {
     const call = this.#pending.get(id);
     if (call === undefined) return;
@@ -472,6 +525,7 @@ function encodeRequest(
   method: string,
   params: Params | undefined,
   id: number | undefined,
+  timeoutMs?: number,
 ): Uint8Array {
   const name = JSON.stringify(String(method));
   if (typeof method !== "string") {
@@ -487,7 +541,13 @@ function encodeRequest(
   }
   let text: string;
   try {
-    text = JSON.stringify({ jsonrpc: "2.0", method, params, id });
+    text = JSON.stringify({
+      jsonrpc: "2.0",
+      method,
+      params,
+      id,
+      [TIMEOUT_MEMBER]: timeoutMs,
+    });
   } catch (error) {
     throw new RpcError(
       INVALID_PARAMS,

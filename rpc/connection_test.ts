@@ -176,7 +176,7 @@ Deno.test("the server closing the socket mid-call rejects with written=true", as
     assert.ok(connection.isClosed);
     assert.equal(
       await serverSide,
-      '{"jsonrpc":"2.0","method":"greet","params":["Ada"],"id":1}\n',
+      '{"jsonrpc":"2.0","method":"greet","params":["Ada"],"id":1,"timeoutMs":30000}\n',
     );
   } finally {
     listener.close();
@@ -337,9 +337,9 @@ Deno.test("requests of one tick share one write; responses may come in any order
     assert.equal(fake.chunks.length, 1);
     assert.equal(
       fake.written(),
-      '{"jsonrpc":"2.0","method":"echo","params":[1],"id":1}\n' +
-        '{"jsonrpc":"2.0","method":"echo","params":[2],"id":2}\n' +
-        '{"jsonrpc":"2.0","method":"echo","params":[3],"id":3}\n',
+      '{"jsonrpc":"2.0","method":"echo","params":[1],"id":1,"timeoutMs":30000}\n' +
+        '{"jsonrpc":"2.0","method":"echo","params":[2],"id":2,"timeoutMs":30000}\n' +
+        '{"jsonrpc":"2.0","method":"echo","params":[3],"id":3,"timeoutMs":30000}\n',
     );
     fake.push('{"jsonrpc":"2.0","result":"c","id":3}\nnot json\n{"id":1}\n');
     fake.push(

@@ -14,6 +14,27 @@ import { type ErrorObject, INVALID_REQUEST, RpcError } from "./errors.ts";
  */
 export const GOAWAY_METHOD = "rpc.goaway";
 
+/**
+ * The notification a Rafter client sends when it gives up on a call whose
+ * request it wrote (its deadline passed, or its `AbortSignal` aborted):
+ * `{"jsonrpc":"2.0","method":"rpc.cancel","params":{"id":7}}`, with the id
+ * of the abandoned request. A Rafter server aborts that call's
+ * `CallContext.signal`; a plain JSON-RPC 2.0 server ignores it (an unknown
+ * method in a notification gets no response).
+ */
+export const CANCEL_METHOD = "rpc.cancel";
+
+/**
+ * The member of a request in which a Rafter client says how long it will
+ * wait for the response: the milliseconds left before its deadline, an
+ * integer, e.g.
+ * `{"jsonrpc":"2.0","method":"greet","params":["Ada"],"id":1,"timeoutMs":2931}`.
+ * A Rafter extension of JSON-RPC 2.0: absent for calls without a deadline,
+ * and ignored by plain servers (the specification defines no such member). A
+ * Rafter server counts it from the moment it read the request.
+ */
+export const TIMEOUT_MEMBER = "timeoutMs";
+
 /** A request id: a string, a number, or null (JSON-RPC 2.0 §4). */
 export type RequestId = string | number | null;
 
@@ -30,6 +51,11 @@ export interface Request {
   params?: Params;
   /** Absent for a notification; present (possibly null) for a request. */
   id?: RequestId;
+  /**
+   * Rafter extension ({@link TIMEOUT_MEMBER}): ms the client will wait for
+   * the response; absent when it has no deadline.
+   */
+  timeoutMs?: number;
 }
 
 /** A successful response. */

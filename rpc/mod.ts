@@ -7,7 +7,9 @@
  *   writer (`frame_writer.ts`);
  * - the client: {@link RpcConnection}, many concurrent calls multiplexed over
  *   one connection, opened with {@link dial};
- * - the server: a method table and its dispatch (`dispatcher.ts`), one
+ * - the server: a method table and its dispatch (`dispatcher.ts`), methods
+ *   that get their call's deadline and cancellation ({@link withContext}) or
+ *   validate their params with a Standard Schema ({@link method}), one
  *   connection served with {@link serveStream}, a TCP server with
  *   {@link serve};
  * - transports: the {@link ByteStream} abstraction, `tcp://` URLs, and the
@@ -35,6 +37,8 @@ export * from "./transport.ts";
 export * from "./ndjson.ts";
 export * from "./frame_writer.ts";
 export * from "./dispatcher.ts";
+export * from "./method.ts";
+export * from "./standard_schema.ts";
 export * from "./server_connection.ts";
 export * from "./connection.ts";
 export * from "./dial.ts";

@@ -119,6 +119,7 @@ export function serve(options: ServeOptions): RpcServer {
     maxFrameBytes: options.maxFrameBytes,
     maxInFlight: options.maxInFlight,
     idleTimeoutMs: options.idleTimeoutMs,
+    maxDeadlineMs: options.maxDeadlineMs,
     onInternalError: options.onInternalError,
     onMethodNotFound: options.onMethodNotFound,
     signal: stop.signal,

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { handleText, type Methods } from "./dispatcher.ts";
+import { handleText, type Methods, RunningCalls } from "./dispatcher.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
@@ -14,7 +14,13 @@ import {
   type Frame,
   NdjsonDecoder,
 } from "./ndjson.ts";
-import { GOAWAY_METHOD, type Params } from "./message.ts";
+import {
+  CANCEL_METHOD,
+  GOAWAY_METHOD,
+  isRequestId,
+  type Params,
+  type RequestId,
+} from "./message.ts";
 import type { ByteStream } from "./transport.ts";
 import { INVALID_PARAMS, messageOf, RpcError } from "./errors.ts";
 
@@ -68,9 +74,12 @@ export interface ServerLimits {
   maxFrameBytes?: number;
   /**
    * Largest number of frames one connection runs at once (default 128). When
-   * reached, the server stops reading from the socket until one finishes, so
-   * TCP flow control slows the client down. A frame counts until its response
-   * has been written.
+   * reached, further frames wait; once they add up to `maxFrameBytes`, the
+   * server stops reading from the socket until one finishes, so TCP flow
+   * control slows the client down. A frame counts until its response has
+   * been written. `rpc.cancel` notifications never wait: they run as soon
+   * as they are read, and a request they name that still waits is answered
+   * -32005 without running.
    */
   maxInFlight?: number;
   /**
@@ -79,6 +88,13 @@ export interface ServerLimits {
    * above about 24.8 days are capped to that).
    */
   idleTimeoutMs?: number;
+  /**
+   * Longest time one call may have, in ms: a request's `timeoutMs` above it
+   * is lowered to it, and a request without one gets it, so a `withContext`
+   * method's signal aborts after at most this long. Default: no limit
+   * (calls without `timeoutMs` have no deadline).
+   */
+  maxDeadlineMs?: number;
   /**
    * Called when a method throws something other than an `RpcError`, or its
    * result cannot be encoded as JSON. Defaults to `console.error`.
@@ -119,8 +135,8 @@ const MAX_TIMER_MS = 2_147_483_647;
  * rather than on the first connection.
  *
  * @throws {RangeError} when `maxFrameBytes` or `maxInFlight` is not a positive
- * integer, or `idleTimeoutMs` is negative or not a number; the message names
- * the option.
+ * integer, `idleTimeoutMs` is negative or not a number, or `maxDeadlineMs`
+ * is not a positive number; the message names the option.
  *
  * @example
  * ```ts
@@ -129,7 +145,7 @@ const MAX_TIMER_MS = 2_147_483_647;
  * ```
  */
 export function validateServerLimits(limits: ServerLimits): void {
-  const { maxFrameBytes, maxInFlight, idleTimeoutMs } = limits;
+  const { maxFrameBytes, maxInFlight, idleTimeoutMs, maxDeadlineMs } = limits;
   if (
     maxFrameBytes !== undefined &&
     !(Number.isSafeInteger(maxFrameBytes) && maxFrameBytes > 0)
@@ -154,6 +170,14 @@ export function validateServerLimits(limits: ServerLimits): void {
       `idleTimeoutMs must be a number of ms >= 0 (0 disables it), got ${idleTimeoutMs}`,
     );
   }
+  if (
+    maxDeadlineMs !== undefined &&
+    !(typeof maxDeadlineMs === "number" && maxDeadlineMs > 0)
+  ) {
+    throw new RangeError(
+      `maxDeadlineMs must be a positive number of ms, got ${maxDeadlineMs}`,
+    );
+  }
 }
 
 /**
@@ -167,6 +191,13 @@ export function validateServerLimits(limits: ServerLimits): void {
  * -32600 (`Invalid Request: frame exceeds <max> bytes; …`) and a frame that is
  * not UTF-8 gets -32700; the connection stays open. A peer that disconnects
  * mid-response is not an error.
+ *
+ * Deadlines and cancellation (see `handleText`): a request's `timeoutMs`
+ * counts from when its frame was read, so time spent waiting for a slot
+ * counts; `rpc.cancel` reaches the calls of this connection only; the
+ * signals of its calls abort when the client's side of the stream ends
+ * (it closed the connection, or only its sending side) or the connection
+ * is closed. Plain handlers still run and are answered.
  *
  * @returns a promise that resolves, after the stream has been closed, when the
  * connection is finished. Never rejects.
@@ -191,21 +222,44 @@ export function serveStream(
   return new ServerConnection(stream, methods, options).run();
 }
 
+/** A frame read and not yet dispatched. */
+interface Waiting {
+  /** What to run; a precomputed reply; null once run out of turn. */
+  frame: Frame | { kind: "reply"; text: string } | null;
+  /** `Date.now()` when it was read, ms. */
+  receivedAt: number;
+  /** Its size, for the bound on waiting frames: text length, else 0. */
+  size: number;
+  /**
+   * The id, when it is one request with an id (undefined: not looked at
+   * yet; null: it is not).
+   */
+  requestId?: RequestId | null;
+}
+
 class ServerConnection {
   readonly #stream: ByteStream;
   readonly #methods: Methods;
   readonly #session: RpcSession;
   readonly #ended = new AbortController();
+  /** Aborts when the client's side of the stream ends, or at #stop. */
+  readonly #inputEnded = new AbortController();
+  readonly #calls = new RunningCalls();
   readonly #options: ServeStreamOptions;
   readonly #maxFrameBytes: number;
   readonly #maxInFlight: number;
   readonly #idleTimeoutMs: number;
+  readonly #maxDeadlineMs: number | undefined;
   readonly #decoder: NdjsonDecoder;
   readonly #writer: FrameWriter;
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
   /** Decoded frames waiting for a free slot; `#next` is the first unsent. */
-  #backlog: Frame[] = [];
+  #backlog: Waiting[] = [];
   #next = 0;
+  /** Frames of the backlog before this index were checked for rpc.cancel. */
+  #scanned = 0;
+  /** The sizes of the backlog's frames from `#next` on. */
+  #waitingBytes = 0;
   #inFlight = 0;
   #stopped = false;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -227,6 +281,7 @@ class ServerConnection {
       options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
       MAX_TIMER_MS,
     );
+    this.#maxDeadlineMs = options.maxDeadlineMs;
     this.#decoder = new NdjsonDecoder({ maxFrameBytes: this.#maxFrameBytes });
     this.#writer = new FrameWriter(stream.writable, {
       onError: () => this.#stop(),
@@ -307,17 +362,30 @@ class ServerConnection {
         await this.#change();
         continue;
       }
-      if (this.#inFlight >= this.#maxInFlight) {
+      if (
+        this.#inFlight >= this.#maxInFlight &&
+        this.#waitingBytes >= this.#maxFrameBytes
+      ) {
         await this.#change();
         continue;
       }
       const { done, value } = await this.#reader.read();
       if (this.#stopped) return;
       const frames = done ? this.#decoder.end() : this.#decoder.push(value);
-      if (done) ended = true;
+      if (done) {
+        ended = true;
+        this.#inputEnded.abort();
+      }
       if (frames.length > 0) {
         this.#clearIdle();
-        this.#backlog = this.#backlog.slice(this.#next).concat(frames);
+        const receivedAt = Date.now();
+        const waiting = frames.map((frame): Waiting => {
+          const size = frame.kind === "text" ? frame.text.length : 0;
+          this.#waitingBytes += size;
+          return { frame, receivedAt, size };
+        });
+        this.#backlog = this.#backlog.slice(this.#next).concat(waiting);
+        this.#scanned = Math.max(0, this.#scanned - this.#next);
         this.#next = 0;
       }
     }
@@ -327,18 +395,66 @@ class ServerConnection {
     while (
       this.#next < this.#backlog.length && this.#inFlight < this.#maxInFlight
     ) {
-      this.#dispatch(this.#backlog[this.#next++]);
+      const waiting = this.#backlog[this.#next++];
+      this.#waitingBytes -= waiting.size;
+      if (waiting.frame !== null) this.#dispatch(waiting);
     }
     if (this.#next === this.#backlog.length) {
       this.#backlog = [];
       this.#next = 0;
+      this.#scanned = 0;
+      this.#waitingBytes = 0;
+      return;
+    }
+    // Frames wait for a slot: the cancels among them run now.
+    for (
+      let i = Math.max(this.#next, this.#scanned);
+      i < this.#backlog.length;
+      i++
+    ) {
+      const waiting = this.#backlog[i];
+      const target = cancelTargetOf(waiting.frame);
+      if (target === undefined) continue;
+      waiting.frame = null;
+      this.#waitingBytes -= waiting.size;
+      waiting.size = 0;
+      this.#cancel(target);
+    }
+    this.#scanned = this.#backlog.length;
+  }
+
+  /**
+   * An `rpc.cancel` read while frames wait: aborts the running call, or
+   * answers the waiting request without running it.
+   */
+  #cancel(target: RequestId): void {
+    if (this.#calls.cancel(target)) return;
+    for (let i = this.#next; i < this.#backlog.length; i++) {
+      const waiting = this.#backlog[i];
+      if (waiting.requestId === undefined) {
+        waiting.requestId = requestIdOf(waiting.frame);
+      }
+      const id = waiting.requestId;
+      if (id === null || typeof id !== typeof target || id !== target) {
+        continue;
+      }
+      waiting.frame = {
+        kind: "reply",
+        text:
+          `{"jsonrpc":"2.0","error":{"code":-32005,"message":"Cancelled: the client cancelled the call before it ran (${CANCEL_METHOD})"},"id":${
+            JSON.stringify(id)
+          }}`,
+      };
+      this.#waitingBytes -= waiting.size;
+      waiting.size = 0;
+      return;
     }
   }
 
-  #dispatch(frame: Frame): void {
+  #dispatch(waiting: Waiting): void {
     this.#inFlight++;
     this.#clearIdle();
-    this.#respond(frame)
+    this.#respond(waiting)
       .then((text) => {
         if (text === null || this.#stopped) return;
         return this.#writer.write(encodeTextFrame(text));
@@ -348,12 +464,15 @@ class ServerConnection {
       })
       .finally(() => {
         this.#inFlight--;
+        // Here, not only in #loop: it may be waiting for a read.
+        if (!this.#stopped) this.#dispatchBacklog();
         this.#armIdle();
         this.#notify();
       });
   }
 
-  #respond(frame: Frame): Promise<string | null> {
+  #respond(waiting: Waiting): Promise<string | null> {
+    const frame = waiting.frame!;
     switch (frame.kind) {
       case "text":
         return handleText(frame.text, this.#methods, {
@@ -362,7 +481,14 @@ class ServerConnection {
             ? undefined
             : (method) =>
               this.#options.onMethodNotFound!(method, this.#session),
+          signal: this.#inputEnded.signal,
+          calls: this.#calls,
+          receivedAt: waiting.receivedAt,
+          maxDeadlineMs: this.#maxDeadlineMs,
+          session: this.#session,
         });
+      case "reply":
+        return Promise.resolve(frame.text);
       case "tooLarge":
         return Promise.resolve(
           `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request: frame exceeds ${this.#maxFrameBytes} bytes; send smaller messages or raise maxFrameBytes"},"id":null}`,
@@ -410,6 +536,7 @@ class ServerConnection {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#ended.abort();
+    this.#inputEnded.abort();
     this.#clearIdle();
     try {
       this.#stream.close();
@@ -419,4 +546,44 @@ class ServerConnection {
     this.#cancelled = this.#reader.cancel().catch(() => {});
     this.#notify();
   }
+}
+
+/** The id an `rpc.cancel` notification frame names, or undefined if it is none. */
+function cancelTargetOf(frame: Waiting["frame"]): RequestId | undefined {
+  if (frame?.kind !== "text" || !frame.text.includes(CANCEL_METHOD)) {
+    return undefined;
+  }
+  const value = parseObject(frame.text);
+  if (
+    value === null || value.jsonrpc !== "2.0" ||
+    value.method !== CANCEL_METHOD || "id" in value
+  ) {
+    return undefined;
+  }
+  const params = value.params;
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    return undefined;
+  }
+  const id = (params as Record<string, unknown>).id;
+  return isRequestId(id) && id !== null ? id : undefined;
+}
+
+/** The id of a frame that is one request with an id, else null. */
+function requestIdOf(frame: Waiting["frame"]): RequestId | null {
+  if (frame?.kind !== "text") return null;
+  const value = parseObject(frame.text);
+  if (value === null || typeof value.method !== "string") return null;
+  return isRequestId(value.id) ? value.id : null;
+}
+
+function parseObject(text: string): Record<string, unknown> | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? value as Record<string, unknown>
+    : null;
 }

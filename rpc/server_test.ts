@@ -3,7 +3,13 @@ import { INVALID_PARAMS, RpcError } from "./errors.ts";
 import type { Methods } from "./dispatcher.ts";
 import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
 import type { RpcSession } from "./server_connection.ts";
-import { delay, RawClient, within } from "./_test_util.ts";
+import {
+  delay,
+  exchange,
+  RawClient,
+  within,
+  withRawServer,
+} from "./_test_util.ts";
 
 /** The methods of the examples in section 7 of the JSON-RPC 2.0 spec, and more. */
 function specMethods(log: unknown[] = []): Methods {
@@ -33,24 +39,11 @@ function specMethods(log: unknown[] = []): Methods {
   };
 }
 
-async function withServer(
+function withServer(
   fn: (server: RpcServer, client: RawClient) => Promise<void>,
   options: Partial<ServeOptions> = {},
 ): Promise<void> {
-  const server = serve({ methods: specMethods(), ...options });
-  const client = await RawClient.connect(server.port);
-  try {
-    await fn(server, client);
-  } finally {
-    client.close();
-    await within(server.close(), 5_000, "server.close()");
-  }
-}
-
-/** Sends one line and checks the exact text of the one line that comes back. */
-async function exchange(client: RawClient, request: string, expected: string) {
-  await client.send(request);
-  assert.equal(await client.line(), expected);
+  return withRawServer({ methods: specMethods(), ...options }, fn);
 }
 
 function parseErrorOf(text: string): string {
