@@ -9,6 +9,7 @@ import {
 } from "../rpc/errors.ts";
 import { denoTcpDialer } from "../rpc/deno_tcp.ts";
 import { type RpcServer, serve } from "../rpc/serve.ts";
+import { withContext } from "../rpc/method.ts";
 import type { Dialer } from "../rpc/transport.ts";
 import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
 import {
@@ -970,4 +971,100 @@ Deno.test("$call takes named params, $notify sends a notification, $with sets op
     await assert.rejects(impatient.delayed(500), rpcError(DEADLINE_EXCEEDED));
     assert.equal(await hello.delayed(10), "s1");
   });
+});
+
+Deno.test("a stub's attempt timeout and its caller's abort reach a Rafter server: the method's signal aborts, with the deadline, then rpc.cancel", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_stub_cancel_" });
+  const registry = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    dataDir: dir,
+    tickMs: 10,
+    electionTicks: 5,
+  });
+  const seen: {
+    deadlineLeft: number | null;
+    reason: number | null;
+    atMs: number;
+  }[] = [];
+  const server = serve({
+    methods: {
+      work: withContext(async ({ signal, deadline }) => {
+        const started = Date.now();
+        const entry = {
+          deadlineLeft: deadline === null ? null : deadline - started,
+          reason: null as number | null,
+          atMs: -1,
+        };
+        seen.push(entry);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 5_000);
+          signal.addEventListener("abort", () => {
+            clearTimeout(timer);
+            entry.reason = (signal.reason as RpcError).code;
+            entry.atMs = Date.now() - started;
+            resolve();
+          });
+        });
+        return "done";
+      }),
+    },
+  });
+  const client = connect(registry.url);
+  try {
+    await waitFor(() => registry.raft.status.role === "leader", "n1 to lead");
+    await client.bind("cancel", { id: "w", url: server.url });
+    const stub = client.stub<{ work(): string }>("cancel");
+    // The deadline: the server learns the time left and stops at it (by
+    // its own timer or by the rpc.cancel the client sends at its deadline).
+    await assert.rejects(
+      stub.$with({ deadlineMs: 300 }).work(),
+      (error) =>
+        error instanceof AmbiguousError && error.code === DEADLINE_EXCEEDED,
+    );
+    await waitFor(
+      () => seen[0]?.reason !== null,
+      "the server to stop the first call",
+    );
+    // The caller's abort: rpc.cancel stops it at once.
+    const controller = new AbortController();
+    const call = stub.$with({ signal: controller.signal }).work();
+    await waitFor(() => seen.length === 2, "the second call to start");
+    const abortedAt = Date.now();
+    controller.abort();
+    await assert.rejects(
+      call,
+      (error) => (error as RpcError).code === CANCELLED,
+    );
+    await waitFor(
+      () => seen[1].reason !== null,
+      "the server to stop the second call",
+    );
+    const cancelLag = Date.now() - abortedAt;
+    console.log(
+      `measured: deadline 300 ms reached the server as ${
+        seen[0].deadlineLeft
+      } ms left, it stopped after ${seen[0].atMs} ms (code ${
+        seen[0].reason
+      }); after the caller's abort it stopped within ${cancelLag} ms (code ${
+        seen[1].reason
+      })`,
+    );
+    assert.ok(seen[0].deadlineLeft! > 200 && seen[0].deadlineLeft! <= 300);
+    // Its own deadline or the client's rpc.cancel, whichever came first.
+    assert.ok(
+      ([DEADLINE_EXCEEDED, CANCELLED] as number[]).includes(seen[0].reason!),
+    );
+    assert.ok(
+      seen[0].atMs >= 200 && seen[0].atMs < 1_000,
+      `${seen[0].atMs} ms`,
+    );
+    assert.equal(seen[1].reason, CANCELLED);
+    assert.ok(cancelLag < 1_000, `${cancelLag} ms`);
+  } finally {
+    client.close();
+    await server.close();
+    await registry.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
 });

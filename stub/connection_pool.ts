@@ -32,6 +32,12 @@ export interface ConnectionPoolOptions {
   minReconnectMs?: number;
   /** Longest wait before redialing a URL that failed, ms. @default 5_000 */
   maxReconnectMs?: number;
+  /**
+   * Send each request's time left (`timeoutMs`) and `rpc.cancel` for calls
+   * given up on (see `RpcConnection`); turn off for servers that refuse
+   * unknown members. @default true
+   */
+  propagateDeadlines?: boolean;
   /** Clock, ms. @default Date.now */
   now?: () => number;
 }
@@ -193,6 +199,7 @@ export class ConnectionPool {
     const opening = dial(url, {
       dialer: this.#options.dialer,
       connectTimeoutMs: this.#options.connectTimeoutMs,
+      propagateDeadlines: this.#options.propagateDeadlines,
     });
     const slot: Slot = { opening, connection: null, lastUsed: this.#now() };
     endpoint.slots.push(slot);

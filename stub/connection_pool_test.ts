@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { ConnectionError } from "../rpc/errors.ts";
 import { serve } from "../rpc/serve.ts";
+import { withContext } from "../rpc/method.ts";
 import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
 import { denoTcpDialer } from "../rpc/deno_tcp.ts";
 import { ConnectionPool } from "./connection_pool.ts";
@@ -204,6 +205,35 @@ Deno.test("ready() hands out an open connection at once, and nothing once it clo
     assert.equal(pool.ready(server.url), undefined);
   } finally {
     pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("propagateDeadlines: the pool's connections send the time left by default, and not when turned off", async () => {
+  const server = serve({
+    methods: {
+      deadline: withContext(({ deadline }) =>
+        deadline === null ? null : deadline - Date.now()
+      ),
+    },
+  });
+  const on = new ConnectionPool();
+  const off = new ConnectionPool({ propagateDeadlines: false });
+  try {
+    const left = await (await on.get(server.url)).call("deadline", [], {
+      timeoutMs: 5_000,
+    });
+    assert.ok(
+      typeof left === "number" && left > 4_000 && left <= 5_000,
+      `${left}`,
+    );
+    const none = await (await off.get(server.url)).call("deadline", [], {
+      timeoutMs: 5_000,
+    });
+    assert.equal(none, null);
+  } finally {
+    on.close();
+    off.close();
     await server.close();
   }
 });
