@@ -89,6 +89,25 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
+/** One member of a {@link RpcConnection.batch}. */
+export interface BatchRequest {
+  /** Method name. */
+  method: string;
+  /** Positional (array) or named (object) params; omitted when undefined. */
+  params?: Params;
+  /** Send it as a notification: no id, no answer, `{ ok: true, value: undefined }` in the results. */
+  notification?: boolean;
+}
+
+/**
+ * How one member of a batch ended: its result, or the server's error
+ * answer for it. Failures of the whole batch (connection, deadline,
+ * abort) reject the batch instead.
+ */
+export type BatchResult =
+  | { ok: true; value: unknown }
+  | { ok: false; error: RpcError };
+
 interface PendingCall {
   method: string;
   resolve(result: unknown): void;
@@ -294,6 +313,166 @@ export class RpcConnection {
       }
       signal?.addEventListener("abort", onAbort, { once: true });
       // A failed write ends the connection, which rejects this call.
+      this.#writer.write(frame);
+    });
+  }
+
+  /**
+   * Sends `requests` as one JSON-RPC 2.0 batch (one JSON array on one
+   * line, JSON-RPC 2.0 §6): the server runs them concurrently and answers
+   * with one array. Resolves once every request with an id is answered,
+   * with one {@link BatchResult} per request, in order (notifications get
+   * `{ ok: true, value: undefined }`). One deadline and one signal cover
+   * the whole batch; each request carries the time left, and on timeout
+   * or abort every unanswered one is cancelled with `rpc.cancel`.
+   *
+   * @throws {RangeError} for an empty batch or a bad `timeoutMs`.
+   * @throws {TypeError} / {@link RpcError} `INVALID_PARAMS` as
+   * {@link call} does, for any member; nothing is sent then.
+   * @throws the batch's failure as {@link call} does: {@link ConnectionError}
+   * (`written` says whether it left), `DEADLINE_EXCEEDED`, `CANCELLED`.
+   *
+   * @example
+   * ```ts ignore
+   * const [sum, greeting] = await connection.batch([
+   *   { method: "add", params: [1, 2] },
+   *   { method: "greet", params: ["Ada"] },
+   * ]);
+   * if (sum.ok) console.log(sum.value); // 3
+   * ```
+   */
+  batch(
+    requests: readonly BatchRequest[],
+    options: CallOptions = {},
+  ): Promise<BatchResult[]> {
+    if (!Array.isArray(requests) || requests.length === 0) {
+      return Promise.reject(
+        new RangeError("a batch must hold at least one request"),
+      );
+    }
+    const name = `a batch of ${requests.length} (${
+      requests.slice(0, 3).map((r) => JSON.stringify(String(r.method))).join(
+        ", ",
+      )
+    }${requests.length > 3 ? ", …" : ""})`;
+    const first = String(requests[0].method);
+    if (this.isClosed) return Promise.reject(this.#closedError(first));
+    const { signal } = options;
+    if (signal?.aborted) {
+      return Promise.reject(cancelledError(name, false, signal.reason));
+    }
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs)) {
+      return Promise.reject(
+        new RangeError(`timeoutMs must be a number of ms, got ${timeoutMs}`),
+      );
+    }
+    if (timeoutMs <= 0) {
+      return Promise.reject(
+        new RpcError(
+          DEADLINE_EXCEEDED,
+          `Deadline exceeded: no time left to send ${name} (timeoutMs ${timeoutMs})`,
+          { timeoutMs, written: false },
+        ),
+      );
+    }
+    const timed = timeoutMs <= MAX_TIMER_MS;
+    const sentTimeout = timed && this.#propagateDeadlines
+      ? Math.ceil(timeoutMs)
+      : undefined;
+    const ids: (number | null)[] = [];
+    const texts: string[] = [];
+    try {
+      for (const request of requests) {
+        const id = request.notification === true ? null : this.#nextId++;
+        ids.push(id);
+        texts.push(
+          requestText(
+            request.method,
+            request.params,
+            id ?? undefined,
+            id === null ? undefined : sentTimeout,
+          ),
+        );
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const results: BatchResult[] = ids.map(() => ({
+      ok: true,
+      value: undefined,
+    }));
+    const frame = encodeTextFrame(`[${texts.join(",")}]`);
+    const waiting = ids.filter((id): id is number => id !== null);
+    if (waiting.length === 0) {
+      return this.#writer.write(frame).then(() => results, (error) => {
+        throw new ConnectionError(
+          `connection to ${this.url} failed while sending ${name}: ${
+            messageOf(error)
+          }`,
+          true,
+          { cause: error },
+        );
+      });
+    }
+    return new Promise<BatchResult[]>((resolve, reject) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let open = waiting.length;
+      let settled = false;
+      const giveUp = (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        cleanup();
+        for (const id of waiting) this.#abandon(id);
+        reject(error);
+      };
+      const onAbort = () => giveUp(cancelledError(name, true, signal?.reason));
+      const cleanup = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      ids.forEach((id, index) => {
+        if (id === null) return;
+        this.#pending.set(id, {
+          method: requests[index].method,
+          resolve: (value) => {
+            results[index] = { ok: true, value };
+            if (--open === 0 && !settled) {
+              settled = true;
+              cleanup();
+              resolve(results);
+            }
+          },
+          reject: (error) => {
+            if (
+              error instanceof RpcError && !(error instanceof ConnectionError)
+            ) {
+              // The server's error answer for this member.
+              results[index] = { ok: false, error };
+              if (--open === 0 && !settled) {
+                settled = true;
+                cleanup();
+                resolve(results);
+              }
+              return;
+            }
+            giveUp(error);
+          },
+          cleanup: () => {},
+        });
+      });
+      if (timed) {
+        timer = setTimeout(() => {
+          giveUp(
+            new RpcError(
+              DEADLINE_EXCEEDED,
+              `Deadline exceeded: no response to ${name} within ${timeoutMs} ms`,
+              { timeoutMs, written: true },
+            ),
+          );
+        }, timeoutMs);
+      }
+      signal?.addEventListener("abort", onAbort, { once: true });
       this.#writer.write(frame);
     });
   }
@@ -527,6 +706,16 @@ function encodeRequest(
   id: number | undefined,
   timeoutMs?: number,
 ): Uint8Array {
+  return encodeTextFrame(requestText(method, params, id, timeoutMs));
+}
+
+/** One request's JSON text; throws TypeError or INVALID_PARAMS for what cannot be sent. */
+function requestText(
+  method: string,
+  params: Params | undefined,
+  id: number | undefined,
+  timeoutMs?: number,
+): string {
   const name = JSON.stringify(String(method));
   if (typeof method !== "string") {
     throw new TypeError(`method must be a string, got ${typeof method}`);
@@ -556,7 +745,7 @@ function encodeRequest(
       }`,
     );
   }
-  return encodeTextFrame(text);
+  return text;
 }
 
 function cancelledError(

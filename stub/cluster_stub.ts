@@ -20,7 +20,11 @@ import {
   messageOf,
   RpcError,
 } from "../rpc/errors.ts";
-import type { RpcConnection } from "../rpc/connection.ts";
+import type {
+  BatchRequest,
+  BatchResult,
+  RpcConnection,
+} from "../rpc/connection.ts";
 import { NO_ENDPOINTS } from "../registry/protocol.ts";
 import { withDeadline } from "../rpc/_timing.ts";
 import type { ClusterMap } from "./cluster_map.ts";
@@ -42,7 +46,7 @@ import { roundRobin } from "./round_robin.ts";
  * Property names a stub never turns into remote calls: `then` (so the stub
  * is not a thenable), `toJSON`, those of `Object.prototype` (so that
  * `JSON.stringify(stub)`, template strings and inspection stay local), and
- * the stub's own `$call`, `$notify`, `$with`. Call a remote method of such
+ * the stub's own `$call`, `$notify`, `$batch`, `$with`. Call a remote method of such
  * a name with `stub.$call(method, params)`.
  */
 const NOT_REMOTE = new Set([
@@ -50,6 +54,7 @@ const NOT_REMOTE = new Set([
   "toJSON",
   "$call",
   "$notify",
+  "$batch",
   "$with",
   ...Object.getOwnPropertyNames(Object.prototype),
 ]);
@@ -125,6 +130,16 @@ export interface StubControls<T> {
     params?: unknown[] | Record<string, unknown>,
     options?: StubCallOptions,
   ): Promise<void>;
+  /**
+   * Sends `requests` as one JSON-RPC batch to one server (fail-over as for
+   * a call: retried elsewhere if not sent, or if every member is
+   * idempotent); one result per request, in order, a member's error answer
+   * as `{ ok: false, error: ServerError }`.
+   */
+  $batch(
+    requests: readonly BatchRequest[],
+    options?: StubCallOptions,
+  ): Promise<BatchResult[]>;
   /** The same stub with these options on every call (a deadline, a signal…). */
   $with(options: StubCallOptions): Stub<T>;
 }
@@ -158,6 +173,18 @@ export interface StubContext {
   /** The client's records of every server. */
   health: HealthBook;
 }
+
+/** Sends one attempt on a connection: a call, or a batch. */
+type Send = (
+  connection: RpcConnection,
+  options: { timeoutMs: number; signal: AbortSignal | undefined },
+) => Promise<unknown>;
+
+/**
+ * The method name a distributor sees for a batch (`CallInfo.method`); its
+ * `params` are then the batch's requests.
+ */
+export const BATCH_METHOD = "rpc.batch";
 
 /** How one attempt ended. */
 type Outcome =
@@ -238,12 +265,72 @@ export class ClusterStub {
    * (or the attempts, the deadline or the retry budget ran out).
    * @throws registry errors when the first lookup of the name failed.
    */
-  async call<R = unknown>(
+  call<R = unknown>(
     method: string,
     params: unknown[] | Record<string, unknown> = [],
     options: StubCallOptions = {},
   ): Promise<R> {
-    const idempotent = options.idempotent ?? this.#idempotent(method);
+    return this.#run<R>(
+      method,
+      params,
+      options.idempotent ?? this.#idempotent(method),
+      options,
+      (connection, attempt) => connection.call(method, params, attempt),
+    );
+  }
+
+  /**
+   * Sends `requests` as one JSON-RPC batch to one server chosen by the
+   * distributor (which sees the method {@link BATCH_METHOD} and the
+   * requests as params), with the fail-over rules of {@link call}: the
+   * batch is idempotent only if every member's method is (or
+   * `options.idempotent` says so). One deadline covers the batch.
+   *
+   * @returns one {@link BatchResult} per request, in order: the result, or
+   * the server's error answer as a {@link ServerError} (not retried).
+   * @throws as {@link call} does, for failures of the whole batch.
+   * @throws {RangeError} for an empty batch.
+   */
+  async batch(
+    requests: readonly BatchRequest[],
+    options: StubCallOptions = {},
+  ): Promise<BatchResult[]> {
+    if (!Array.isArray(requests) || requests.length === 0) {
+      throw new RangeError("a batch must hold at least one request");
+    }
+    const idempotent = options.idempotent ??
+      requests.every((r) =>
+        r.notification !== true && this.#idempotent(r.method)
+      );
+    return await this.#run<BatchResult[]>(
+      BATCH_METHOD,
+      requests.map((r) => ({ ...r })),
+      idempotent,
+      options,
+      async (connection, attempt) => {
+        const results = await connection.batch(requests, attempt);
+        return results.map((result): BatchResult =>
+          result.ok ? result : {
+            ok: false,
+            error: new ServerError(
+              result.error.code,
+              result.error.message,
+              result.error.data,
+              connection.url,
+            ),
+          }
+        );
+      },
+    );
+  }
+
+  async #run<R>(
+    method: string,
+    params: unknown[] | Record<string, unknown>,
+    idempotent: boolean,
+    options: StubCallOptions,
+    send: Send,
+  ): Promise<R> {
     const deadlineMs = options.deadlineMs ?? this.#deadlineMs;
     const deadline = Date.now() + deadlineMs;
     const { signal } = options;
@@ -297,14 +384,14 @@ export class ClusterStub {
         ? await this.#hedged(
           endpoint,
           untried.filter((c) => c !== endpoint),
-          method,
-          params,
+          label,
+          send,
           timeoutMs,
           signal,
           info,
           tried,
         )
-        : await this.#attempt(endpoint, method, params, timeoutMs, signal);
+        : await this.#attempt(endpoint, label, send, timeoutMs, signal);
       if (outcome.ok) {
         const replaced = this.#distributor.onReturn?.(outcome.value, {
           ...info,
@@ -407,7 +494,7 @@ export class ClusterStub {
     );
   }
 
-  /** The typed proxy over {@link call}, with `$call`, `$notify` and `$with`. */
+  /** The typed proxy over {@link call}, with `$call`, `$notify`, `$batch` and `$with`. */
   proxy<T>(defaults: StubCallOptions = {}): Stub<T> {
     const methods = new Map<string, (...args: unknown[]) => Promise<unknown>>();
     const merged = (options?: StubCallOptions) => ({ ...defaults, ...options });
@@ -419,6 +506,7 @@ export class ClusterStub {
       ) => this.call<R>(method, params, merged(options)),
       $notify: (method, params, options) =>
         this.notify(method, params, merged(options)),
+      $batch: (requests, options) => this.batch(requests, merged(options)),
       $with: (options) => this.proxy<T>(merged(options)),
     };
     return new Proxy({}, {
@@ -512,13 +600,12 @@ export class ClusterStub {
   /** One attempt on one endpoint, its failure classified. */
   async #attempt(
     endpoint: Candidate,
-    method: string,
-    params: unknown[] | Record<string, unknown>,
+    label: string,
+    send: Send,
     timeoutMs: number,
     signal: AbortSignal | undefined,
   ): Promise<Outcome> {
     const { url } = endpoint;
-    const label = `"${this.#name}.${method}"`;
     const health = this.#context.health.of(url);
     health.started();
     const started = Date.now();
@@ -529,7 +616,7 @@ export class ClusterStub {
         signal,
         label,
       );
-      const value = await connection.call(method, params, {
+      const value = await send(connection, {
         timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
         signal,
       });
@@ -639,8 +726,8 @@ export class ClusterStub {
   async #hedged(
     first: Candidate,
     others: Candidate[],
-    method: string,
-    params: unknown[] | Record<string, unknown>,
+    label: string,
+    send: Send,
     timeoutMs: number,
     signal: AbortSignal | undefined,
     info: CallInfo,
@@ -648,13 +735,13 @@ export class ClusterStub {
   ): Promise<Outcome> {
     const delay = this.#hedgeDelay();
     if (delay === null || delay >= timeoutMs || others.length === 0) {
-      return await this.#attempt(first, method, params, timeoutMs, signal);
+      return await this.#attempt(first, label, send, timeoutMs, signal);
     }
     const controllers = [new AbortController(), new AbortController()];
     const signals = controllers.map((c) =>
       signal === undefined ? c.signal : AbortSignal.any([signal, c.signal])
     );
-    const primary = this.#attempt(first, method, params, timeoutMs, signals[0]);
+    const primary = this.#attempt(first, label, send, timeoutMs, signals[0]);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const hedgeDue = new Promise<"hedge">((resolve) => {
       timer = setTimeout(() => resolve("hedge"), delay);
@@ -665,16 +752,12 @@ export class ClusterStub {
     if (this.#budget !== null && !this.#budget.tryWithdraw()) {
       return await primary;
     }
-    const second = this.#choose(
-      others,
-      { ...info, tried: [...tried] },
-      `"${this.#name}.${method}"`,
-    );
+    const second = this.#choose(others, { ...info, tried: [...tried] }, label);
     tried.push(second.id);
     const backup = this.#attempt(
       second,
-      method,
-      params,
+      label,
+      send,
       Math.max(1, timeoutMs - delay),
       signals[1],
     );

@@ -1068,3 +1068,70 @@ Deno.test("a stub's attempt timeout and its caller's abort reach a Rafter server
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("$batch sends every request to one server as one batch; member errors are ServerErrors; only an all-idempotent batch is retried after it was written", async () => {
+  const raw = lineThenClose();
+  try {
+    await withEnv(async (env) => {
+      const a = await env.start("batch", "a");
+      const b = await env.start("batch", "b");
+      const client = env.client();
+      const stub = client.stub<Who>("batch", { idempotent: ["add", "who"] });
+      const results = await stub.$batch([
+        { method: "add", params: [1, 2] },
+        { method: "invalid" },
+        { method: "who" },
+      ]);
+      const ranOn = a.calls.length > 0 ? a : b;
+      const other = ranOn === a ? b : a;
+      assert.deepEqual(ranOn.calls.sort(), ["add", "invalid", "who"]);
+      assert.deepEqual(other.calls, []);
+      assert.deepEqual(results[0], { ok: true, value: 3 });
+      assert.equal(results[1].ok, false);
+      const failed = results[1].ok ? null : results[1].error;
+      assert.ok(failed instanceof ServerError);
+      assert.equal(failed.code, INVALID_PARAMS);
+      assert.equal(failed.endpoint, ranOn.endpoint.url);
+      assert.deepEqual(results[2], { ok: true, value: ranOn.id });
+
+      // A server that reads the batch and dies: an all-idempotent batch
+      // moves on, one with a method not declared idempotent does not.
+      await env.admin.bind("flaky", { id: "raw", url: raw.url });
+      const good = await env.start("flaky", "good");
+      const flakyClient = env.client();
+      const flaky = flakyClient.stub<Who>("flaky", {
+        distributor: roundRobin({ start: 0 }),
+        idempotent: ["add", "who"],
+      });
+      const moved = await flaky.$batch([
+        { method: "add", params: [2, 3] },
+        { method: "who" },
+      ]);
+      assert.deepEqual(moved, [{ ok: true, value: 5 }, {
+        ok: true,
+        value: "good",
+      }]);
+      assert.equal(raw.lines.length, 1);
+      assert.deepEqual(
+        JSON.parse(raw.lines[0]).map((r: { method: string }) => r.method),
+        ["add", "who"],
+      );
+
+      const strictClient = env.client();
+      const strict = strictClient.stub<Who>("flaky", {
+        distributor: roundRobin({ start: 0 }),
+        idempotent: ["add"],
+      });
+      await assert.rejects(
+        strict.$batch([{ method: "add", params: [1, 1] }, { method: "crash" }]),
+        (error) =>
+          error instanceof AmbiguousError && error.endpoint === raw.url,
+      );
+      assert.equal(raw.lines.length, 2);
+      assert.deepEqual(good.calls, ["add", "who"]);
+      await assert.rejects(stub.$batch([]), RangeError);
+    });
+  } finally {
+    await raw.close();
+  }
+});
