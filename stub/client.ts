@@ -220,6 +220,27 @@ export class RafterClient {
   }
 
   /**
+   * How fresh this client's cluster map of `name` is: the registry
+   * revision it reflects and when it last changed (`Date.now()` ms; null
+   * before the first lookup), and whether a watch keeps it current.
+   * Revision 0 before the first lookup (made by the first call);
+   * undefined before the first stub or call of the name.
+   */
+  mapAge(
+    name: string,
+  ):
+    | { revision: number; updatedAt: number | null; watched: boolean }
+    | undefined {
+    const map = this.#maps.get(name);
+    if (map === undefined) return undefined;
+    return {
+      revision: map.revision,
+      updatedAt: map.updatedAt,
+      watched: map.watched,
+    };
+  }
+
+  /**
    * Calls `method` on a server of `name` with `params` (positional, or
    * named as an object) and per-call options (deadline, AbortSignal),
    * through a default stub of that name; `idempotent: true` lets a call

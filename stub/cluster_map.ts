@@ -171,6 +171,11 @@ export class ClusterMap {
     return this.#updatedAt;
   }
 
+  /** Whether a registry watch keeps the map current (after the first lookup, if the source can watch). */
+  get watched(): boolean {
+    return this.#watch !== null;
+  }
+
   /** Every endpoint the registry lists, whatever its state (no lookup). */
   get all(): readonly Endpoint[] {
     return [...this.#all.values()];

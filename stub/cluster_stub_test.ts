@@ -1135,3 +1135,36 @@ Deno.test("$batch sends every request to one server as one batch; member errors 
     await raw.close();
   }
 });
+
+Deno.test("the cluster map knows its age: the revision it reflects, when it changed, whether a watch keeps it current", async () => {
+  await withEnv(async (env) => {
+    await env.start("aged", "a");
+    const client = env.client();
+    assert.equal(client.mapAge("aged"), undefined);
+    const stub = client.stub<Who>("aged");
+    assert.deepEqual(client.mapAge("aged"), {
+      revision: 0,
+      updatedAt: null,
+      watched: false,
+    });
+    const before = Date.now();
+    assert.equal(await stub.who(), "a");
+    const first = client.mapAge("aged")!;
+    assert.ok(first.revision > 0);
+    assert.ok(first.updatedAt !== null && first.updatedAt >= before);
+    await waitFor(
+      () => client.mapAge("aged")!.watched,
+      "the map to be watched",
+    );
+    const { endpoint } = await env.start("aged", "b");
+    await waitFor(
+      () => client.mapAge("aged")!.revision >= endpoint.modRevision,
+      "the watch to bring b's revision",
+    );
+    assert.ok(client.mapAge("aged")!.updatedAt! >= first.updatedAt!);
+    assert.deepEqual(client.endpointStates("aged").map((s) => s.id).sort(), [
+      "a",
+      "b",
+    ]);
+  });
+});
