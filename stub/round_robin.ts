@@ -1,52 +1,12 @@
 /**
- * The round-robin distributor.
+ * Moved to `./distributors/round_robin.ts`; this re-export stays only until
+ * the stub's rewrite imports it from there (`stub/cluster_stub.ts` and its
+ * test still import this path).
  *
  * @module
  */
 
-import type { Distributor } from "./distributor.ts";
-
-/** Options of {@link roundRobin}. */
-export interface RoundRobinOptions {
-  /**
-   * Position of the first pick. Default: random, so that many clients do
-   * not all start on the same server (as gRPC's round_robin policy does).
-   */
-  start?: number;
-}
-
-/**
- * Cycles through the cluster map: each call goes to the endpoint after the
- * previous one. When the map shrinks or grows, the cycle continues from the
- * same position modulo the new size.
- *
- * @example
- * ```ts
- * import { roundRobin } from "./round_robin.ts";
- * import { makeCandidate } from "./distributor.ts";
- * const distributor = roundRobin({ start: 0 });
- * const endpoints = [
- *   makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001" }),
- *   makeCandidate({ id: "b", url: "tcp://127.0.0.1:9002" }),
- * ];
- * const call = {
- *   name: "hello", method: "greet", params: [], attempt: 0,
- *   idempotent: false, tried: [], remainingMs: 30_000,
- * };
- * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call)?.id);
- * console.log(picks); // ["a", "b", "a"]
- * ```
- */
-export function roundRobin(options: RoundRobinOptions = {}): Distributor {
-  const start = options.start ?? Math.floor(Math.random() * 1024);
-  // Any number is a position: -1 is the last endpoint, 1.5 is 1.
-  let next = Number.isFinite(start) ? Math.trunc(start) : 0;
-  return {
-    choose(endpoints) {
-      const size = endpoints.length;
-      const endpoint = endpoints[((next % size) + size) % size];
-      next = (next + 1) % Number.MAX_SAFE_INTEGER;
-      return endpoint;
-    },
-  };
-}
+export {
+  roundRobin,
+  type RoundRobinOptions,
+} from "./distributors/round_robin.ts";
