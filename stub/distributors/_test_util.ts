@@ -12,6 +12,9 @@ import {
   makeCandidate,
 } from "../distributor.ts";
 
+/** A seeded PRNG in [0, 1), for repeatable spreads. */
+export { mulberry32 as seeded } from "../../raft/simulator.ts";
+
 /** A first attempt at `hello.greet` with `overrides`. */
 export function callInfo(overrides: Partial<CallInfo> = {}): CallInfo {
   return {
@@ -59,6 +62,12 @@ export function tally(ids: readonly string[]): Map<string, number> {
   const counts = new Map<string, number>();
   for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
   return counts;
+}
+
+/** A PRNG that returns `values` in turn (then again from the start). */
+export function sequence(...values: number[]): () => number {
+  let next = 0;
+  return () => values[next++ % values.length];
 }
 
 function port(id: string): number {

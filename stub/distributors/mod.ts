@@ -26,4 +26,13 @@
  * @module
  */
 
+export { firstAvailable } from "./first_available.ts";
+export { leastInFlight, type LeastInFlightOptions } from "./least_in_flight.ts";
+export { leastLoaded, type LeastLoadedOptions } from "./least_loaded.ts";
+export { p2cEwma, type P2cEwmaOptions } from "./p2c_ewma.ts";
+export { random, type RandomOptions } from "./random.ts";
 export { roundRobin, type RoundRobinOptions } from "./round_robin.ts";
+export {
+  weightedRoundRobin,
+  type WeightedRoundRobinOptions,
+} from "./weighted_round_robin.ts";

@@ -19,7 +19,8 @@ export interface RoundRobinOptions {
 /**
  * Cycles through the cluster map: each call goes to the endpoint after the
  * previous one. When the map shrinks or grows, the cycle continues from the
- * same position modulo the new size. Weights, zones and stats are ignored.
+ * same position modulo the new size. Weights, zones and stats are ignored
+ * (`weightedRoundRobin` weighs them and prefers local endpoints).
  *
  * @example
  * ```ts
