@@ -26,12 +26,14 @@
  * @module
  */
 
+export { consistentHash } from "./consistent_hash.ts";
 export { firstAvailable } from "./first_available.ts";
 export { leastInFlight, type LeastInFlightOptions } from "./least_in_flight.ts";
 export { leastLoaded, type LeastLoadedOptions } from "./least_loaded.ts";
 export { p2cEwma, type P2cEwmaOptions } from "./p2c_ewma.ts";
 export { random, type RandomOptions } from "./random.ts";
 export { roundRobin, type RoundRobinOptions } from "./round_robin.ts";
+export { sticky, type StickyOptions } from "./sticky.ts";
 export {
   weightedRoundRobin,
   type WeightedRoundRobinOptions,
