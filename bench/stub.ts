@@ -89,10 +89,16 @@ const calls = Number(values.calls ?? (quick ? "2000" : "5000"));
 const bad = [
   [seconds > 0 && seconds <= 600, "--seconds must be in (0, 600]"],
   [warmupSeconds >= 0 && warmupSeconds <= 60, "--warmup must be in [0, 60]"],
-  [Number.isSafeInteger(callers) && callers >= 1 && callers <= 1000, "--callers must be an integer in [1, 1000]"],
+  [
+    Number.isSafeInteger(callers) && callers >= 1 && callers <= 1000,
+    "--callers must be an integer in [1, 1000]",
+  ],
   [workMs >= 0 && workMs <= 10_000, "--work-ms must be in [0, 10000]"],
   [slowMs >= 0 && slowMs <= 10_000, "--slow-ms must be in [0, 10000]"],
-  [Number.isSafeInteger(calls) && calls >= 1 && calls <= 1_000_000, "--calls must be an integer in [1, 1000000]"],
+  [
+    Number.isSafeInteger(calls) && calls >= 1 && calls <= 1_000_000,
+    "--calls must be an integer in [1, 1000000]",
+  ],
 ].filter(([ok]) => !ok).map(([, message]) => message);
 if (bad.length > 0) {
   console.error(`bench: ${bad.join("; ")}\n\n${USAGE}`);
@@ -160,7 +166,10 @@ const distributors: [string, () => Distributor][] = [
   ["leastLoaded()", () => leastLoaded()],
   ["leastInFlight()", () => leastInFlight()],
   ["p2cEwma()", () => p2cEwma()],
-  ["consistentHash(callId)", () => consistentHash((call) => String(call.params[0]))],
+  [
+    "consistentHash(callId)",
+    () => consistentHash((call) => String((call.params as unknown[])[0])),
+  ],
   ["sticky()", () => sticky()],
 ];
 
@@ -205,9 +214,11 @@ try {
       rows.push(
         `| ${label} | ${(total / (r.elapsedMs / 1000)).toFixed(0)} | ${
           percentile(sorted, 0.5).toFixed(1)
-        } | ${percentile(sorted, 0.99).toFixed(1)} | ${percentile(sorted, 0.999).toFixed(1)} | ${
-          (slowShare * 100).toFixed(1)
-        }% | ${r.errors}${r.firstError ? ` (${r.firstError.slice(0, 60)})` : ""} |`,
+        } | ${percentile(sorted, 0.99).toFixed(1)} | ${
+          percentile(sorted, 0.999).toFixed(1)
+        } | ${(slowShare * 100).toFixed(1)}% | ${r.errors}${
+          r.firstError ? ` (${r.firstError.slice(0, 60)})` : ""
+        } |`,
       );
     } finally {
       client.close();
@@ -223,7 +234,8 @@ try {
     const paths = [
       {
         name: "plain connection (RpcConnection)",
-        once: (id: string) => connection.call("exec", [id, 0]) as Promise<{ server: string }>,
+        once: (id: string) =>
+          connection.call("exec", [id, 0]) as Promise<{ server: string }>,
         times: [] as number[],
         rate: 0,
       },
@@ -258,7 +270,9 @@ try {
         sums[i].ms += r.elapsedMs;
       }
     }
-    for (const [i, path] of paths.entries()) path.rate = sums[i].count / (sums[i].ms / 1000);
+    for (const [i, path] of paths.entries()) {
+      path.rate = sums[i].count / (sums[i].ms / 1000);
+    }
     const average = (t: number[]) => t.reduce((a, b) => a + b, 0) / t.length;
     const plainAverage = average(paths[0].times);
     for (const path of paths) {
@@ -268,7 +282,9 @@ try {
           (percentile(sorted, 0.5) * 1000).toFixed(1)
         } | ${(percentile(sorted, 0.99) * 1000).toFixed(1)} | ${
           (average(path.times) / plainAverage).toFixed(3)
-        }× | ${path.rate.toFixed(0)} | ${(paths[0].rate / path.rate).toFixed(3)}× |`,
+        }× | ${path.rate.toFixed(0)} | ${
+          (paths[0].rate / path.rate).toFixed(3)
+        }× |`,
       );
     }
   } finally {
@@ -282,7 +298,9 @@ try {
 console.log(
   `\n${callers} concurrent callers of idempotent calls, ${seconds} s a row after ${warmupSeconds} s warm-up; every call works ${workMs} ms, server "slow" (1 of 3) adds ${slowMs} ms; 127.0.0.1\n`,
 );
-console.log("| distributor | calls/s | p50 ms | p99 ms | p99.9 ms | share to slow | errors |");
+console.log(
+  "| distributor | calls/s | p50 ms | p99 ms | p99.9 ms | share to slow | errors |",
+);
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
 for (const row of rows) console.log(row);
 console.log(

@@ -40,7 +40,7 @@ import {
 import type { HealthBook } from "./endpoint_health.ts";
 import { AmbiguousError, NotSentError, ServerError } from "./call_errors.ts";
 import { RetryBudget, type RetryBudgetOptions } from "./retry_budget.ts";
-import { roundRobin } from "./round_robin.ts";
+import { roundRobin } from "./distributors/round_robin.ts";
 
 /**
  * Property names a stub never turns into remote calls: `then` (so the stub

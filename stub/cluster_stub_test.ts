@@ -20,7 +20,7 @@ import { type Endpoint, NO_ENDPOINTS } from "../registry/protocol.ts";
 import { AmbiguousError, NotSentError, ServerError } from "./call_errors.ts";
 import { connect, type RafterClient } from "./client.ts";
 import type { Distributor, FailureInfo } from "./distributor.ts";
-import { roundRobin } from "./round_robin.ts";
+import { roundRobin } from "./distributors/round_robin.ts";
 
 /** A server bound in the test's registry, counting the calls it runs. */
 interface TestServer {

@@ -24,7 +24,7 @@ export * from "./cluster_stub.ts";
 export * from "./connection_pool.ts";
 export * from "./distributor.ts";
 export * from "./registry_client.ts";
-export * from "./round_robin.ts";
+export * from "./distributors/mod.ts";
 export * from "./watch.ts";
 export * from "./bind_server.ts";
 export * from "./endpoint_health.ts";

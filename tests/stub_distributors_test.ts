@@ -83,7 +83,9 @@ Deno.test("weightedRoundRobin splits 4,000 calls to servers of weights 1 and 3 w
     const byServer = await spread((id) => stub.exec(id), 4_000);
     const ratio = (byServer.get("w3") ?? 0) / (byServer.get("w1") ?? 1);
     console.log(
-      `measured: w1 ${byServer.get("w1")}, w3 ${byServer.get("w3")} calls; ratio ${ratio.toFixed(3)} (want 3 ± 5%)`,
+      `measured: w1 ${byServer.get("w1")}, w3 ${
+        byServer.get("w3")
+      } calls; ratio ${ratio.toFixed(3)} (want 3 ± 5%)`,
     );
     assert.equal((byServer.get("w1") ?? 0) + (byServer.get("w3") ?? 0), 4_000);
     assert.ok(Math.abs(ratio - 3) <= 0.15, `ratio ${ratio}`);
@@ -115,11 +117,20 @@ Deno.test("preferLocal sends every call to the client's zone while it has a serv
     // It comes back: calls return to the zone as soon as the watch says so.
     await env.start({ id: "a1", zone: "a" });
     const backAt = Date.now();
-    await waitFor(async () => (await stub.exec("probe")).server === "a1", "calls to return to a1", 5_000, 10);
+    await waitFor(
+      async () => (await stub.exec("probe")).server === "a1",
+      "calls to return to a1",
+      5_000,
+      10,
+    );
     const back = Date.now() - backAt;
     const again = await spread((id) => stub.exec(id), 500);
     console.log(
-      `measured: zone a served ${local.get("a1")}/1000; with a1 killed b1 ${away.get("b1")}, b2 ${away.get("b2")}; back on a1 ${back} ms after it bound, then ${again.get("a1")}/500`,
+      `measured: zone a served ${local.get("a1")}/1000; with a1 killed b1 ${
+        away.get("b1")
+      }, b2 ${away.get("b2")}; back on a1 ${back} ms after it bound, then ${
+        again.get("a1")
+      }/500`,
     );
     assert.deepEqual([...again], [["a1", 500]]);
   } finally {
@@ -155,7 +166,12 @@ Deno.test("a sticky stub stays on its endpoint until it fails, moves once and st
     assert.deepEqual([...spreadOut.keys()].sort(), ["s1", "s2", "s3"]);
     await env.start({ id: "s4" });
     const boundAt = Date.now();
-    await waitFor(async () => (await spread((id) => stateless.exec(id), 30)).has("s4"), "s4 to get calls", 5_000, 10);
+    await waitFor(
+      async () => (await spread((id) => stateless.exec(id), 30)).has("s4"),
+      "s4 to get calls",
+      5_000,
+      10,
+    );
     const pickedUp = Date.now() - boundAt;
     console.log(
       `measured: sticky on ${home} for 300 calls, moved once to ${next} for 600; stateless spread ${

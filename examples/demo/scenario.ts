@@ -11,7 +11,7 @@
  */
 
 import { connect } from "../../stub/client.ts";
-import { roundRobin } from "../../stub/round_robin.ts";
+import { roundRobin } from "../../stub/distributors/round_robin.ts";
 import type { LookupResult } from "../../registry/protocol.ts";
 import { dial } from "../../rpc/dial.ts";
 import type { Hello } from "../hello/server.ts";

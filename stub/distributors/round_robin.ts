@@ -4,7 +4,8 @@
  * @module
  */
 
-import type { Distributor } from "./distributor.ts";
+import type { Distributor } from "../distributor.ts";
+import { cursor } from "./_pick.ts";
 
 /** Options of {@link roundRobin}. */
 export interface RoundRobinOptions {
@@ -18,12 +19,14 @@ export interface RoundRobinOptions {
 /**
  * Cycles through the cluster map: each call goes to the endpoint after the
  * previous one. When the map shrinks or grows, the cycle continues from the
- * same position modulo the new size.
+ * same position modulo the new size. Weights, zones and stats are ignored
+ * (`weightedRoundRobin` weighs them and prefers local endpoints).
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { roundRobin } from "./round_robin.ts";
- * import { makeCandidate } from "./distributor.ts";
+ * import { makeCandidate } from "../distributor.ts";
  * const distributor = roundRobin({ start: 0 });
  * const endpoints = [
  *   makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001" }),
@@ -35,18 +38,13 @@ export interface RoundRobinOptions {
  * };
  * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call)?.id);
  * console.log(picks); // ["a", "b", "a"]
+ * assert.deepEqual(picks, ["a", "b", "a"]);
  * ```
  */
 export function roundRobin(options: RoundRobinOptions = {}): Distributor {
-  const start = options.start ?? Math.floor(Math.random() * 1024);
-  // Any number is a position: -1 is the last endpoint, 1.5 is 1.
-  let next = Number.isFinite(start) ? Math.trunc(start) : 0;
+  const next = cursor(options.start);
   return {
-    choose(endpoints) {
-      const size = endpoints.length;
-      const endpoint = endpoints[((next % size) + size) % size];
-      next = (next + 1) % Number.MAX_SAFE_INTEGER;
-      return endpoint;
-    },
+    choose: (endpoints) =>
+      endpoints.length === 0 ? undefined : endpoints[next(endpoints.length)],
   };
 }

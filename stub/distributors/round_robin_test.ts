@@ -1,33 +1,8 @@
 import assert from "node:assert/strict";
-import { type CallInfo, type Candidate, makeCandidate } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
+import { callInfo, candidates as endpoints, picks } from "./_test_util.ts";
 
-const call: CallInfo = {
-  name: "hello",
-  method: "greet",
-  params: [],
-  attempt: 0,
-  idempotent: false,
-  tried: [],
-  remainingMs: 30_000,
-};
-
-function endpoints(...ids: string[]): Candidate[] {
-  return ids.map((id, i) =>
-    makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })
-  );
-}
-
-function picks(
-  distributor: ReturnType<typeof roundRobin>,
-  list: readonly Candidate[],
-  count: number,
-): string[] {
-  return Array.from(
-    { length: count },
-    () => distributor.choose(list, call)!.id,
-  );
-}
+const call = callInfo();
 
 Deno.test("roundRobin cycles through the endpoints in order", () => {
   const distributor = roundRobin({ start: 0 });

@@ -1,0 +1,40 @@
+/**
+ * The built-in distributors: plain functions that return a `Distributor`
+ * (see `../distributor.ts`) for a cluster stub (`client.stub(name, {
+ * distributor })`). Each one picks only among the endpoints it is given,
+ * returns the candidate object itself, and returns undefined only for an
+ * empty list.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { roundRobin } from "./mod.ts";
+ * import { makeCandidate } from "../distributor.ts";
+ * const distributor = roundRobin({ start: 1 });
+ * const [a, b] = ["a", "b"].map((id, i) =>
+ *   makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })
+ * );
+ * const call = {
+ *   name: "hello", method: "greet", params: [], attempt: 0,
+ *   idempotent: false, tried: [], remainingMs: 30_000,
+ * };
+ * const picks = [1, 2].map(() => distributor.choose([a, b], call)?.id);
+ * console.log(picks); // ["b", "a"]
+ * assert.deepEqual(picks, ["b", "a"]);
+ * ```
+ *
+ * @module
+ */
+
+export { consistentHash } from "./consistent_hash.ts";
+export { firstAvailable } from "./first_available.ts";
+export { leastInFlight, type LeastInFlightOptions } from "./least_in_flight.ts";
+export { leastLoaded, type LeastLoadedOptions } from "./least_loaded.ts";
+export { p2cEwma, type P2cEwmaOptions } from "./p2c_ewma.ts";
+export { random, type RandomOptions } from "./random.ts";
+export { roundRobin, type RoundRobinOptions } from "./round_robin.ts";
+export { sticky, type StickyOptions } from "./sticky.ts";
+export {
+  weightedRoundRobin,
+  type WeightedRoundRobinOptions,
+} from "./weighted_round_robin.ts";
