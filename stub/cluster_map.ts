@@ -134,6 +134,7 @@ export class ClusterMap {
   #updatedAt: number | null = null;
   #pending: Promise<void> | null = null;
   #watch: { close(): void } | null = null;
+  readonly #candidateOf = new WeakMap<Endpoint, Candidate>();
   #closed = false;
 
   /**
@@ -190,18 +191,26 @@ export class ClusterMap {
    */
   candidates(): Candidate[] {
     const { health } = this.#context;
-    const serving = [...this.#all.values()].filter((e) =>
-      e.state === "serving"
-    );
-    for (const endpoint of serving) this.#maybeProbe(endpoint.url);
-    const inPlay = serving.filter((e) => health.of(e.url).state !== "ejected");
-    const chosen = serving.length === 0
-      ? [...this.#all.values()].filter((e) => e.state === "draining")
-      : inPlay.length > 0 &&
-          inPlay.length >= this.#panicThreshold * serving.length
-      ? inPlay
-      : serving;
-    return chosen.map((endpoint) => this.#candidate(endpoint));
+    const inPlay: Candidate[] = [];
+    let serving = 0;
+    for (const endpoint of this.#all.values()) {
+      if (endpoint.state !== "serving") continue;
+      serving++;
+      const record = health.of(endpoint.url);
+      if (record.probeDue()) this.#probe(endpoint.url);
+      if (record.state !== "ejected") inPlay.push(this.#candidate(endpoint));
+    }
+    if (inPlay.length > 0 && inPlay.length >= this.#panicThreshold * serving) {
+      return inPlay;
+    }
+    // None serving: the draining ones (they still answer). Too many
+    // ejected: every serving one (the panic threshold).
+    const wanted = serving === 0 ? "draining" : "serving";
+    const fallback: Candidate[] = [];
+    for (const endpoint of this.#all.values()) {
+      if (endpoint.state === wanted) fallback.push(this.#candidate(endpoint));
+    }
+    return fallback;
   }
 
   /**
@@ -309,12 +318,21 @@ export class ClusterMap {
     this.#watch = null;
   }
 
+  /**
+   * The candidate of an endpoint record, made once per record (a registry
+   * update brings a new one): its stats are the live health record.
+   */
   #candidate(endpoint: Endpoint): Candidate {
-    return {
-      ...endpoint,
-      stats: this.#context.health.of(endpoint.url).snapshot(),
-      local: this.#context.isLocal?.(endpoint) ?? false,
-    };
+    let candidate = this.#candidateOf.get(endpoint);
+    if (candidate === undefined) {
+      candidate = {
+        ...endpoint,
+        stats: this.#context.health.of(endpoint.url),
+        local: this.#context.isLocal?.(endpoint) ?? false,
+      };
+      this.#candidateOf.set(endpoint, candidate);
+    }
+    return candidate;
   }
 
   /** How many serving endpoints this client has not ejected. */
@@ -331,9 +349,9 @@ export class ClusterMap {
     return count;
   }
 
-  #maybeProbe(url: string): void {
+  /** Probes an ejected endpoint whose time is up (the caller checked `probeDue`). */
+  #probe(url: string): void {
     const health = this.#context.health.of(url);
-    if (!health.probeDue()) return;
     const probe = this.#context.probe;
     if (probe === undefined) {
       // No way to probe: the ejection simply ends.

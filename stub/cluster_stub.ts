@@ -192,6 +192,7 @@ type Outcome =
   | { ok: false; kind: FailureKind; error: RpcError }
   | { ok: false; kind: "cancelled"; error: RpcError; written: boolean };
 
+const NONE_TRIED: readonly string[] = Object.freeze([]);
 const LATENCY_SAMPLES = 512;
 const MIN_HEDGE_SAMPLES = 20;
 
@@ -344,27 +345,26 @@ export class ClusterStub {
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
-      const candidates = await this.#candidates(
-        deadline,
-        signal,
-        label,
-        deadlineMs,
-        ranOn,
-      );
+      // The fast path (no lookup due) takes no await.
+      const candidates = this.#context.map.needsLookup()
+        ? await this.#candidates(deadline, signal, label, deadlineMs, ranOn)
+        : this.#context.map.candidates();
       if (candidates.length === 0) {
         throw last ?? new NotSentError(
           `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
           { code: NO_ENDPOINTS, endpoint: null, data: { name: this.#name } },
         );
       }
-      const untried = candidates.filter((c) => !tried.includes(c.id));
+      const untried = tried.length === 0
+        ? candidates
+        : candidates.filter((c) => !tried.includes(c.id));
       const info: CallInfo = {
         name: this.#name,
         method,
         params,
         attempt,
         idempotent,
-        tried: [...tried],
+        tried: tried.length === 0 ? NONE_TRIED : [...tried],
         remainingMs: remaining,
       };
       const endpoint = this.#choose(
@@ -497,7 +497,8 @@ export class ClusterStub {
   /** The typed proxy over {@link call}, with `$call`, `$notify`, `$batch` and `$with`. */
   proxy<T>(defaults: StubCallOptions = {}): Stub<T> {
     const methods = new Map<string, (...args: unknown[]) => Promise<unknown>>();
-    const merged = (options?: StubCallOptions) => ({ ...defaults, ...options });
+    const merged = (options?: StubCallOptions) =>
+      options === undefined ? defaults : { ...defaults, ...options };
     const controls: StubControls<T> = {
       $call: <R>(
         method: string,
@@ -610,12 +611,8 @@ export class ClusterStub {
     health.started();
     const started = Date.now();
     try {
-      const connection = await this.#connection(
-        url,
-        started + timeoutMs,
-        signal,
-        label,
-      );
+      const connection = this.#context.pool.ready(url) ??
+        await this.#connection(url, started + timeoutMs, signal, label);
       const value = await send(connection, {
         timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
         signal,

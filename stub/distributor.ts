@@ -37,7 +37,11 @@ export interface EndpointStats {
  * measured.
  */
 export interface Candidate extends Endpoint {
-  /** This client's measurements. */
+  /**
+   * This client's measurements, live: read them when choosing (the same
+   * candidate object is handed out again while its registry record stays
+   * the same, and its stats change as calls start and end).
+   */
   readonly stats: EndpointStats;
   /**
    * Whether it is local to this client: in the client's zone
