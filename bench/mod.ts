@@ -12,6 +12,10 @@
  *   bind with `grant` (ops/s, p50, p99, p99.9, errors, CPU of the bench and
  *   of each node), and watch fan-out: the time until 1,000 (and 64)
  *   watchers have seen one bind.
+ * - `stub.ts` (`deno task bench:stub`, `--quick` for a short run): every
+ *   built-in distributor under one slow server of 3 (calls/s, p50, p99,
+ *   p99.9, the slow server's share), and the cluster stub's overhead over
+ *   a plain connection, sequential and with concurrent callers.
  *
  * @module
  */

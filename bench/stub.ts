@@ -19,8 +19,8 @@
  * stub's cost per call. A script, not a test: it asserts nothing.
  *
  * ```sh
- * deno run -A bench/stub.ts                  # about 45 s
- * deno run -A bench/stub.ts --quick          # about 15 s
+ * deno task bench:stub                      # about 45 s
+ * deno task bench:stub --quick              # about 15 s
  * deno run -A bench/stub.ts --seconds 10 --callers 64 --slow-ms 50
  * ```
  *
