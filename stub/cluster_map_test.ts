@@ -262,8 +262,14 @@ Deno.test("below the panic threshold every serving endpoint is in play again", a
   health.of(a.url).failed("refused");
   assert.deepEqual(ids(map.candidates()), ["b", "c"]);
   health.of(b.url).failed("refused");
-  // 1 of 3 left, under 50 %: all three are tried again.
+  // 1 of 3 left, under 50 %: all three are tried again, and a
+  // distributor sees which ones this client ejected.
   assert.deepEqual(ids(map.candidates()), ["a", "b", "c"]);
+  assert.deepEqual(map.candidates().map((e) => e.stats.state), [
+    "ejected",
+    "ejected",
+    "serving",
+  ]);
   const off = new ClusterMap("hello", reg.source, { health }, {
     panicThreshold: 0,
   });

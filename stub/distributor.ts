@@ -10,9 +10,13 @@
 
 import { type Endpoint, makeEndpoint } from "../registry/protocol.ts";
 
+/** The client's view of an endpoint: see {@link EndpointStats.state}. */
+export type ClientState = "serving" | "suspect" | "ejected";
+
 /**
  * What this client measured of an endpoint: its calls under way, its
- * latency and its failures. Shared by every stub of one client.
+ * latency, its failures and its verdict. Shared by every stub of one
+ * client.
  */
 export interface EndpointStats {
   /** Calls this client has under way on the endpoint now. */
@@ -29,6 +33,12 @@ export interface EndpointStats {
   readonly consecutiveFailures: number;
   /** When its last attempt failed (`Date.now()` ms), or null. */
   readonly lastFailureAt: number | null;
+  /**
+   * This client's verdict (beside the registry's `state` of the endpoint):
+   * serving, suspect (its last attempt failed) or ejected (only offered
+   * when the panic threshold puts ejected endpoints back in play).
+   */
+  readonly state: ClientState;
 }
 
 /**
@@ -143,6 +153,7 @@ export const NO_STATS: EndpointStats = Object.freeze({
   recentFailures: 0,
   consecutiveFailures: 0,
   lastFailureAt: null,
+  state: "serving",
 });
 
 /**

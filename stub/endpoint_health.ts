@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { EndpointStats } from "./distributor.ts";
+import type { ClientState, EndpointStats } from "./distributor.ts";
 
 /** How the client judges endpoints. */
 export interface HealthOptions {
@@ -37,9 +37,6 @@ export interface HealthOptions {
   /** Clock, ms. @default Date.now */
   now?: () => number;
 }
-
-/** The client's side of an endpoint's state. */
-export type ClientState = "serving" | "suspect" | "ejected";
 
 /** What went wrong in one attempt, as the health tracker counts it. */
 export type AttemptFailure = "refused" | "broken" | "timeout";
@@ -141,6 +138,7 @@ export class EndpointHealth implements EndpointStats {
       recentFailures: this.recentFailures,
       consecutiveFailures: this.consecutiveFailures,
       lastFailureAt: this.lastFailureAt,
+      state: this.state,
     };
   }
 

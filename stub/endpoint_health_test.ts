@@ -108,6 +108,7 @@ Deno.test("in-flight counts and snapshot; the book keys records by URL and forge
     recentFailures: 0,
     consecutiveFailures: 0,
     lastFailureAt: null,
+    state: "serving",
   });
   book.forget("tcp://127.0.0.1:1");
   assert.equal(book.of("tcp://127.0.0.1:1"), a); // a call is under way
