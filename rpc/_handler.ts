@@ -81,7 +81,16 @@ export async function validateParams(
     input = argsOf(params);
   }
   const result = await schema["~standard"].validate(input);
-  if (result.issues !== undefined) return invalidParams(result.issues);
+  if (result.issues !== undefined) {
+    const namedSent = !spec.named && typeof params === "object" &&
+      params !== null && !Array.isArray(params);
+    return invalidParams(
+      result.issues,
+      namedSent
+        ? " (the method takes positional params, an array, and named params, an object, were sent)"
+        : "",
+    );
+  }
   const value = result.value;
   return !spec.named && Array.isArray(value) ? value : [value];
 }
@@ -89,6 +98,7 @@ export async function validateParams(
 /** The -32602 error for a schema's issues. */
 function invalidParams(
   issues: ReadonlyArray<StandardSchemaV1.Issue>,
+  hint: string,
 ): RpcError {
   const listed = issues.slice(0, MESSAGE_ISSUES).map((issue) => {
     const path = issue.path ?? [];
@@ -100,7 +110,7 @@ function invalidParams(
   const text = listed.length === 0
     ? "the params do not match the method's schema"
     : listed.join("; ") + (more > 0 ? `; and ${more} more` : "");
-  return new RpcError(INVALID_PARAMS, `Invalid params: ${text}`, {
+  return new RpcError(INVALID_PARAMS, `Invalid params: ${text}${hint}`, {
     issues: issues.slice(0, DATA_ISSUES).map((issue) => ({
       path: (issue.path ?? []).map(keyOf),
       message: issue.message,

@@ -106,7 +106,10 @@ Deno.test("zod, positional: greet(42) is answered -32602 with the path, greet('A
   const object = "Invalid input: expected string, received object";
   assert.equal(
     await call(zodMethods, "greet", '{"name":"Ada"}'),
-    invalid(`[0]: ${object}`, [{ path: [0], message: object }]),
+    invalid(
+      `[0]: ${object} (the method takes positional params, an array, and named params, an object, were sent)`,
+      [{ path: [0], message: object }],
+    ),
   );
 });
 
@@ -430,4 +433,17 @@ Deno.test("Stub<typeof methods> takes the params types from the schemas", async 
   // And the table is a method table.
   const methods: Methods = { ...zodMethods, ...valibotMethods, ...contextual };
   assert.ok(Object.keys(methods).length > 0);
+});
+
+Deno.test("named params sent to a positional schema: the error says the method takes an array", async () => {
+  const text = await call(zodMethods, "add", `{"a":2,"b":3}`);
+  const { error } = JSON.parse(text!);
+  assert.equal(error.code, INVALID_PARAMS);
+  assert.match(
+    error.message,
+    /^Invalid params: .+ \(the method takes positional params, an array, and named params, an object, were sent\)$/,
+  );
+  // Positional params that fail get no such hint.
+  const wrong = JSON.parse((await call(zodMethods, "add", `[1, "x"]`))!);
+  assert.doesNotMatch(wrong.error.message, /named params/);
 });

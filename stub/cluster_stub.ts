@@ -613,11 +613,15 @@ export class ClusterStub {
     try {
       const connection = this.#context.pool.ready(url) ??
         await this.#connection(url, started + timeoutMs, signal, label);
+      // The latency sample leaves out opening the connection: a first
+      // call's dial must not make its server look slow.
+      // performance.now(): local calls take well under a millisecond.
+      const sentAt = performance.now();
       const value = await send(connection, {
         timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
         signal,
       });
-      const latency = Date.now() - started;
+      const latency = performance.now() - sentAt;
       health.answered(latency);
       this.#sample(latency);
       return { ok: true, value };

@@ -1168,3 +1168,36 @@ Deno.test("the cluster map knows its age: the revision it reflects, when it chan
     ]);
   });
 });
+
+Deno.test("the latency a distributor sees leaves out opening the connection: a slow dial does not make a server look slow", async () => {
+  await withEnv(async (env) => {
+    await env.start("dial", "a");
+    const slowDialer: Dialer = async (url, options) => {
+      await delay(150);
+      return await denoTcpDialer(url, options);
+    };
+    const client = env.client({ dialer: slowDialer });
+    const seen: number[] = [];
+    const rotation = roundRobin();
+    const stub = client.stub<Who>("dial", {
+      distributor: {
+        choose(endpoints, call) {
+          seen.push(endpoints[0].stats.ewmaLatencyMs);
+          return rotation.choose(endpoints, call);
+        },
+      },
+    });
+    const started = Date.now();
+    assert.equal(await stub.who(), "a");
+    assert.ok(
+      Date.now() - started >= 150,
+      "the first call waited for the dial",
+    );
+    assert.equal(await stub.who(), "a");
+    assert.equal(seen[0], 0);
+    assert.ok(
+      seen[1] > 0 && seen[1] < 100,
+      `EWMA after the first call: ${seen[1]} ms`,
+    );
+  });
+});

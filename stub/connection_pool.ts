@@ -140,9 +140,9 @@ export class ConnectionPool {
     if (now < endpoint.retryAt) {
       return Promise.reject(
         new ConnectionError(
-          `cannot connect to ${url}: not redialing for ${
+          `cannot connect to ${url}: ${endpoint.lastError} (the last attempt; not redialing for another ${
             endpoint.retryAt - now
-          } ms after the last attempt failed (${endpoint.lastError})`,
+          } ms)`,
           false,
         ),
       );

@@ -105,7 +105,7 @@ Deno.test("a URL nobody listens on rejects with ConnectionError written=false; i
       assert.equal(early.written, false);
       assert.match(
         early.message,
-        /not redialing for \d+ ms after the last attempt failed/,
+        /^cannot connect to tcp:\/\/127\.0\.0\.1:\d+: .*refused.* \(the last attempt; not redialing for another \d+ ms\)$/i,
       );
       assert.equal(dials, 1);
     }

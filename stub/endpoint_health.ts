@@ -77,6 +77,9 @@ export class EndpointHealth implements EndpointStats {
   #ejectedUntil = 0;
   #servingSince = 0;
   #probing = false;
+  /** Why it was first ejected, before any failed probe. */
+  #ejectedFor: string | null = null;
+  #failedProbes = 0;
 
   /** Makes the record of an endpoint not called yet: serving, no stats. */
   constructor(options: HealthOptions = {}) {
@@ -94,9 +97,18 @@ export class EndpointHealth implements EndpointStats {
     return this.#inFlight;
   }
 
-  /** Peak EWMA latency of answered calls, ms (0 before the first answer). */
+  /**
+   * Peak EWMA latency of answered calls, ms (0 before the first answer),
+   * decayed towards 0 for the time since the last answer, as Finagle's
+   * PeakEwma does on read: an endpoint left alone after one slow answer
+   * becomes cheap again and is tried, instead of being starved forever.
+   */
   get ewmaLatencyMs(): number {
-    return this.#ewma;
+    if (this.#ewma === 0) return 0;
+    const idleMs = Math.max(0, this.#now() - this.#ewmaAt);
+    return idleMs === 0
+      ? this.#ewma
+      : this.#ewma * Math.exp(-idleMs / this.#decayMs);
   }
 
   /** Failures in the last 10 s. */
@@ -220,11 +232,23 @@ export class EndpointHealth implements EndpointStats {
       this.#consecutive = 0;
       this.#serve(now);
     } else {
-      this.#eject(now, `${this.#reason ?? "ejected"}; a probe failed too`);
+      this.#failedProbes++;
+      const base = this.#ejectedFor ?? "ejected";
+      this.#eject(
+        now,
+        `${base}; ${
+          this.#failedProbes === 1
+            ? "a probe failed too"
+            : `${this.#failedProbes} probes failed too`
+        }`,
+        base,
+      );
     }
   }
 
-  #eject(now: number, reason: string): void {
+  #eject(now: number, reason: string, base = reason): void {
+    if (base === reason) this.#failedProbes = 0;
+    this.#ejectedFor = base;
     this.#ejections++;
     this.#state = "ejected";
     this.#reason = reason;

@@ -57,10 +57,19 @@ Deno.test("ejection times double while probes fail, up to the maximum, and are f
   assert.equal(health.probeDue(), false); // one probe at a time
   health.probeEnded(false);
   assert.equal(health.ejectedUntil, 300); // 100 + 200
+  assert.equal(
+    health.reason,
+    "the connection was refused or closed; a probe failed too",
+  );
   time.now = 300;
   health.probeStarted();
   health.probeEnded(false);
   assert.equal(health.ejectedUntil, 650); // 300 + min(400, 350)
+  // The reason counts failed probes instead of growing.
+  assert.equal(
+    health.reason,
+    "the connection was refused or closed; 2 probes failed too",
+  );
   time.now = 650;
   health.probeStarted();
   health.probeEnded(true);
@@ -93,6 +102,11 @@ Deno.test("peak EWMA latency jumps to a slower sample at once and decays towards
   health.answered(10);
   const expected = 200 * Math.exp(-1) + 10 * (1 - Math.exp(-1));
   assert.ok(Math.abs(health.ewmaLatencyMs - expected) < 1e-9);
+  // Left alone, it decays towards 0 (no starvation after one slow answer).
+  time.now = 2_100;
+  assert.ok(Math.abs(health.ewmaLatencyMs - expected * Math.exp(-1)) < 1e-9);
+  time.now = 11_100;
+  assert.ok(health.ewmaLatencyMs < 0.01);
 });
 
 Deno.test("in-flight counts and snapshot; the book keys records by URL and forgets idle ones", () => {
