@@ -333,17 +333,18 @@ export class ClusterStub {
     send: Send,
   ): Promise<R> {
     const deadlineMs = options.deadlineMs ?? this.#deadlineMs;
-    const deadline = Date.now() + deadlineMs;
+    const calledAt = Date.now();
+    const deadline = calledAt + deadlineMs;
     const { signal } = options;
     const label = `"${this.#name}.${method}"`;
     if (signal?.aborted) throw cancelled(label, null);
-    this.#budget?.deposit();
+    this.#budget?.deposit(calledAt);
     const tried: string[] = [];
     /** The endpoint an earlier attempt may have run the call on. */
     let ranOn: string | null = null;
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
-      const remaining = deadline - Date.now();
+      const remaining = attempt === 0 ? deadlineMs : deadline - Date.now();
       if (remaining <= 0) break;
       // The fast path (no lookup due) takes no await.
       const candidates = this.#context.map.needsLookup()
@@ -391,7 +392,7 @@ export class ClusterStub {
           info,
           tried,
         )
-        : await this.#attempt(endpoint, label, send, timeoutMs, signal);
+        : await this.#attemptNow(endpoint, label, send, timeoutMs, signal);
       if (outcome.ok) {
         const replaced = this.#distributor.onReturn?.(outcome.value, {
           ...info,
@@ -596,6 +597,48 @@ export class ClusterStub {
           ),
         () => cancelled(label, null),
       );
+  }
+
+  /**
+   * {@link #attempt} without its own promise when the connection is open:
+   * the caller's await is the only one on the fast path.
+   */
+  #attemptNow(
+    endpoint: Candidate,
+    label: string,
+    send: Send,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Outcome | Promise<Outcome> {
+    const { url } = endpoint;
+    const connection = this.#context.pool.ready(url);
+    if (connection === undefined) {
+      return this.#attempt(endpoint, label, send, timeoutMs, signal);
+    }
+    const health = this.#context.health.of(url);
+    health.started();
+    const started = Date.now();
+    const sentAt = performance.now();
+    let sent: Promise<unknown>;
+    try {
+      sent = send(connection, { timeoutMs: Math.max(1, timeoutMs), signal });
+    } catch (error) {
+      health.ended();
+      return this.#classify(error, url, label, started);
+    }
+    return sent.then(
+      (value): Outcome => {
+        health.ended();
+        const latency = performance.now() - sentAt;
+        health.answered(latency);
+        this.#sample(latency);
+        return { ok: true, value };
+      },
+      (error): Outcome => {
+        health.ended();
+        return this.#classify(error, url, label, started);
+      },
+    );
   }
 
   /** One attempt on one endpoint, its failure classified. */

@@ -94,9 +94,13 @@ export class RetryBudget {
     this.#withdrawals = new WindowedCount(ttlMs, now);
   }
 
-  /** A call was made (its first attempt): it adds `percentCanRetry` retries. */
-  deposit(): void {
-    this.#deposits.add(this.#now());
+  /**
+   * A call was made (its first attempt): it adds `percentCanRetry` retries.
+   *
+   * @param now the time of the call, ms (default: the budget's clock).
+   */
+  deposit(now: number = this.#now()): void {
+    this.#deposits.add(now);
   }
 
   /** Spends one retry if the budget has one. @returns whether the retry may go. */
