@@ -113,6 +113,15 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 }
 
+/** The median of `values` (the mean of the middle two for an even count). */
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? sorted[mid]
+    : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 /** What a closed-loop run measured. */
 interface LoadResult {
   latencies: number[];
@@ -176,6 +185,10 @@ const distributors: [string, () => Distributor][] = [
 const cluster = new LocalCluster();
 const rows: string[] = [];
 const overheadRows: string[] = [];
+/** Concurrent windows a path in the overhead table, alternating A B, B A. */
+const windows = quick ? 6 : 10;
+/** Plain calls/s over stub calls/s: the median of the windows' ratios. */
+let concurrentRatio = Number.NaN;
 try {
   await cluster.startRegistry(1);
   await cluster.waitForLeader();
@@ -260,19 +273,25 @@ try {
         }
       }
     }
-    // Concurrent: alternate short windows so drift hits both alike.
-    const windows = 4;
+    // Concurrent: alternate short windows (A B, B A, ...) so drift hits
+    // both alike; the ratio is the median of the windows' ratios.
     const sums = paths.map(() => ({ count: 0, ms: 0 }));
+    const ratios: number[] = [];
     for (let w = 0; w < windows; w++) {
-      for (const [i, path] of paths.entries()) {
-        const r = await closedLoop(path.once, (seconds * 1000) / windows);
+      const rates = [0, 0];
+      const order = w % 2 === 0 ? [0, 1] : [1, 0];
+      for (const i of order) {
+        const r = await closedLoop(paths[i].once, (seconds * 1000) / windows);
         sums[i].count += r.latencies.length;
         sums[i].ms += r.elapsedMs;
+        rates[i] = r.latencies.length / r.elapsedMs;
       }
+      ratios.push(rates[0] / rates[1]);
     }
     for (const [i, path] of paths.entries()) {
       path.rate = sums[i].count / (sums[i].ms / 1000);
     }
+    concurrentRatio = median(ratios);
     const average = (t: number[]) => t.reduce((a, b) => a + b, 0) / t.length;
     const plainAverage = average(paths[0].times);
     for (const path of paths) {
@@ -283,7 +302,7 @@ try {
         } | ${(percentile(sorted, 0.99) * 1000).toFixed(1)} | ${
           (average(path.times) / plainAverage).toFixed(3)
         }× | ${path.rate.toFixed(0)} | ${
-          (paths[0].rate / path.rate).toFixed(3)
+          (path === paths[0] ? 1 : concurrentRatio).toFixed(3)
         }× |`,
       );
     }
@@ -304,7 +323,7 @@ console.log(
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
 for (const row of rows) console.log(row);
 console.log(
-  `\nStub overhead: exec(id, 0) on a name with one server; ${calls} sequential calls a path, interleaved in 10 rounds, then ${callers} concurrent callers for ${seconds} s a path (alternating windows)\n`,
+  `\nStub overhead: exec(id, 0) on a name with one server; ${calls} sequential calls a path, interleaved in 10 rounds, then ${callers} concurrent callers for ${seconds} s a path in ${windows} alternating windows (time per call vs plain: the median of the windows' ratios)\n`,
 );
 console.log(
   "| path | avg µs | p50 µs | p99 µs | avg vs plain | calls/s (concurrent) | time per call vs plain |",

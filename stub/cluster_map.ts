@@ -136,6 +136,10 @@ export class ClusterMap {
   #watch: { close(): void } | null = null;
   readonly #candidateOf = new WeakMap<Endpoint, Candidate>();
   #closed = false;
+  /** Bumped whenever {@link #all} changes. */
+  #version = 0;
+  /** Which endpoints are in play, kept while the map and the health book are unchanged. */
+  #inPlay: InPlay | null = null;
 
   /**
    * Makes an empty map; the first {@link endpoints} call fills it and
@@ -189,28 +193,59 @@ export class ClusterMap {
    * left; the draining ones when none serves (they still answer). An
    * ejected endpoint whose time is up is probed (once at a time).
    */
-  candidates(): Candidate[] {
+  candidates(): readonly Candidate[] {
+    const view = this.#view();
+    for (const url of view.ejected) {
+      if (this.#context.health.of(url).probeDue()) this.#probe(url);
+    }
+    return view.candidates;
+  }
+
+  /**
+   * Which endpoints are in play: recomputed only when the map or a health
+   * record's state changed since the last time (not per call: with
+   * thousands of endpoints a call must not walk them all).
+   */
+  #view(): InPlay {
     const { health } = this.#context;
+    const cached = this.#inPlay;
+    if (
+      cached !== null && cached.version === this.#version &&
+      cached.changes === health.changes
+    ) {
+      return cached;
+    }
     const inPlay: Candidate[] = [];
+    const ejected: string[] = [];
     let serving = 0;
     for (const endpoint of this.#all.values()) {
       if (endpoint.state !== "serving") continue;
       serving++;
-      const record = health.of(endpoint.url);
-      if (record.probeDue()) this.#probe(endpoint.url);
-      if (record.state !== "ejected") inPlay.push(this.#candidate(endpoint));
+      if (health.of(endpoint.url).state === "ejected") {
+        ejected.push(endpoint.url);
+      } else inPlay.push(this.#candidate(endpoint));
     }
-    if (inPlay.length > 0 && inPlay.length >= this.#panicThreshold * serving) {
-      return inPlay;
+    let candidates: Candidate[] = inPlay;
+    if (inPlay.length === 0 || inPlay.length < this.#panicThreshold * serving) {
+      // None serving: the draining ones (they still answer). Too many
+      // ejected: every serving one (the panic threshold).
+      const wanted = serving === 0 ? "draining" : "serving";
+      candidates = [];
+      for (const endpoint of this.#all.values()) {
+        if (endpoint.state === wanted) {
+          candidates.push(this.#candidate(endpoint));
+        }
+      }
     }
-    // None serving: the draining ones (they still answer). Too many
-    // ejected: every serving one (the panic threshold).
-    const wanted = serving === 0 ? "draining" : "serving";
-    const fallback: Candidate[] = [];
-    for (const endpoint of this.#all.values()) {
-      if (endpoint.state === wanted) fallback.push(this.#candidate(endpoint));
-    }
-    return fallback;
+    const view: InPlay = {
+      version: this.#version,
+      changes: health.changes,
+      candidates,
+      healthy: inPlay.length,
+      ejected,
+    };
+    this.#inPlay = view;
+    return view;
   }
 
   /**
@@ -218,7 +253,7 @@ export class ClusterMap {
    * never looked up yet, or no serving endpoint this client trusts.
    */
   needsLookup(): boolean {
-    return this.#updatedAt === null || this.#healthy() === 0;
+    return this.#updatedAt === null || this.#view().healthy === 0;
   }
 
   /** Every endpoint's state with why, the recently removed included. */
@@ -274,7 +309,7 @@ export class ClusterMap {
    *
    * @throws whatever the lookup throws, when none is in play after it.
    */
-  async endpoints(): Promise<Candidate[]> {
+  async endpoints(): Promise<readonly Candidate[]> {
     if (this.needsLookup()) {
       // Empty, or every serving endpoint failed lately: the registry may
       // know of another by now (a watch event may still be on its way).
@@ -333,20 +368,6 @@ export class ClusterMap {
       this.#candidateOf.set(endpoint, candidate);
     }
     return candidate;
-  }
-
-  /** How many serving endpoints this client has not ejected. */
-  #healthy(): number {
-    let count = 0;
-    for (const endpoint of this.#all.values()) {
-      if (
-        endpoint.state === "serving" &&
-        this.#context.health.of(endpoint.url).state !== "ejected"
-      ) {
-        count++;
-      }
-    }
-    return count;
   }
 
   /** Probes an ejected endpoint whose time is up (the caller checked `probeDue`). */
@@ -452,7 +473,22 @@ export class ClusterMap {
       }
     }
     this.#all = next;
+    this.#version++;
   }
+}
+
+/** {@link ClusterMap}'s view of which endpoints are in play. */
+interface InPlay {
+  /** The map's version it was computed at. */
+  version: number;
+  /** The health book's changes it was computed at. */
+  changes: number;
+  /** What {@link ClusterMap.candidates} returns. */
+  candidates: readonly Candidate[];
+  /** Serving endpoints this client has not ejected. */
+  healthy: number;
+  /** URLs of serving endpoints this client ejected (probed when due). */
+  ejected: readonly string[];
 }
 
 function ids(endpoint: Endpoint): { id: string; url: string } {

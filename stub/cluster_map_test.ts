@@ -387,3 +387,50 @@ Deno.test("an endpoint that leaves the map or starts draining is handed to onLea
   reg.watches[0].push(remove(b, 7));
   assert.deepEqual(left, [a.url, b.url]);
 });
+
+Deno.test("which endpoints are in play is kept between calls and follows every ejection, probe and watch event", async () => {
+  const reg = registry([a, b, c]);
+  let time = 0;
+  const health = new HealthBook({ now: () => time, baseEjectionMs: 1_000 });
+  let probes = 0;
+  const map = new ClusterMap("hello", reg.source, {
+    health,
+    probe: () => {
+      probes++;
+      return Promise.resolve(true);
+    },
+  }, { panicThreshold: 0 });
+  await map.endpoints();
+  const first = map.candidates();
+  assert.deepEqual(ids(first), ["a", "b", "c"]);
+  // Nothing changed: the same list, not walked again.
+  assert.equal(map.candidates(), first);
+  health.of(b.url).failed("refused");
+  assert.deepEqual(ids(map.candidates()), ["a", "c"]);
+  assert.equal(map.needsLookup(), false);
+  health.of(a.url).failed("refused");
+  health.of(c.url).failed("refused");
+  // None left: every serving one is back in play (they may answer), and
+  // the next call looks the name up again.
+  assert.deepEqual(ids(map.candidates()), ["a", "b", "c"]);
+  assert.equal(map.needsLookup(), true);
+  assert.equal(probes, 0);
+  // Their time is up: the next look probes each once; passed probes
+  // re-admit them.
+  time = 1_000;
+  map.candidates();
+  map.candidates();
+  assert.equal(probes, 3);
+  await Promise.resolve();
+  assert.equal(map.needsLookup(), false);
+  assert.deepEqual(
+    ["a", "b", "c"].map((id) =>
+      health.of(map.all.find((e) => e.id === id)!.url).state
+    ),
+    ["serving", "serving", "serving"],
+  );
+  // A watch event changes the list at once.
+  reg.watches[0].push(remove(b, 6));
+  assert.deepEqual(ids(map.candidates()), ["a", "c"]);
+  map.close();
+});

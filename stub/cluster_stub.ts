@@ -37,7 +37,7 @@ import {
   type FailureInfo,
   type FailureKind,
 } from "./distributor.ts";
-import type { HealthBook } from "./endpoint_health.ts";
+import type { EndpointHealth, HealthBook } from "./endpoint_health.ts";
 import { AmbiguousError, NotSentError, ServerError } from "./call_errors.ts";
 import { RetryBudget, type RetryBudgetOptions } from "./retry_budget.ts";
 import { roundRobin } from "./distributors/round_robin.ts";
@@ -194,6 +194,8 @@ type Outcome =
 
 const NONE_TRIED: readonly string[] = Object.freeze([]);
 const LATENCY_SAMPLES = 512;
+/** Methods whose error label a stub keeps (callers may make up method names). */
+const MAX_LABELS = 256;
 const MIN_HEDGE_SAMPLES = 20;
 
 /**
@@ -219,6 +221,7 @@ export class ClusterStub {
   readonly #budget: RetryBudget | null;
   readonly #hedge: HedgeOptions | undefined;
   readonly #latencies: number[] = [];
+  readonly #labels = new Map<string, string>();
   #latencyCursor = 0;
 
   /**
@@ -276,7 +279,7 @@ export class ClusterStub {
       params,
       options.idempotent ?? this.#idempotent(method),
       options,
-      (connection, attempt) => connection.call(method, params, attempt),
+      null,
     );
   }
 
@@ -330,42 +333,51 @@ export class ClusterStub {
     params: unknown[] | Record<string, unknown>,
     idempotent: boolean,
     options: StubCallOptions,
-    send: Send,
+    sendOther: Send | null,
   ): Promise<R> {
+    // null: a plain call (made without a closure on the fast path).
+    let send = sendOther;
     const deadlineMs = options.deadlineMs ?? this.#deadlineMs;
     const calledAt = Date.now();
     const deadline = calledAt + deadlineMs;
     const { signal } = options;
-    const label = `"${this.#name}.${method}"`;
+    const label = this.#label(method);
     if (signal?.aborted) throw cancelled(label, null);
     this.#budget?.deposit(calledAt);
-    const tried: string[] = [];
+    /** The endpoints tried so far (made at the first retry). */
+    let tried: string[] | null = null;
     /** The endpoint an earlier attempt may have run the call on. */
     let ranOn: string | null = null;
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
-      const remaining = attempt === 0 ? deadlineMs : deadline - Date.now();
-      if (remaining <= 0) break;
+      if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
       // The fast path (no lookup due) takes no await.
-      const candidates = this.#context.map.needsLookup()
+      const lookup = this.#context.map.needsLookup();
+      const candidates = lookup
         ? await this.#candidates(deadline, signal, label, deadlineMs, ranOn)
         : this.#context.map.candidates();
+      // What is left after the lookup bounds the attempt (and the deadline
+      // the server is sent).
+      const remaining = attempt === 0 && !lookup
+        ? deadlineMs
+        : deadline - Date.now();
+      if (remaining <= 0) break;
       if (candidates.length === 0) {
         throw last ?? new NotSentError(
           `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
           { code: NO_ENDPOINTS, endpoint: null, data: { name: this.#name } },
         );
       }
-      const untried = tried.length === 0
+      const untried = tried === null
         ? candidates
-        : candidates.filter((c) => !tried.includes(c.id));
+        : candidates.filter((c) => !tried!.includes(c.id));
       const info: CallInfo = {
         name: this.#name,
         method,
         params,
         attempt,
         idempotent,
-        tried: tried.length === 0 ? NONE_TRIED : [...tried],
+        tried: tried === null ? NONE_TRIED : [...tried],
         remainingMs: remaining,
       };
       const endpoint = this.#choose(
@@ -373,33 +385,54 @@ export class ClusterStub {
         info,
         label,
       );
-      tried.push(endpoint.id);
       const attemptsLeft = this.#maxAttempts - attempt;
       const timeoutMs = Math.min(
         remaining,
         options.attemptTimeoutMs ?? this.#attemptTimeoutMs ??
           (idempotent ? Math.max(remaining / attemptsLeft, 1) : remaining),
       );
-      const outcome = idempotent && this.#hedge !== undefined &&
-          attemptsLeft > 1
-        ? await this.#hedged(
-          endpoint,
-          untried.filter((c) => c !== endpoint),
-          label,
-          send,
-          timeoutMs,
-          signal,
-          info,
-          tried,
-        )
-        : await this.#attemptNow(endpoint, label, send, timeoutMs, signal);
-      if (outcome.ok) {
-        const replaced = this.#distributor.onReturn?.(outcome.value, {
-          ...info,
-          endpoint,
-        });
-        return (replaced === undefined ? outcome.value : replaced) as R;
+      const hedging = idempotent && this.#hedge !== undefined &&
+        attemptsLeft > 1;
+      const open = hedging ? undefined : this.#context.pool.ready(endpoint.url);
+      let outcome: Outcome;
+      if (open !== undefined) {
+        // The fast path: the connection is open, and the call's own await
+        // is the only one (no promise or closure of an attempt).
+        const health = this.#context.health.of(endpoint.url);
+        health.started();
+        const started = Date.now();
+        const sentAt = performance.now();
+        const sending = { timeoutMs: Math.max(1, timeoutMs), signal };
+        try {
+          const value = await (send === null
+            ? open.call(method, params, sending)
+            : send(open, sending));
+          this.#answered(health, sentAt);
+          outcome = { ok: true, value };
+        } catch (error) {
+          (tried ??= []).push(endpoint.id);
+          outcome = this.#classify(error, endpoint.url, label, started);
+        } finally {
+          health.ended();
+        }
+      } else {
+        send ??= (connection, attempt) =>
+          connection.call(method, params, attempt);
+        (tried ??= []).push(endpoint.id);
+        outcome = hedging
+          ? await this.#hedged(
+            endpoint,
+            untried.filter((c) => c !== endpoint),
+            label,
+            send,
+            timeoutMs,
+            signal,
+            info,
+            tried,
+          )
+          : await this.#attempt(endpoint, label, send, timeoutMs, signal);
       }
+      if (outcome.ok) return this.#returned(outcome.value, info, endpoint);
       if (outcome.kind === "cancelled") {
         throw cancelled(label, outcome.written ? endpoint.url : ranOn);
       }
@@ -442,7 +475,7 @@ export class ClusterStub {
   ): Promise<void> {
     const deadlineMs = options.deadlineMs ?? this.#deadlineMs;
     const deadline = Date.now() + deadlineMs;
-    const label = `"${this.#name}.${method}"`;
+    const label = this.#label(method);
     const tried: string[] = [];
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
@@ -538,7 +571,7 @@ export class ClusterStub {
     label: string,
     deadlineMs: number,
     ranOn: string | null,
-  ): Promise<Candidate[]> {
+  ): Promise<readonly Candidate[]> {
     const { map } = this.#context;
     // The fast path: no timer, no lookup.
     if (!map.needsLookup()) return map.candidates();
@@ -558,7 +591,11 @@ export class ClusterStub {
     );
   }
 
-  #choose(candidates: Candidate[], info: CallInfo, label: string): Candidate {
+  #choose(
+    candidates: readonly Candidate[],
+    info: CallInfo,
+    label: string,
+  ): Candidate {
     const chosen = this.#distributor.choose(candidates, info);
     const endpoint = chosen === undefined
       ? undefined
@@ -599,48 +636,6 @@ export class ClusterStub {
       );
   }
 
-  /**
-   * {@link #attempt} without its own promise when the connection is open:
-   * the caller's await is the only one on the fast path.
-   */
-  #attemptNow(
-    endpoint: Candidate,
-    label: string,
-    send: Send,
-    timeoutMs: number,
-    signal: AbortSignal | undefined,
-  ): Outcome | Promise<Outcome> {
-    const { url } = endpoint;
-    const connection = this.#context.pool.ready(url);
-    if (connection === undefined) {
-      return this.#attempt(endpoint, label, send, timeoutMs, signal);
-    }
-    const health = this.#context.health.of(url);
-    health.started();
-    const started = Date.now();
-    const sentAt = performance.now();
-    let sent: Promise<unknown>;
-    try {
-      sent = send(connection, { timeoutMs: Math.max(1, timeoutMs), signal });
-    } catch (error) {
-      health.ended();
-      return this.#classify(error, url, label, started);
-    }
-    return sent.then(
-      (value): Outcome => {
-        health.ended();
-        const latency = performance.now() - sentAt;
-        health.answered(latency);
-        this.#sample(latency);
-        return { ok: true, value };
-      },
-      (error): Outcome => {
-        health.ended();
-        return this.#classify(error, url, label, started);
-      },
-    );
-  }
-
   /** One attempt on one endpoint, its failure classified. */
   async #attempt(
     endpoint: Candidate,
@@ -664,9 +659,7 @@ export class ClusterStub {
         timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
         signal,
       });
-      const latency = performance.now() - sentAt;
-      health.answered(latency);
-      this.#sample(latency);
+      this.#answered(health, sentAt);
       return { ok: true, value };
     } catch (error) {
       return this.#classify(error, url, label, started);
@@ -838,6 +831,31 @@ export class ClusterStub {
     const sorted = [...this.#latencies].sort((a, b) => a - b);
     const p = hedge.percentile ?? 0.95;
     return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+  }
+
+  /** The value a call answers: `value`, or what the distributor's `onReturn` makes of it. */
+  #returned<R>(value: unknown, info: CallInfo, endpoint: Candidate): R {
+    const onReturn = this.#distributor.onReturn;
+    if (onReturn === undefined) return value as R;
+    const replaced = onReturn(value, { ...info, endpoint });
+    return (replaced === undefined ? value : replaced) as R;
+  }
+
+  /** `"name.method"`, as errors name a call; one string per method. */
+  #label(method: string): string {
+    let label = this.#labels.get(method);
+    if (label === undefined) {
+      label = `"${this.#name}.${method}"`;
+      if (this.#labels.size < MAX_LABELS) this.#labels.set(method, label);
+    }
+    return label;
+  }
+
+  /** Records an answer `sentAt` (performance.now()) in the endpoint's health and the hedge samples. */
+  #answered(health: EndpointHealth, sentAt: number): void {
+    const latency = performance.now() - sentAt;
+    health.answered(latency);
+    this.#sample(latency);
   }
 
   #sample(latency: number): void {

@@ -16,7 +16,15 @@ import {
   type RegistryNode,
   startRegistryNode,
 } from "../registry/registry_node.ts";
-import { type Endpoint, NO_ENDPOINTS } from "../registry/protocol.ts";
+import {
+  type Endpoint,
+  makeEndpoint,
+  NO_ENDPOINTS,
+} from "../registry/protocol.ts";
+import { ClusterMap } from "./cluster_map.ts";
+import { ClusterStub } from "./cluster_stub.ts";
+import { ConnectionPool } from "./connection_pool.ts";
+import { HealthBook } from "./endpoint_health.ts";
 import { AmbiguousError, NotSentError, ServerError } from "./call_errors.ts";
 import { connect, type RafterClient } from "./client.ts";
 import type { Distributor, FailureInfo } from "./distributor.ts";
@@ -1200,4 +1208,50 @@ Deno.test("the latency a distributor sees leaves out opening the connection: a s
       `EWMA after the first call: ${seen[1]} ms`,
     );
   });
+});
+
+Deno.test("time a slow first lookup took comes off the attempt: the server is sent only what is left of the deadline", async () => {
+  const seen: (number | null)[] = [];
+  const server = serve({
+    methods: {
+      left: withContext(({ deadline }) => {
+        seen.push(deadline === null ? null : deadline - Date.now());
+        return "ok";
+      }),
+    },
+  });
+  const health = new HealthBook();
+  const pool = new ConnectionPool({ dialer: denoTcpDialer });
+  const endpoint = makeEndpoint({ id: "a", url: server.url });
+  const map = new ClusterMap("slow-lookup", {
+    // A registry that takes 200 ms to answer the first lookup.
+    lookup: async () => {
+      await delay(200);
+      return {
+        name: "slow-lookup",
+        query: {},
+        revision: 1,
+        endpoints: [endpoint],
+      };
+    },
+  }, { health });
+  try {
+    const stub = new ClusterStub("slow-lookup", { map, pool, health }, {
+      deadlineMs: 1_000,
+    });
+    assert.equal(await stub.call("left"), "ok");
+    assert.equal(seen.length, 1);
+    // 1000 ms less the 200 ms lookup; before the fix it was sent 1000.
+    assert.ok(
+      seen[0] !== null && seen[0] <= 820 && seen[0] > 500,
+      `the server saw ${seen[0]} ms left`,
+    );
+    // The map is current now: the next call gets the whole deadline.
+    assert.equal(await stub.call("left"), "ok");
+    assert.ok(seen[1] !== null && seen[1] > 900, `then ${seen[1]} ms left`);
+  } finally {
+    map.close();
+    pool.close();
+    await server.close();
+  }
 });

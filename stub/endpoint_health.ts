@@ -81,8 +81,16 @@ export class EndpointHealth implements EndpointStats {
   #ejectedFor: string | null = null;
   #failedProbes = 0;
 
-  /** Makes the record of an endpoint not called yet: serving, no stats. */
-  constructor(options: HealthOptions = {}) {
+  readonly #onChange: (() => void) | undefined;
+
+  /**
+   * Makes the record of an endpoint not called yet: serving, no stats.
+   *
+   * @param onChange called when its state or probing changes (what decides
+   * whether it is in play), never per call.
+   */
+  constructor(options: HealthOptions = {}, onChange?: () => void) {
+    this.#onChange = onChange;
     this.#now = options.now ?? Date.now;
     this.#ejectAfter = options.ejectAfterFailures ?? 2;
     this.#baseEjectionMs = options.baseEjectionMs ?? 1_000;
@@ -174,8 +182,9 @@ export class EndpointHealth implements EndpointStats {
     const now = this.#now();
     if (this.#ewma === 0 || latencyMs > this.#ewma) {
       this.#ewma = latencyMs;
-    } else {
-      const weight = Math.exp(-Math.max(0, now - this.#ewmaAt) / this.#decayMs);
+    } else if (now > this.#ewmaAt) {
+      // In the same ms the weight is 1: no change, and no exp() to pay.
+      const weight = Math.exp(-(now - this.#ewmaAt) / this.#decayMs);
       this.#ewma = this.#ewma * weight + latencyMs * (1 - weight);
     }
     this.#ewmaAt = now;
@@ -205,6 +214,7 @@ export class EndpointHealth implements EndpointStats {
         }`,
       );
     } else {
+      if (this.#state !== "suspect") this.#onChange?.();
       this.#state = "suspect";
       this.#reason = kind === "timeout"
         ? "an attempt timed out"
@@ -221,11 +231,13 @@ export class EndpointHealth implements EndpointStats {
   /** A probe starts (so no other does meanwhile). */
   probeStarted(): void {
     this.#probing = true;
+    this.#onChange?.();
   }
 
   /** The probe ended: re-admitted when it passed, ejected for twice as long when not. */
   probeEnded(passed: boolean): void {
     this.#probing = false;
+    this.#onChange?.();
     if (this.#state !== "ejected") return;
     const now = this.#now();
     if (passed) {
@@ -251,6 +263,7 @@ export class EndpointHealth implements EndpointStats {
     this.#ejectedFor = base;
     this.#ejections++;
     this.#state = "ejected";
+    this.#onChange?.();
     this.#reason = reason;
     this.#ejectedUntil = now +
       Math.min(
@@ -261,6 +274,7 @@ export class EndpointHealth implements EndpointStats {
 
   #serve(now: number): void {
     this.#state = "serving";
+    this.#onChange?.();
     this.#reason = null;
     this.#servingSince = now;
   }
@@ -280,18 +294,31 @@ export class EndpointHealth implements EndpointStats {
 export class HealthBook {
   readonly #options: HealthOptions;
   readonly #byUrl = new Map<string, EndpointHealth>();
+  #changes = 0;
+  readonly #changed = () => {
+    this.#changes++;
+  };
 
   /** Makes an empty book; records are made on first use. */
   constructor(options: HealthOptions = {}) {
     this.#options = options;
   }
 
+  /**
+   * Counts changes of the records' states, probes and the records kept: a
+   * view of which endpoints are in play is current while it is unchanged.
+   */
+  get changes(): number {
+    return this.#changes;
+  }
+
   /** The record of `url`, made serving on first use. */
   of(url: string): EndpointHealth {
     let health = this.#byUrl.get(url);
     if (health === undefined) {
-      health = new EndpointHealth(this.#options);
+      health = new EndpointHealth(this.#options, this.#changed);
       this.#byUrl.set(url, health);
+      this.#changes++;
     }
     return health;
   }
@@ -299,6 +326,9 @@ export class HealthBook {
   /** Forgets `url` (it left every map), unless calls are under way. */
   forget(url: string): void {
     const health = this.#byUrl.get(url);
-    if (health !== undefined && health.inFlight === 0) this.#byUrl.delete(url);
+    if (health !== undefined && health.inFlight === 0) {
+      this.#byUrl.delete(url);
+      this.#changes++;
+    }
   }
 }
