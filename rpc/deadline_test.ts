@@ -362,12 +362,12 @@ Deno.test("a request whose deadline passed is not run: -32003", async () => {
     await exchange(
       client,
       '{"jsonrpc":"2.0","method":"count","id":1,"timeoutMs":0}',
-      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the client's deadline passed before the call ran (timeoutMs 0)","data":{"timeoutMs":0}},"id":1}`,
+      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the client's deadline passed before the call ran (timeoutMs 0)","data":{"timeoutMs":0,"started":false}},"id":1}`,
     );
     await exchange(
       client,
       '{"jsonrpc":"2.0","method":"count","id":2,"timeoutMs":-5}',
-      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the client's deadline passed before the call ran (timeoutMs -5)","data":{"timeoutMs":-5}},"id":2}`,
+      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the client's deadline passed before the call ran (timeoutMs -5)","data":{"timeoutMs":-5,"started":false}},"id":2}`,
     );
     // An expired notification is not run either, and gets nothing.
     await client.send('{"jsonrpc":"2.0","method":"count","timeoutMs":0}');
@@ -405,7 +405,7 @@ Deno.test("a request that waited for a slot past its deadline is not run", async
     );
     assert.equal(
       await client.line(),
-      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the client's deadline passed before the call ran (timeoutMs 30)","data":{"timeoutMs":30}},"id":2}`,
+      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the client's deadline passed before the call ran (timeoutMs 30)","data":{"timeoutMs":30,"started":false}},"id":2}`,
     );
     assert.equal(table.runs, 0);
   });
@@ -418,7 +418,7 @@ Deno.test("the deadline aborts a running withContext method: -32003", async () =
     await exchange(
       client,
       '{"jsonrpc":"2.0","method":"wait","id":1,"timeoutMs":40}',
-      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 40)","data":{"timeoutMs":40}},"id":1}`,
+      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 40)","data":{"timeoutMs":40,"started":true}},"id":1}`,
     );
     const stoppedAfter = table.aborts[0].at - sent;
     assert.ok(
@@ -434,7 +434,7 @@ Deno.test("maxDeadlineMs caps a request's timeoutMs and gives one to requests wi
     { methods: table.methods, maxDeadlineMs: 30 },
     async (_server, client) => {
       const answer = (id: number) =>
-        `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the server's limit of 30 ms per call","data":{"maxDeadlineMs":30}},"id":${id}}`;
+        `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the server's limit of 30 ms per call","data":{"maxDeadlineMs":30,"started":true}},"id":${id}}`;
       await exchange(
         client,
         '{"jsonrpc":"2.0","method":"wait","id":1,"timeoutMs":60000}',
@@ -449,7 +449,7 @@ Deno.test("maxDeadlineMs caps a request's timeoutMs and gives one to requests wi
       await exchange(
         client,
         '{"jsonrpc":"2.0","method":"wait","id":3,"timeoutMs":10}',
-        `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 10)","data":{"timeoutMs":10}},"id":3}`,
+        `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 10)","data":{"timeoutMs":10,"started":true}},"id":3}`,
       );
     },
   );
@@ -588,7 +588,7 @@ Deno.test("each batch member has its own signal and deadline", async () => {
     await exchange(
       client,
       '{"jsonrpc":"2.0","method":"rpc.cancel","params":{"id":"b"}}',
-      `[{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 30)","data":{"timeoutMs":30}},"id":"a"},` +
+      `[{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 30)","data":{"timeoutMs":30,"started":true}},"id":"a"},` +
         '{"jsonrpc":"2.0","error":{"code":-32005,"message":"Cancelled: the client cancelled the call (rpc.cancel)"},"id":"b"},' +
         '{"jsonrpc":"2.0","result":1,"id":"c"}]',
     );
@@ -647,7 +647,7 @@ Deno.test("a handler that throws once aborted is answered with the reason and no
     await exchange(
       client,
       '{"jsonrpc":"2.0","method":"fetchy","id":1,"timeoutMs":20}',
-      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 20)","data":{"timeoutMs":20}},"id":1}`,
+      `{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client's deadline (timeoutMs 20)","data":{"timeoutMs":20,"started":true}},"id":1}`,
     );
   });
   assert.deepEqual(reported, []);

@@ -198,7 +198,9 @@ function keyOfId(id: string | number): string {
  *   `options.receivedAt`; capped by `options.maxDeadlineMs`) sets its
  *   deadline. A request whose deadline has passed when it is dispatched is
  *   not run: it is answered -32003 DEADLINE_EXCEEDED. A `timeoutMs` that is
- *   not a number is ignored.
+ *   not a number is ignored. A -32003 answer's data says whether the call
+ *   had started (`{ timeoutMs, started }`), so a client knows if it may
+ *   have run.
  * - `withContext` handlers get a `CallContext` whose signal aborts when the
  *   deadline passes, when `rpc.cancel` names the call, or when
  *   `options.signal` aborts; each batch member has its own. If the handler
@@ -312,7 +314,7 @@ function deadlineError(deadline: Deadline, started: boolean): RpcError {
       started
         ? `Deadline exceeded: the call ran past the client's deadline (timeoutMs ${timeoutMs})`
         : `Deadline exceeded: the client's deadline passed before the call ran (timeoutMs ${timeoutMs})`,
-      { timeoutMs },
+      { timeoutMs, started },
     );
   }
   const { maxDeadlineMs } = deadline;
@@ -321,7 +323,7 @@ function deadlineError(deadline: Deadline, started: boolean): RpcError {
     started
       ? `Deadline exceeded: the call ran past the server's limit of ${maxDeadlineMs} ms per call`
       : `Deadline exceeded: the server's limit of ${maxDeadlineMs} ms per call passed before the call ran`,
-    { maxDeadlineMs },
+    { maxDeadlineMs, started },
   );
 }
 

@@ -86,7 +86,7 @@ export interface CallContext {
  * );
  * assert.equal(
  *   reply,
- *   '{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client\'s deadline (timeoutMs 20)","data":{"timeoutMs":20}},"id":1}',
+ *   '{"jsonrpc":"2.0","error":{"code":-32003,"message":"Deadline exceeded: the call ran past the client\'s deadline (timeoutMs 20)","data":{"timeoutMs":20,"started":true}},"id":1}',
  * );
  * assert.equal(await methods.sleep(1), "slept"); // a direct call
  * ```

@@ -744,6 +744,35 @@ export class ClusterStub {
           ),
         };
       }
+      const sent = error.data as { timeoutMs?: unknown; started?: unknown };
+      if (
+        error.code === DEADLINE_EXCEEDED && typeof sent === "object" &&
+        sent !== null && typeof sent.timeoutMs === "number" &&
+        typeof sent.started === "boolean"
+      ) {
+        // The server honoured the deadline this attempt sent it, and said
+        // so before this client's own timer fired: the same as that timer.
+        if (!sent.started) {
+          return {
+            ok: false,
+            kind: "notSent",
+            error: new NotSentError(`${label}: ${error.message}`, {
+              code: DEADLINE_EXCEEDED,
+              endpoint: url,
+              cause: error,
+            }),
+          };
+        }
+        health.failed("timeout");
+        return {
+          ok: false,
+          kind: "ambiguous",
+          error: new AmbiguousError(
+            `${label} may have run on ${url}: ${error.message}`,
+            { code: DEADLINE_EXCEEDED, endpoint: url, cause: error },
+          ),
+        };
+      }
       // An error answer: the server is alive.
       health.answered(Date.now() - started);
       return {

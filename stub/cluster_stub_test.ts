@@ -1005,13 +1005,15 @@ Deno.test("a stub's attempt timeout and its caller's abort reach a Rafter server
           atMs: -1,
         };
         seen.push(entry);
-        await new Promise<void>((resolve) => {
+        // Stops when aborted, as a handler should (the server answers
+        // the abort's reason, if the client still listens).
+        await new Promise<void>((resolve, reject) => {
           const timer = setTimeout(resolve, 5_000);
           signal.addEventListener("abort", () => {
             clearTimeout(timer);
             entry.reason = (signal.reason as RpcError).code;
             entry.atMs = Date.now() - started;
-            resolve();
+            reject(signal.reason);
           });
         });
         return "done";
@@ -1024,7 +1026,9 @@ Deno.test("a stub's attempt timeout and its caller's abort reach a Rafter server
     await client.bind("cancel", { id: "w", url: server.url });
     const stub = client.stub<{ work(): string }>("cancel");
     // The deadline: the server learns the time left and stops at it (by
-    // its own timer or by the rpc.cancel the client sends at its deadline).
+    // its own timer or by the rpc.cancel the client sends at its deadline);
+    // whether the client's timer or the server's answer comes first, the
+    // caller learns the call may have run.
     await assert.rejects(
       stub.$with({ deadlineMs: 300 }).work(),
       (error) =>
@@ -1253,5 +1257,65 @@ Deno.test("time a slow first lookup took comes off the attempt: the server is se
     map.close();
     pool.close();
     await server.close();
+  }
+});
+
+Deno.test("a server's answer that the attempt's deadline passed counts as the attempt timing out: retried if it may have run only when idempotent, always if it had not started", async () => {
+  /** Serves `late` answering -32003 as a Rafter server whose deadline passed. */
+  const lateServer = (started: boolean, calls: string[]) =>
+    serve({
+      methods: {
+        late: () => {
+          calls.push(`late ${started}`);
+          throw new RpcError(
+            DEADLINE_EXCEEDED,
+            "Deadline exceeded: the call ran past the client's deadline (timeoutMs 100)",
+            { timeoutMs: 100, started },
+          );
+        },
+      },
+    });
+  const calls: string[] = [];
+  const ran = lateServer(true, calls);
+  const queued = lateServer(false, calls);
+  const good = serve({ methods: { late: () => (calls.push("good"), "ok") } });
+  const health = new HealthBook();
+  const pool = new ConnectionPool({ dialer: denoTcpDialer });
+  const maps: ClusterMap[] = [];
+  /** A stub over `servers`, in that order (first available). */
+  const stubOver = (servers: RpcServer[], idempotent: boolean) => {
+    const endpoints = servers.map((s, i) =>
+      makeEndpoint({ id: `s${i}`, url: s.url })
+    );
+    const map = new ClusterMap("late", {
+      lookup: () =>
+        Promise.resolve({ name: "late", query: {}, revision: 1, endpoints }),
+    }, { health });
+    maps.push(map);
+    return new ClusterStub("late", { map, pool, health }, {
+      idempotent,
+      distributor: { choose: (candidates) => candidates[0] },
+    });
+  };
+  try {
+    // May have run: an idempotent call moves on at once.
+    assert.equal(await stubOver([ran, good], true).call("late"), "ok");
+    assert.deepEqual(calls.splice(0), ["late true", "good"]);
+    assert.equal(health.of(ran.url).state, "suspect");
+    // May have run, not idempotent: ambiguous, not retried.
+    await assert.rejects(
+      stubOver([ran, good], false).call("late"),
+      (error) =>
+        error instanceof AmbiguousError && error.code === DEADLINE_EXCEEDED &&
+        error.endpoint === ran.url,
+    );
+    assert.deepEqual(calls.splice(0), ["late true"]);
+    // Had not started: not sent, so even a non-idempotent call moves on.
+    assert.equal(await stubOver([queued, good], false).call("late"), "ok");
+    assert.deepEqual(calls.splice(0), ["late false", "good"]);
+  } finally {
+    for (const map of maps) map.close();
+    pool.close();
+    for (const server of [ran, queued, good]) await server.close();
   }
 });
