@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { CANCELLED, DEADLINE_EXCEEDED, RpcError } from "./errors.ts";
 import { RpcConnection } from "./connection.ts";
 import { dial } from "./dial.ts";
-import type { Methods } from "./dispatcher.ts";
+import { handleText, type Methods } from "./dispatcher.ts";
 import type { Response } from "./message.ts";
 import { type CallContext, withContext } from "./method.ts";
 import { serve } from "./serve.ts";
@@ -730,5 +730,43 @@ Deno.test("a slow method stops within 50 ms when the client closes its connectio
   } finally {
     await connection.closed;
     await within(server.close(), 5_000, "server.close()");
+  }
+});
+
+Deno.test("the server never gives up on a call before the client's deadline: it aborts only once its clock has passed receipt + timeoutMs + 1 ms", async () => {
+  const receivedAt = new Map<number, number>();
+  /** Per call: ms from receipt to the abort, and the timeoutMs sent. */
+  const waited: { ms: number; timeoutMs: number }[] = [];
+  const methods: Methods = {
+    wait: withContext(({ signal, id }, timeoutMs: number) =>
+      new Promise((_, reject) => {
+        signal.addEventListener("abort", () => {
+          waited.push({
+            ms: Date.now() - receivedAt.get(id as number)!,
+            timeoutMs,
+          });
+          reject(signal.reason);
+        });
+      })
+    ),
+  };
+  const replies = await Promise.all(
+    Array.from({ length: 20 }, (_, id) => {
+      const timeoutMs = 5 + id;
+      receivedAt.set(id, Date.now());
+      return handleText(
+        `{"jsonrpc":"2.0","method":"wait","params":[${timeoutMs}],"id":${id},"timeoutMs":${timeoutMs}}`,
+        methods,
+        { receivedAt: receivedAt.get(id) },
+      );
+    }),
+  );
+  assert.equal(waited.length, 20);
+  // Date.now() drops the fraction of a ms: the request may have come in up
+  // to 1 ms after receivedAt, and the client's timer runs from its send.
+  const early = waited.filter(({ ms, timeoutMs }) => ms < timeoutMs + 1);
+  assert.deepEqual(early, []);
+  for (const reply of replies) {
+    assert.match(reply!, /"code":-32003,.*"started":true/);
   }
 });

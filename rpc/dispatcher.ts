@@ -303,7 +303,20 @@ function deadlineOf(request: Request, hooks: Hooks): Deadline | null {
   }
   return timeoutMs === undefined
     ? null
-    : { at: hooks.receivedAt + timeoutMs, timeoutMs };
+    : { at: hooks.receivedAt + timeoutMs + CLOCK_GRAIN_MS, timeoutMs };
+}
+
+/**
+ * Added to a client's deadline: `Date.now()` drops the fraction of a ms, so
+ * the time a request was read can be up to 1 ms early, and without it the
+ * server could give up (and answer -32003) just before the client would.
+ */
+const CLOCK_GRAIN_MS = 1;
+
+/** Whether a call's deadline has passed, by the wall clock. */
+function passed(deadline: Deadline): boolean {
+  return (deadline.timeoutMs !== undefined && deadline.timeoutMs <= 0) ||
+    Date.now() >= deadline.at;
 }
 
 function deadlineError(deadline: Deadline, started: boolean): RpcError {
@@ -352,14 +365,18 @@ class CallScope {
     hooks: Hooks,
   ) {
     const controller = this.#controller;
-    if (deadline !== null) {
-      const ms = deadline.at - Date.now();
-      if (ms <= MAX_TIMER_MS) {
-        this.#timer = setTimeout(
-          () => controller.abort(deadlineError(deadline, true)),
-          Math.max(0, ms),
-        );
-      }
+    if (deadline !== null && deadline.at - Date.now() <= MAX_TIMER_MS) {
+      // A timer can fire a little early (the event loop reads its clock
+      // once per turn): it aborts only once the deadline has passed.
+      const arm = () => {
+        if (passed(deadline)) {
+          this.#timer = undefined;
+          controller.abort(deadlineError(deadline, true));
+        } else {
+          this.#timer = setTimeout(arm, Math.max(1, deadline.at - Date.now()));
+        }
+      };
+      this.#timer = setTimeout(arm, Math.max(0, deadline.at - Date.now()));
     }
     const connection = hooks.signal;
     if (connection?.aborted) {
@@ -452,7 +469,7 @@ async function handleValue(
   }
 
   const deadline = deadlineOf(request, hooks);
-  if (deadline !== null && Date.now() >= deadline.at) {
+  if (deadline !== null && passed(deadline)) {
     return notification
       ? null
       : serializeError(id, deadlineError(deadline, false));
