@@ -720,39 +720,15 @@ export class ClusterStub {
           written: data!.written === true,
         };
       }
-      if (local) {
-        if (data!.written === false) {
-          return {
-            ok: false,
-            kind: "notSent",
-            error: new NotSentError(`${label}: ${error.message}`, {
-              code: DEADLINE_EXCEEDED,
-              endpoint: url,
-              cause: error,
-            }),
-          };
-        }
-        health.failed("timeout");
-        return {
-          ok: false,
-          kind: "ambiguous",
-          error: new AmbiguousError(
-            `${label} may have run on ${url}: no answer within ${
-              Date.now() - started
-            } ms (the attempt's timeout)`,
-            { code: DEADLINE_EXCEEDED, endpoint: url, cause: error },
-          ),
-        };
-      }
+      // The attempt's deadline passed: by this client's timer, or by the
+      // server, which honoured the deadline the attempt sent it and said
+      // so first (`{ timeoutMs, started }`): the same as that timer.
       const sent = error.data as { timeoutMs?: unknown; started?: unknown };
-      if (
-        error.code === DEADLINE_EXCEEDED && typeof sent === "object" &&
-        sent !== null && typeof sent.timeoutMs === "number" &&
-        typeof sent.started === "boolean"
-      ) {
-        // The server honoured the deadline this attempt sent it, and said
-        // so before this client's own timer fired: the same as that timer.
-        if (!sent.started) {
+      const byServer = !local && error.code === DEADLINE_EXCEEDED &&
+        typeof sent === "object" && sent !== null &&
+        typeof sent.timeoutMs === "number" && typeof sent.started === "boolean";
+      if (local || byServer) {
+        if (local ? data!.written === false : sent.started === false) {
           return {
             ok: false,
             kind: "notSent",
@@ -768,7 +744,13 @@ export class ClusterStub {
           ok: false,
           kind: "ambiguous",
           error: new AmbiguousError(
-            `${label} may have run on ${url}: ${error.message}`,
+            `${label} may have run on ${url}: ${
+              local
+                ? `no answer within ${
+                  Date.now() - started
+                } ms (the attempt's timeout)`
+                : error.message
+            }`,
             { code: DEADLINE_EXCEEDED, endpoint: url, cause: error },
           ),
         };
