@@ -30,9 +30,10 @@ export interface CallContext {
   readonly signal: AbortSignal;
   /**
    * When the client stops waiting, as a `Date.now()` time in ms: when the
-   * request was read plus its `timeoutMs`, lowered to the server's
-   * `maxDeadlineMs` if that is shorter. `null` when the call has no
-   * deadline.
+   * request was read plus its `timeoutMs` plus 1 ms (the fraction of a ms
+   * `Date.now()` drops: the server must not give up first), lowered to the
+   * server's `maxDeadlineMs` if that is shorter. `null` when the call has
+   * no deadline.
    */
   readonly deadline: number | null;
   /**

@@ -1062,7 +1062,8 @@ Deno.test("a stub's attempt timeout and its caller's abort reach a Rafter server
         seen[1].reason
       })`,
     );
-    assert.ok(seen[0].deadlineLeft! > 200 && seen[0].deadlineLeft! <= 300);
+    // (+1: the server adds 1 ms for the fraction of a ms Date.now() drops.)
+    assert.ok(seen[0].deadlineLeft! > 200 && seen[0].deadlineLeft! <= 301);
     // Its own deadline or the client's rpc.cancel, whichever came first.
     assert.ok(
       ([DEADLINE_EXCEEDED, CANCELLED] as number[]).includes(seen[0].reason!),

@@ -224,7 +224,8 @@ Deno.test("propagateDeadlines: the pool's connections send the time left by defa
       timeoutMs: 5_000,
     });
     assert.ok(
-      typeof left === "number" && left > 4_000 && left <= 5_000,
+      // The server adds 1 ms for the fraction of a ms Date.now() drops.
+      typeof left === "number" && left > 4_000 && left <= 5_001,
       `${left}`,
     );
     const none = await (await off.get(server.url)).call("deadline", [], {
