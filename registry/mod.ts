@@ -23,7 +23,7 @@
  * @module
  */
 
-export * from "./protocol.ts";
+export * from "../protocol/registry.ts";
 export * from "./state.ts";
 export * from "./service.ts";
 export * from "./lease_keeper.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { type RpcServer, serve } from "../rpc/serve.ts";
+import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import {
   formatTcpUrl,
   isWildcardHost,
@@ -26,7 +26,7 @@ import {
   type MemberStatus,
   PEER_PORT_OFFSET,
   type RegistryStatus,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 import { registryMethods } from "./service.ts";
 import {
   type ApplyResult,

@@ -6,7 +6,11 @@
  */
 
 import assert from "node:assert/strict";
-import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
+import {
+  type RpcServer,
+  serve,
+  type ServeOptions,
+} from "../adapter/deno/serve.ts";
 import type { ByteStream } from "./transport.ts";
 
 /** Resolves after `ms` milliseconds. */

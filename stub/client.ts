@@ -17,7 +17,7 @@ import {
   type Scope,
   UNAVAILABLE,
   type UnbindResult,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import {
   ClusterMap,
   type ClusterMapOptions,
@@ -74,7 +74,7 @@ const LINEARIZABLE_MAP_LOOKUP_MS = 3_000;
 /** Settings of {@link connect}. */
 export interface ConnectOptions
   extends RegistryClientOptions, ClusterMapOptions {
-  /** Opens byte streams; default TCP through `Deno.connect`. Pass one on other runtimes. */
+  /** Opens byte streams. Default: the runtime entry's dialer (`defaultDialer()`). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default 2_000 */
   connectTimeoutMs?: number;

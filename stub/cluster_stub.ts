@@ -25,7 +25,7 @@ import type {
   BatchResult,
   RpcConnection,
 } from "../rpc/connection.ts";
-import { NO_ENDPOINTS } from "../registry/protocol.ts";
+import { NO_ENDPOINTS } from "../protocol/registry.ts";
 import { withDeadline } from "../rpc/_timing.ts";
 import type { ClusterMap } from "./cluster_map.ts";
 import type { ConnectionPool } from "./connection_pool.ts";
