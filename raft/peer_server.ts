@@ -18,7 +18,7 @@ import { INVALID_PARAMS, messageOf, RpcError } from "../rpc/errors.ts";
 import type { Methods } from "../rpc/dispatcher.ts";
 import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
-import { parseMessage } from "./message_validation.ts";
+import { parseMessage } from "./_message_validation.ts";
 import {
   AcceptorHandshake,
   type ClusterKey,

@@ -42,7 +42,7 @@ import {
 } from "./lease_keeper.ts";
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
-import { HealthChecker } from "./health_checker.ts";
+import { HealthChecker } from "./_health_checker.ts";
 
 /**
  * A registry snapshot as a node takes it: the Raft index it reflects, the

@@ -45,7 +45,7 @@ import {
   requirePrefix,
   requireScope,
   requireTtl,
-} from "./params.ts";
+} from "./_params.ts";
 import {
   type ApplyResult,
   type Binding,
