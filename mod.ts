@@ -52,7 +52,17 @@ export type {
   EndpointStatus,
 } from "./stub/cluster_map.ts";
 export type { ConnectionPoolOptions } from "./stub/connection_pool.ts";
-export type { AttemptFailure, HealthOptions } from "./stub/endpoint_health.ts";
+export {
+  DEFAULT_EDGE_TTL_MS,
+  EdgeCache,
+  type EdgeCacheOptions,
+} from "./stub/edge_cache.ts";
+export {
+  type AttemptFailure,
+  EndpointHealth,
+  HealthBook,
+  type HealthOptions,
+} from "./stub/endpoint_health.ts";
 export { RetryBudget, type RetryBudgetOptions } from "./stub/retry_budget.ts";
 export {
   type BindOptions,

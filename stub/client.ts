@@ -35,6 +35,7 @@ import {
   type ConnectionPoolOptions,
 } from "./connection_pool.ts";
 import { HealthBook, type HealthOptions } from "./endpoint_health.ts";
+import type { EdgeCache } from "./edge_cache.ts";
 import {
   type BindOptions,
   type RegistryCallOptions,
@@ -98,6 +99,16 @@ export interface ConnectOptions
   health?: HealthOptions;
   /** How long a probe (`rpc.ping`) of an ejected server may take, ms. @default 1_000 */
   probeTimeoutMs?: number;
+  /**
+   * Edge mode, for runtimes where no socket or timer may outlive a request
+   * (Cloudflare Workers): make one client per request with the isolate's
+   * {@link EdgeCache} and close it before the response is returned. The
+   * client then keeps no watch (the map is looked up, at most once a TTL),
+   * takes a stubs list from the cache while it is fresh, stores the ones it
+   * reads, and judges servers with the cache's health records (`health` is
+   * ignored).
+   */
+  edge?: EdgeCache;
 }
 
 /**
@@ -134,7 +145,7 @@ export class RafterClient {
       dialer: options.dialer,
       connectTimeoutMs,
     });
-    this.#health = new HealthBook(options.health);
+    this.#health = options.edge?.health ?? new HealthBook(options.health);
     this.registry = new RegistryClient(registryUrls, this.#pool, options);
     this.watches = new WatchClient(this.registry, {
       dialer: options.dialer,
@@ -306,11 +317,32 @@ export class RafterClient {
   #map(name: string): ClusterMap {
     let map = this.#maps.get(name);
     if (map === undefined) {
-      const watch = this.#options.watch ?? true;
+      const edge = this.#options.edge;
+      const watch = edge === undefined && (this.#options.watch ?? true);
+      let looked = false;
       const localHosts = this.#options.localHosts ?? DEFAULT_LOCAL_HOSTS;
       const zone = this.#options.zone;
       map = new ClusterMap(name, {
-        lookup: () => this.#lookupForMap(name),
+        lookup: edge === undefined
+          ? () => this.#lookupForMap(name)
+          : async () => {
+            // A request's first lookup takes the isolate's list while it
+            // is fresh; any later one (everything in play failed) asks.
+            const kept = looked ? undefined : edge.fresh(name);
+            looked = true;
+            if (kept !== undefined) return kept;
+            let result: LookupResult;
+            try {
+              result = await this.#lookupForMap(name);
+            } catch (error) {
+              // The registry cannot be reached: the last list, if any.
+              const stale = edge.last(name);
+              if (stale === undefined) throw error;
+              return stale;
+            }
+            edge.store(name, result);
+            return result;
+          },
         watch: watch
           ? (fromRevision, onUpdate) =>
             this.watches.watch(

@@ -13,7 +13,7 @@ import { fileURLToPath as fromFileUrl } from "node:url";
 const ROOT = fromFileUrl(new URL("../../", import.meta.url));
 
 /** Entries that must run in an edge worker. */
-const EDGE_ENTRIES = ["mod.ts"];
+const EDGE_ENTRIES = ["mod.ts", "adapter/cloudflare/mod.ts"];
 
 /** What `deno info --json` says `entry` reaches: local paths and other specifiers. */
 async function moduleGraph(
@@ -58,8 +58,14 @@ for (const entry of EDGE_ENTRIES) {
     const { local, other } = await moduleGraph(entry);
     assert.ok(local.includes(entry) && local.length > 10, local.join(", "));
     assert.deepEqual(other, [], "only local modules: no node:, npm:, jsr:");
+    // Only the entry's own adapter folder, if it is one.
+    const own = entry.startsWith("adapter/")
+      ? entry.slice(0, entry.lastIndexOf("/") + 1)
+      : null;
     const forbidden = local.filter((path) =>
-      /^(registry|raft|adapter|cli|examples|tests|bench)\//.test(path)
+      /^(registry|raft|cli|examples|tests|bench)\//.test(path) ||
+      (path.startsWith("adapter/") &&
+        (own === null || !path.startsWith(own)))
     );
     assert.deepEqual(forbidden, []);
     const uses: string[] = [];
@@ -70,7 +76,7 @@ for (const entry of EDGE_ENTRIES) {
   });
 }
 
-Deno.test("mod.ts type-checks with the DOM and ESNext libs alone (no Deno types)", async () => {
+Deno.test("mod.ts and the Cloudflare entry type-check with the DOM and ESNext libs alone (no Deno types)", async () => {
   const check = (entry: string) =>
     new Deno.Command(Deno.execPath(), {
       args: ["check", "--config", "tests/edge/dom_only.json", entry],
@@ -78,12 +84,10 @@ Deno.test("mod.ts type-checks with the DOM and ESNext libs alone (no Deno types)
       stdout: "piped",
       stderr: "piped",
     }).output();
-  const result = await check("mod.ts");
-  assert.equal(
-    result.code,
-    0,
-    new TextDecoder().decode(result.stderr),
-  );
+  for (const entry of EDGE_ENTRIES) {
+    const result = await check(entry);
+    assert.equal(result.code, 0, new TextDecoder().decode(result.stderr));
+  }
   // The check can fail: the Deno entry does not pass it.
   const deno = await check("adapter/deno/mod.ts");
   assert.notEqual(deno.code, 0);
