@@ -348,6 +348,8 @@ export class ClusterStub {
     let tried: string[] | null = null;
     /** The endpoint an earlier attempt may have run the call on. */
     let ranOn: string | null = null;
+    /** That attempt's failure: the call ends ambiguous, whatever follows. */
+    let ran: AmbiguousError | null = null;
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
       if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
@@ -363,9 +365,12 @@ export class ClusterStub {
         : deadline - Date.now();
       if (remaining <= 0) break;
       if (candidates.length === 0) {
-        throw last ?? new NotSentError(
-          `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
-          { code: NO_ENDPOINTS, endpoint: null, data: { name: this.#name } },
+        throw mayHaveRun(
+          last ?? new NotSentError(
+            `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
+            { code: NO_ENDPOINTS, endpoint: null, data: { name: this.#name } },
+          ),
+          ran,
         );
       }
       const untried = tried === null
@@ -437,7 +442,10 @@ export class ClusterStub {
         throw cancelled(label, outcome.written ? endpoint.url : ranOn);
       }
       last = outcome.error;
-      if (outcome.kind === "ambiguous") ranOn = endpoint.url;
+      if (outcome.kind === "ambiguous") {
+        ranOn = endpoint.url;
+        ran = outcome.error as AmbiguousError;
+      }
       if (Date.now() >= deadline) break;
       const failure: FailureInfo = {
         ...info,
@@ -448,16 +456,16 @@ export class ClusterStub {
       const decision = this.#distributor.onError?.(outcome.error, failure) ??
         defaultDecision(failure);
       if (typeof decision === "object") return decision.return as R;
-      if (decision === "throw") throw outcome.error;
+      if (decision === "throw") throw mayHaveRun(outcome.error, ran);
       if (attempt + 1 >= this.#maxAttempts) break;
       if (this.#budget !== null && !this.#budget.tryWithdraw()) {
         throw withNote(
-          outcome.error,
+          mayHaveRun(outcome.error, ran),
           "not retried: the stub's retry budget is spent (too many retries lately: the cluster is failing)",
         );
       }
     }
-    if (last !== null && Date.now() < deadline) throw last;
+    if (last !== null && Date.now() < deadline) throw mayHaveRun(last, ran);
     throw deadlineError(label, deadlineMs, ranOn, last);
   }
 
@@ -920,6 +928,19 @@ function deadlineError(
       endpoint: ranOn,
       cause: last ?? undefined,
     });
+}
+
+/**
+ * The error a call ends with: `error`, unless it says the call was not sent
+ * while an earlier attempt (`ran`) may have run it: then an
+ * {@link AmbiguousError} naming that attempt's endpoint, with both reasons.
+ */
+function mayHaveRun(error: RpcError, ran: AmbiguousError | null): RpcError {
+  if (ran === null || !(error instanceof NotSentError)) return error;
+  return new AmbiguousError(
+    `${ran.message}; the last attempt: ${error.message}`,
+    { code: error.code, endpoint: ran.endpoint, cause: error },
+  );
 }
 
 /** The same kind of error with a note added to its message. */
