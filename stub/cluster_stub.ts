@@ -172,6 +172,11 @@ export interface StubContext {
   pool: ConnectionPool;
   /** The client's records of every server. */
   health: HealthBook;
+  /**
+   * Aborts when the client is closed: calls reject with CANCELLED from
+   * then on, and one under way is not retried.
+   */
+  closed?: AbortSignal;
 }
 
 /** Sends one attempt on a connection: a call, or a batch. */
@@ -343,6 +348,7 @@ export class ClusterStub {
     const { signal } = options;
     const label = this.#label(method);
     if (signal?.aborted) throw cancelled(label, null);
+    if (this.#context.closed?.aborted) throw clientClosed(label, null);
     this.#budget?.deposit(calledAt);
     /** The endpoints tried so far (made at the first retry). */
     let tried: string[] | null = null;
@@ -446,6 +452,10 @@ export class ClusterStub {
         ranOn = endpoint.url;
         ran = outcome.error as AmbiguousError;
       }
+      // Closing the client closed the connection: no retry.
+      if (this.#context.closed?.aborted && outcome.kind !== "server") {
+        throw clientClosed(label, ranOn);
+      }
       if (Date.now() >= deadline) break;
       const failure: FailureInfo = {
         ...info,
@@ -488,6 +498,7 @@ export class ClusterStub {
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
       if (options.signal?.aborted) throw cancelled(label, null);
+      if (this.#context.closed?.aborted) throw clientClosed(label, null);
       if (Date.now() >= deadline) break;
       const candidates = await this.#candidates(
         deadline,
@@ -805,7 +816,10 @@ export class ClusterStub {
     const early = await Promise.race([primary, hedgeDue]);
     clearTimeout(timer);
     if (early !== "hedge") return early;
-    if (this.#budget !== null && !this.#budget.tryWithdraw()) {
+    if (
+      this.#context.closed?.aborted ||
+      (this.#budget !== null && !this.#budget.tryWithdraw())
+    ) {
       return await primary;
     }
     const second = this.#choose(others, { ...info, tried: [...tried] }, label);
@@ -897,6 +911,19 @@ function cancelled(label: string, ranOn: string | null): RpcError {
     )
     : new AmbiguousError(
       `Cancelled: the call to ${label} was aborted; it may have run on ${ranOn}`,
+      { code: CANCELLED, endpoint: ranOn },
+    );
+}
+
+/** The CANCELLED error of a call its client's `close()` ended. */
+function clientClosed(label: string, ranOn: string | null): RpcError {
+  return ranOn === null
+    ? new NotSentError(
+      `Cancelled: ${label} was not sent: its client is closed`,
+      { code: CANCELLED, endpoint: null },
+    )
+    : new AmbiguousError(
+      `Cancelled: the client of ${label} was closed while the call was under way; it may have run on ${ranOn}`,
       { code: CANCELLED, endpoint: ranOn },
     );
 }
