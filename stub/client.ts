@@ -275,10 +275,12 @@ export class RafterClient {
   }
 
   /**
-   * Cancels everything under way (registry calls reject with CANCELLED,
-   * watches end, keep-alives of {@link bindServer} stop, so their leases
-   * lapse: close those bindings first for a graceful exit) and closes
-   * every connection. The client cannot be used afterwards.
+   * Cancels everything under way (registry calls and its stubs' calls
+   * reject with CANCELLED, a stub call is not retried elsewhere, watches
+   * end, keep-alives of {@link bindServer} stop, so their leases lapse:
+   * close those bindings first for a graceful exit) and closes every
+   * connection. The client cannot be used afterwards: its stubs' calls
+   * reject with CANCELLED without opening a connection.
    */
   close(): void {
     this.registry.close();
@@ -311,7 +313,12 @@ export class RafterClient {
   }
 
   #stubContext(name: string): StubContext {
-    return { map: this.#map(name), pool: this.#pool, health: this.#health };
+    return {
+      map: this.#map(name),
+      pool: this.#pool,
+      health: this.#health,
+      closed: this.registry.signal,
+    };
   }
 
   #map(name: string): ClusterMap {
