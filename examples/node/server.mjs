@@ -35,20 +35,24 @@ const USAGE = `usage: node server.mjs [options]
   --name NAME      service name to bind (default hello)
   --ttl-ms N       lease TTL: a crashed server leaves lookups this soon
                    (default 10000)
+  --delay-ms N     answer each call after N ms, a stand-in for real work, so
+                   calls are under way when a server dies (default 0)
   --watch-stdin    drain and exit when standard input closes
   --help           show this text`;
 
 /**
  * The methods of server `id`: `greet(name)` by position or by name,
- * answered with the greeting and the server's id; `onCall` counts calls.
+ * answered after `delayMs` with the greeting and the server's id; `onCall`
+ * counts calls.
  *
  * @param {string} id
+ * @param {number} delayMs
  * @param {() => void} onCall
  */
-function helloMethods(id, onCall) {
+function helloMethods(id, delayMs, onCall) {
   return {
     /** @param {unknown} param */
-    greet(param) {
+    async greet(param) {
       const name = typeof param === "object" && param !== null
         ? /** @type {{ name?: unknown }} */ (param).name
         : param;
@@ -57,6 +61,9 @@ function helloMethods(id, onCall) {
           INVALID_PARAMS,
           'Invalid params: greet takes the name to greet: ["Ada"] or { "name": "Ada" }',
         );
+      }
+      if (delayMs > 0) {
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
       }
       onCall();
       return { greeting: `Hello, ${name}!`, server: id };
@@ -78,6 +85,7 @@ async function main() {
         id: { type: "string" },
         name: { type: "string", default: "hello" },
         "ttl-ms": { type: "string", default: "10000" },
+        "delay-ms": { type: "string", default: "0" },
         "watch-stdin": { type: "boolean", default: false },
         help: { type: "boolean", default: false },
       },
@@ -96,6 +104,11 @@ async function main() {
     console.error(`hello server: --ttl-ms must be a positive integer`);
     return 2;
   }
+  const delayMs = Number(values["delay-ms"]);
+  if (!Number.isFinite(delayMs) || delayMs < 0) {
+    console.error(`hello server: --delay-ms must be a number of ms >= 0`);
+    return 2;
+  }
   let listen;
   try {
     listen = parseListenAddress(values.listen);
@@ -110,7 +123,7 @@ async function main() {
   // Node binds asynchronously: serve() resolves once it listens.
   const server = await serve({
     ...listen,
-    methods: helloMethods(id, () => calls++),
+    methods: helloMethods(id, delayMs, () => calls++),
   });
   const client = connect(values.registry.split(","));
   let binding;
