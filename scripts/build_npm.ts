@@ -151,7 +151,6 @@ function emitDeclarations(typesDir: string): void {
     declaration: true,
     emitDeclarationOnly: true,
     strict: true,
-    exactOptionalPropertyTypes: false,
     lib: ["lib.es2022.d.ts", "lib.esnext.d.ts", "lib.dom.d.ts"],
     types: ["node"],
     typeRoots: [join(ROOT, "node_modules", "@types")],
