@@ -36,6 +36,7 @@ const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const ENTRIES = {
   core: "mod.ts",
   node: "adapter/node/mod.ts",
+  cloudflare: "adapter/cloudflare/mod.ts",
 } as const;
 
 /** Oldest Node the package runs on (`AbortSignal.any` came in 20.3). */
@@ -190,6 +191,10 @@ function packageJson(
     types: "./types/adapter/node/mod.d.ts",
     default: "./esm/adapter/node/mod.js",
   };
+  const cloudflare = {
+    types: "./types/adapter/cloudflare/mod.d.ts",
+    default: "./esm/adapter/cloudflare/mod.js",
+  };
   return {
     name: config.name,
     version: config.version,
@@ -210,6 +215,7 @@ function packageJson(
         default: core,
       },
       "./node": node,
+      "./cloudflare": cloudflare,
       "./core": core,
       "./package.json": "./package.json",
     },
