@@ -49,6 +49,9 @@ export function cloudflareDialer(connect: CloudflareConnect): Dialer {
     const signal = options?.signal;
     signal?.throwIfAborted();
     const socket = connect({ hostname, port });
+    // workerd rejects `closed` when the connection fails or breaks; the
+    // stream's readers see that, so nobody else needs to.
+    socket.closed.catch(() => {});
     let closed = false;
     const close = () => {
       if (closed) return;
