@@ -23,6 +23,7 @@ import {
 import { FrameWriter } from "./frame_writer.ts";
 import { encodeTextFrame, NdjsonDecoder } from "./ndjson.ts";
 import type { ByteStream } from "./transport.ts";
+import { exactIds } from "./_json_ids.ts";
 
 /** Default largest response frame a client accepts: 16 MiB (16_777_216 bytes). */
 export const DEFAULT_CLIENT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -565,7 +566,7 @@ export class RpcConnection {
   #receive(text: string): void {
     let value: unknown;
     try {
-      value = JSON.parse(text);
+      value = exactIds(text, JSON.parse(text));
     } catch {
       return;
     }
@@ -585,8 +586,9 @@ export class RpcConnection {
         }
         continue;
       }
-      const call = typeof response.id === "number"
-        ? this.#pending.get(response.id)
+      // This side's ids are safe integers: any other id is not one of ours.
+      const call = Number.isSafeInteger(response.id)
+        ? this.#pending.get(response.id as number)
         : undefined;
       if (call === undefined) {
         try {

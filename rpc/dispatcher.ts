@@ -19,7 +19,6 @@ import {
 } from "./errors.ts";
 import {
   CANCEL_METHOD,
-  errorResponse,
   isRequestId,
   type Request,
   type RequestId,
@@ -29,6 +28,8 @@ import {
 import type { CallContext } from "./method.ts";
 import type { RpcSession } from "./server_connection.ts";
 import { argsOf, specOf, validateParams } from "./_handler.ts";
+import { exactIds, idJson } from "./_json_ids.ts";
+import { Refusal } from "./_refusal.ts";
 
 /** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -141,7 +142,10 @@ export class RunningCalls {
    * cancelled.
    * @returns the function that removes the call again (safe to call twice).
    */
-  add(id: string | number, abort: (reason: unknown) => void): () => void {
+  add(
+    id: string | number | bigint,
+    abort: (reason: unknown) => void,
+  ): () => void {
     const key = keyOfId(id);
     let calls = this.#byId.get(key);
     if (calls === undefined) {
@@ -181,8 +185,8 @@ export class RunningCalls {
   }
 }
 
-function keyOfId(id: string | number): string {
-  return typeof id === "number" ? `n${id}` : `s${id}`;
+function keyOfId(id: string | number | bigint): string {
+  return typeof id === "string" ? `s${id}` : `n${id}`;
 }
 
 /**
@@ -241,6 +245,7 @@ export async function handleText(
       new RpcError(PARSE_ERROR, `Parse error: ${messageOf(error)}`),
     );
   }
+  value = exactIds(text, value);
   const onInternalError = options.onInternalError ?? logInternalError;
   const hooks: Hooks = {
     onInternalError,
@@ -419,6 +424,7 @@ async function handleValue(
   hooks: Hooks,
 ): Promise<string | null> {
   const { onInternalError } = hooks;
+  if (value instanceof Refusal) return serializeError(value.id, value.error);
   const request = validateRequest(value);
   if (request instanceof RpcError) {
     const record = value as Record<string, unknown>;
@@ -440,7 +446,7 @@ async function handleValue(
       hooks.calls.cancel(target);
     return notification
       ? null
-      : `{"jsonrpc":"2.0","result":${cancelled},"id":${JSON.stringify(id)}}`;
+      : `{"jsonrpc":"2.0","result":${cancelled},"id":${idJson(id)}}`;
   }
 
   if (
@@ -550,20 +556,20 @@ async function handleValue(
     );
   }
   return `{"jsonrpc":"2.0","result":${resultText ?? "null"},"id":${
-    JSON.stringify(id)
+    idJson(id)
   }}`;
 }
 
 function serializeError(id: RequestId, error: RpcError): string {
   return trySerializeError(id, error) ??
-    JSON.stringify(
-      errorResponse(id, new RpcError(error.code, error.message)),
-    );
+    trySerializeError(id, new RpcError(error.code, error.message))!;
 }
 
 function trySerializeError(id: RequestId, error: RpcError): string | null {
   try {
-    return JSON.stringify(errorResponse(id, error));
+    return `{"jsonrpc":"2.0","error":${JSON.stringify(error.toJSON())},"id":${
+      idJson(id)
+    }}`;
   } catch {
     return null;
   }

@@ -23,6 +23,7 @@ import {
 } from "./message.ts";
 import type { ByteStream } from "./transport.ts";
 import { INVALID_PARAMS, messageOf, RpcError } from "./errors.ts";
+import { exactIds, idJson } from "./_json_ids.ts";
 
 /**
  * One client connection as the server's methods see it: a way to push
@@ -442,7 +443,7 @@ class ServerConnection {
         kind: "reply",
         text:
           `{"jsonrpc":"2.0","error":{"code":-32005,"message":"Cancelled: the client cancelled the call before it ran (${CANCEL_METHOD})"},"id":${
-            JSON.stringify(id)
+            idJson(id)
           }}`,
       };
       this.#waitingBytes -= waiting.size;
@@ -579,7 +580,7 @@ function requestIdOf(frame: Waiting["frame"]): RequestId | null {
 function parseObject(text: string): Record<string, unknown> | null {
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = exactIds(text, JSON.parse(text));
   } catch {
     return null;
   }
