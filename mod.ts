@@ -26,6 +26,7 @@ export * from "./rpc/errors.ts";
 export * from "./rpc/message.ts";
 export * from "./rpc/transport.ts";
 export * from "./rpc/ndjson.ts";
+export * from "./rpc/codec.ts";
 export * from "./rpc/dispatcher.ts";
 export * from "./rpc/method.ts";
 export * from "./rpc/standard_schema.ts";

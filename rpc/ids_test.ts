@@ -3,11 +3,16 @@ import { RpcConnection } from "./connection.ts";
 import { handleText } from "./dispatcher.ts";
 import type { RequestId, Response } from "./message.ts";
 import { type CallContext, withContext } from "./method.ts";
+import { serve } from "./serve.ts";
 import {
+  cborFrame,
   delay,
   exchange,
   fakeStream,
+  hex,
+  lengthPrefixed,
   type RawClient,
+  RawFrameClient,
   within,
   withRawServer,
 } from "./_test_util.ts";
@@ -148,6 +153,146 @@ Deno.test("json client: a response whose id is not a safe integer matches no cal
     assert.deepEqual(unmatched.map((response) => response.id), [
       9007199254740993n,
       1.5,
+    ]);
+  } finally {
+    connection.close();
+    await connection.closed;
+  }
+});
+
+// ---------------------------------------------------------------- CBOR
+
+const JSONRPC_2 = "67 6a736f6e727063 63 322e30"; // "jsonrpc": "2.0"
+const ID = "62 6964"; // "id"
+
+/** `{"jsonrpc":"2.0","method":"rpc.ping","id":<id>}` with `id` as CBOR hex. */
+function cborPing(id: string): string {
+  return `a3 ${JSONRPC_2} 66 6d6574686f64 68 7270632e70696e67 ${ID} ${id}`;
+}
+
+/** `{"jsonrpc":"2.0","result":"pong","id":<id>}` with `id` as CBOR hex. */
+function cborPong(id: string): Uint8Array {
+  return hex(`a3 ${JSONRPC_2} 66 726573756c74 64 706f6e67 ${ID} ${id}`);
+}
+
+const U64_2_53 = "1b 0020000000000000";
+const U64_2_53_PLUS_1 = "1b 0020000000000001";
+const NEG_2_53_MINUS_2 = "3b 0020000000000001"; // -1 - (2^53 + 1)
+
+/** A server and a raw CBOR client for `fn`; both closed after. */
+async function withCborClient(
+  methods: Parameters<typeof serve>[0]["methods"],
+  fn: (client: RawFrameClient) => Promise<void>,
+): Promise<void> {
+  const server = serve({ methods });
+  const client = await RawFrameClient.connect(server.port);
+  try {
+    await fn(client);
+  } finally {
+    client.close();
+    await within(server.close(), 5_000, "server.close()");
+  }
+}
+
+/** The payloads of the next `count` frames, in hex, sorted. */
+async function frames(
+  client: RawFrameClient,
+  count: number,
+): Promise<string[]> {
+  const read: string[] = [];
+  for (let i = 0; i < count; i++) {
+    read.push(hexOf((await client.frame())!));
+  }
+  return read.sort();
+}
+
+function hexOf(bytes: Uint8Array): string {
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+Deno.test("cbor: a 64-bit integer id above 2^53 is echoed as the same integer, and 2^53 and 2^53+1 in flight get their own ids", async () => {
+  await withCborClient({}, async (client) => {
+    await client.write(lengthPrefixed(hex(cborPing(U64_2_53_PLUS_1))));
+    assert.deepEqual(await client.frame(), cborPong(U64_2_53_PLUS_1));
+    await client.write(lengthPrefixed(hex(cborPing(U64_2_53))));
+    await client.write(lengthPrefixed(hex(cborPing(U64_2_53_PLUS_1))));
+    await client.write(lengthPrefixed(hex(cborPing(NEG_2_53_MINUS_2))));
+    assert.deepEqual(
+      await frames(client, 3),
+      [U64_2_53, U64_2_53_PLUS_1, NEG_2_53_MINUS_2].map((id) =>
+        hexOf(cborPong(id))
+      ).sort(),
+    );
+    // A small id written in 8 bytes is the same small id.
+    await client.write(lengthPrefixed(hex(cborPing("1b 0000000000000007"))));
+    assert.deepEqual(await client.frame(), cborPong("07"));
+  });
+});
+
+Deno.test("cbor: ids above 2^53 in a batch are echoed exactly, each with its member", async () => {
+  await withCborClient({}, async (client) => {
+    await client.write(lengthPrefixed(hex(
+      `83 ${cborPing(U64_2_53_PLUS_1)} ${cborPing("07")} ${
+        cborPing(NEG_2_53_MINUS_2)
+      }`,
+    )));
+    assert.deepEqual(
+      await client.frame(),
+      hex(
+        `83 ${hexOf(cborPong(U64_2_53_PLUS_1))} ${hexOf(cborPong("07"))} ${
+          hexOf(cborPong(NEG_2_53_MINUS_2))
+        }`,
+      ),
+    );
+  });
+});
+
+Deno.test("cbor: rpc.cancel of a 64-bit id cancels that call only", async () => {
+  await withCborClient(waitUntilCancelled, async (client) => {
+    await client.send({ jsonrpc: "2.0", method: "wait", id: 2n ** 53n });
+    await client.send({ jsonrpc: "2.0", method: "wait", id: 2n ** 53n + 1n });
+    await delay(20);
+    await client.send({
+      jsonrpc: "2.0",
+      method: "rpc.cancel",
+      params: { id: 2n ** 53n + 1n },
+    });
+    assert.deepEqual(await client.message(), {
+      jsonrpc: "2.0",
+      result: "cancelled 9007199254740993",
+      id: 2n ** 53n + 1n,
+    });
+    await client.send({
+      jsonrpc: "2.0",
+      method: "rpc.cancel",
+      params: { id: 2n ** 53n },
+    });
+    assert.deepEqual(await client.message(), {
+      jsonrpc: "2.0",
+      result: "cancelled 9007199254740992",
+      id: 2n ** 53n,
+    });
+  });
+});
+
+Deno.test("cbor client: a response id it cannot represent matches no call; a small id in 8 bytes matches its call", async () => {
+  const fake = fakeStream();
+  const unmatched: Response[] = [];
+  const connection = new RpcConnection(fake.stream, {
+    codec: "cbor",
+    onUnmatchedResponse: (response) => unmatched.push(response),
+  });
+  try {
+    const call = connection.call("rpc.ping");
+    fake.pushBytes(cborFrame({
+      jsonrpc: "2.0",
+      result: "not yours",
+      id: 2n ** 53n + 1n,
+    }));
+    fake.pushBytes(cborFrame({ jsonrpc: "2.0", result: "pong", id: 1n }));
+    assert.equal(await within(call, 2_000, "the call"), "pong");
+    assert.deepEqual(unmatched.map((response) => response.id), [
+      9007199254740993n,
     ]);
   } finally {
     connection.close();

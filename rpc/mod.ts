@@ -3,8 +3,9 @@
  *
  * - messages: request and response shapes, validation, error codes
  *   (`errors.ts`, `message.ts`);
- * - framing: newline-delimited JSON (`ndjson.ts`) and a coalescing frame
- *   writer (`frame_writer.ts`);
+ * - framing: newline-delimited JSON (`ndjson.ts`), length-prefixed CBOR (the
+ *   `codec` option, `codec.ts`; a server hears both on one port) and a
+ *   coalescing frame writer (`frame_writer.ts`);
  * - the client: {@link RpcConnection}, many concurrent calls multiplexed over
  *   one connection, opened with {@link dial};
  * - the server: a method table and its dispatch (`dispatcher.ts`), methods
@@ -35,6 +36,7 @@ export * from "./errors.ts";
 export * from "./message.ts";
 export * from "./transport.ts";
 export * from "./ndjson.ts";
+export * from "./codec.ts";
 export * from "./frame_writer.ts";
 export * from "./dispatcher.ts";
 export * from "./method.ts";
