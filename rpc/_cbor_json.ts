@@ -86,6 +86,8 @@ export function scanCbor(bytes: Uint8Array): CborScan {
   let bigints = false;
   let tagged = false;
   let pos = 0;
+  /** The innermost open array or map. */
+  let top: Level | undefined;
   const flag = (issue: string) => {
     item.issue ??= issue;
   };
@@ -95,7 +97,6 @@ export function scanCbor(bytes: Uint8Array): CborScan {
     const initial = bytes[pos++];
     const major = initial >> 5;
     const info = initial & 0x1f;
-    const top = stack.at(-1);
     if (batch && stack.length === 1 && !inMember && initial !== 0xff) {
       item = { start: head, end };
       inMember = true;
@@ -170,7 +171,7 @@ export function scanCbor(bytes: Uint8Array): CborScan {
             );
           }
           // "id"
-          top.idNext = top.message && arg === 2 && bytes[start] === 0x69 &&
+          top!.idNext = top!.message && arg === 2 && bytes[start] === 0x69 &&
             bytes[start + 1] === 0x64;
         } else if (idNext) {
           item.id = utf8.decode(bytes.subarray(start, pos));
@@ -190,13 +191,14 @@ export function scanCbor(bytes: Uint8Array): CborScan {
         }
         if (stack.length === 0 && major === 4 && !wasTagged) batch = true;
         if (left === 0) break;
-        stack.push({
+        top = {
           left,
           map: major === 5,
           key: true,
           message: major === 5 && stack.length === (batch ? 1 : 0),
           idNext: false,
-        });
+        };
+        stack.push(top);
         continue;
       }
       default: // 7: simple values, floats, break
@@ -208,6 +210,7 @@ export function scanCbor(bytes: Uint8Array): CborScan {
             return { malformed: `byte ${head} is a break out of place` };
           }
           stack.pop();
+          top = stack[stack.length - 1];
           break;
         }
         if (isKey) flag(NOT_TEXT_KEY);
@@ -235,7 +238,7 @@ export function scanCbor(bytes: Uint8Array): CborScan {
     }
     // An item is complete: count it in the levels it completes.
     for (;;) {
-      const level = stack.at(-1);
+      const level = top;
       if (level === undefined) {
         if (pos !== end) {
           return { malformed: `${end - pos} bytes follow the item` };
@@ -256,6 +259,7 @@ export function scanCbor(bytes: Uint8Array): CborScan {
       }
       if (level.left === Infinity || --level.left > 0) break;
       stack.pop();
+      top = stack[stack.length - 1];
     }
   }
 }

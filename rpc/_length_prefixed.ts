@@ -34,6 +34,7 @@ export class LengthPrefixedDecoder {
   /** How many bytes of the preamble have been matched. */
   #preambleAt = 0;
   readonly #prefix = new Uint8Array(PREFIX_BYTES);
+  readonly #prefixView = new DataView(this.#prefix.buffer);
   #prefixAt = 0;
   /** The length of the frame being read, once its prefix is whole. */
   #length: number | undefined;
@@ -74,7 +75,7 @@ export class LengthPrefixedDecoder {
         }
         if (this.#prefixAt < PREFIX_BYTES) break;
         this.#prefixAt = 0;
-        const length = new DataView(this.#prefix.buffer).getUint32(0);
+        const length = this.#prefixView.getUint32(0);
         if (length > this.#maxFrameBytes) {
           this.#stopped = true;
           found.push({ kind: "tooLarge", length });

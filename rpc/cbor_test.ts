@@ -6,6 +6,7 @@ import {
   type RpcError,
 } from "./errors.ts";
 import { dial } from "./dial.ts";
+import { RpcConnection } from "./connection.ts";
 import { type RpcServer, serve } from "./serve.ts";
 import { type CallContext, withContext } from "./method.ts";
 import { cborCodec } from "./_cbor_codec.ts";
@@ -15,6 +16,7 @@ import {
   concat,
   decodeCbor,
   exchange,
+  fakeStream,
   hex,
   lengthPrefixed,
   RawClient,
@@ -546,6 +548,16 @@ Deno.test("cbor: 8-byte integers in params read as the nearest double, as JSON.p
         JSON.parse("-18446744073709551616"),
       ]);
     },
+  );
+});
+
+Deno.test("cbor: a connection refuses a codec it does not know", () => {
+  assert.throws(
+    () =>
+      new RpcConnection(fakeStream().stream, {
+        codec: "xml" as unknown as "json",
+      }),
+    new RangeError('codec must be "json" or "cbor", got "xml"'),
   );
 });
 

@@ -595,6 +595,9 @@ export class RpcConnection {
       }
     } catch (error) {
       reason = `read failed: ${messageOf(error)}`;
+      if (this.#refused !== undefined) {
+        reason += ` (the server had refused a frame: ${this.#refused})`;
+      }
       cause = error;
     } finally {
       this.#shutdown(reason, cause);
