@@ -7,7 +7,11 @@
  * @module
  */
 
-import { Decoder, Encoder } from "cbor-x";
+// The subpaths, not "cbor-x" itself: under Node resolution its entry loads
+// node:module (for the optional native string decoder) and node:stream, which
+// an edge bundle cannot have; these are plain JavaScript everywhere.
+import { Decoder } from "cbor-x/decode";
+import { Encoder } from "cbor-x/encode";
 import { INVALID_REQUEST, messageOf, PARSE_ERROR, RpcError } from "./errors.ts";
 import { CANCEL_METHOD } from "./message.ts";
 import type { FrameCodec, FrameDecoder, InboundFrame } from "./_frame_codec.ts";

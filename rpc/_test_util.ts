@@ -7,7 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { Decoder, Encoder } from "cbor-x";
+import { Decoder } from "cbor-x/decode";
+import { Encoder } from "cbor-x/encode";
 import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
 import type { ByteStream } from "./transport.ts";
 
