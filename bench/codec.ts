@@ -20,7 +20,7 @@
 import { benchArgs, usageError } from "./_args.ts";
 import type { Codec } from "../rpc/codec.ts";
 import type { RpcConnection } from "../rpc/connection.ts";
-import { denoTcpDialer } from "../rpc/deno_tcp.ts";
+import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { dial } from "../rpc/dial.ts";
 import type { ByteStream, Dialer } from "../rpc/transport.ts";
 

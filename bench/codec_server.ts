@@ -5,7 +5,7 @@
  * @module
  */
 
-import { serve } from "../rpc/serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 
 const server = serve({
   methods: { echo: (value: unknown) => value },

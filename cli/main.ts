@@ -43,7 +43,7 @@ import {
   UNAVAILABLE,
   type UnavailableData,
   type WatchEvent,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import { formatTable } from "./table.ts";
 
 /** Exit codes of the CLI. */

@@ -16,7 +16,7 @@ import type {
   LookupResult,
   RegistryStatus,
   WatchEvent,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 
 const CLI = new URL("./main.ts", import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;

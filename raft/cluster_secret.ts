@@ -6,7 +6,7 @@
  * @module
  */
 
-import { parentDir, syncDir, writeAll } from "./atomic_file.ts";
+import { parentDir, syncDir, writeAll } from "./_atomic_file.ts";
 import {
   MIN_SECRET_LENGTH,
   NONCE_BYTES,

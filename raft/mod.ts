@@ -19,19 +19,74 @@
  * @module
  */
 
-export * from "./types.ts";
-export * from "./core.ts";
-export * from "./log.ts";
-export * from "./progress.ts";
-export * from "./wal.ts";
-export * from "./crc32.ts";
-export * from "./atomic_file.ts";
-export * from "./message_validation.ts";
-export * from "./peer_auth.ts";
-export * from "./cluster_secret.ts";
-export * from "./peer_directory.ts";
-export * from "./peer_transport.ts";
-export * from "./peer_server.ts";
-export * from "./node.ts";
-export * from "./dir_lock.ts";
-export * from "./simulator.ts";
+// The pure core (Raft paper and dissertation): no I/O, no timers.
+export {
+  NotLeaderError,
+  RaftCore,
+  type RaftCoreConfig,
+  type ReadState,
+  type Ready,
+  type SoftState,
+} from "./core.ts";
+export type {
+  AppendRequest,
+  AppendResponse,
+  Entry,
+  HardState,
+  Message,
+  NodeId,
+  ReadIndexRequest,
+  ReadIndexResponse,
+  Role,
+  VoteRequest,
+  VoteResponse,
+} from "./types.ts";
+export { type Progress, type ProgressState } from "./progress.ts";
+
+// The Deno driver: the write-ahead log, the data folder, the peer port.
+export {
+  RaftNode,
+  type RaftNodeOptions,
+  type RaftStatus,
+  type RaftTransport,
+  RaftUnavailableError,
+} from "./node.ts";
+export {
+  Wal,
+  WalCorruptError,
+  type WalOpenResult,
+  type WalUpdate,
+} from "./wal.ts";
+export { DataDirInUseError, type DirLock, lockDataDir } from "./dir_lock.ts";
+export {
+  ClusterSecretError,
+  loadClusterSecret,
+  type LoadClusterSecretOptions,
+} from "./cluster_secret.ts";
+export { PeerTransport, type PeerTransportOptions } from "./peer_transport.ts";
+export {
+  type PeerServer,
+  servePeers,
+  type ServePeersOptions,
+} from "./peer_server.ts";
+export { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
+export { PeerAcceptor, type PeerAcceptorOptions } from "./peer_server.ts";
+export type { ClusterKey, HandshakeRole } from "./peer_auth.ts";
+export type { PeerHandler } from "./peer_server.ts";
+export type { RpcServer } from "../rpc/server.ts";
+export type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
+export type { ByteStream, Dialer, DialerOptions } from "../rpc/transport.ts";
+export type { MethodHandler, Methods } from "../rpc/dispatcher.ts";
+export type { SimulatedDisk } from "./simulator.ts";
+export type { Params } from "../rpc/message.ts";
+
+// The deterministic simulator that tests a core under faults.
+export {
+  type ClusterConfig,
+  ClusterSimulator,
+  type FaultConfig,
+  simulateSeed,
+  SimulationError,
+  type SimulationOptions,
+  type SimulationResult,
+} from "./simulator.ts";

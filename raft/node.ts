@@ -8,7 +8,7 @@
  * @module
  */
 
-import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
+import { readFileIfExists, writeFileAtomic } from "./_atomic_file.ts";
 import { type DirLock, lockDataDir } from "./dir_lock.ts";
 import { RaftCore, type Ready, type SoftState } from "./core.ts";
 import type { Entry, Message, NodeId } from "./types.ts";

@@ -16,9 +16,9 @@
 
 import { INVALID_PARAMS, messageOf, RpcError } from "../rpc/errors.ts";
 import type { Methods } from "../rpc/dispatcher.ts";
-import { type RpcServer, serve } from "../rpc/serve.ts";
+import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
-import { parseMessage } from "./message_validation.ts";
+import { parseMessage } from "./_message_validation.ts";
 import {
   AcceptorHandshake,
   type ClusterKey,
@@ -101,7 +101,7 @@ interface SessionState {
  *
  * @example
  * ```ts ignore
- * import { serve } from "../rpc/serve.ts";
+ * import { serve } from "../adapter/deno/serve.ts";
  * const acceptor = new PeerAcceptor({ id: "n1", directory, key, onStep: (m) => node.step(m) });
  * const server = serve({
  *   port: 7101,

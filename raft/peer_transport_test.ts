@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type RpcServer, serve } from "../rpc/serve.ts";
+import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import { delay, freePorts, TEST_SECRET, waitFor } from "./_test_util.ts";
 import { ClusterKey } from "./peer_auth.ts";
 import { PeerDirectory } from "./peer_directory.ts";

@@ -25,8 +25,8 @@
  * @module
  */
 
-import { syncDir, writeAll } from "./atomic_file.ts";
-import { crc32 } from "./crc32.ts";
+import { syncDir, writeAll } from "./_atomic_file.ts";
+import { crc32 } from "./_crc32.ts";
 import type { Entry, HardState } from "./types.ts";
 
 /** Name of the log file inside a node's data directory. */

@@ -8,7 +8,11 @@
  * @module
  */
 
-import { type Attributes, type Endpoint, matchesQuery } from "./protocol.ts";
+import {
+  type Attributes,
+  type Endpoint,
+  matchesQuery,
+} from "../protocol/registry.ts";
 import { type Binding, toEndpoint } from "./state.ts";
 
 /**

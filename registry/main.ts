@@ -28,7 +28,7 @@ import {
 } from "../rpc/transport.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
 import { lockDataDir } from "../raft/dir_lock.ts";
-import { PEER_PORT_OFFSET } from "./protocol.ts";
+import { PEER_PORT_OFFSET } from "../protocol/registry.ts";
 import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
 
 const USAGE = `usage: deno run -A registry/main.ts [options]

@@ -23,12 +23,65 @@
  * @module
  */
 
-export * from "./protocol.ts";
-export * from "./state.ts";
-export * from "./service.ts";
-export * from "./lease_keeper.ts";
-export * from "./watch_hub.ts";
-export * from "./local_area.ts";
-export * from "./health_checker.ts";
-export * from "./params.ts";
-export * from "./registry_node.ts";
+export {
+  type RegistryNode,
+  type RegistryNodeOptions,
+  type RegistryNodeSnapshot,
+  restoreRegistrySnapshot,
+  startRegistryNode,
+} from "./registry_node.ts";
+export {
+  type RegistrySnapshot,
+  RegistryState,
+  type RegistryStateOptions,
+} from "./state.ts";
+export {
+  type ApplyOutcome,
+  type ApplyResult,
+  type Binding,
+  type HistoryItem,
+  type LeaseRecord,
+} from "./state.ts";
+export type { WatchHub, WatchHubOptions } from "./watch_hub.ts";
+export type { LeaseKeeper } from "./lease_keeper.ts";
+export type { LocalArea } from "./local_area.ts";
+export type { PeerServer, PeerTransport, RaftNode } from "../raft/mod.ts";
+export type { RpcServer } from "../rpc/server.ts";
+export type { TcpAddress } from "../rpc/transport.ts";
+export type { Attributes } from "../protocol/registry.ts";
+export {
+  type CommandError,
+  type CommandValue,
+  type StateChange,
+} from "./state.ts";
+export {
+  type Endpoint,
+  type WatchEvent,
+  type WatchResult,
+} from "../protocol/registry.ts";
+export { type LeaseSync } from "./lease_keeper.ts";
+export { type Message, type NodeId } from "../raft/types.ts";
+export type { PeerAcceptor } from "../raft/peer_server.ts";
+export type { PeerDirectory, PeerStatus } from "../raft/peer_directory.ts";
+export { type RaftStatus } from "../raft/node.ts";
+export { type RpcSession } from "../rpc/server_connection.ts";
+export {
+  type AppendRequest,
+  type AppendResponse,
+  type ReadIndexRequest,
+  type ReadIndexResponse,
+  type VoteRequest,
+  type VoteResponse,
+} from "../raft/types.ts";
+export {
+  type DeleteReason,
+  type EndpointState,
+  type HealthCheck,
+  type Scope,
+} from "../protocol/registry.ts";
+export { type Params } from "../rpc/message.ts";
+export { type SessionMethods } from "../rpc/server_connection.ts";
+export { type SoftState } from "../raft/core.ts";
+export { type Entry, type Role } from "../raft/types.ts";
+export { type Methods } from "../rpc/dispatcher.ts";
+export { type MethodHandler } from "../rpc/dispatcher.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { type RpcServer, serve } from "../rpc/serve.ts";
+import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import {
   formatTcpUrl,
   isWildcardHost,
@@ -26,7 +26,7 @@ import {
   type MemberStatus,
   PEER_PORT_OFFSET,
   type RegistryStatus,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 import { registryMethods } from "./service.ts";
 import {
   type ApplyResult,
@@ -42,7 +42,7 @@ import {
 } from "./lease_keeper.ts";
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
-import { HealthChecker } from "./health_checker.ts";
+import { HealthChecker } from "./_health_checker.ts";
 
 /**
  * A registry snapshot as a node takes it: the Raft index it reflects, the

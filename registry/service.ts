@@ -27,7 +27,7 @@ import {
   type RegistryStatus,
   UNAVAILABLE,
   type UnavailableData,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 import type { LeaseKeeper } from "./lease_keeper.ts";
 import { type LocalArea, localEndpoint } from "./local_area.ts";
 import {
@@ -45,7 +45,7 @@ import {
   requirePrefix,
   requireScope,
   requireTtl,
-} from "./params.ts";
+} from "./_params.ts";
 import {
   type ApplyResult,
   type Binding,
@@ -117,7 +117,7 @@ type RegistryHandlers = { [M in RegistryMethod]: Handler<M> };
  *
  * @example
  * ```ts ignore
- * import { serve } from "../rpc/serve.ts";
+ * import { serve } from "../adapter/deno/serve.ts";
  * const server = serve({ port: 7001, methods: registryMethods(context) });
  * ```
  */

@@ -3,7 +3,7 @@ import { dial } from "../rpc/dial.ts";
 import type { RpcConnection } from "../rpc/connection.ts";
 import { INVALID_PARAMS, METHOD_NOT_FOUND, RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import { serve } from "../rpc/serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import { authenticatePeer, ClusterKey } from "../raft/peer_auth.ts";
 import {
@@ -24,7 +24,7 @@ import {
   UNAVAILABLE,
   WATCH_EVENTS_NOTIFICATION,
   type WatchEventsNotification,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 
 /** A single-node registry (elected) and a raw connection to it. */
 async function withSingleNode(

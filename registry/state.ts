@@ -21,7 +21,7 @@ import {
   LEASE_NOT_FOUND,
   matchesQuery,
   type WatchEvent,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 
 /** The fields of an endpoint a bind command carries (validated by the service). */
 export interface EndpointRecord {

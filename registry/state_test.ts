@@ -6,7 +6,7 @@ import {
   encodeCommand,
   RegistryState,
 } from "./state.ts";
-import { LEASE_NOT_FOUND } from "./protocol.ts";
+import { LEASE_NOT_FOUND } from "../protocol/registry.ts";
 
 function apply(state: RegistryState, command: Command): ApplyOutcome {
   return state.apply(encodeCommand(command));

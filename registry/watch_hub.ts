@@ -27,7 +27,7 @@ import {
   type WatchEvent,
   type WatchEventsNotification,
   type WatchResult,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 import type { HistoryItem } from "./state.ts";
 
 /** What a {@link WatchHub} reads: the node's replicated state. */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { dial } from "../rpc/dial.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import { serve } from "../rpc/serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import type { RpcSession } from "../rpc/server_connection.ts";
 import { RawClient, within } from "../rpc/_test_util.ts";
 import { waitFor } from "../raft/_test_util.ts";
@@ -13,7 +13,7 @@ import {
   WATCH_EVENTS_NOTIFICATION,
   type WatchCancelledNotification,
   type WatchEventsNotification,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 import { encodeCommand, RegistryState } from "./state.ts";
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 

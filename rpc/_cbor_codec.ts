@@ -7,11 +7,11 @@
  * @module
  */
 
-// The subpaths, not "cbor-x" itself: under Node resolution its entry loads
-// node:module (for the optional native string decoder) and node:stream, which
-// an edge bundle cannot have; these are plain JavaScript everywhere.
-import { Decoder } from "cbor-x/decode";
-import { Encoder } from "cbor-x/encode";
+// cbor-x's self-contained build, not its package root: under Node resolution
+// the root loads node:module (for an optional native string decoder) and
+// node:stream; this build needs no module, compiles no code at run time
+// (new Function, which workerd forbids) and carries its types.
+import { Decoder, Encoder } from "cbor-x/index-no-eval";
 import { INVALID_REQUEST, messageOf, PARSE_ERROR, RpcError } from "./errors.ts";
 import { CANCEL_METHOD } from "./message.ts";
 import type { FrameCodec, FrameDecoder, InboundFrame } from "./_frame_codec.ts";

@@ -9,7 +9,11 @@
 import assert from "node:assert/strict";
 import { Decoder } from "cbor-x/decode";
 import { Encoder } from "cbor-x/encode";
-import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
+import {
+  type RpcServer,
+  serve,
+  type ServeOptions,
+} from "../adapter/deno/serve.ts";
 import type { ByteStream } from "./transport.ts";
 
 /** Resolves after `ms` milliseconds. */

@@ -8,7 +8,7 @@ import {
   RpcError,
 } from "./errors.ts";
 import { dial } from "./dial.ts";
-import { serve } from "./serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import { withContext } from "./method.ts";
 import { delay, within } from "./_test_util.ts";
 

@@ -1,3 +1,4 @@
+import "./cbor.ts";
 import assert from "node:assert/strict";
 import {
   CANCELLED,
@@ -7,7 +8,7 @@ import {
 } from "./errors.ts";
 import { dial } from "./dial.ts";
 import { RpcConnection } from "./connection.ts";
-import { type RpcServer, serve } from "./serve.ts";
+import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import { type CallContext, withContext } from "./method.ts";
 import { cborCodec } from "./_cbor_codec.ts";
 import {
@@ -590,5 +591,24 @@ Deno.test("cbor decoder: frames split anywhere decode the same, and a frame is b
   assert.deepEqual(
     decodeCbor(cborCodec.frame({ a: [1] }).subarray(4)),
     { a: [1] },
+  );
+});
+
+Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CBOR", async () => {
+  const script = `
+    import { RpcConnection } from "./mod.ts";
+    const stream = { readable: new ReadableStream(), writable: new WritableStream(), close() {} };
+    try { new RpcConnection(stream, { codec: "cbor" }); console.log("no error"); }
+    catch (error) { console.log(error.name + ": " + error.message); }`;
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--ext=ts", script],
+    cwd: new URL("../", import.meta.url),
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  assert.equal(output.code, 0);
+  assert.equal(
+    new TextDecoder().decode(output.stdout).trim(),
+    'RangeError: the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it), or rpc/cbor.ts; the edge-safe core leaves it out to keep cbor-x out of edge bundles',
   );
 });

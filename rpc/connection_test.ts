@@ -9,7 +9,7 @@ import {
 import { RpcConnection } from "./connection.ts";
 import { dial } from "./dial.ts";
 import type { Response } from "./message.ts";
-import { serve, type ServeOptions } from "./serve.ts";
+import { serve, type ServeOptions } from "../adapter/deno/serve.ts";
 import { delay, fakeStream, within } from "./_test_util.ts";
 
 async function withServer(

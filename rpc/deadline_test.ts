@@ -5,7 +5,7 @@ import { dial } from "./dial.ts";
 import { handleText, type Methods } from "./dispatcher.ts";
 import type { Response } from "./message.ts";
 import { type CallContext, withContext } from "./method.ts";
-import { serve } from "./serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import {
   delay,
   exchange,

@@ -7,6 +7,7 @@
 import { RpcConnection, type RpcConnectionOptions } from "./connection.ts";
 import { ConnectionError, messageOf } from "./errors.ts";
 import type { ByteStream, Dialer } from "./transport.ts";
+import { defaultDialer } from "./default_dialer.ts";
 
 /** Default time allowed to open a connection, everywhere in Rafter: 2_000 ms. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
@@ -14,8 +15,9 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
 /** Options of {@link dial}. */
 export interface DialOptions extends RpcConnectionOptions {
   /**
-   * Opens the byte stream. Defaults to TCP through `Deno.connect` when the
-   * runtime has it; on other runtimes (Node, edge workers) pass one.
+   * Opens the byte stream. Default: {@link defaultDialer} (the runtime
+   * entry's, e.g. `@rafter/rpc/node`, or `Deno.connect` found by feature
+   * detection).
    */
   dialer?: Dialer;
   /** Time allowed to open the connection, in ms. @default 2_000 */
@@ -25,10 +27,6 @@ export interface DialOptions extends RpcConnectionOptions {
 /**
  * Opens a multiplexed JSON-RPC connection to an endpoint.
  *
- * The default dialer is loaded only when needed, by a dynamic import, so this
- * module has no static dependency on `Deno.*`: an edge bundle that passes its
- * own `options.dialer` never touches the Deno adapter.
- *
  * @param url Endpoint URL, e.g. `tcp://127.0.0.1:7001` (the dialer decides
  * which forms it accepts). Also used in the connection's error messages unless
  * `options.url` is given.
@@ -37,7 +35,7 @@ export interface DialOptions extends RpcConnectionOptions {
  * opened: refused, unreachable, a malformed URL, or no connection within
  * `connectTimeoutMs`.
  * @throws {TypeError} when no dialer is given and the runtime has no default
- * ("no default dialer on this runtime; pass options.dialer").
+ * (its message names the runtime entry to import).
  * @throws {RangeError} for a bad `maxFrameBytes` or `timeoutMs` (the stream
  * is closed again).
  *
@@ -53,7 +51,7 @@ export async function dial(
   url: string,
   options: DialOptions = {},
 ): Promise<RpcConnection> {
-  const dialer = options.dialer ?? await defaultDialer();
+  const dialer = options.dialer ?? defaultDialer();
   const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const stream = await openStream(dialer, url, timeoutMs);
   try {
@@ -62,15 +60,6 @@ export async function dial(
     stream.close();
     throw error;
   }
-}
-
-async function defaultDialer(): Promise<Dialer> {
-  const deno = (globalThis as { Deno?: { connect?: unknown } }).Deno;
-  if (typeof deno?.connect === "function") {
-    const { denoTcpDialer } = await import("./deno_tcp.ts");
-    return denoTcpDialer;
-  }
-  throw new TypeError("no default dialer on this runtime; pass options.dialer");
 }
 
 function openStream(

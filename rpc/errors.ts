@@ -6,7 +6,7 @@
  * Rafter's own errors use the server-error range -32000..-32099 and carry a
  * `data` object that says what to do next. The registry's codes
  * (NOT_LEADER, NO_ENDPOINTS, UNAVAILABLE, LEASE_NOT_FOUND, COMPACTED…) are
- * part of its contract, in `registry/protocol.ts`.
+ * part of its contract, in `protocol/registry.ts`.
  *
  * @module
  */

@@ -1,9 +1,10 @@
+import "./cbor.ts";
 import assert from "node:assert/strict";
 import { RpcConnection } from "./connection.ts";
 import { handleText } from "./dispatcher.ts";
 import type { RequestId, Response } from "./message.ts";
 import { type CallContext, withContext } from "./method.ts";
-import { serve } from "./serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import {
   cborFrame,
   delay,

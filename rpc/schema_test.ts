@@ -4,7 +4,7 @@ import * as v from "valibot";
 import { handleText, type Methods } from "./dispatcher.ts";
 import { INVALID_PARAMS, RpcError } from "./errors.ts";
 import { type CallContext, method, withContext } from "./method.ts";
-import { serve } from "./serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
 import { RawClient, within } from "./_test_util.ts";
 import type { Stub } from "../stub/cluster_stub.ts";

@@ -231,7 +231,7 @@ export function validateServerLimits(limits: ServerLimits): void {
  * @example Serve one accepted Deno connection
  * ```ts ignore
  * import { serveStream } from "./server_connection.ts";
- * import { fromDenoConn } from "./deno_tcp.ts";
+ * import { fromDenoConn } from "../adapter/deno/tcp.ts";
  * const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
  * const conn = await listener.accept();
  * await serveStream(fromDenoConn(conn), { add: (a: number, b: number) => a + b });

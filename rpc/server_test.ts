@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS, RpcError } from "./errors.ts";
 import type { Methods } from "./dispatcher.ts";
-import { type RpcServer, serve, type ServeOptions } from "./serve.ts";
+import {
+  type RpcServer,
+  serve,
+  type ServeOptions,
+} from "../adapter/deno/serve.ts";
 import type { RpcSession } from "./server_connection.ts";
 import {
   delay,

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { type Endpoint, makeEndpoint } from "../registry/protocol.ts";
+import { type Endpoint, makeEndpoint } from "../protocol/registry.ts";
 
 /** A serving, global endpoint `id` at 127.0.0.1:`port`, with `overrides`. */
 export function endpoint(

@@ -20,7 +20,7 @@ import {
   type HealthCheck,
   LEASE_NOT_FOUND,
   type Scope,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import type { RegistryClient } from "./registry_client.ts";
 
 /** The server to bind: anything with a URL (e.g. the result of `serve()`). */

@@ -18,7 +18,7 @@ import {
   type Scope,
   UNAVAILABLE,
   type UnbindResult,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import {
   ClusterMap,
   type ClusterMapOptions,
@@ -36,6 +36,7 @@ import {
   type ConnectionPoolOptions,
 } from "./connection_pool.ts";
 import { HealthBook, type HealthOptions } from "./endpoint_health.ts";
+import type { EdgeCache } from "./edge_cache.ts";
 import {
   type BindOptions,
   type RegistryCallOptions,
@@ -75,7 +76,7 @@ const LINEARIZABLE_MAP_LOOKUP_MS = 3_000;
 /** Settings of {@link connect}. */
 export interface ConnectOptions
   extends RegistryClientOptions, ClusterMapOptions {
-  /** Opens byte streams; default TCP through `Deno.connect`. Pass one on other runtimes. */
+  /** Opens byte streams. Default: the runtime entry's dialer (`defaultDialer()`). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default 2_000 */
   connectTimeoutMs?: number;
@@ -107,6 +108,16 @@ export interface ConnectOptions
   health?: HealthOptions;
   /** How long a probe (`rpc.ping`) of an ejected server may take, ms. @default 1_000 */
   probeTimeoutMs?: number;
+  /**
+   * Edge mode, for runtimes where no socket or timer may outlive a request
+   * (Cloudflare Workers): make one client per request with the isolate's
+   * {@link EdgeCache} and close it before the response is returned. The
+   * client then keeps no watch (the map is looked up, at most once a TTL),
+   * takes a stubs list from the cache while it is fresh, stores the ones it
+   * reads, and judges servers with the cache's health records (`health` is
+   * ignored).
+   */
+  edge?: EdgeCache;
 }
 
 /**
@@ -144,7 +155,7 @@ export class RafterClient {
       connectTimeoutMs,
       codec: options.codec,
     });
-    this.#health = new HealthBook(options.health);
+    this.#health = options.edge?.health ?? new HealthBook(options.health);
     this.registry = new RegistryClient(registryUrls, this.#pool, options);
     this.watches = new WatchClient(this.registry, {
       dialer: options.dialer,
@@ -275,10 +286,12 @@ export class RafterClient {
   }
 
   /**
-   * Cancels everything under way (registry calls reject with CANCELLED,
-   * watches end, keep-alives of {@link bindServer} stop, so their leases
-   * lapse: close those bindings first for a graceful exit) and closes
-   * every connection. The client cannot be used afterwards.
+   * Cancels everything under way (registry calls and its stubs' calls
+   * reject with CANCELLED, a stub call is not retried elsewhere, watches
+   * end, keep-alives of {@link bindServer} stop, so their leases lapse:
+   * close those bindings first for a graceful exit) and closes every
+   * connection. The client cannot be used afterwards: its stubs' calls
+   * reject with CANCELLED without opening a connection.
    */
   close(): void {
     this.registry.close();
@@ -311,17 +324,43 @@ export class RafterClient {
   }
 
   #stubContext(name: string): StubContext {
-    return { map: this.#map(name), pool: this.#pool, health: this.#health };
+    return {
+      map: this.#map(name),
+      pool: this.#pool,
+      health: this.#health,
+      closed: this.registry.signal,
+    };
   }
 
   #map(name: string): ClusterMap {
     let map = this.#maps.get(name);
     if (map === undefined) {
-      const watch = this.#options.watch ?? true;
+      const edge = this.#options.edge;
+      const watch = edge === undefined && (this.#options.watch ?? true);
+      let looked = false;
       const localHosts = this.#options.localHosts ?? DEFAULT_LOCAL_HOSTS;
       const zone = this.#options.zone;
       map = new ClusterMap(name, {
-        lookup: () => this.#lookupForMap(name),
+        lookup: edge === undefined
+          ? () => this.#lookupForMap(name)
+          : async () => {
+            // A request's first lookup takes the isolate's list while it
+            // is fresh; any later one (everything in play failed) asks.
+            const kept = looked ? undefined : edge.fresh(name);
+            looked = true;
+            if (kept !== undefined) return kept;
+            let result: LookupResult;
+            try {
+              result = await this.#lookupForMap(name);
+            } catch (error) {
+              // The registry cannot be reached: the last list, if any.
+              const stale = edge.last(name);
+              if (stale === undefined) throw error;
+              return stale;
+            }
+            edge.store(name, result);
+            return result;
+          },
         watch: watch
           ? (fromRevision, onUpdate) =>
             this.watches.watch(

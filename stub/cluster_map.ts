@@ -21,7 +21,7 @@ import {
   type LookupResult,
   matchesQuery,
   parseName,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import type { Candidate } from "./distributor.ts";
 import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "./watch.ts";
@@ -99,7 +99,7 @@ const REMOVED_KEPT_MS = 30_000;
  * ```ts
  * import { ClusterMap } from "./cluster_map.ts";
  * import { HealthBook } from "./endpoint_health.ts";
- * import { makeEndpoint } from "../registry/protocol.ts";
+ * import { makeEndpoint } from "../protocol/registry.ts";
  * const endpoint = (id: string, port: number) =>
  *   makeEndpoint({ id, url: `tcp://127.0.0.1:${port}` });
  * const health = new HealthBook();

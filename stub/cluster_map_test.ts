@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Endpoint, LookupResult } from "../registry/protocol.ts";
+import type { Endpoint, LookupResult } from "../protocol/registry.ts";
 import { ClusterMap, type ClusterMapSource } from "./cluster_map.ts";
 import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "./watch.ts";

@@ -25,7 +25,7 @@ import type {
   BatchResult,
   RpcConnection,
 } from "../rpc/connection.ts";
-import { NO_ENDPOINTS } from "../registry/protocol.ts";
+import { NO_ENDPOINTS } from "../protocol/registry.ts";
 import { withDeadline } from "../rpc/_timing.ts";
 import type { ClusterMap } from "./cluster_map.ts";
 import type { ConnectionPool } from "./connection_pool.ts";
@@ -172,6 +172,11 @@ export interface StubContext {
   pool: ConnectionPool;
   /** The client's records of every server. */
   health: HealthBook;
+  /**
+   * Aborts when the client is closed: calls reject with CANCELLED from
+   * then on, and one under way is not retried.
+   */
+  closed?: AbortSignal;
 }
 
 /** Sends one attempt on a connection: a call, or a batch. */
@@ -343,11 +348,14 @@ export class ClusterStub {
     const { signal } = options;
     const label = this.#label(method);
     if (signal?.aborted) throw cancelled(label, null);
+    if (this.#context.closed?.aborted) throw clientClosed(label, null);
     this.#budget?.deposit(calledAt);
     /** The endpoints tried so far (made at the first retry). */
     let tried: string[] | null = null;
     /** The endpoint an earlier attempt may have run the call on. */
     let ranOn: string | null = null;
+    /** That attempt's failure: the call ends ambiguous, whatever follows. */
+    let ran: AmbiguousError | null = null;
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
       if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
@@ -363,9 +371,12 @@ export class ClusterStub {
         : deadline - Date.now();
       if (remaining <= 0) break;
       if (candidates.length === 0) {
-        throw last ?? new NotSentError(
-          `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
-          { code: NO_ENDPOINTS, endpoint: null, data: { name: this.#name } },
+        throw mayHaveRun(
+          last ?? new NotSentError(
+            `No endpoints: nothing is bound under "${this.#name}"; start a server that binds it, or check the name`,
+            { code: NO_ENDPOINTS, endpoint: null, data: { name: this.#name } },
+          ),
+          ran,
         );
       }
       const untried = tried === null
@@ -437,7 +448,14 @@ export class ClusterStub {
         throw cancelled(label, outcome.written ? endpoint.url : ranOn);
       }
       last = outcome.error;
-      if (outcome.kind === "ambiguous") ranOn = endpoint.url;
+      if (outcome.kind === "ambiguous") {
+        ranOn = endpoint.url;
+        ran = outcome.error as AmbiguousError;
+      }
+      // Closing the client closed the connection: no retry.
+      if (this.#context.closed?.aborted && outcome.kind !== "server") {
+        throw clientClosed(label, ranOn);
+      }
       if (Date.now() >= deadline) break;
       const failure: FailureInfo = {
         ...info,
@@ -448,16 +466,16 @@ export class ClusterStub {
       const decision = this.#distributor.onError?.(outcome.error, failure) ??
         defaultDecision(failure);
       if (typeof decision === "object") return decision.return as R;
-      if (decision === "throw") throw outcome.error;
+      if (decision === "throw") throw mayHaveRun(outcome.error, ran);
       if (attempt + 1 >= this.#maxAttempts) break;
       if (this.#budget !== null && !this.#budget.tryWithdraw()) {
         throw withNote(
-          outcome.error,
+          mayHaveRun(outcome.error, ran),
           "not retried: the stub's retry budget is spent (too many retries lately: the cluster is failing)",
         );
       }
     }
-    if (last !== null && Date.now() < deadline) throw last;
+    if (last !== null && Date.now() < deadline) throw mayHaveRun(last, ran);
     throw deadlineError(label, deadlineMs, ranOn, last);
   }
 
@@ -480,6 +498,7 @@ export class ClusterStub {
     let last: RpcError | null = null;
     for (let attempt = 0; attempt < this.#maxAttempts; attempt++) {
       if (options.signal?.aborted) throw cancelled(label, null);
+      if (this.#context.closed?.aborted) throw clientClosed(label, null);
       if (Date.now() >= deadline) break;
       const candidates = await this.#candidates(
         deadline,
@@ -797,7 +816,10 @@ export class ClusterStub {
     const early = await Promise.race([primary, hedgeDue]);
     clearTimeout(timer);
     if (early !== "hedge") return early;
-    if (this.#budget !== null && !this.#budget.tryWithdraw()) {
+    if (
+      this.#context.closed?.aborted ||
+      (this.#budget !== null && !this.#budget.tryWithdraw())
+    ) {
       return await primary;
     }
     const second = this.#choose(others, { ...info, tried: [...tried] }, label);
@@ -893,6 +915,19 @@ function cancelled(label: string, ranOn: string | null): RpcError {
     );
 }
 
+/** The CANCELLED error of a call its client's `close()` ended. */
+function clientClosed(label: string, ranOn: string | null): RpcError {
+  return ranOn === null
+    ? new NotSentError(
+      `Cancelled: ${label} was not sent: its client is closed`,
+      { code: CANCELLED, endpoint: null },
+    )
+    : new AmbiguousError(
+      `Cancelled: the client of ${label} was closed while the call was under way; it may have run on ${ranOn}`,
+      { code: CANCELLED, endpoint: ranOn },
+    );
+}
+
 function deadlineError(
   label: string,
   deadlineMs: number,
@@ -920,6 +955,19 @@ function deadlineError(
       endpoint: ranOn,
       cause: last ?? undefined,
     });
+}
+
+/**
+ * The error a call ends with: `error`, unless it says the call was not sent
+ * while an earlier attempt (`ran`) may have run it: then an
+ * {@link AmbiguousError} naming that attempt's endpoint, with both reasons.
+ */
+function mayHaveRun(error: RpcError, ran: AmbiguousError | null): RpcError {
+  if (ran === null || !(error instanceof NotSentError)) return error;
+  return new AmbiguousError(
+    `${ran.message}; the last attempt: ${error.message}`,
+    { code: error.code, endpoint: ran.endpoint, cause: error },
+  );
 }
 
 /** The same kind of error with a note added to its message. */

@@ -7,8 +7,8 @@ import {
   INVALID_PARAMS,
   RpcError,
 } from "../rpc/errors.ts";
-import { denoTcpDialer } from "../rpc/deno_tcp.ts";
-import { type RpcServer, serve } from "../rpc/serve.ts";
+import { denoTcpDialer } from "../adapter/deno/tcp.ts";
+import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import { withContext } from "../rpc/method.ts";
 import type { Dialer } from "../rpc/transport.ts";
 import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
@@ -20,7 +20,7 @@ import {
   type Endpoint,
   makeEndpoint,
   NO_ENDPOINTS,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import { ClusterMap } from "./cluster_map.ts";
 import { ClusterStub } from "./cluster_stub.ts";
 import { ConnectionPool } from "./connection_pool.ts";

@@ -1,6 +1,7 @@
+import "../rpc/cbor.ts";
 import assert from "node:assert/strict";
-import { denoTcpDialer } from "../rpc/deno_tcp.ts";
-import { serve } from "../rpc/serve.ts";
+import { denoTcpDialer } from "../adapter/deno/tcp.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import type { ByteStream, Dialer } from "../rpc/transport.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import { startRegistryNode } from "../registry/registry_node.ts";

@@ -17,7 +17,7 @@ import { backoffDelay } from "../rpc/_timing.ts";
 
 /** Settings of a {@link ConnectionPool}. */
 export interface ConnectionPoolOptions {
-  /** Opens byte streams; default TCP through `Deno.connect`. */
+  /** Opens byte streams. Default: the runtime entry's dialer (`defaultDialer()`). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;

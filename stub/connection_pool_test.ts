@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { ConnectionError } from "../rpc/errors.ts";
-import { serve } from "../rpc/serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import { withContext } from "../rpc/method.ts";
 import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
-import { denoTcpDialer } from "../rpc/deno_tcp.ts";
+import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { ConnectionPool } from "./connection_pool.ts";
 
 Deno.test("one connection per URL, shared by concurrent callers", async () => {

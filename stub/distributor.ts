@@ -8,7 +8,7 @@
  * @module
  */
 
-import { type Endpoint, makeEndpoint } from "../registry/protocol.ts";
+import { type Endpoint, makeEndpoint } from "../protocol/registry.ts";
 
 /** The client's view of an endpoint: see {@link EndpointStats.state}. */
 export type ClientState = "serving" | "suspect" | "ejected";

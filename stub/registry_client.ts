@@ -1,6 +1,6 @@
 /**
  * A client of the registry cluster, typed by the registry's contract
- * (`registry/protocol.ts`): writes and lease calls follow the leader
+ * (`protocol/registry.ts`): writes and lease calls follow the leader
  * (NOT_LEADER hints), reads are spread across the registry URLs, and when
  * no node answers the client backs off with jitter, so clients do not all
  * come back at once when a registry restarts. When no URL accepts a
@@ -44,7 +44,7 @@ import {
   type UnbindParams,
   type UnbindResult,
   type WriteResult,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import type { ConnectionPool } from "./connection_pool.ts";
 import { abortableSleep, backoffDelay } from "../rpc/_timing.ts";
 

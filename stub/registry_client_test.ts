@@ -5,9 +5,9 @@ import {
   INVALID_PARAMS,
   RpcError,
 } from "../rpc/errors.ts";
-import { denoTcpDialer } from "../rpc/deno_tcp.ts";
-import { serve } from "../rpc/serve.ts";
-import { UNAVAILABLE } from "../registry/protocol.ts";
+import { denoTcpDialer } from "../adapter/deno/tcp.ts";
+import { serve } from "../adapter/deno/serve.ts";
+import { UNAVAILABLE } from "../protocol/registry.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import {
   type RegistryNode,

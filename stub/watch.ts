@@ -29,7 +29,7 @@ import {
   type WatchEventsNotification,
   type WatchParams,
   type WatchResult,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import type { RegistryClient } from "./registry_client.ts";
 
 /**
@@ -60,7 +60,7 @@ export interface WatchOptions {
 
 /** Settings of a {@link WatchClient}. */
 export interface WatchClientOptions {
-  /** Opens connections; default TCP through `Deno.connect`. */
+  /** Opens connections. Default: the runtime entry's dialer (`defaultDialer()`). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;

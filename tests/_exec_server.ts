@@ -16,7 +16,7 @@
 
 import { parseArgs } from "node:util";
 import { connect } from "../stub/client.ts";
-import { serve } from "../rpc/serve.ts";
+import { serve } from "../adapter/deno/serve.ts";
 
 const { values } = parseArgs({
   args: Deno.args,

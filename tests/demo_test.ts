@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { DEMO_TTL_MS, runScenario } from "../examples/demo/scenario.ts";
-import type { LookupResult } from "../registry/protocol.ts";
+import type { LookupResult } from "../protocol/registry.ts";
 
 const ROOT = new URL("../", import.meta.url);
 

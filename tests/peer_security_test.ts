@@ -15,7 +15,7 @@ import type {
   LookupResult,
   MemberStatus,
   RegistryStatus,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import { connect } from "../stub/client.ts";
 
 /** Polls `condition` every 50 ms until it holds; @throws after `timeoutMs`. */

@@ -23,7 +23,7 @@ import {
   WATCH_EVENTS_NOTIFICATION,
   type WatchEvent,
   type WatchEventsNotification,
-} from "../registry/protocol.ts";
+} from "../protocol/registry.ts";
 import { connect } from "../stub/client.ts";
 import type { WatchUpdate } from "../stub/watch.ts";
 

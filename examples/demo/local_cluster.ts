@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { RegistryStatus } from "../../registry/protocol.ts";
+import type { RegistryStatus } from "../../protocol/registry.ts";
 import { dial } from "../../rpc/dial.ts";
 
 const ROOT = new URL("../../", import.meta.url);

@@ -12,7 +12,7 @@
 
 import { connect } from "../../stub/client.ts";
 import { roundRobin } from "../../stub/distributors/round_robin.ts";
-import type { LookupResult } from "../../registry/protocol.ts";
+import type { LookupResult } from "../../protocol/registry.ts";
 import { dial } from "../../rpc/dial.ts";
 import type { Hello } from "../hello/server.ts";
 import { LocalCluster } from "./local_cluster.ts";

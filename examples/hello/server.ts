@@ -21,7 +21,7 @@ import {
   parseListenAddress,
   RpcError,
 } from "../../mod.ts";
-import { serve } from "../../deno.ts";
+import { serve } from "../../adapter/deno/mod.ts";
 
 /** What `greet` returns: the greeting, and which server made it. */
 export interface Greeting {

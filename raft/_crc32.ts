@@ -39,7 +39,7 @@ function makeTable(): Uint32Array {
  *
  * @example Checksum a string, in one go or in pieces
  * ```ts
- * import { crc32 } from "./crc32.ts";
+ * import { crc32 } from "./_crc32.ts";
  * const bytes = new TextEncoder().encode("123456789");
  * console.assert(crc32(bytes) === 0xCBF43926);
  * console.assert(crc32(bytes.subarray(4), crc32(bytes.subarray(0, 4))) === 0xCBF43926);

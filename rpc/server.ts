@@ -1,12 +1,13 @@
 /**
- * Deno adapter: a JSON-RPC 2.0 TCP server. Uses `Deno.listen`; the rest of
- * `rpc/` is Web-standard only.
+ * The runtime-free half of a TCP server: serves each byte stream a
+ * {@link StreamListener} accepts with {@link serveStream}, and closes or
+ * drains them all. Each runtime entry's `serve()` (Deno: `Deno.listen`,
+ * Node: `node:net`) is a listener handed to {@link serveListener}.
  *
  * @module
  */
 
 import type { Methods } from "./dispatcher.ts";
-import { fromDenoConn } from "./deno_tcp.ts";
 import {
   type RpcSession,
   type ServerLimits,
@@ -14,9 +15,15 @@ import {
   type SessionMethods,
   validateServerLimits,
 } from "./server_connection.ts";
-import { formatTcpUrl, isWildcardHost, parseAdvertise } from "./transport.ts";
+import {
+  type ByteStream,
+  formatTcpUrl,
+  isWildcardHost,
+  parseAdvertise,
+  type TcpAddress,
+} from "./transport.ts";
 
-/** Options of {@link serve}. */
+/** Options of `serve()` (each runtime entry has one) and {@link serveListener}. */
 export interface ServeOptions extends ServerLimits {
   /** Interface to listen on (default `"127.0.0.1"`; `"0.0.0.0"` for all). */
   hostname?: string;
@@ -42,7 +49,7 @@ export interface ServeOptions extends ServerLimits {
   signal?: AbortSignal;
 }
 
-/** A running server, as returned by {@link serve}. */
+/** A running server, as returned by `serve()` and {@link serveListener}. */
 export interface RpcServer {
   /** The address it listens on, e.g. `"127.0.0.1"`. */
   readonly hostname: string;
@@ -81,36 +88,59 @@ export interface RpcServer {
 }
 
 /**
- * Starts a JSON-RPC 2.0 server on TCP (NDJSON frames), one
- * {@link serveStream} per accepted connection, Nagle's algorithm off.
- *
- * @throws {Deno.errors.AddrInUse} and the other errors of `Deno.listen`
- * when the address cannot be bound.
- * @throws {RangeError} for limits that `validateServerLimits` refuses.
- *
- * @example
- * ```ts ignore
- * import { serve } from "./serve.ts";
- * const server = serve({
- *   port: 0,
- *   methods: { greet: (name: string) => `Hello, ${name}!` },
- * });
- * console.log(`listening on ${server.url}`);
- * await server.close();
- * ```
+ * A listening socket, as a runtime adapter sees it: what it is bound to,
+ * the next accepted connection, and a way to stop.
  */
-export function serve(options: ServeOptions): RpcServer {
-  const { hostname = "127.0.0.1", port = 0, signal } = options;
+export interface StreamListener {
+  /** The address it is bound to (the actual port when 0 was asked for). */
+  readonly address: TcpAddress;
+  /**
+   * The next accepted connection (Nagle's algorithm off), or null once the
+   * listener is closed.
+   *
+   * @throws on a transient accept failure (the server logs it and retries
+   * after 100 ms).
+   */
+  accept(): Promise<ByteStream | null>;
+  /** Stops accepting; a pending {@link accept} resolves null. Idempotent. */
+  close(): void;
+}
+
+/**
+ * Validates `options` before a runtime adapter listens: the methods and
+ * the limits.
+ *
+ * @throws {RangeError} for limits that `validateServerLimits` refuses.
+ */
+export function validateServeOptions(options: ServeOptions): void {
+  validateServerLimits(options);
+  if (options.advertise !== undefined) parseAdvertise(options.advertise);
+}
+
+/**
+ * Serves JSON-RPC 2.0 on every connection `listener` accepts, one
+ * {@link serveStream} each, with the options of `serve()`; the built-in
+ * `rpc.ping` is added to the methods.
+ *
+ * @param listener an adapter's bound listener (it is closed with the server).
+ * @param options methods, limits, `advertise`, `signal` (`hostname` and
+ * `port` were the adapter's to listen on).
+ * @returns the running server.
+ * @throws {TypeError} for an `advertise` address that is not host or host:port.
+ */
+export function serveListener(
+  listener: StreamListener,
+  options: ServeOptions,
+): RpcServer {
+  const { signal } = options;
   const given = options.methods;
   const methods: Methods | SessionMethods = typeof given === "function"
     ? (session: RpcSession) => ({ "rpc.ping": () => "pong", ...given(session) })
     : { "rpc.ping": () => "pong", ...given };
-  validateServerLimits(options);
   const advertised = options.advertise === undefined
     ? undefined
     : parseAdvertise(options.advertise);
-  const listener = Deno.listen({ hostname, port, transport: "tcp" });
-  const address = listener.addr;
+  const address = listener.address;
   const connections = new Set<Promise<void>>();
   const stop = new AbortController();
   const goAway = new AbortController();
@@ -128,30 +158,22 @@ export function serve(options: ServeOptions): RpcServer {
 
   const acceptLoop = async () => {
     while (!stop.signal.aborted) {
-      let conn: Deno.TcpConn;
+      let stream: ByteStream | null;
       try {
-        conn = await listener.accept();
+        stream = await listener.accept();
       } catch (error) {
-        if (stop.signal.aborted || isListenerGone(error)) break;
+        if (stop.signal.aborted) break;
         // A transient failure (e.g. too many open files): back off a little.
         console.error("rpc: accept failed:", error);
         await new Promise((resolve) => setTimeout(resolve, 100));
         continue;
       }
+      if (stream === null) break;
       if (stop.signal.aborted) {
-        try {
-          conn.close();
-        } catch {
-          // Ignore.
-        }
+        stream.close();
         break;
       }
-      try {
-        conn.setNoDelay(true);
-      } catch {
-        // The peer is already gone; serveStream will see it.
-      }
-      const done = serveStream(fromDenoConn(conn), methods, limits).finally(
+      const done = serveStream(stream, methods, limits).finally(
         () => connections.delete(done),
       );
       connections.add(done);
@@ -163,11 +185,7 @@ export function serve(options: ServeOptions): RpcServer {
     if (closing === undefined) {
       signal?.removeEventListener("abort", onAbort);
       stop.abort();
-      try {
-        listener.close();
-      } catch {
-        // Already closed.
-      }
+      listener.close();
       closing = finished;
     }
     return closing;
@@ -209,9 +227,4 @@ export function serve(options: ServeOptions): RpcServer {
     close,
     drain,
   };
-}
-
-function isListenerGone(error: unknown): boolean {
-  return error instanceof Deno.errors.BadResource ||
-    error instanceof Deno.errors.Interrupted;
 }

@@ -10,7 +10,7 @@ import {
   type Dialer,
   formatTcpUrl,
   parseTcpUrl,
-} from "./transport.ts";
+} from "../../rpc/transport.ts";
 
 const READ_BUFFER_BYTES = 64 * 1024;
 
@@ -27,7 +27,7 @@ const READ_BUFFER_BYTES = 64 * 1024;
  *
  * @example
  * ```ts ignore
- * import { fromDenoConn } from "./deno_tcp.ts";
+ * import { fromDenoConn } from "./tcp.ts";
  * const conn = await Deno.connect({ hostname: "127.0.0.1", port: 7001 });
  * const stream = fromDenoConn(conn);
  * stream.close();
@@ -94,7 +94,7 @@ export function fromDenoConn(conn: Deno.Conn): ByteStream {
  *
  * @example
  * ```ts ignore
- * import { denoTcpDialer } from "./deno_tcp.ts";
+ * import { denoTcpDialer } from "./tcp.ts";
  * const stream = await denoTcpDialer("tcp://127.0.0.1:7001");
  * stream.close();
  * ```

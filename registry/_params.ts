@@ -19,7 +19,7 @@ import {
   mergeAttributes,
   parseName,
   type Scope,
-} from "./protocol.ts";
+} from "../protocol/registry.ts";
 import { type EndpointRecord, MAX_TTL_MS } from "./state.ts";
 
 /** Longest zone name, in characters. */

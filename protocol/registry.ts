@@ -198,7 +198,7 @@ export interface Endpoint {
  *
  * @example
  * ```ts
- * import { makeEndpoint } from "./protocol.ts";
+ * import { makeEndpoint } from "./registry.ts";
  * const endpoint = makeEndpoint({ id: "a", url: "tcp://127.0.0.1:9001", zone: "eu-1" });
  * console.log(endpoint.state, endpoint.weight, endpoint.zone); // serving 1 eu-1
  * ```
@@ -611,7 +611,7 @@ export interface RegistryStatus {
  *
  * @example A typed call
  * ```ts
- * import { REGISTRY_METHODS, type RegistryApi } from "./protocol.ts";
+ * import { REGISTRY_METHODS, type RegistryApi } from "./registry.ts";
  * type Lookup = RegistryApi[typeof REGISTRY_METHODS.lookup];
  * const params: Lookup["params"] = { name: "hello?version=1" };
  * console.log(params.name); // hello?version=1
@@ -756,7 +756,7 @@ export function baseNameProblem(value: unknown, field: string): string | null {
  *
  * @example
  * ```ts
- * import { parseName } from "./protocol.ts";
+ * import { parseName } from "./registry.ts";
  * const { base, query } = parseName("services/db?version=1.0&team=blue");
  * console.log(base, query); // services/db { version: "1.0", team: "blue" }
  * ```
@@ -843,7 +843,7 @@ function attributeProblem(key: string, value: unknown): string | null {
  *
  * @example
  * ```ts
- * import { checkAttributes } from "./protocol.ts";
+ * import { checkAttributes } from "./registry.ts";
  * console.log(checkAttributes({ version: "1.0" }, "endpoint.attrs")); // { version: "1.0" }
  * ```
  */
@@ -903,7 +903,7 @@ export function mergeAttributes(
  *
  * @example
  * ```ts
- * import { matchesQuery } from "./protocol.ts";
+ * import { matchesQuery } from "./registry.ts";
  * console.log(matchesQuery({ version: "1.0", team: "blue" }, { version: "1.0" })); // true
  * ```
  */
@@ -925,7 +925,7 @@ export function matchesQuery(
  *
  * @example
  * ```ts
- * import { formatName } from "./protocol.ts";
+ * import { formatName } from "./registry.ts";
  * console.log(formatName("db", { version: "1.0", team: "a b" })); // db?team=a%20b&version=1.0
  * ```
  */

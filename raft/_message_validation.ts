@@ -25,7 +25,7 @@ const TYPES = new Set([
  *
  * @example
  * ```ts
- * import { parseMessage } from "./message_validation.ts";
+ * import { parseMessage } from "./_message_validation.ts";
  * const message = parseMessage({
  *   type: "voteResponse", from: "n2", to: "n1", term: 3, granted: true,
  * });

@@ -4,7 +4,7 @@ import {
   syncDir,
   writeAll,
   writeFileAtomic,
-} from "./atomic_file.ts";
+} from "./_atomic_file.ts";
 
 const text = (s: string) => new TextEncoder().encode(s);
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { crc32 } from "./crc32.ts";
+import { crc32 } from "./_crc32.ts";
 
 const text = (s: string) => new TextEncoder().encode(s);
 

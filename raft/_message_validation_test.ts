@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseMessage } from "./message_validation.ts";
+import { parseMessage } from "./_message_validation.ts";
 import type { Message } from "./types.ts";
 
 const valid: Message[] = [

@@ -15,7 +15,7 @@
  *
  * @example
  * ```ts
- * import { parentDir } from "./atomic_file.ts";
+ * import { parentDir } from "./_atomic_file.ts";
  * console.log(parentDir("data/n1/cluster_secret")); // data/n1
  * ```
  */
@@ -63,7 +63,7 @@ function isDirSyncUnsupported(err: unknown): boolean {
  *
  * @example Make a freshly created file's name durable
  * ```ts
- * import { syncDir } from "./atomic_file.ts";
+ * import { syncDir } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/node.id`, "n1");
  * await syncDir(dir);
@@ -98,7 +98,7 @@ export async function syncDir(dir: string): Promise<void> {
  *
  * @example Write a buffer fully, then make it durable
  * ```ts
- * import { writeAll } from "./atomic_file.ts";
+ * import { writeAll } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * const file = await Deno.open(`${dir}/log`, { create: true, append: true });
  * await writeAll(file, new Uint8Array(100_000));
@@ -142,7 +142,7 @@ export async function writeAll(
  *
  * @example Persist a node's identity
  * ```ts
- * import { readFileIfExists, writeFileAtomic } from "./atomic_file.ts";
+ * import { readFileIfExists, writeFileAtomic } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * const meta = new TextEncoder().encode(JSON.stringify({ id: "n1", peers: [] }));
  * await writeFileAtomic(`${dir}/meta.json`, meta);
@@ -187,7 +187,7 @@ export async function writeFileAtomic(
  *
  * @example Load optional state
  * ```ts
- * import { readFileIfExists } from "./atomic_file.ts";
+ * import { readFileIfExists } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * const meta = await readFileIfExists(`${dir}/meta.json`);
  * console.assert(meta === null); // first start

@@ -1,0 +1,91 @@
+/**
+ * A Rafter client for Cloudflare Workers: per-request clients over an
+ * isolate-wide {@link EdgeCache}.
+ *
+ * @module
+ */
+
+import {
+  connect,
+  type ConnectOptions,
+  type RafterClient,
+} from "../../stub/client.ts";
+import { EdgeCache, type EdgeCacheOptions } from "../../stub/edge_cache.ts";
+import { type CloudflareConnect, cloudflareDialer } from "./tcp.ts";
+
+/** Settings of {@link edgeClient}. */
+export interface EdgeClientOptions
+  extends
+    Omit<ConnectOptions, "dialer" | "edge" | "watch" | "health">,
+    EdgeCacheOptions {
+  /** `connect` imported from `cloudflare:sockets`. */
+  connect: CloudflareConnect;
+}
+
+/** What {@link edgeClient} returns: keep it in module scope. */
+export interface EdgeClient {
+  /** The stubs lists and server verdicts kept between requests. */
+  readonly cache: EdgeCache;
+  /**
+   * Runs `handle` with a client for this request only, and closes the
+   * client (its sockets and timers) when `handle` settles, before the
+   * result is returned: nothing is left pending when the response goes.
+   *
+   * @returns what `handle` returns.
+   * @throws what `handle` throws.
+   */
+  withRequest<T>(handle: (client: RafterClient) => Promise<T>): Promise<T>;
+}
+
+/**
+ * Makes the client of a Cloudflare Worker (edge mode): workerd forbids
+ * using a socket opened by another request and warns about promises and
+ * timers left pending, so each request gets its own client (its own
+ * connections), while the stubs lists (plain data, refreshed after
+ * `ttlMs` or after a failure) and the verdicts of failed servers stay in
+ * the isolate.
+ *
+ * @param registryUrls the registry nodes, `tcp://host:port`.
+ * @param options `connect` from `cloudflare:sockets`, `ttlMs` (default
+ * 10_000) and the options of `connect()` (without a watch).
+ * @throws {TypeError} when no registry URL is given.
+ *
+ * @example
+ * ```ts ignore
+ * import { connect } from "cloudflare:sockets";
+ * import { edgeClient } from "@rafter/rpc/cloudflare";
+ * interface Hello { greet(name: string): { greeting: string; server: string } }
+ * const rafter = edgeClient(["tcp://10.0.0.5:7001"], { connect });
+ * export default {
+ *   fetch: () =>
+ *     rafter.withRequest(async (client) =>
+ *       Response.json(await client.stub<Hello>("hello").greet("Ada"))
+ *     ),
+ * };
+ * ```
+ */
+export function edgeClient(
+  registryUrls: string | readonly string[],
+  options: EdgeClientOptions,
+): EdgeClient {
+  const { connect: tcp, ttlMs, now, health, ...rest } = options;
+  const urls = typeof registryUrls === "string" ? [registryUrls] : registryUrls;
+  if (urls.length === 0) {
+    throw new TypeError("edgeClient needs at least one registry URL");
+  }
+  const cache = new EdgeCache({ ttlMs, now, health });
+  const dialer = cloudflareDialer(tcp);
+  return {
+    cache,
+    async withRequest<T>(
+      handle: (client: RafterClient) => Promise<T>,
+    ): Promise<T> {
+      const client = connect(urls, { ...rest, dialer, edge: cache });
+      try {
+        return await handle(client);
+      } finally {
+        client.close();
+      }
+    },
+  };
+}

@@ -1,0 +1,34 @@
+/**
+ * Rafter for Cloudflare Workers (workerd): everything in `@rafter/rpc`,
+ * plus a dialer on workerd's TCP sockets and `edgeClient()`, which makes a
+ * client per request over stubs lists kept in the isolate. Pass `connect`
+ * from `cloudflare:sockets` in: this entry imports no runtime module.
+ *
+ * @example A worker that calls `hello` on each request
+ * ```ts ignore
+ * import { connect } from "cloudflare:sockets";
+ * import { edgeClient } from "@rafter/rpc/cloudflare";
+ * interface Hello { greet(name: string): { greeting: string; server: string } }
+ * const rafter = edgeClient(["tcp://10.0.0.5:7001"], { connect, ttlMs: 10_000 });
+ * export default {
+ *   fetch: () =>
+ *     rafter.withRequest(async (client) =>
+ *       Response.json(await client.stub<Hello>("hello").greet("Ada"))
+ *     ),
+ * };
+ * ```
+ *
+ * @module
+ */
+
+export * from "../../mod.ts";
+export {
+  type CloudflareConnect,
+  cloudflareDialer,
+  type CloudflareSocket,
+} from "./tcp.ts";
+export {
+  type EdgeClient,
+  edgeClient,
+  type EdgeClientOptions,
+} from "./edge_client.ts";

@@ -1,0 +1,75 @@
+/**
+ * Cloudflare Workers adapter: workerd's TCP sockets (`connect()` from
+ * `cloudflare:sockets`) as {@link ByteStream}s. The worker passes its
+ * `connect` in, so this module imports nothing runtime-specific (Deno and
+ * Node can type-check and test it, and bundlers need no external).
+ *
+ * @module
+ */
+
+import { type Dialer, parseTcpUrl } from "../../rpc/transport.ts";
+
+/** The part of workerd's `Socket` (from `cloudflare:sockets`) the dialer uses. */
+export interface CloudflareSocket {
+  /** Bytes from the server. */
+  readonly readable: ReadableStream<Uint8Array>;
+  /** Bytes to the server. */
+  readonly writable: WritableStream<Uint8Array>;
+  /** Resolves once connected; rejects when the connection failed. */
+  readonly opened: Promise<unknown>;
+  /** Resolves once closed. */
+  readonly closed: Promise<void>;
+  /** Closes both directions; resolves once closed. */
+  close(): Promise<void>;
+}
+
+/** workerd's `connect()` from `cloudflare:sockets`, as the dialer calls it. */
+export type CloudflareConnect = (
+  address: { hostname: string; port: number },
+) => CloudflareSocket;
+
+/**
+ * A {@link Dialer} on workerd's `connect()`. A socket belongs to the
+ * request that opened it (workerd refuses I/O on it from another request),
+ * so use it through a client made per request (`edgeClient`).
+ *
+ * @param connect `connect` imported from `cloudflare:sockets`.
+ * @returns a dialer for `tcp://host:port` URLs.
+ *
+ * @example
+ * ```ts ignore
+ * import { connect } from "cloudflare:sockets";
+ * import { cloudflareDialer, dial } from "@rafter/rpc/cloudflare";
+ * const connection = await dial("tcp://10.0.0.5:7001", { dialer: cloudflareDialer(connect) });
+ * ```
+ */
+export function cloudflareDialer(connect: CloudflareConnect): Dialer {
+  return async (url, options) => {
+    const { hostname, port } = parseTcpUrl(url);
+    const signal = options?.signal;
+    signal?.throwIfAborted();
+    const socket = connect({ hostname, port });
+    let closed = false;
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      socket.close().catch(() => {
+        // Already closed or never opened.
+      });
+    };
+    let onAbort: (() => void) | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        onAbort = () => reject(signal!.reason);
+        signal?.addEventListener("abort", onAbort, { once: true });
+        socket.opened.then(() => resolve(), reject);
+      });
+    } catch (error) {
+      close();
+      throw error;
+    } finally {
+      if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+    }
+    return { readable: socket.readable, writable: socket.writable, close };
+  };
+}

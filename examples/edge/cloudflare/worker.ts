@@ -1,0 +1,60 @@
+/**
+ * A Cloudflare Worker that calls `hello` through a Rafter stub on every
+ * HTTP request: `GET /?name=Ada` answers `{ "greeting": "Hello, Ada!",
+ * "server": "hello-1" }`. The registry URLs come from the
+ * `RAFTER_REGISTRY` binding (comma-separated `tcp://host:port`).
+ *
+ * Each request gets its own client (workerd forbids using a socket another
+ * request opened), closed before the response; the stubs list stays in the
+ * isolate for `ttlMs`, and a server a request saw fail is skipped by the
+ * next ones.
+ *
+ * Build: `deno bundle --platform browser --external cloudflare:sockets -o
+ * dist/worker.js examples/edge/cloudflare/worker.ts`; run with `workerd
+ * serve config.capnp` (see README.md here).
+ *
+ * @module
+ */
+
+// @ts-ignore: workerd's module, resolved by workerd at run time.
+import { connect } from "cloudflare:sockets";
+import {
+  type CloudflareConnect,
+  type EdgeClient,
+  edgeClient,
+  RpcError,
+} from "../../../adapter/cloudflare/mod.ts";
+
+/** The hello service's interface (examples/hello/server.ts). */
+interface Hello {
+  greet(name: string): { greeting: string; server: string };
+}
+
+/** The worker's bindings (config.capnp). */
+interface Env {
+  RAFTER_REGISTRY: string;
+}
+
+/** One per isolate: made on the first request, from its bindings. */
+let rafter: EdgeClient | undefined;
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    rafter ??= edgeClient(env.RAFTER_REGISTRY.split(","), {
+      connect: connect as CloudflareConnect,
+      ttlMs: 5_000,
+      deadlineMs: 5_000,
+    });
+    const name = new URL(request.url).searchParams.get("name") ?? "world";
+    try {
+      const answer = await rafter.withRequest((client) =>
+        client.stub<Hello>("hello", { idempotent: true }).greet(name)
+      );
+      return Response.json(answer);
+    } catch (error) {
+      const code = error instanceof RpcError ? error.code : null;
+      const message = error instanceof Error ? error.message : String(error);
+      return Response.json({ error: { code, message } }, { status: 502 });
+    }
+  },
+};

@@ -1,0 +1,116 @@
+/**
+ * A `deno serve` handler that calls the hello service through a Rafter
+ * cluster stub on each HTTP request: `GET /?name=Ada` answers
+ * `{ "greeting": "Hello, Ada!", "server": "hello-1" }`.
+ *
+ * The client is made once per isolate, at module scope, and every request
+ * shares it: its cluster map, its registry watch and its pooled
+ * connections live between requests (under `deno serve` background work is
+ * fine). `greet` is idempotent, so a call that was under way on a server
+ * that died is made again on another one. A failed call answers 504 when
+ * its deadline passed and 502 otherwise, with the JSON-RPC error's code and
+ * message in the body. On Ctrl-C or SIGTERM it closes the client once the
+ * requests under way have their answers, so the process can end.
+ *
+ * ```sh
+ * RAFTER_REGISTRY=tcp://127.0.0.1:7001 deno serve --allow-net --allow-env=RAFTER_REGISTRY --port 8000 examples/edge/deno/main.ts
+ * curl 'http://127.0.0.1:8000/?name=Ada'
+ * ```
+ *
+ * Outside this repository, import `jsr:@rafter/rpc/deno` instead of the
+ * relative path.
+ *
+ * @module
+ */
+
+import {
+  connect,
+  DEADLINE_EXCEEDED,
+  DEFAULT_REGISTRY_URL,
+  RpcError,
+} from "../../../adapter/deno/mod.ts";
+import type { Hello } from "../../hello/server.ts";
+
+/** Deadline of one `greet` call, all attempts included, ms. */
+const CALL_DEADLINE_MS = 5_000;
+
+/** The registry nodes: `$RAFTER_REGISTRY` (comma-separated), else the local default. */
+const registryUrls = (Deno.env.get("RAFTER_REGISTRY") ?? DEFAULT_REGISTRY_URL)
+  .split(",").map((url) => url.trim()).filter((url) => url !== "");
+
+// Once per isolate, shared by every request.
+const client = connect(registryUrls);
+const hello = client.stub<Hello>("hello", {
+  idempotent: ["greet"],
+  deadlineMs: CALL_DEADLINE_MS,
+});
+
+// On Ctrl-C or SIGTERM, `deno serve` stops taking connections, lets the
+// requests under way finish, and ends the process once nothing is left to
+// run; the client's watch and pooled connections would keep it running, so
+// close the client too, once the last request under way has its answer.
+let inFlight = 0;
+let stopping = false;
+let closed = false;
+function closeWhenIdle(): void {
+  if (!stopping || inFlight > 0 || closed) return;
+  closed = true;
+  client.close();
+}
+const signals: Deno.Signal[] = Deno.build.os === "windows"
+  ? ["SIGINT"]
+  : ["SIGINT", "SIGTERM"];
+for (const signal of signals) {
+  Deno.addSignalListener(signal, () => {
+    stopping = true;
+    closeWhenIdle();
+  });
+}
+
+/** A JSON response with `status`. */
+function json(status: number, body: unknown): Response {
+  return Response.json(body, {
+    status,
+    headers: { "cache-control": "no-store" },
+  });
+}
+
+/**
+ * The HTTP answer to a failed call: 504 when its deadline passed, 502 when
+ * no server could answer it or a server answered with an error; the
+ * JSON-RPC code and message in the body.
+ */
+function failure(error: unknown): Response {
+  if (error instanceof RpcError) {
+    const status = error.code === DEADLINE_EXCEEDED ? 504 : 502;
+    console.error(`hello.greet failed with ${error.code}: ${error.message}`);
+    return json(status, {
+      error: { code: error.code, message: error.message },
+    });
+  }
+  // Not a Rafter failure: a bug in this handler.
+  console.error("hello.greet threw", error);
+  return json(500, { error: { message: String(error) } });
+}
+
+export default {
+  async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (url.pathname !== "/") {
+      return json(404, { error: { message: "not found: try /?name=Ada" } });
+    }
+    const name = url.searchParams.get("name") ?? "world";
+    // Not request.signal: Deno 2.9 warns when it is read (it still aborts
+    // after every successful response); the call's deadline bounds it.
+    inFlight++;
+    try {
+      const { greeting, server } = await hello.greet(name);
+      return json(200, { greeting, server });
+    } catch (error) {
+      return failure(error);
+    } finally {
+      inFlight--;
+      closeWhenIdle();
+    }
+  },
+} satisfies Deno.ServeDefaultExport;
