@@ -17,6 +17,7 @@
  * @module
  */
 
+import "../rpc/cbor.ts";
 import { benchArgs, usageError } from "./_args.ts";
 import type { Codec } from "../rpc/codec.ts";
 import type { RpcConnection } from "../rpc/connection.ts";
