@@ -155,6 +155,7 @@ export {
   RpcConnection,
   type RpcConnectionOptions,
 } from "./rpc/connection.ts";
+export type { Codec } from "./rpc/codec.ts";
 export {
   type ByteStream,
   type Dialer,

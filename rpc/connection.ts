@@ -21,8 +21,11 @@ import {
   validateResponse,
 } from "./message.ts";
 import { FrameWriter } from "./frame_writer.ts";
-import { encodeTextFrame, NdjsonDecoder } from "./ndjson.ts";
 import type { ByteStream } from "./transport.ts";
+import type { Codec } from "./codec.ts";
+import type { FrameCodec, FrameDecoder } from "./_frame_codec.ts";
+import { codecNamed } from "./_codecs.ts";
+import { Refusal } from "./_refusal.ts";
 
 /** Default largest response frame a client accepts: 16 MiB (16_777_216 bytes). */
 export const DEFAULT_CLIENT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -37,8 +40,18 @@ export interface RpcConnectionOptions {
   /** The peer's URL, used in error messages (e.g. `tcp://127.0.0.1:7001`). */
   url?: string;
   /**
-   * Largest frame accepted from the server, in bytes (default 16 MiB). A
-   * larger frame closes the connection: its response cannot be matched.
+   * The wire codec: `"json"` (NDJSON, one JSON text per line) or `"cbor"`
+   * (the connection opens with the CBOR self-describe tag `d9 d9 f7`, then
+   * each frame is a 4-byte big-endian length and one CBOR item). Every
+   * Rafter server accepts both on one port. Calls mean the same under
+   * both: params are sent as JSON would send them (see `codec.ts`).
+   * @default "json"
+   */
+  codec?: Codec;
+  /**
+   * Largest frame accepted from the server, in bytes (default 16 MiB): an
+   * NDJSON line, or a CBOR item without its length. A larger frame closes
+   * the connection: its response cannot be matched.
    */
   maxFrameBytes?: number;
   /**
@@ -160,7 +173,8 @@ export class RpcConnection {
   readonly #stream: ByteStream;
   readonly #writer: FrameWriter;
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
-  readonly #decoder: NdjsonDecoder;
+  readonly #codec: FrameCodec;
+  readonly #decoder: FrameDecoder;
   readonly #maxFrameBytes: number;
   readonly #timeoutMs: number;
   readonly #propagateDeadlines: boolean;
@@ -173,19 +187,31 @@ export class RpcConnection {
   #nextId = 1;
   #isClosed = false;
   #draining = false;
+  /** The last error the server answered with id null (a frame it refused). */
+  #refused: string | undefined;
   #cancelled: Promise<void> = Promise.resolve();
 
   /**
    * Starts reading responses from `stream` at once. The connection owns the
    * stream from now on and closes it when it ends.
    *
-   * @throws {RangeError} when `maxFrameBytes` or `timeoutMs` is not a positive number.
+   * @throws {RangeError} when `maxFrameBytes` or `timeoutMs` is not a
+   * positive number, or `codec` is neither `"json"` nor `"cbor"`.
    */
   constructor(stream: ByteStream, options: RpcConnectionOptions = {}) {
     this.url = options.url ?? "the peer";
     this.#maxFrameBytes = options.maxFrameBytes ??
       DEFAULT_CLIENT_MAX_FRAME_BYTES;
-    this.#decoder = new NdjsonDecoder({ maxFrameBytes: this.#maxFrameBytes });
+    if (!Number.isSafeInteger(this.#maxFrameBytes) || this.#maxFrameBytes < 1) {
+      throw new RangeError(
+        `maxFrameBytes must be a positive integer number of bytes, got ${this.#maxFrameBytes}`,
+      );
+    }
+    this.#codec = codecNamed(options.codec);
+    this.#decoder = this.#codec.decoder({
+      maxFrameBytes: this.#maxFrameBytes,
+      preamble: false,
+    });
     const timeoutMs = options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
       throw new RangeError(
@@ -202,6 +228,10 @@ export class RpcConnection {
         this.#shutdown(`write failed: ${messageOf(error)}`, error),
     });
     this.#reader = stream.readable.getReader();
+    if (this.#codec.preamble.length > 0) {
+      // A failed write ends the connection.
+      this.#writer.write(this.#codec.preamble).catch(() => {});
+    }
     this.closed = this.#readLoop();
   }
 
@@ -275,6 +305,7 @@ export class RpcConnection {
     let frame: Uint8Array;
     try {
       frame = encodeRequest(
+        this.#codec,
         method,
         params,
         id,
@@ -381,13 +412,14 @@ export class RpcConnection {
       ? Math.ceil(timeoutMs)
       : undefined;
     const ids: (number | null)[] = [];
-    const texts: string[] = [];
+    const parts: unknown[] = [];
     try {
       for (const request of requests) {
         const id = request.notification === true ? null : this.#nextId++;
         ids.push(id);
-        texts.push(
-          requestText(
+        parts.push(
+          requestPart(
+            this.#codec,
             request.method,
             request.params,
             id ?? undefined,
@@ -402,7 +434,7 @@ export class RpcConnection {
       ok: true,
       value: undefined,
     }));
-    const frame = encodeTextFrame(`[${texts.join(",")}]`);
+    const frame = this.#codec.frame(this.#codec.batch(parts));
     const waiting = ids.filter((id): id is number => id !== null);
     if (waiting.length === 0) {
       return this.#writer.write(frame).then(() => results, (error) => {
@@ -493,7 +525,7 @@ export class RpcConnection {
    */
   async notify(method: string, params?: Params): Promise<void> {
     if (this.isClosed) throw this.#closedError(method);
-    const frame = encodeRequest(method, params, undefined);
+    const frame = encodeRequest(this.#codec, method, params, undefined);
     try {
       await this.#writer.write(frame);
     } catch (error) {
@@ -542,18 +574,30 @@ export class RpcConnection {
         if (this.#isClosed) return;
         const frames = done ? this.#decoder.end() : this.#decoder.push(value);
         for (const frame of frames) {
-          if (frame.kind === "text") {
-            this.#receive(frame.text);
-          } else if (frame.kind === "tooLarge") {
+          if (frame.tooLarge) {
             reason =
               `received a frame larger than maxFrameBytes (${this.#maxFrameBytes} bytes)`;
             return;
           }
+          if (frame.fatal !== undefined) {
+            reason = frame.fatal;
+            return;
+          }
+          this.#receive(frame.value);
         }
-        if (done) return;
+        if (done) {
+          if (this.#refused !== undefined) {
+            reason =
+              `the server closed the connection after refusing a frame: ${this.#refused}`;
+          }
+          return;
+        }
       }
     } catch (error) {
       reason = `read failed: ${messageOf(error)}`;
+      if (this.#refused !== undefined) {
+        reason += ` (the server had refused a frame: ${this.#refused})`;
+      }
       cause = error;
     } finally {
       this.#shutdown(reason, cause);
@@ -562,14 +606,10 @@ export class RpcConnection {
     }
   }
 
-  #receive(text: string): void {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      return;
-    }
+  #receive(value: unknown): void {
     for (const item of Array.isArray(value) ? value : [value]) {
+      // A frame this side cannot read holds no response it could match.
+      if (item instanceof Refusal) continue;
       const response = validateResponse(item);
       if (response === null) {
         const notification = asNotification(item);
@@ -585,10 +625,14 @@ export class RpcConnection {
         }
         continue;
       }
-      const call = typeof response.id === "number"
-        ? this.#pending.get(response.id)
+      // This side's ids are safe integers: any other id is not one of ours.
+      const call = Number.isSafeInteger(response.id)
+        ? this.#pending.get(response.id as number)
         : undefined;
       if (call === undefined) {
+        if (response.id === null && "error" in response) {
+          this.#refused = response.error.message;
+        }
         try {
           this.#onUnmatchedResponse?.(response);
         } catch {
@@ -612,9 +656,11 @@ export class RpcConnection {
     if (!this.#pending.has(id)) return;
     if (this.#propagateDeadlines && !this.#isClosed) {
       // Before #forget: a draining connection closes with its last call.
-      this.#writer.write(encodeTextFrame(
-        `{"jsonrpc":"2.0","method":"${CANCEL_METHOD}","params":{"id":${id}}}`,
-      )).catch(() => {
+      this.#writer.write(this.#codec.frame(this.#codec.message({
+        jsonrpc: "2.0",
+        method: CANCEL_METHOD,
+        params: { id },
+      }))).catch(() => {
         // A failed write ends the connection; the server sees it end.
       });
     }
@@ -701,21 +747,26 @@ function asNotification(
 }
 
 function encodeRequest(
+  codec: FrameCodec,
   method: string,
   params: Params | undefined,
   id: number | undefined,
   timeoutMs?: number,
 ): Uint8Array {
-  return encodeTextFrame(requestText(method, params, id, timeoutMs));
+  return codec.frame(requestPart(codec, method, params, id, timeoutMs));
 }
 
-/** One request's JSON text; throws TypeError or INVALID_PARAMS for what cannot be sent. */
-function requestText(
+/**
+ * One request in the codec's form; throws TypeError or INVALID_PARAMS for
+ * what cannot be sent.
+ */
+function requestPart(
+  codec: FrameCodec,
   method: string,
   params: Params | undefined,
   id: number | undefined,
   timeoutMs?: number,
-): string {
+): unknown {
   const name = JSON.stringify(String(method));
   if (typeof method !== "string") {
     throw new TypeError(`method must be a string, got ${typeof method}`);
@@ -728,15 +779,13 @@ function requestText(
       }`,
     );
   }
-  let text: string;
+  // Only the members that are there: undefined ones would cost CBOR a copy.
+  const request: Record<string, unknown> = { jsonrpc: "2.0", method };
+  if (params !== undefined) request.params = params;
+  if (id !== undefined) request.id = id;
+  if (timeoutMs !== undefined) request[TIMEOUT_MEMBER] = timeoutMs;
   try {
-    text = JSON.stringify({
-      jsonrpc: "2.0",
-      method,
-      params,
-      id,
-      [TIMEOUT_MEMBER]: timeoutMs,
-    });
+    return codec.message(request);
   } catch (error) {
     throw new RpcError(
       INVALID_PARAMS,
@@ -745,7 +794,6 @@ function requestText(
       }`,
     );
   }
-  return text;
 }
 
 function cancelledError(

@@ -35,8 +35,13 @@ export const CANCEL_METHOD = "rpc.cancel";
  */
 export const TIMEOUT_MEMBER = "timeoutMs";
 
-/** A request id: a string, a number, or null (JSON-RPC 2.0 §4). */
-export type RequestId = string | number | null;
+/**
+ * A request id: a string, a number, or null (JSON-RPC 2.0 §4). An integer
+ * id beyond ±(2^53 − 1), which a double cannot hold, is a `bigint`: a
+ * Rafter server reads such an id exactly (from the JSON text, or a CBOR
+ * 64-bit integer) and echoes it unchanged, digit for digit.
+ */
+export type RequestId = string | number | bigint | null;
 
 /** Structured parameters: by position (array) or by name (object). */
 export type Params = unknown[] | Record<string, unknown>;
@@ -81,9 +86,10 @@ export interface ErrorResponse {
 /** Either kind of response. */
 export type Response = SuccessResponse | ErrorResponse;
 
-/** Whether `value` is a valid request id (string, number or null). */
+/** Whether `value` is a valid request id (string, finite number, bigint or null). */
 export function isRequestId(value: unknown): value is RequestId {
   return value === null || typeof value === "string" ||
+    typeof value === "bigint" ||
     (typeof value === "number" && Number.isFinite(value));
 }
 

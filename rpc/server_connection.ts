@@ -1,19 +1,19 @@
 /**
- * The server side of one connection: reads NDJSON frames from a byte stream,
- * runs them against a method table, and writes the responses back, within
- * the connection's limits (frame size, requests in flight, idle time).
+ * The server side of one connection: reads frames (NDJSON or CBOR, told
+ * apart by the first byte) from a byte stream, runs them against a method
+ * table, and writes the responses back in the same codec, within the
+ * connection's limits (frame size, requests in flight, idle time).
  *
  * @module
  */
 
-import { handleText, type Methods, RunningCalls } from "./dispatcher.ts";
-import { FrameWriter } from "./frame_writer.ts";
 import {
-  DEFAULT_MAX_FRAME_BYTES,
-  encodeTextFrame,
-  type Frame,
-  NdjsonDecoder,
-} from "./ndjson.ts";
+  type DispatchOptions,
+  type Methods,
+  RunningCalls,
+} from "./dispatcher.ts";
+import { FrameWriter } from "./frame_writer.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "./ndjson.ts";
 import {
   CANCEL_METHOD,
   GOAWAY_METHOD,
@@ -22,7 +22,12 @@ import {
   type RequestId,
 } from "./message.ts";
 import type { ByteStream } from "./transport.ts";
-import { INVALID_PARAMS, messageOf, RpcError } from "./errors.ts";
+import { CANCELLED, INVALID_PARAMS, messageOf, RpcError } from "./errors.ts";
+import type { FrameCodec, FrameDecoder, InboundFrame } from "./_frame_codec.ts";
+import { codecOfFirstByte } from "./_codecs.ts";
+import { dispatch, hooksOf, serializeError } from "./_dispatch.ts";
+import { jsonValue } from "./_json_value.ts";
+import { Refusal } from "./_refusal.ts";
 
 /**
  * One client connection as the server's methods see it: a way to push
@@ -68,8 +73,11 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 /** Limits every server connection enforces. */
 export interface ServerLimits {
   /**
-   * Largest request frame accepted, in bytes (default 1 MiB). A larger frame
-   * is answered with -32600 and skipped; the connection stays open.
+   * Largest request frame accepted, in bytes (default 1 MiB): an NDJSON
+   * line without its newline, or a CBOR item without its 4-byte length. A
+   * larger NDJSON line is answered with -32600 and skipped, and the
+   * connection stays open; a larger CBOR length is answered with -32600 and
+   * the connection closed, without reading the frame.
    */
   maxFrameBytes?: number;
   /**
@@ -125,7 +133,14 @@ export interface ServeStreamOptions extends ServerLimits {
   goAway?: AbortSignal;
 }
 
-const GOAWAY_FRAME = `{"jsonrpc":"2.0","method":"${GOAWAY_METHOD}"}`;
+/**
+ * How long a server keeps reading (and dropping) input after a frame it
+ * could not go on from (a CBOR length above the limit, a bad preamble),
+ * so that the client reads the error before the connection closes: a
+ * socket closed with unread input is reset, and the reset can destroy the
+ * answer on its way. In ms.
+ */
+const LINGER_MS = 1_000;
 
 /** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -181,16 +196,25 @@ export function validateServerLimits(limits: ServerLimits): void {
 }
 
 /**
- * Serves JSON-RPC 2.0 over NDJSON on one byte stream until the connection is
- * finished: the peer closed it (after its last requests are answered), the
- * idle timeout passed, a read or write failed, or `options.signal` aborted.
+ * Serves JSON-RPC 2.0 on one byte stream until the connection is finished:
+ * the peer closed it (after its last requests are answered), the idle
+ * timeout passed, a read or write failed, or `options.signal` aborted.
  * Frames run concurrently; responses are written as they complete, and those
  * completed in the same tick share one write.
  *
- * Bad input gets the specification's error response: an oversized frame gets
- * -32600 (`Invalid Request: frame exceeds <max> bytes; …`) and a frame that is
- * not UTF-8 gets -32700; the connection stays open. A peer that disconnects
- * mid-response is not an error.
+ * The codec is the client's: a connection whose first byte is 0xd9 (the
+ * CBOR self-describe tag `d9 d9 f7`) speaks length-prefixed CBOR, any other
+ * NDJSON (see `codec.ts` for the wire format and the value rules).
+ *
+ * Bad input gets the specification's error response: an oversized NDJSON
+ * line gets -32600 (`Invalid Request: frame exceeds <max> bytes; …`) and a
+ * line that is not UTF-8 gets -32700, and the connection stays open; a CBOR
+ * length above `maxFrameBytes` gets -32600 and the connection is closed
+ * (after up to 1 s of reading and dropping what follows, so that the client
+ * can read the answer), without the frame being buffered; malformed CBOR
+ * gets -32700 and a CBOR value JSON cannot represent -32600 (the
+ * connection stays open); a connection that ends inside a CBOR frame gets
+ * -32700. A peer that disconnects mid-response is not an error.
  *
  * Deadlines and cancellation (see `handleText`): a request's `timeoutMs`
  * counts from when its frame was read, so time spent waiting for a slot
@@ -224,11 +248,17 @@ export function serveStream(
 
 /** A frame read and not yet dispatched. */
 interface Waiting {
-  /** What to run; a precomputed reply; null once run out of turn. */
-  frame: Frame | { kind: "reply"; text: string } | null;
+  /**
+   * What to run (a decoded message or batch); a reply decided before it
+   * ran; null once run out of turn.
+   */
+  frame:
+    | { kind: "run"; value: unknown }
+    | { kind: "reply"; part: unknown }
+    | null;
   /** `Date.now()` when it was read, ms. */
   receivedAt: number;
-  /** Its size, for the bound on waiting frames: text length, else 0. */
+  /** Its size, for the bound on waiting frames: its bytes on the wire. */
   size: number;
   /**
    * The id, when it is one request with an id (undefined: not looked at
@@ -246,11 +276,15 @@ class ServerConnection {
   readonly #inputEnded = new AbortController();
   readonly #calls = new RunningCalls();
   readonly #options: ServeStreamOptions;
+  readonly #dispatchOptions: DispatchOptions;
   readonly #maxFrameBytes: number;
   readonly #maxInFlight: number;
   readonly #idleTimeoutMs: number;
-  readonly #maxDeadlineMs: number | undefined;
-  readonly #decoder: NdjsonDecoder;
+  /** The client's codec, known from its first byte. */
+  #codec: FrameCodec | undefined;
+  #decoder: FrameDecoder | undefined;
+  /** Messages to send once the codec is known. */
+  #early: Record<string, unknown>[] = [];
   readonly #writer: FrameWriter;
   readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
   /** Decoded frames waiting for a free slot; `#next` is the first unsent. */
@@ -262,6 +296,8 @@ class ServerConnection {
   #waitingBytes = 0;
   #inFlight = 0;
   #stopped = false;
+  /** A frame the codec could not go on from was read: nothing more runs. */
+  #fatal = false;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #wake: (() => void) | undefined;
   /** Settles once the read side is cancelled (and its pending read is over). */
@@ -281,8 +317,6 @@ class ServerConnection {
       options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
       MAX_TIMER_MS,
     );
-    this.#maxDeadlineMs = options.maxDeadlineMs;
-    this.#decoder = new NdjsonDecoder({ maxFrameBytes: this.#maxFrameBytes });
     this.#writer = new FrameWriter(stream.writable, {
       onError: () => this.#stop(),
     });
@@ -291,11 +325,23 @@ class ServerConnection {
     this.#methods = typeof methods === "function"
       ? methods(this.#session)
       : methods;
+    const onMethodNotFound = options.onMethodNotFound;
+    this.#dispatchOptions = {
+      onInternalError: options.onInternalError,
+      onMethodNotFound: onMethodNotFound === undefined
+        ? undefined
+        : (method) => onMethodNotFound(method, this.#session),
+      signal: this.#inputEnded.signal,
+      calls: this.#calls,
+      maxDeadlineMs: options.maxDeadlineMs,
+      session: this.#session,
+    };
   }
 
   #makeSession(): RpcSession {
     const writer = this.#writer;
     const signal = this.#ended.signal;
+    const send = (message: Record<string, unknown>) => this.#send(message);
     const stop = () => this.#stop();
     return {
       id: nextSessionId++,
@@ -306,9 +352,10 @@ class ServerConnection {
       },
       notify(method: string, params?: Params): boolean {
         if (signal.aborted) return false;
-        let text: string;
+        const message: Record<string, unknown> = { jsonrpc: "2.0", method };
+        if (params !== undefined) message.params = params;
         try {
-          text = JSON.stringify({ jsonrpc: "2.0", method, params });
+          send(message);
         } catch (error) {
           throw new RpcError(
             INVALID_PARAMS,
@@ -317,20 +364,32 @@ class ServerConnection {
             } cannot be encoded as JSON: ${messageOf(error)}`,
           );
         }
-        writer.write(encodeTextFrame(text)).catch(() => {});
         return true;
       },
       close: stop,
     };
   }
 
+  /**
+   * Writes a message in the client's codec; before the codec is known, a
+   * JSON copy of it is kept until it is.
+   *
+   * @throws {TypeError} when a value in it has no JSON form.
+   */
+  #send(message: Record<string, unknown>): void {
+    if (this.#codec === undefined) {
+      this.#early.push(jsonValue(message) as Record<string, unknown>);
+      return;
+    }
+    const frame = this.#codec.frame(this.#codec.message(message));
+    this.#writer.write(frame).catch(() => {});
+  }
+
   async run(): Promise<void> {
     const { signal, goAway } = this.#options;
     const onAbort = () => this.#stop();
     const onGoAway = () => {
-      if (!this.#stopped) {
-        this.#writer.write(encodeTextFrame(GOAWAY_FRAME)).catch(() => {});
-      }
+      if (!this.#stopped) this.#send({ jsonrpc: "2.0", method: GOAWAY_METHOD });
     };
     signal?.addEventListener("abort", onAbort, { once: true });
     goAway?.addEventListener("abort", onGoAway, { once: true });
@@ -357,6 +416,7 @@ class ServerConnection {
       if (ended) {
         if (this.#inFlight === 0 && this.#next === this.#backlog.length) {
           await this.#writer.idle();
+          if (this.#fatal) await this.#linger();
           return;
         }
         await this.#change();
@@ -371,23 +431,77 @@ class ServerConnection {
       }
       const { done, value } = await this.#reader.read();
       if (this.#stopped) return;
-      const frames = done ? this.#decoder.end() : this.#decoder.push(value);
+      if (!done && value.length === 0) continue;
+      const decoder = done ? this.#decoder : this.#decoderFor(value[0]);
+      const frames = decoder === undefined
+        ? []
+        : done
+        ? decoder.end()
+        : decoder.push(value);
       if (done) {
         ended = true;
         this.#inputEnded.abort();
       }
-      if (frames.length > 0) {
-        this.#clearIdle();
-        const receivedAt = Date.now();
-        const waiting = frames.map((frame): Waiting => {
-          const size = frame.kind === "text" ? frame.text.length : 0;
-          this.#waitingBytes += size;
-          return { frame, receivedAt, size };
-        });
-        this.#backlog = this.#backlog.slice(this.#next).concat(waiting);
-        this.#scanned = Math.max(0, this.#scanned - this.#next);
-        this.#next = 0;
+      if (frames.length > 0) this.#receive(frames);
+      if (this.#fatal) {
+        ended = true;
+        this.#inputEnded.abort();
       }
+    }
+  }
+
+  /** The decoder, chosen by the connection's first byte. */
+  #decoderFor(firstByte: number): FrameDecoder {
+    if (this.#decoder !== undefined) return this.#decoder;
+    const codec = codecOfFirstByte(firstByte);
+    this.#codec = codec;
+    this.#decoder = codec.decoder({
+      maxFrameBytes: this.#maxFrameBytes,
+      preamble: true,
+    });
+    const early = this.#early;
+    this.#early = [];
+    for (const message of early) this.#send(message);
+    return this.#decoder;
+  }
+
+  #receive(frames: InboundFrame[]): void {
+    this.#clearIdle();
+    const receivedAt = Date.now();
+    const waiting: Waiting[] = [];
+    for (const frame of frames) {
+      waiting.push({
+        frame: { kind: "run", value: frame.value },
+        receivedAt,
+        size: frame.bytes,
+      });
+      this.#waitingBytes += frame.bytes;
+      if (frame.fatal !== undefined) {
+        this.#fatal = true;
+        break;
+      }
+    }
+    this.#backlog = this.#backlog.slice(this.#next).concat(waiting);
+    this.#scanned = Math.max(0, this.#scanned - this.#next);
+    this.#next = 0;
+  }
+
+  /**
+   * After a frame the codec could not go on from, reads and drops input
+   * for up to {@link LINGER_MS}, or until the client closes.
+   */
+  async #linger(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, LINGER_MS);
+    });
+    try {
+      while (!this.#stopped) {
+        const read = await Promise.race([this.#reader.read(), timeout]);
+        if (read === undefined || read.done) return;
+      }
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -440,10 +554,14 @@ class ServerConnection {
       }
       waiting.frame = {
         kind: "reply",
-        text:
-          `{"jsonrpc":"2.0","error":{"code":-32005,"message":"Cancelled: the client cancelled the call before it ran (${CANCEL_METHOD})"},"id":${
-            JSON.stringify(id)
-          }}`,
+        part: serializeError(
+          this.#codec!,
+          id,
+          new RpcError(
+            CANCELLED,
+            `Cancelled: the client cancelled the call before it ran (${CANCEL_METHOD})`,
+          ),
+        ),
       };
       this.#waitingBytes -= waiting.size;
       waiting.size = 0;
@@ -455,9 +573,9 @@ class ServerConnection {
     this.#inFlight++;
     this.#clearIdle();
     this.#respond(waiting)
-      .then((text) => {
-        if (text === null || this.#stopped) return;
-        return this.#writer.write(encodeTextFrame(text));
+      .then((part) => {
+        if (part === null || this.#stopped) return;
+        return this.#writer.write(this.#codec!.frame(part));
       })
       .catch(() => {
         // A failed write stops the connection through the writer's onError.
@@ -471,33 +589,15 @@ class ServerConnection {
       });
   }
 
-  #respond(waiting: Waiting): Promise<string | null> {
+  #respond(waiting: Waiting): Promise<unknown> {
     const frame = waiting.frame!;
-    switch (frame.kind) {
-      case "text":
-        return handleText(frame.text, this.#methods, {
-          onInternalError: this.#options.onInternalError,
-          onMethodNotFound: this.#options.onMethodNotFound === undefined
-            ? undefined
-            : (method) =>
-              this.#options.onMethodNotFound!(method, this.#session),
-          signal: this.#inputEnded.signal,
-          calls: this.#calls,
-          receivedAt: waiting.receivedAt,
-          maxDeadlineMs: this.#maxDeadlineMs,
-          session: this.#session,
-        });
-      case "reply":
-        return Promise.resolve(frame.text);
-      case "tooLarge":
-        return Promise.resolve(
-          `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request: frame exceeds ${this.#maxFrameBytes} bytes; send smaller messages or raise maxFrameBytes"},"id":null}`,
-        );
-      case "badUtf8":
-        return Promise.resolve(
-          `{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error: frame is not valid UTF-8"},"id":null}`,
-        );
-    }
+    if (frame.kind === "reply") return Promise.resolve(frame.part);
+    return dispatch(
+      frame.value,
+      this.#methods,
+      hooksOf(this.#dispatchOptions, waiting.receivedAt),
+      this.#codec!,
+    );
   }
 
   /** Resolves at the next slot release or stop. */
@@ -548,12 +648,19 @@ class ServerConnection {
   }
 }
 
+/** The message a waiting frame runs, when it is one (not a batch). */
+function messageIn(frame: Waiting["frame"]): Record<string, unknown> | null {
+  if (frame?.kind !== "run") return null;
+  const value = frame.value;
+  return typeof value === "object" && value !== null &&
+      !Array.isArray(value) && !(value instanceof Refusal)
+    ? value as Record<string, unknown>
+    : null;
+}
+
 /** The id an `rpc.cancel` notification frame names, or undefined if it is none. */
 function cancelTargetOf(frame: Waiting["frame"]): RequestId | undefined {
-  if (frame?.kind !== "text" || !frame.text.includes(CANCEL_METHOD)) {
-    return undefined;
-  }
-  const value = parseObject(frame.text);
+  const value = messageIn(frame);
   if (
     value === null || value.jsonrpc !== "2.0" ||
     value.method !== CANCEL_METHOD || "id" in value
@@ -570,20 +677,7 @@ function cancelTargetOf(frame: Waiting["frame"]): RequestId | undefined {
 
 /** The id of a frame that is one request with an id, else null. */
 function requestIdOf(frame: Waiting["frame"]): RequestId | null {
-  if (frame?.kind !== "text") return null;
-  const value = parseObject(frame.text);
+  const value = messageIn(frame);
   if (value === null || typeof value.method !== "string") return null;
   return isRequestId(value.id) ? value.id : null;
-}
-
-function parseObject(text: string): Record<string, unknown> | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  return typeof value === "object" && value !== null && !Array.isArray(value)
-    ? value as Record<string, unknown>
-    : null;
 }

@@ -7,6 +7,7 @@
  */
 
 import { type Dialer, parseTcpUrl } from "../rpc/transport.ts";
+import type { Codec } from "../rpc/codec.ts";
 import { DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/dial.ts";
 import {
@@ -80,6 +81,14 @@ export interface ConnectOptions
   /** Time allowed to open a connection, ms. @default 2_000 */
   connectTimeoutMs?: number;
   /**
+   * Wire codec of every connection this client opens (registry, watch,
+   * servers): `"json"` (NDJSON) or `"cbor"` (the connection opens with
+   * `d9 d9 f7`, then each frame is a 4-byte big-endian length and one CBOR
+   * item). Rafter servers and registry nodes accept both on one port.
+   * @default "json"
+   */
+  codec?: Codec;
+  /**
    * Keep cluster maps current with a registry watch (one connection per
    * client, to one registry node at a time). Without it a map looks its
    * name up again only when it runs empty. @default true
@@ -94,7 +103,7 @@ export interface ConnectOptions
   /** Hosts that count as this client's own. @default ["127.0.0.1", "::1", "localhost"] */
   localHosts?: readonly string[];
   /** Connections per endpoint, idle close, reconnect back-off. */
-  pool?: Omit<ConnectionPoolOptions, "dialer" | "connectTimeoutMs">;
+  pool?: Omit<ConnectionPoolOptions, "dialer" | "connectTimeoutMs" | "codec">;
   /** When this client ejects a server as an outlier, and for how long. */
   health?: HealthOptions;
   /** How long a probe (`rpc.ping`) of an ejected server may take, ms. @default 1_000 */
@@ -144,12 +153,14 @@ export class RafterClient {
       ...options.pool,
       dialer: options.dialer,
       connectTimeoutMs,
+      codec: options.codec,
     });
     this.#health = options.edge?.health ?? new HealthBook(options.health);
     this.registry = new RegistryClient(registryUrls, this.#pool, options);
     this.watches = new WatchClient(this.registry, {
       dialer: options.dialer,
       connectTimeoutMs,
+      codec: options.codec,
       callTimeoutMs: options.attemptTimeoutMs,
     });
   }

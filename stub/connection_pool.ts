@@ -12,6 +12,7 @@ import type { RpcConnection } from "../rpc/connection.ts";
 import { dial } from "../rpc/dial.ts";
 import { ConnectionError } from "../rpc/errors.ts";
 import type { Dialer } from "../rpc/transport.ts";
+import type { Codec } from "../rpc/codec.ts";
 import { backoffDelay } from "../rpc/_timing.ts";
 
 /** Settings of a {@link ConnectionPool}. */
@@ -20,6 +21,12 @@ export interface ConnectionPoolOptions {
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;
+  /**
+   * Wire codec of every connection: `"json"` (NDJSON) or `"cbor"`
+   * (length-prefixed CBOR; see `RpcConnectionOptions.codec`).
+   * @default "json"
+   */
+  codec?: Codec;
   /**
    * Most connections per endpoint; calls are spread over them (fewest
    * calls under way first), a new one opened when all are busy.
@@ -200,6 +207,7 @@ export class ConnectionPool {
       dialer: this.#options.dialer,
       connectTimeoutMs: this.#options.connectTimeoutMs,
       propagateDeadlines: this.#options.propagateDeadlines,
+      codec: this.#options.codec,
     });
     const slot: Slot = { opening, connection: null, lastUsed: this.#now() };
     endpoint.slots.push(slot);

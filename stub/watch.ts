@@ -13,6 +13,7 @@
 
 import type { RpcConnection } from "../rpc/connection.ts";
 import { dial } from "../rpc/dial.ts";
+import type { Codec } from "../rpc/codec.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
 import type { Dialer } from "../rpc/transport.ts";
@@ -63,6 +64,8 @@ export interface WatchClientOptions {
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;
+  /** Wire codec of the watch connection (see `RpcConnectionOptions.codec`). @default "json" */
+  codec?: Codec;
   /** Time allowed for a `registry.watch` call, ms. @default 4_000 */
   callTimeoutMs?: number;
   /** First reconnect delay after a failure, ms (jittered). @default 50 */
@@ -280,6 +283,7 @@ export class WatchClient {
           connection = await dial(url, {
             dialer: this.#options.dialer,
             connectTimeoutMs: this.#options.connectTimeoutMs,
+            codec: this.#options.codec,
             onNotification: (method, params) =>
               this.#notification(method, params),
           });

@@ -16,6 +16,7 @@
  * @module
  */
 
+import "../../rpc/cbor.ts";
 import { setDefaultDialer } from "../../rpc/default_dialer.ts";
 import { denoTcpDialer } from "./tcp.ts";
 

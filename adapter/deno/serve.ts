@@ -13,6 +13,8 @@ import {
   validateServeOptions,
 } from "../../rpc/server.ts";
 import { fromDenoConn } from "./tcp.ts";
+// Servers hear CBOR clients too.
+import "../../rpc/cbor.ts";
 
 export type { RpcServer, ServeOptions } from "../../rpc/server.ts";
 

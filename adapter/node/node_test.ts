@@ -58,3 +58,25 @@ Deno.test("node adapter: drain() sends rpc.goaway and finishes once the client h
   await connection.closed;
   await drained;
 });
+
+Deno.test("node adapter: serve() hears CBOR and NDJSON clients on one port, over the node:net dialer", async () => {
+  const server = await serve({ methods: { echo: (value: unknown) => value } });
+  const [cbor, json] = await Promise.all([
+    dial(server.url, { dialer: nodeTcpDialer, codec: "cbor" }),
+    dial(server.url, { dialer: nodeTcpDialer }),
+  ]);
+  try {
+    const sent = {
+      id: Number.MAX_SAFE_INTEGER,
+      items: [{ sku: "a", price: 1.5 }],
+    };
+    assert.deepEqual(await cbor.call("echo", [sent]), sent);
+    assert.deepEqual(await json.call("echo", [sent]), sent);
+    const big = "é".repeat(400 * 1024);
+    assert.equal(await cbor.call("echo", [big]), big);
+  } finally {
+    cbor.close();
+    json.close();
+    await server.close();
+  }
+});

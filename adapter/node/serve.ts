@@ -15,6 +15,8 @@ import {
 } from "../../rpc/server.ts";
 import type { ByteStream } from "../../rpc/transport.ts";
 import { fromNodeSocket } from "./tcp.ts";
+// Servers hear CBOR clients too.
+import "../../rpc/cbor.ts";
 
 export type { RpcServer, ServeOptions } from "../../rpc/server.ts";
 
