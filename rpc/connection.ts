@@ -20,7 +20,7 @@ import {
   TIMEOUT_MEMBER,
   validateResponse,
 } from "./message.ts";
-import { FrameWriter } from "./frame_writer.ts";
+import { FrameWriter } from "./_frame_writer.ts";
 import type { ByteStream } from "./transport.ts";
 import type { Codec } from "./codec.ts";
 import type { FrameCodec, FrameDecoder } from "./_frame_codec.ts";

@@ -12,8 +12,8 @@ import {
   type Methods,
   RunningCalls,
 } from "./dispatcher.ts";
-import { FrameWriter } from "./frame_writer.ts";
-import { DEFAULT_MAX_FRAME_BYTES } from "./ndjson.ts";
+import { FrameWriter } from "./_frame_writer.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "./_ndjson.ts";
 import {
   CANCEL_METHOD,
   GOAWAY_METHOD,

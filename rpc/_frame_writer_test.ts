@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FrameWriter } from "./frame_writer.ts";
+import { FrameWriter } from "./_frame_writer.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { encodeFrame, type Frame, NdjsonDecoder } from "./ndjson.ts";
+import { encodeFrame, type Frame, NdjsonDecoder } from "./_ndjson.ts";
 
 const encoder = new TextEncoder();
 const bytes = (text: string) => encoder.encode(text);

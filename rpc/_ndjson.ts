@@ -49,7 +49,7 @@ const BLANK = /^[ \t\r]*$/;
  *
  * @example
  * ```ts
- * import { NdjsonDecoder } from "./ndjson.ts";
+ * import { NdjsonDecoder } from "./_ndjson.ts";
  * const decoder = new NdjsonDecoder();
  * const bytes = new TextEncoder().encode('{"a":1}\n{"b"');
  * console.log(decoder.push(bytes)); // [{ kind: "text", text: '{"a":1}' }]
@@ -184,7 +184,7 @@ const encoder = new TextEncoder();
  *
  * @example
  * ```ts
- * import { encodeFrame } from "./ndjson.ts";
+ * import { encodeFrame } from "./_ndjson.ts";
  * const bytes = encodeFrame({ jsonrpc: "2.0", method: "rpc.ping", id: 1 });
  * console.log(new TextDecoder().decode(bytes)); // {"jsonrpc":"2.0","method":"rpc.ping","id":1}\n
  * ```
@@ -206,7 +206,7 @@ export function encodeFrame(value: unknown): Uint8Array {
  *
  * @example
  * ```ts
- * import { encodeTextFrame } from "./ndjson.ts";
+ * import { encodeTextFrame } from "./_ndjson.ts";
  * console.log(encodeTextFrame('{"a":1}').length); // 8
  * ```
  */

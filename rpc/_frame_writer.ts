@@ -38,7 +38,7 @@ interface Batch {
  *
  * @example
  * ```ts
- * import { FrameWriter } from "./frame_writer.ts";
+ * import { FrameWriter } from "./_frame_writer.ts";
  * const chunks: Uint8Array[] = [];
  * const writer = new FrameWriter(new WritableStream({ write(c) { chunks.push(c); } }));
  * const encoder = new TextEncoder();
