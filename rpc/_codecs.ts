@@ -31,7 +31,7 @@ export function codecNamed(name: Codec | undefined): FrameCodec {
   if (name === "cbor") {
     if (cbor !== undefined) return cbor;
     throw new RangeError(
-      'the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it), or rpc/cbor.ts; the edge-safe core leaves it out to keep cbor-x out of edge bundles',
+      'the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it; from the npm package, @rafter/rpc under Node); the edge-safe core leaves it out to keep cbor-x out of edge bundles',
     );
   }
   throw new RangeError(

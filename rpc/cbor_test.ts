@@ -596,10 +596,13 @@ Deno.test("cbor decoder: frames split anywhere decode the same, and a frame is b
 
 Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CBOR", async () => {
   const script = `
-    import { RpcConnection } from "./mod.ts";
+    import { connect, RpcConnection } from "./mod.ts";
     const stream = { readable: new ReadableStream(), writable: new WritableStream(), close() {} };
     try { new RpcConnection(stream, { codec: "cbor" }); console.log("no error"); }
-    catch (error) { console.log(error.name + ": " + error.message); }`;
+    catch (error) { console.log(error.name + ": " + error.message); }
+    // connect() refuses it at once too, not at its first call.
+    try { connect("tcp://127.0.0.1:1", { codec: "cbor" }); console.log("no error"); }
+    catch (error) { console.log(error.name); }`;
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["eval", "--ext=ts", script],
     cwd: new URL("../", import.meta.url),
@@ -609,6 +612,6 @@ Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CB
   assert.equal(output.code, 0);
   assert.equal(
     new TextDecoder().decode(output.stdout).trim(),
-    'RangeError: the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it), or rpc/cbor.ts; the edge-safe core leaves it out to keep cbor-x out of edge bundles',
+    'RangeError: the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it; from the npm package, @rafter/rpc under Node); the edge-safe core leaves it out to keep cbor-x out of edge bundles\nRangeError',
   );
 });

@@ -18,7 +18,7 @@
  * ```sh
  * deno task build:npm                  # into dist/npm
  * deno run -A scripts/build_npm.ts --out /tmp/pkg
- * npm pack dist/npm                    # rafter-rpc-<version>.tgz
+ * npm pack ./dist/npm                    # rafter-rpc-<version>.tgz
  * ```
  *
  * @module
@@ -261,9 +261,19 @@ async function main(): Promise<number> {
       relative(Deno.cwd(), result.outDir) || "."
     } (${result.files.length} files, ${
       Math.round(performance.now() - started)
-    } ms); npm pack ${relative(Deno.cwd(), result.outDir)} makes the tarball`,
+    } ms); npm pack ${
+      packPath(relative(Deno.cwd(), result.outDir))
+    } makes the tarball`,
   );
   return 0;
 }
 
 if (import.meta.main) Deno.exit(await main());
+
+/**
+ * `path` as npm pack needs it: a bare `dist/npm` is read as a GitHub
+ * repository (user/repo), so a relative folder gets a leading `./`.
+ */
+function packPath(path: string): string {
+  return path.startsWith(".") || path.startsWith("/") ? path : `./${path}`;
+}

@@ -8,6 +8,7 @@
 
 import { type Dialer, parseTcpUrl } from "../rpc/transport.ts";
 import type { Codec } from "../rpc/codec.ts";
+import { codecNamed } from "../rpc/_codecs.ts";
 import { DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/dial.ts";
 import {
@@ -146,6 +147,8 @@ export class RafterClient {
 
   /** Use {@link connect}. */
   constructor(registryUrls: readonly string[], options: ConnectOptions = {}) {
+    // A codec that cannot be used is refused here, not at the first call.
+    codecNamed(options.codec);
     this.#options = options;
     const connectTimeoutMs = options.connectTimeoutMs ??
       DEFAULT_CONNECT_TIMEOUT_MS;

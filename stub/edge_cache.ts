@@ -31,8 +31,8 @@ export const DEFAULT_EDGE_TTL_MS = 10_000;
 /**
  * The stubs lists and server verdicts an edge isolate keeps between
  * requests. A list is used while it is younger than `ttlMs` and none of
- * its endpoints failed lately (is suspect or ejected): after a failure the
- * next request asks the registry again, which may know of new servers.
+ * its endpoints failed since it was read: after a failure the next request
+ * asks the registry again, which may know of new servers.
  *
  * @example
  * ```ts
@@ -51,6 +51,10 @@ export const DEFAULT_EDGE_TTL_MS = 10_000;
  * cache.store("hello", { name: "hello", query: {}, revision: 4, endpoints: [endpoint] });
  * cache.health.of(endpoint.url).failed("refused");
  * assert.equal(cache.fresh("hello"), undefined); // it failed: look up again
+ * time = 1_200; // the registry still lists it (its lease has not run out)
+ * cache.store("hello", { name: "hello", query: {}, revision: 4, endpoints: [endpoint] });
+ * assert.equal(cache.fresh("hello")?.revision, 4); // fresh; a is skipped while ejected
+ * assert.equal(cache.health.of(endpoint.url).state, "ejected");
  * ```
  */
 export class EdgeCache {
@@ -79,14 +83,18 @@ export class EdgeCache {
 
   /**
    * The stubs list of `name` (a name with its query), if it is younger
-   * than `ttlMs` and none of its endpoints is suspect or ejected.
+   * than `ttlMs` and none of its endpoints failed since it was read.
    */
   fresh(name: string): LookupResult | undefined {
     const kept = this.#lists.get(name);
     if (kept === undefined) return undefined;
-    const failed = kept.result.endpoints.some((endpoint) =>
-      this.health.of(endpoint.url).state !== "serving"
-    );
+    // A failure since the list was read: the registry may know better.
+    // (One it already knew of does not count: the list read after it is as
+    // fresh as the registry can make it; the ejection skips that server.)
+    const failed = kept.result.endpoints.some((endpoint) => {
+      const at = this.health.of(endpoint.url).lastFailureAt;
+      return at !== null && at >= kept.at;
+    });
     if (failed || this.#now() - kept.at >= this.ttlMs) return undefined;
     return kept.result;
   }
