@@ -12,6 +12,7 @@
  * @module
  */
 
+import { freePorts } from "../../raft/_test_util.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import { dial } from "../../rpc/dial.ts";
 
@@ -52,18 +53,8 @@ export interface LocalClusterOptions {
   onOutput?(name: string, line: string): void;
 }
 
-/**
- * Picks `count` free TCP ports on 127.0.0.1 (bind port 0, note it, close).
- */
-export function freePorts(count: number): number[] {
-  const listeners = Array.from(
-    { length: count },
-    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
-  );
-  const ports = listeners.map((l) => (l.addr as Deno.NetAddr).port);
-  for (const listener of listeners) listener.close();
-  return ports;
-}
+/** Free ports on 127.0.0.1 for the processes a test starts. */
+export { freePorts };
 
 /**
  * Starts and stops the processes of a local cluster.
