@@ -148,11 +148,32 @@ async function main(): Promise<number> {
     methods: { ...helloMethods(id, onCall) },
   });
   const client = connect(values.registry.split(","));
+  let failing = false;
+  let revoked = false;
   const options: BindServerOptions = {
     id,
     ttlMs,
     load,
     onEvent: (event) => {
+      // Keep-alive trouble is logged when it starts and when it ends, not
+      // once per attempt.
+      if (event.type === "keepAliveFailed") {
+        if (!failing) {
+          failing = true;
+          const why = event.error instanceof Error
+            ? event.error.message
+            : String(event.error);
+          console.log(
+            `${id}: keep-alive failed (${why}); retrying: the lease lapses after ${ttlMs} ms without one`,
+          );
+        }
+        return;
+      }
+      if (failing && (event.type === "keptAlive" || event.type === "rebound")) {
+        failing = false;
+        console.log(`${id}: keep-alives get through again`);
+      }
+      if (event.type === "revoked") revoked = true;
       if (event.type === "rebound") {
         console.log(
           `${id}: bound again with lease ${event.leaseId} (${event.why})`,
@@ -214,11 +235,15 @@ async function main(): Promise<number> {
   }
   await stopped.promise;
   console.log(
-    `${id}: draining (clients stop picking it; calls under way finish; then its lease is revoked); a second Ctrl-C stops at once`,
+    `${id}: draining (clients stop picking it; calls under way finish; then its lease is revoked); a second Ctrl-C or SIGTERM stops at once`,
   );
   await binding.close(); // draining → calls under way finish → revoke
   client.close();
-  console.log(`${id} stopped`);
+  console.log(
+    revoked
+      ? `${id} stopped`
+      : `${id} stopped; its lease could not be revoked (registry unreachable?): it lapses after its ttl`,
+  );
   return 0;
 }
 
