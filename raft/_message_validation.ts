@@ -10,6 +10,8 @@ import type { Entry, Message } from "./types.ts";
 const TYPES = new Set([
   "vote",
   "voteResponse",
+  "preVote",
+  "preVoteResponse",
   "append",
   "appendResponse",
   "readIndex",
@@ -45,11 +47,13 @@ export function parseMessage(value: unknown): Message {
   requireCount(m, "term");
   switch (m.type) {
     case "vote":
+    case "preVote":
       requireCount(m, "lastLogIndex");
       requireCount(m, "lastLogTerm");
       requireAtMostTerm(m, "lastLogTerm");
       break;
     case "voteResponse":
+    case "preVoteResponse":
       requireBoolean(m, "granted");
       break;
     case "append":

@@ -65,6 +65,15 @@ const valid: Message[] = [
     context: "n2:1",
     index: 7,
   },
+  {
+    type: "preVote",
+    from: "n3",
+    to: "n1",
+    term: 4,
+    lastLogIndex: 7,
+    lastLogTerm: 3,
+  },
+  { type: "preVoteResponse", from: "n1", to: "n3", term: 4, granted: true },
 ];
 
 function refuses(value: unknown, message: string | RegExp): void {
@@ -102,7 +111,7 @@ Deno.test("valid messages of every type pass unchanged", () => {
     );
     types.add(message.type);
   }
-  assert.equal(types.size, 6);
+  assert.equal(types.size, 8);
 });
 
 Deno.test("a message that is not an object is refused", () => {
@@ -148,6 +157,8 @@ Deno.test("counts must be non-negative safe integers", () => {
     appendResponse: ["term", "index", "rejectHint"],
     readIndex: ["term"],
     readIndexResponse: ["term", "index"],
+    preVote: ["term", "lastLogIndex", "lastLogTerm"],
+    preVoteResponse: ["term"],
   };
   const bads = [undefined, null, -1, 1.5, NaN, Infinity, 2 ** 53, "3", true];
   for (const message of valid) {
@@ -308,6 +319,29 @@ Deno.test("log terms above the message's term are refused", () => {
   refuses(
     withField(valid[0], "lastLogTerm", 4),
     'Raft message field "lastLogTerm" must not exceed "term" (3)',
+  );
+});
+
+Deno.test("pre-vote messages are checked like vote messages", () => {
+  const [preVote, preVoteResponse] = valid.slice(-2);
+  assert.equal(preVote.type, "preVote");
+  for (const bad of [undefined, null, 0, "yes"]) {
+    refuses(
+      withField(preVoteResponse, "granted", bad),
+      'Raft message field "granted" must be a boolean',
+    );
+  }
+  refuses(
+    withField(preVote, "lastLogTerm", 5),
+    'Raft message field "lastLogTerm" must not exceed "term" (4)',
+  );
+  refuses(
+    withField(preVote, "from", 3),
+    'Raft message field "from" must be a string',
+  );
+  refuses(
+    { ...preVote, type: "prevote" },
+    /unknown Raft message type "prevote"/,
   );
 });
 

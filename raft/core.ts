@@ -6,9 +6,9 @@
  * apply) and calls `advance(ready)`.
  *
  * Implements leader election and log replication (Raft paper §5), the
- * new-leader empty entry (§8), CheckQuorum with lease-based vote ignoring
- * (Raft dissertation §4.2.3 and §6.2), and ReadIndex reads (dissertation
- * §6.4).
+ * new-leader empty entry (§8), PreVote (Raft dissertation §9.6), CheckQuorum
+ * with lease-based vote ignoring (dissertation §4.2.3 and §6.2), and
+ * ReadIndex reads (dissertation §6.4).
  *
  * @module
  */
@@ -22,6 +22,8 @@ import type {
   HardState,
   Message,
   NodeId,
+  PreVoteRequest,
+  PreVoteResponse,
   ReadIndexRequest,
   ReadIndexResponse,
   Role,
@@ -59,6 +61,17 @@ export interface RaftCoreConfig {
    * timeout ignore vote requests. Default true.
    */
   checkQuorum?: boolean;
+  /**
+   * PreVote (Raft dissertation §9.6): a follower whose election timeout
+   * fires first asks the voters whether they would vote for it in the next
+   * term, without raising its own term, and stands for election only when
+   * a quorum would. A voter says yes only when the asker's log is at least
+   * as up to date as its own and it has not heard from a leader within the
+   * last (minimum) election timeout. So a node that was cut off and comes
+   * back neither raises the cluster's term nor deposes a healthy leader.
+   * Default true.
+   */
+  preVote?: boolean;
 }
 
 /** Volatile facts a driver reports (who leads, which role this node has). */
@@ -69,6 +82,11 @@ export interface SoftState {
   role: Role;
   /** Leader of `term` as far as this node knows, or null. */
   leader: NodeId | null;
+  /**
+   * Present (true) while this follower asks for pre-votes before an
+   * election (Raft dissertation §9.6); absent otherwise.
+   */
+  preCandidate?: true;
 }
 
 /** A read that may be served once the state machine has applied `index`. */
@@ -164,11 +182,17 @@ export class RaftCore {
   readonly #maxEntriesPerAppend: number;
   readonly #maxInflight: number;
   readonly #checkQuorum: boolean;
+  readonly #preVote: boolean;
 
   #term = 0;
   #vote: NodeId | null = null;
   #commit = 0;
   #role: Role = "follower";
+  /**
+   * A follower running a PreVote round (etcd's raft calls it a
+   * pre-candidate); its role stays "follower" and its term does not move.
+   */
+  #preCandidate = false;
   #leader: NodeId | null = null;
   readonly #log: RaftLog;
 
@@ -220,6 +244,7 @@ export class RaftCore {
     this.#maxEntriesPerAppend = config.maxEntriesPerAppend ?? 64;
     this.#maxInflight = config.maxInflightAppends ?? 64;
     this.#checkQuorum = config.checkQuorum ?? true;
+    this.#preVote = config.preVote ?? true;
     this.#log = new RaftLog(config.entries ?? []);
     const hardState = config.hardState ?? { term: 0, vote: null, commit: 0 };
     if (hardState.commit > this.#log.lastIndex) {
@@ -248,6 +273,13 @@ export class RaftCore {
   get leader(): NodeId | null {
     return this.#leader;
   }
+  /**
+   * Whether this follower is asking for pre-votes (Raft dissertation §9.6)
+   * before it stands for election.
+   */
+  get preCandidate(): boolean {
+    return this.#preCandidate;
+  }
   /** Highest index known to be committed. */
   get commitIndex(): number {
     return this.#commit;
@@ -262,7 +294,13 @@ export class RaftCore {
   }
   /** Term, role and leader as a value. */
   get softState(): SoftState {
-    return { term: this.#term, role: this.#role, leader: this.#leader };
+    const soft: SoftState = {
+      term: this.#term,
+      role: this.#role,
+      leader: this.#leader,
+    };
+    if (this.#preCandidate) soft.preCandidate = true;
+    return soft;
   }
   /** Term, vote and commit index as a value. */
   get hardState(): HardState {
@@ -280,14 +318,17 @@ export class RaftCore {
     } else {
       this.#electionElapsed++;
       if (this.#electionElapsed >= this.#randomizedElectionTimeout) {
-        this.campaign();
+        if (this.#preVote) this.#preCampaign();
+        else this.campaign();
       }
     }
   }
 
   /**
    * Starts an election now (Raft paper §5.2): a new term, a vote for itself,
-   * vote requests to every other voter. A leader ignores it.
+   * vote requests to every other voter. A leader ignores it. This skips the
+   * PreVote round an election timeout starts (it is a forced election, as
+   * for tests or a leadership transfer).
    */
   campaign(): void {
     if (this.#role === "leader") return;
@@ -296,16 +337,39 @@ export class RaftCore {
       this.#becomeLeader();
       return;
     }
+    this.#requestVotes("vote", this.#term);
+  }
+
+  /** Asks every other voter for its (pre-)vote in `term`. */
+  #requestVotes(type: "vote" | "preVote", term: number): void {
     for (const peer of this.#peers()) {
-      this.#send<VoteRequest>({
-        type: "vote",
+      this.#send<VoteRequest | PreVoteRequest>({
+        type,
         from: this.id,
         to: peer,
-        term: this.#term,
+        term,
         lastLogIndex: this.#log.lastIndex,
         lastLogTerm: this.#log.lastTerm,
       });
     }
+  }
+
+  /**
+   * Starts a PreVote round (Raft dissertation §9.6): asks every other voter
+   * whether it would vote for this node in term + 1, changing neither this
+   * node's term nor its vote (so nothing is persisted).
+   */
+  #preCampaign(): void {
+    this.#role = "follower";
+    this.#leader = null;
+    this.#preCandidate = true;
+    this.#resetTimers();
+    this.#votes = new Map([[this.id, true]]);
+    if (this.#countVotes(true) >= this.#quorum) {
+      this.campaign();
+      return;
+    }
+    this.#requestVotes("preVote", this.#term + 1);
   }
 
   /**
@@ -348,10 +412,23 @@ export class RaftCore {
 
   /**
    * Feeds a message from another node (Raft paper §5.1: a higher term makes
-   * any node a follower; a lower term is stale).
+   * any node a follower; a lower term is stale). PreVote messages are the
+   * exception (dissertation §9.6): a pre-vote request never changes the
+   * receiver's term, nor does a granted pre-vote reply; a refused one, which
+   * carries the refuser's term, does.
    */
   step(message: Message): void {
     if (message.to !== this.id || !this.#voters.includes(message.from)) return;
+    if (message.type === "preVote") {
+      return this.#onPreVote(message);
+    }
+    if (message.type === "preVoteResponse") {
+      if (message.term > this.#term && !message.granted) {
+        this.#becomeFollower(message.term, null);
+        return;
+      }
+      return this.#onPreVoteResponse(message);
+    }
     if (message.term > this.#term) {
       if (message.type === "vote" && this.#inLease()) {
         // A leader is alive as far as this node knows: a candidate that
@@ -462,6 +539,7 @@ export class RaftCore {
       this.#vote = null;
     }
     this.#role = "follower";
+    this.#preCandidate = false;
     this.#leader = leader;
     this.#resetTimers();
     this.#progress.clear();
@@ -472,6 +550,7 @@ export class RaftCore {
     this.#term++;
     this.#vote = this.id;
     this.#role = "candidate";
+    this.#preCandidate = false;
     this.#leader = null;
     this.#resetTimers();
     this.#votes = new Map([[this.id, true]]);
@@ -480,6 +559,7 @@ export class RaftCore {
 
   #becomeLeader(): void {
     this.#role = "leader";
+    this.#preCandidate = false;
     this.#leader = this.id;
     this.#resetTimers();
     this.#progress.clear();
@@ -580,6 +660,48 @@ export class RaftCore {
     }
   }
 
+  /**
+   * Answers a pre-vote (Raft dissertation §9.6) without changing this node's
+   * term or vote. Granted when the request is for a term after this node's
+   * (or for its own term, when it could still vote in it), the asker's log
+   * is at least as up to date, and this node has not heard from a leader
+   * within the minimum election timeout (a leader, which hears from itself,
+   * always refuses).
+   */
+  #onPreVote(message: PreVoteRequest): void {
+    const canVote = message.term > this.#term ||
+      (message.term === this.#term &&
+        (this.#vote === null || this.#vote === message.from));
+    const heardFromLeader = this.#leader !== null &&
+      this.#electionElapsed < this.#electionTicks;
+    const granted = canVote && !heardFromLeader &&
+      this.#log.isUpToDate(message.lastLogIndex, message.lastLogTerm);
+    this.#send<PreVoteResponse>({
+      type: "preVoteResponse",
+      from: this.id,
+      to: message.from,
+      term: granted ? message.term : this.#term,
+      granted,
+    });
+  }
+
+  /** Counts a pre-vote; a quorum of them starts the real election. */
+  #onPreVoteResponse(message: PreVoteResponse): void {
+    if (!this.#preCandidate) return;
+    // A grant is for term + 1; a refusal in this node's term counts too.
+    // Anything else is left over from an earlier round.
+    const expected = message.granted ? this.#term + 1 : this.#term;
+    if (message.term !== expected) return;
+    if (!this.#votes.has(message.from)) {
+      this.#votes.set(message.from, message.granted);
+    }
+    if (this.#countVotes(true) >= this.#quorum) {
+      this.campaign();
+    } else if (this.#countVotes(false) >= this.#quorum) {
+      this.#becomeFollower(this.#term, null);
+    }
+  }
+
   #countVotes(granted: boolean): number {
     let count = 0;
     for (const value of this.#votes.values()) if (value === granted) count++;
@@ -657,6 +779,7 @@ export class RaftCore {
       this.#becomeFollower(this.#term, message.from);
     }
     this.#leader = message.from;
+    this.#preCandidate = false;
     this.#electionElapsed = 0;
     const reply = (success: boolean, index: number, rejectHint = 0) => {
       const response: AppendResponse = {
@@ -844,5 +967,6 @@ function sameHardState(a: HardState, b: HardState): boolean {
 }
 
 function sameSoftState(a: SoftState, b: SoftState): boolean {
-  return a.term === b.term && a.role === b.role && a.leader === b.leader;
+  return a.term === b.term && a.role === b.role && a.leader === b.leader &&
+    a.preCandidate === b.preCandidate;
 }

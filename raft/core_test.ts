@@ -951,3 +951,245 @@ Deno.test("a follower whose ack arrives after the commit moved learns the commit
   assert.equal(c.core("n3").commitIndex, 2);
   assert.deepEqual(c.applied.get("n3")!.map((e) => e.data), ["", "x"]);
 });
+
+// --- PreVote (Raft dissertation §9.6) -----------------------------------------
+
+const preVoteTo = (
+  to: NodeId,
+  from: NodeId,
+  term: number,
+  lastLogIndex: number,
+  lastLogTerm: number,
+): Message => ({ type: "preVote", from, to, term, lastLogIndex, lastLogTerm });
+
+/** A core of `voters` whose election timeout (10 ticks) has fired. */
+function preCandidate(voters: NodeId[]): RaftCore {
+  const core = new RaftCore({ id: voters[0], voters, random: () => 0 });
+  for (let i = 0; i < 10; i++) core.tick();
+  assert.equal(core.preCandidate, true);
+  return core;
+}
+
+/** A pre-vote reply from `from` to n1. */
+const preVoteReply = (
+  from: NodeId,
+  term: number,
+  granted: boolean,
+): Message => ({
+  type: "preVoteResponse",
+  from,
+  to: "n1",
+  term,
+  granted,
+});
+
+/**
+ * Steps a pre-vote request into `core` and checks that it answers with
+ * exactly one reply, carrying `term` and `granted`.
+ */
+function assertPreVoteAnswer(
+  core: RaftCore,
+  request: Message,
+  term: number,
+  granted: boolean,
+): void {
+  core.step(request);
+  const ready = core.ready();
+  core.advance(ready);
+  assert.deepEqual(ready.messages, [
+    {
+      type: "preVoteResponse",
+      from: request.to,
+      to: request.from,
+      term,
+      granted,
+    },
+  ]);
+}
+
+Deno.test("§9.6 PreVote: an election timeout asks for pre-votes for term + 1 and changes neither term nor vote", () => {
+  const c = new Cluster(3);
+  const n1 = c.core("n1");
+  for (let i = 0; i < 15; i++) n1.tick(); // timeout 15 with random() = 0.5
+  assert.equal(n1.preCandidate, true);
+  assert.equal(n1.role, "follower");
+  assert.equal(n1.term, 0);
+  const ready = n1.ready();
+  assert.equal(ready.hardState, null, "nothing to persist");
+  assert.deepEqual(ready.messages, [
+    preVoteTo("n2", "n1", 1, 0, 0),
+    preVoteTo("n3", "n1", 1, 0, 0),
+  ]);
+  n1.advance(ready);
+  c.queue.push(...ready.messages);
+
+  // The voters grant it, and their terms and votes stay as they were.
+  const grants = c.round();
+  assert.equal(grants.length, 2);
+  assert.deepEqual(c.queue, [
+    { type: "preVoteResponse", from: "n2", to: "n1", term: 1, granted: true },
+    { type: "preVoteResponse", from: "n3", to: "n1", term: 1, granted: true },
+  ]);
+  for (const id of ["n2", "n3"]) {
+    assert.equal(c.core(id).term, 0);
+    assert.deepEqual(c.disks.get(id)!.hardState, undefined);
+  }
+  // A quorum of pre-votes starts the real election, which n1 wins.
+  c.deliver();
+  assert.equal(n1.role, "leader");
+  assert.equal(n1.term, 1);
+  assert.equal(n1.preCandidate, false);
+});
+
+Deno.test("§9.6 PreVote: a voter that heard from a leader within the election timeout refuses, and keeps its term", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  const n2 = c.core("n2");
+  const before = n2.hardState;
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n3", 2, 99, 1), 1, false);
+  assert.deepEqual(n2.hardState, before);
+  assert.equal(n2.leader, "n1");
+
+  // After an election timeout of silence from n1, the same request is granted,
+  // still without moving n2's term or vote.
+  c.expireLease("n2");
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n3", 2, 99, 1), 2, true);
+  assert.deepEqual(n2.hardState, before);
+});
+
+Deno.test("§9.6 PreVote: the rule holds with checkQuorum off too", () => {
+  const c = new Cluster(3, { checkQuorum: false });
+  c.elect("n1");
+  assertPreVoteAnswer(c.core("n2"), preVoteTo("n2", "n3", 2, 99, 1), 1, false);
+});
+
+Deno.test("§9.6 PreVote: a leader refuses pre-votes and keeps leading in its term", () => {
+  const c = new Cluster(3);
+  const n1 = c.elect("n1");
+  assertPreVoteAnswer(n1, preVoteTo("n1", "n3", 5, 99, 1), 1, false);
+  assert.equal(n1.role, "leader");
+  assert.equal(n1.term, 1);
+});
+
+Deno.test("§9.6 PreVote: refused when the pre-candidate's log is behind (§5.4.1 up-to-date rule)", () => {
+  const hardState = { term: 2, vote: null, commit: 0 };
+  const c = new Cluster(3, {}, {
+    n2: { entries: log(1, 2), hardState },
+  });
+  const n2 = c.core("n2");
+  // Shorter log with the same last term: refused.
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n1", 3, 1, 2), 2, false);
+  // Older last term: refused.
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n1", 3, 5, 1), 2, false);
+  // At least as up to date: granted.
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n1", 3, 2, 2), 3, true);
+  assert.deepEqual(n2.hardState, hardState);
+});
+
+Deno.test("§9.6 PreVote: in the receiver's own term it is granted only if the receiver could still vote", () => {
+  const c = new Cluster(3, {}, {
+    n2: { hardState: { term: 4, vote: "n3", commit: 0 } },
+  });
+  const n2 = c.core("n2");
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n1", 4, 0, 0), 4, false);
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n3", 4, 0, 0), 4, true);
+  // A stale pre-vote (term below the receiver's) is refused with its term.
+  assertPreVoteAnswer(n2, preVoteTo("n2", "n1", 3, 0, 0), 4, false);
+  assert.equal(n2.term, 4);
+});
+
+Deno.test("§9.6 PreVote: a refusal carrying a higher term makes a stale pre-candidate a follower of that term", () => {
+  const n1 = preCandidate(["n1", "n2", "n3"]);
+  n1.step(preVoteReply("n2", 7, false));
+  assert.equal(n1.term, 7);
+  assert.equal(n1.role, "follower");
+  assert.equal(n1.preCandidate, false);
+});
+
+Deno.test("§9.6 PreVote: grants below a quorum raise no term; a quorum starts the election", () => {
+  const n1 = preCandidate(["n1", "n2", "n3", "n4", "n5"]);
+  const grant = (from: NodeId, term = 1) => preVoteReply(from, term, true);
+  n1.advance(n1.ready()); // the pre-vote requests
+  n1.step(grant("n2"));
+  n1.step(grant("n2")); // a duplicate counts once
+  n1.step(grant("n3", 5)); // not for this round: ignored
+  assert.equal(n1.term, 0);
+  assert.equal(n1.preCandidate, true);
+  n1.step(grant("n4"));
+  assert.equal(n1.role, "candidate");
+  assert.equal(n1.term, 1);
+  const ready = n1.ready();
+  assert.deepEqual(ready.hardState, { term: 1, vote: "n1", commit: 0 });
+  assert.deepEqual(ready.messages.map((m) => [m.type, m.to, m.term]), [
+    ["vote", "n2", 1],
+    ["vote", "n3", 1],
+    ["vote", "n4", 1],
+    ["vote", "n5", 1],
+  ]);
+});
+
+Deno.test("§9.6 PreVote: a quorum of refusals ends the round; the pre-candidate retries after a timeout", () => {
+  const n1 = preCandidate(["n1", "n2", "n3"]);
+  n1.step(preVoteReply("n2", 0, false));
+  n1.step(preVoteReply("n3", 0, false));
+  assert.equal(n1.preCandidate, false);
+  assert.equal(n1.term, 0);
+  n1.advance(n1.ready());
+  for (let i = 0; i < 10; i++) n1.tick();
+  assert.equal(n1.preCandidate, true);
+  assert.equal(n1.term, 0);
+});
+
+Deno.test("§9.6 PreVote: a pre-candidate that hears the leader's append follows it", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.tick("n3", 15, isolate("n3")); // n3's timeout fires: pre-candidate
+  assert.equal(c.core("n3").preCandidate, true);
+  c.tick("n1", 1); // a heartbeat
+  assert.equal(c.core("n3").preCandidate, false);
+  assert.equal(c.core("n3").leader, "n1");
+  assert.equal(c.core("n3").term, 1);
+});
+
+Deno.test("§9.6 PreVote: a node cut off and rejoined keeps the leader and the term (and does not without PreVote)", () => {
+  for (const preVote of [true, false]) {
+    const c = new Cluster(3, { preVote });
+    c.elect("n1");
+    // n3 is cut off for many election timeouts while n1 keeps n2 in touch.
+    for (let i = 0; i < 100; i++) {
+      c.core("n3").tick();
+      c.core("n1").tick();
+      c.core("n2").tick();
+      c.deliver(isolate("n3"));
+    }
+    const alone = c.core("n3").term;
+    // It rejoins.
+    for (let i = 0; i < 30; i++) {
+      for (const id of c.ids) c.core(id).tick();
+      c.deliver();
+    }
+    const leader = c.ids.find((id) => c.core(id).role === "leader");
+    const terms = c.ids.map((id) => c.core(id).term);
+    if (preVote) {
+      assert.equal(alone, 1);
+      assert.deepEqual(terms, [1, 1, 1]);
+      assert.equal(leader, "n1");
+    } else {
+      assert.ok(alone > 3, `n3 reached term ${alone} alone`);
+      assert.ok(terms.every((t) => t > 1), `terms ${terms}`);
+    }
+  }
+});
+
+Deno.test("preVote: false campaigns at once when the election timeout fires", () => {
+  const n1 = new RaftCore({
+    id: "n1",
+    voters: ["n1", "n2", "n3"],
+    random: () => 0,
+    preVote: false,
+  });
+  for (let i = 0; i < 10; i++) n1.tick();
+  assert.equal(n1.role, "candidate");
+  assert.equal(n1.term, 1);
+  assert.equal(n1.preCandidate, false);
+});

@@ -35,6 +35,8 @@ export type {
   HardState,
   Message,
   NodeId,
+  PreVoteRequest,
+  PreVoteResponse,
   ReadIndexRequest,
   ReadIndexResponse,
   Role,

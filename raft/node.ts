@@ -55,6 +55,11 @@ export interface RaftNodeOptions<R> {
   electionTicks?: number;
   /** Heartbeat interval in ticks. Default 1. */
   heartbeatTicks?: number;
+  /**
+   * PreVote (Raft dissertation §9.6; see `RaftCoreConfig.preVote`).
+   * Default true.
+   */
+  preVote?: boolean;
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
   /**
@@ -212,6 +217,7 @@ export class RaftNode<R = unknown> {
         voters: Object.keys(options.peers),
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
+        preVote: options.preVote,
         hardState,
         entries,
       });

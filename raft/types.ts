@@ -67,6 +67,43 @@ export interface VoteResponse {
 }
 
 /**
+ * A PreVote request (Raft dissertation §9.6): "would you vote for me in
+ * `term`?", asked before a real election. The sender's own term stays one
+ * below `term`, and no receiver changes its term or its vote because of it.
+ */
+export interface PreVoteRequest {
+  /** Message kind. */
+  type: "preVote";
+  /** Sender's id. */
+  from: NodeId;
+  /** Recipient's id. */
+  to: NodeId;
+  /** The term the sender would stand in: its current term + 1. */
+  term: number;
+  /** Index of the sender's last log entry (0 when its log is empty). */
+  lastLogIndex: number;
+  /** Term of the sender's last log entry (0 when its log is empty). */
+  lastLogTerm: number;
+}
+
+/**
+ * A PreVote reply. A grant carries the request's `term`; a refusal carries
+ * the sender's current term, so a stale pre-candidate learns a newer term.
+ */
+export interface PreVoteResponse {
+  /** Message kind. */
+  type: "preVoteResponse";
+  /** Sender's id. */
+  from: NodeId;
+  /** Recipient's id. */
+  to: NodeId;
+  /** The request's term when granted; the sender's current term when refused. */
+  term: number;
+  /** Whether the sender would vote for the pre-candidate in that term. */
+  granted: boolean;
+}
+
+/**
  * An AppendEntries RPC (Raft paper §5.3); with no entries it is a heartbeat.
  */
 export interface AppendRequest {
@@ -158,6 +195,8 @@ export interface ReadIndexResponse {
 export type Message =
   | VoteRequest
   | VoteResponse
+  | PreVoteRequest
+  | PreVoteResponse
   | AppendRequest
   | AppendResponse
   | ReadIndexRequest

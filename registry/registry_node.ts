@@ -126,6 +126,11 @@ export interface RegistryNodeOptions {
   tickMs?: number;
   /** Election timeout in ticks (randomized up to twice this). @default 10 */
   electionTicks?: number;
+  /**
+   * PreVote (Raft dissertation §9.6): a member cut off and rejoined does not
+   * force an election. Every member should use the same value. @default true
+   */
+  preVote?: boolean;
   /** Largest request frame accepted, bytes. @default 8 MiB */
   maxFrameBytes?: number;
   /**
@@ -280,12 +285,14 @@ export async function startRegistryNode(
     maxConcurrentProbes: options.maxConcurrentProbes,
     log,
   });
+  let lastSoft: SoftState | null = null;
   const onSoftState = (soft: SoftState): void => {
     if (started.raft === undefined) {
       // Reported before start() returned: handle it once it has.
       queueMicrotask(() => onSoftState(soft));
       return;
     }
+    lastSoft = soft;
     logRole(soft);
     if (soft.role === "leader" && !leading) {
       leading = true;
@@ -314,6 +321,7 @@ export async function startRegistryNode(
     dataDir: options.dataDir,
     tickMs,
     electionTicks,
+    preVote: options.preVote,
     apply: (entry) => {
       const outcome = state.apply(entry.data);
       const change = outcome.change;
@@ -456,7 +464,12 @@ export async function startRegistryNode(
     leaderReady,
     log,
   });
-  const dutyTimer = setInterval(() => duties.tick(), tickMs);
+  const dutyTimer = setInterval(() => {
+    duties.tick();
+    // A pre-candidate's term stays put, so no new soft state says that its
+    // unreachable peers changed: look again (the logger rate-limits).
+    if (lastSoft?.preCandidate) logRole(lastSoft);
+  }, tickMs);
   return {
     id,
     url: clientServer.url,
@@ -554,9 +567,9 @@ const CANDIDATE_LOG_INTERVAL_MS = 5_000;
 
 /**
  * Logs one line per role change, e.g. "n1: follower in term 3, leader n2".
- * A candidate's line names the peers it cannot reach and why; while
- * neither that list nor the reasons change, a candidate whose term keeps
- * climbing logs at most once per 5 s.
+ * A candidate's (or PreVote pre-candidate's) line names the peers it cannot
+ * reach and why; while neither that list nor the reasons change, it logs at
+ * most once per 5 s.
  */
 function roleLogger(
   id: string,
@@ -565,7 +578,7 @@ function roleLogger(
 ): (soft: SoftState) => void {
   let last = { key: "", at: -Infinity };
   return (soft) => {
-    if (soft.role !== "candidate") {
+    if (soft.role !== "candidate" && !soft.preCandidate) {
       last = { key: "", at: -Infinity };
       log(
         soft.role === "leader"
@@ -583,10 +596,14 @@ function roleLogger(
     const now = Date.now();
     if (key === last.key && now - last.at < CANDIDATE_LOG_INTERVAL_MS) return;
     last = { key, at: now };
+    const who = soft.preCandidate ? "pre-candidate" : "candidate";
+    const asking = soft.preCandidate
+      ? `pre-votes for term ${soft.term + 1}`
+      : "votes";
     log(
       unreachable.length === 0
-        ? `${id}: candidate in term ${soft.term}, asking for votes`
-        : `${id}: candidate in term ${soft.term}; cannot reach ${key}`,
+        ? `${id}: ${who} in term ${soft.term}, asking for ${asking}`
+        : `${id}: ${who} in term ${soft.term}; cannot reach ${key}`,
     );
   };
 }

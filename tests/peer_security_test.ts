@@ -267,11 +267,17 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
       assert.equal(member.reachable, false, member.id);
       assert.match(member.lastError!, /cluster secret/, member.id);
     }
-    // n3 campaigns alone (its term climbs) but disturbs nobody.
+    // n3 asks for pre-votes alone (PreVote: its term stays) and disturbs
+    // nobody.
     await new Promise((resolve) => setTimeout(resolve, 3500));
     const after = await statusOf(cluster, "n3");
     assert.equal(after.leader, null);
     assert.notEqual(after.role, "leader");
+    assert.equal(
+      after.term,
+      0,
+      "PreVote: a node that reaches nobody stays in term 0",
+    );
     assert.deepEqual(
       await lookup(cluster.registry.get("n3")!, "serializable"),
       [],
@@ -284,7 +290,7 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
     }
     assert.ok(
       cluster.child("n3").output.some((line) =>
-        /^n3: candidate in term \d+; cannot reach n1 \(tcp:\/\/127\.0\.0\.1:\d+: the peer's cluster secret differs from ours/
+        /^n3: pre-candidate in term \d+; cannot reach n1 \(tcp:\/\/127\.0\.0\.1:\d+: the peer's cluster secret differs from ours/
           .test(line)
       ),
       cluster.child("n3").output.join("\n"),
@@ -351,15 +357,15 @@ Deno.test("registry.status lists every member with reachability; with two of thr
       )
       .join(", ");
     const pattern = new RegExp(
-      `^${survivor}: candidate in term (\\d+); cannot reach ${names}$`,
+      `^${survivor}: pre-candidate in term (\\d+); cannot reach ${names}$`,
     );
     const output = cluster.child(survivor).output;
     const first = await eventually(
       () => output.find((line) => pattern.test(line)),
       `${survivor} to log the peers it cannot reach`,
     );
-    // No flood: while nothing changes, its term climbs but at most one
-    // line per 5 s says so.
+    // No flood: while nothing changes, at most one line per 5 s; and with
+    // PreVote its term does not climb.
     const firstTerm = Number(pattern.exec(first)![1]);
     const lines = output.length;
     await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -368,7 +374,7 @@ Deno.test("registry.status lists every member with reachability; with two of thr
     );
     assert.ok(later.length <= 1, later.join("\n"));
     const term = (await statusOf(cluster, survivor)).term;
-    assert.ok(term >= firstTerm + 2, `term ${firstTerm} → ${term}`);
+    assert.equal(term, firstTerm, `term ${firstTerm} → ${term}`);
     // A write there says why no leader comes, not "retry shortly".
     const connection = await dial(cluster.registry.get(survivor)!);
     try {
