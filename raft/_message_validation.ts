@@ -16,6 +16,7 @@ const TYPES = new Set([
   "appendResponse",
   "readIndex",
   "readIndexResponse",
+  "timeoutNow",
 ]);
 
 /**
@@ -51,6 +52,13 @@ export function parseMessage(value: unknown): Message {
       requireCount(m, "lastLogIndex");
       requireCount(m, "lastLogTerm");
       requireAtMostTerm(m, "lastLogTerm");
+      if (m.type === "vote" && "transfer" in m && m.transfer !== undefined) {
+        if (m.transfer !== true) {
+          throw new TypeError(
+            'Raft message field "transfer" must be true when present',
+          );
+        }
+      }
       break;
     case "voteResponse":
     case "preVoteResponse":
@@ -81,6 +89,9 @@ export function parseMessage(value: unknown): Message {
     case "readIndexResponse":
       requireString(m, "context");
       requireCount(m, "index");
+      break;
+    case "timeoutNow":
+      // from, to and term are all it carries.
       break;
   }
   return m as unknown as Message;

@@ -65,6 +65,16 @@ const valid: Message[] = [
     context: "n2:1",
     index: 7,
   },
+  { type: "timeoutNow", from: "n1", to: "n2", term: 3 },
+  {
+    type: "vote",
+    from: "n2",
+    to: "n3",
+    term: 4,
+    lastLogIndex: 7,
+    lastLogTerm: 3,
+    transfer: true,
+  },
   {
     type: "preVote",
     from: "n3",
@@ -111,7 +121,7 @@ Deno.test("valid messages of every type pass unchanged", () => {
     );
     types.add(message.type);
   }
-  assert.equal(types.size, 8);
+  assert.equal(types.size, 9);
 });
 
 Deno.test("a message that is not an object is refused", () => {
@@ -159,6 +169,7 @@ Deno.test("counts must be non-negative safe integers", () => {
     readIndexResponse: ["term", "index"],
     preVote: ["term", "lastLogIndex", "lastLogTerm"],
     preVoteResponse: ["term"],
+    timeoutNow: ["term"],
   };
   const bads = [undefined, null, -1, 1.5, NaN, Infinity, 2 ** 53, "3", true];
   for (const message of valid) {
@@ -348,4 +359,34 @@ Deno.test("pre-vote messages are checked like vote messages", () => {
 Deno.test("extra fields are kept and do not make a message invalid", () => {
   const message = { ...valid[1], note: "hi" };
   assert.equal(parseMessage(message), message);
+});
+
+Deno.test("§3.10 timeoutNow and a transfer vote are checked", () => {
+  const timeoutNow = valid.find((m) => m.type === "timeoutNow")!;
+  const transferVote = valid.find((m) => m.type === "vote" && m.transfer)!;
+  assert.deepEqual(parseMessage(timeoutNow), timeoutNow);
+  assert.deepEqual(parseMessage(transferVote), transferVote);
+  for (const field of ["from", "to"]) {
+    for (const bad of [undefined, null, 3, {}]) {
+      refuses(
+        withField(timeoutNow, field, bad),
+        `Raft message field "${field}" must be a string`,
+      );
+    }
+  }
+  for (const bad of [false, "true", 1, null, {}]) {
+    refuses(
+      withField(transferVote, "transfer", bad),
+      'Raft message field "transfer" must be true when present',
+    );
+  }
+  refuses(
+    { ...timeoutNow, type: "timeoutnow" },
+    /unknown Raft message type "timeoutnow"/,
+  );
+  // An absent (or undefined) flag is an ordinary vote request.
+  assert.equal(
+    parseMessage(withField(transferVote, "transfer", undefined)).type,
+    "vote",
+  );
 });

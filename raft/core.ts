@@ -7,8 +7,8 @@
  *
  * Implements leader election and log replication (Raft paper §5), the
  * new-leader empty entry (§8), PreVote (Raft dissertation §9.6), CheckQuorum
- * with lease-based vote ignoring (dissertation §4.2.3 and §6.2), and
- * ReadIndex reads (dissertation §6.4).
+ * with lease-based vote ignoring (dissertation §4.2.3 and §6.2), ReadIndex
+ * reads (dissertation §6.4) and leadership transfer (dissertation §3.10).
  *
  * @module
  */
@@ -27,6 +27,7 @@ import type {
   ReadIndexRequest,
   ReadIndexResponse,
   Role,
+  TimeoutNowRequest,
   VoteRequest,
   VoteResponse,
 } from "./types.ts";
@@ -145,6 +146,25 @@ export class NotLeaderError extends Error {
   }
 }
 
+/**
+ * Thrown by {@link RaftCore.propose} on a leader that is handing leadership
+ * over ({@link RaftCore.transferLeadership}): retry shortly, at `leader`
+ * (the transfer's target, the likely next leader).
+ */
+export class LeadershipTransferError extends NotLeaderError {
+  /**
+   * Makes the error; its message names the transfer's target.
+   *
+   * @param target the node leadership is being handed to.
+   */
+  constructor(target: NodeId) {
+    super(target);
+    this.message =
+      `leadership is being transferred to ${target}; retry there shortly`;
+    this.name = "LeadershipTransferError";
+  }
+}
+
 interface PendingRead {
   /** Heartbeat context of the round that confirms this read. */
   round: string;
@@ -208,6 +228,10 @@ export class RaftCore {
   /** Reads received before this leader committed an entry of its term. */
   #deferredReads: { context: string; requester: NodeId }[] = [];
   #readSequence = 0;
+  /** Target of a leadership transfer under way (dissertation §3.10), or null. */
+  #transferee: NodeId | null = null;
+  /** Leader ticks since the transfer began; it is abandoned at electionTicks. */
+  #transferElapsed = 0;
 
   /** Highest index handed to the driver for applying. */
   #appliedCursor: number;
@@ -306,6 +330,13 @@ export class RaftCore {
   get hardState(): HardState {
     return { term: this.#term, vote: this.#vote, commit: this.#commit };
   }
+  /**
+   * While this leader hands leadership over, the target's id; null
+   * otherwise (see {@link transferLeadership}).
+   */
+  get transferee(): NodeId | null {
+    return this.#transferee;
+  }
   /** The entry at `index`, if present (for tests and diagnostics). */
   entryAt(index: number): Entry | undefined {
     return this.#log.entryAt(index);
@@ -331,27 +362,96 @@ export class RaftCore {
    * for tests or a leadership transfer).
    */
   campaign(): void {
+    this.#campaign(false);
+  }
+
+  /**
+   * The election itself; `transfer` marks the vote requests of an election
+   * a leader asked for (a {@link TimeoutNowRequest}).
+   */
+  #campaign(transfer: boolean): void {
     if (this.#role === "leader") return;
     this.#becomeCandidate();
     if (this.#countVotes(true) >= this.#quorum) {
       this.#becomeLeader();
       return;
     }
-    this.#requestVotes("vote", this.#term);
+    this.#requestVotes("vote", this.#term, transfer);
   }
 
   /** Asks every other voter for its (pre-)vote in `term`. */
-  #requestVotes(type: "vote" | "preVote", term: number): void {
+  #requestVotes(
+    type: "vote" | "preVote",
+    term: number,
+    transfer = false,
+  ): void {
     for (const peer of this.#peers()) {
-      this.#send<VoteRequest | PreVoteRequest>({
+      const request: VoteRequest | PreVoteRequest = {
         type,
         from: this.id,
         to: peer,
         term,
         lastLogIndex: this.#log.lastIndex,
         lastLogTerm: this.#log.lastTerm,
-      });
+      };
+      if (transfer && request.type === "vote") request.transfer = true;
+      this.#send(request);
     }
+  }
+
+  /**
+   * Hands leadership to another voter (Raft dissertation §3.10). The leader
+   * stops accepting proposals ({@link propose} throws
+   * {@link LeadershipTransferError}), brings the target's log up to date
+   * with the usual appends, then sends it a `timeoutNow`: the target stands
+   * for election at once, in the next term, without PreVote, and the other
+   * voters grant it even though they heard from this leader lately. If no
+   * new leader has taken over within an election timeout (electionTicks
+   * ticks) the transfer is abandoned and this node leads on as before.
+   * Calling it again during a transfer restarts it, towards the new target.
+   *
+   * @param target the voter to hand over to; by default the most up to
+   * date one (the highest match index, the first listed on a tie).
+   * @returns the target's id (this node's own id, a no-op, when `target`
+   * is this node).
+   * @throws {NotLeaderError} when this node is not the leader.
+   * @throws {RangeError} when `target` is not a voter, or there is no
+   * other voter.
+   */
+  transferLeadership(target?: NodeId): NodeId {
+    if (this.#role !== "leader") throw new NotLeaderError(this.#leader);
+    if (target === this.id) return this.id;
+    if (target === undefined) {
+      let best: { id: NodeId; match: number } | null = null;
+      for (const [peer, progress] of this.#progress) {
+        if (best === null || progress.match > best.match) {
+          best = { id: peer, match: progress.match };
+        }
+      }
+      if (best === null) {
+        throw new RangeError("no other voter to transfer leadership to");
+      }
+      target = best.id;
+    } else if (!this.#progress.has(target)) {
+      throw new RangeError(`${target} is not a voter of this cluster`);
+    }
+    this.#transferee = target;
+    this.#transferElapsed = 0;
+    if (this.#progress.get(target)!.match === this.#log.lastIndex) {
+      this.#sendTimeoutNow(target);
+    } else {
+      this.#sendAppend(target);
+    }
+    return target;
+  }
+
+  #sendTimeoutNow(target: NodeId): void {
+    this.#send<TimeoutNowRequest>({
+      type: "timeoutNow",
+      from: this.id,
+      to: target,
+      term: this.#term,
+    });
   }
 
   /**
@@ -377,10 +477,14 @@ export class RaftCore {
    *
    * @returns the new entry's index and term; it is committed when it shows
    * up in a Ready's `committedEntries` with that same term.
-   * @throws {NotLeaderError} when this node is not the leader.
+   * @throws {NotLeaderError} when this node is not the leader, or (as
+   * {@link LeadershipTransferError}) while it hands leadership over.
    */
   propose(data: string): { index: number; term: number } {
     if (this.#role !== "leader") throw new NotLeaderError(this.#leader);
+    if (this.#transferee !== null) {
+      throw new LeadershipTransferError(this.#transferee);
+    }
     const entry = this.#log.appendNew(this.#term, data);
     this.#maybeCommit();
     this.#broadcastAppend();
@@ -430,9 +534,10 @@ export class RaftCore {
       return this.#onPreVoteResponse(message);
     }
     if (message.term > this.#term) {
-      if (message.type === "vote" && this.#inLease()) {
+      if (message.type === "vote" && !message.transfer && this.#inLease()) {
         // A leader is alive as far as this node knows: a candidate that
-        // cannot hear it must not depose it (dissertation §4.2.3).
+        // cannot hear it must not depose it (dissertation §4.2.3), unless
+        // that leader asked for this election (a leadership transfer).
         return;
       }
       const leader = message.type === "append" ? message.from : null;
@@ -454,6 +559,8 @@ export class RaftCore {
         return this.#onReadIndex(message);
       case "readIndexResponse":
         return this.#onReadIndexResponse(message);
+      case "timeoutNow":
+        return this.#onTimeoutNow();
     }
   }
 
@@ -543,6 +650,7 @@ export class RaftCore {
     this.#leader = leader;
     this.#resetTimers();
     this.#progress.clear();
+    this.#transferee = null;
     this.#dropReads();
   }
 
@@ -563,6 +671,7 @@ export class RaftCore {
     this.#leader = this.id;
     this.#resetTimers();
     this.#progress.clear();
+    this.#transferee = null;
     for (const peer of this.#peers()) {
       this.#progress.set(
         peer,
@@ -584,6 +693,13 @@ export class RaftCore {
   #tickLeader(): void {
     this.#heartbeatElapsed++;
     this.#electionElapsed++;
+    if (
+      this.#transferee !== null &&
+      ++this.#transferElapsed >= this.#electionTicks
+    ) {
+      // No new leader took over within an election timeout: lead on.
+      this.#transferee = null;
+    }
     if (this.#electionElapsed >= this.#electionTicks) {
       this.#electionElapsed = 0;
       if (this.#checkQuorum && !this.#quorumActive()) {
@@ -700,6 +816,16 @@ export class RaftCore {
     } else if (this.#countVotes(false) >= this.#quorum) {
       this.#becomeFollower(this.#term, null);
     }
+  }
+
+  /**
+   * The leader asks this node to take over (dissertation §3.10): stand for
+   * election now, skipping PreVote, with requests voters grant despite
+   * their lease. (A leader ignores it; it is already in the term.)
+   */
+  #onTimeoutNow(): void {
+    if (this.#role === "leader") return;
+    this.#campaign(true);
   }
 
   #countVotes(granted: boolean): number {
@@ -826,6 +952,13 @@ export class RaftCore {
       // Fill the window: a follower far behind gets up to maxInflight
       // appends per round trip, not one.
       while (this.#sendAppend(message.from));
+      if (
+        message.from === this.#transferee &&
+        progress.match === this.#log.lastIndex
+      ) {
+        // The transfer's target has caught up: it may take over now.
+        this.#sendTimeoutNow(message.from);
+      }
       // A follower whose ack came after the commit index moved (the
       // heartbeat that announced it was anchored below its match) learns
       // the new commit index now, not at the next heartbeat (as etcd's

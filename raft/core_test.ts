@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  LeadershipTransferError,
   NotLeaderError,
   RaftCore,
   type RaftCoreConfig,
@@ -1192,4 +1193,145 @@ Deno.test("preVote: false campaigns at once when the election timeout fires", ()
   assert.equal(n1.role, "candidate");
   assert.equal(n1.term, 1);
   assert.equal(n1.preCandidate, false);
+});
+
+// --- leadership transfer (dissertation §3.10) ---------------------------------
+
+Deno.test("§3.10 leadership transfer: a caught-up follower is elected in the next term with no election timeout waited", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.core("n1").propose("x");
+  c.deliver();
+  // Only the leader's append messages moved: no follower ticked, so every
+  // follower is deep inside its lease.
+  assert.equal(c.core("n1").transferLeadership("n2"), "n2");
+  const sent = c.deliver();
+  const timeoutNow = sent.filter((m) => m.type === "timeoutNow");
+  assert.deepEqual(timeoutNow, [
+    { type: "timeoutNow", from: "n1", to: "n2", term: 1 },
+  ]);
+  const votes = sent.filter((m) => m.type === "vote");
+  assert.ok(votes.length > 0 && votes.every((m) => m.transfer === true));
+  assert.equal(sent.some((m) => m.type === "preVote"), false, "no PreVote");
+  assert.equal(c.core("n2").role, "leader");
+  assert.equal(c.core("n2").term, 2);
+  for (const id of ["n1", "n3"]) {
+    assert.equal(c.core(id).role, "follower");
+    assert.equal(c.core(id).leader, "n2");
+    assert.equal(c.core(id).term, 2);
+  }
+  assert.equal(c.core("n1").transferee, null);
+  // The new leader commits, the old one follows.
+  c.core("n2").propose("y");
+  c.deliver();
+  assert.deepEqual(
+    c.applied.get("n1")!.map((e) => e.data),
+    ["", "x", "", "y"],
+  );
+});
+
+Deno.test("§3.10 leadership transfer: by default the most up-to-date voter is chosen", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.core("n1").propose("x");
+  c.deliver(not(between("n1", "n2")));
+  assert.equal(c.core("n1").transferLeadership(), "n3");
+});
+
+Deno.test("§3.10 leadership transfer: a lagging target is caught up first, then told to time out", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  for (let i = 0; i < 5; i++) c.core("n1").propose(`p${i}`);
+  c.deliver(isolate("n3")); // n3 misses every proposal
+  assert.equal(c.core("n3").lastIndex, 1);
+  c.core("n1").transferLeadership("n3");
+  // The appends n3 lost left it in probe state, paused until the next
+  // heartbeat interval: the transfer resends from there.
+  c.core("n1").tick();
+  const sent = c.deliver();
+  const first = sent.findIndex((m) => m.type === "timeoutNow");
+  assert.ok(first > 0, "timeoutNow was sent");
+  const appendsToN3 = sent.slice(0, first).filter((m) =>
+    m.type === "append" && m.to === "n3" && m.entries.length > 0
+  );
+  assert.ok(appendsToN3.length > 0, "the log was brought up to date first");
+  assert.equal(c.core("n3").role, "leader");
+  assert.equal(c.core("n3").term, 2);
+  assert.equal(c.core("n3").entryAt(6)?.data, "p4");
+});
+
+Deno.test("§3.10 leadership transfer: proposals are refused during the transfer with a retryable NotLeader-style error", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.core("n1").transferLeadership("n3");
+  assert.equal(c.core("n1").transferee, "n3");
+  assert.throws(() => c.core("n1").propose("x"), (e: unknown) => {
+    assert.ok(e instanceof LeadershipTransferError);
+    assert.ok(e instanceof NotLeaderError);
+    assert.equal(e.leader, "n3");
+    assert.match(e.message, /transferred to n3; retry/);
+    return true;
+  });
+  // Still the leader: reads are still served.
+  assert.equal(c.core("n1").role, "leader");
+});
+
+Deno.test("§3.10 leadership transfer: abandoned after an election timeout, and the leader resumes", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.core("n1").transferLeadership("n3");
+  // n3 is unreachable: it never catches up or hears the timeoutNow, but n2
+  // keeps answering, so CheckQuorum keeps n1 leading.
+  c.tick("n1", 9, isolate("n3"));
+  assert.equal(c.core("n1").transferee, "n3");
+  assert.throws(() => c.core("n1").propose("x"), LeadershipTransferError);
+  c.tick("n1", 1, isolate("n3"));
+  assert.equal(c.core("n1").transferee, null);
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.core("n1").term, 1);
+  c.core("n1").propose("after");
+  c.deliver(isolate("n3"));
+  assert.equal(c.applied.get("n2")!.at(-1)?.data, "after");
+});
+
+Deno.test("§3.10 leadership transfer: only a leader transfers, only to a voter; to itself it is a no-op", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  assert.throws(() => c.core("n2").transferLeadership("n3"), NotLeaderError);
+  assert.throws(() => c.core("n1").transferLeadership("n9"), RangeError);
+  assert.equal(c.core("n1").transferLeadership("n1"), "n1");
+  assert.equal(c.core("n1").transferee, null);
+  const solo = new RaftCore({ id: "n1", voters: ["n1"] });
+  solo.campaign();
+  assert.throws(() => solo.transferLeadership(), RangeError);
+});
+
+Deno.test("§3.10 leadership transfer: a vote request without the flag is still ignored within the lease (§4.2.3)", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  const request: Message = {
+    type: "vote",
+    from: "n3",
+    to: "n2",
+    term: 2,
+    lastLogIndex: 1,
+    lastLogTerm: 1,
+  };
+  c.core("n2").step(request);
+  assert.equal(c.core("n2").term, 1);
+  c.core("n2").step({ ...request, transfer: true });
+  assert.equal(c.core("n2").term, 2);
+  assert.equal(c.core("n2").hardState.vote, "n3");
+});
+
+Deno.test("§3.10 leadership transfer: a stale timeoutNow (older term) is ignored", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.core("n1").transferLeadership("n2");
+  c.deliver();
+  assert.equal(c.core("n2").role, "leader");
+  c.core("n3").step({ type: "timeoutNow", from: "n1", to: "n3", term: 1 });
+  c.deliver();
+  assert.equal(c.core("n2").role, "leader");
+  assert.equal(c.core("n3").term, 2);
 });

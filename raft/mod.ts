@@ -21,6 +21,7 @@
 
 // The pure core (Raft paper and dissertation): no I/O, no timers.
 export {
+  LeadershipTransferError,
   NotLeaderError,
   RaftCore,
   type RaftCoreConfig,
@@ -40,6 +41,7 @@ export type {
   ReadIndexRequest,
   ReadIndexResponse,
   Role,
+  TimeoutNowRequest,
   VoteRequest,
   VoteResponse,
 } from "./types.ts";

@@ -157,6 +157,11 @@ export class RaftNode<R = unknown> {
   readonly #ticker: ReturnType<typeof setInterval>;
   readonly #proposals = new Map<number, PendingProposal<R>>();
   readonly #reads = new Map<string, PendingRead>();
+  /** Leadership transfers waiting for another node to lead. */
+  readonly #transfers = new Set<{
+    check(state: SoftState): void;
+    fail(error: Error): void;
+  }>();
   #readSequence = 0;
   #applied = 0;
   #draining = false;
@@ -289,6 +294,69 @@ export class RaftNode<R = unknown> {
   }
 
   /**
+   * Hands leadership to another voter (Raft dissertation §3.10, see
+   * {@link RaftCore.transferLeadership}) and waits until another node
+   * leads. Meanwhile proposals on this node fail at once with
+   * `LeadershipTransferError` (a `NotLeaderError`, retryable). Used before a
+   * graceful stop, so the cluster does not wait an election timeout for a
+   * new leader.
+   *
+   * @param options.target the voter to hand over to; default the most up
+   * to date.
+   * @param options.timeoutMs give up after this long (default two election
+   * timeouts: 2 × electionTicks × tickMs). The core itself abandons the
+   * transfer after one election timeout and leads on.
+   * @returns the new leader's id.
+   * @throws {import("./core.ts").NotLeaderError} (rejects at once) when this
+   * node is not the leader.
+   * @throws {RangeError} (rejects at once) when `target` is not a voter or
+   * there is no other voter.
+   * @throws {RaftUnavailableError} when no other node took over in time, or
+   * the node stopped.
+   */
+  transferLeadership(
+    options: { target?: NodeId; timeoutMs?: number } = {},
+  ): Promise<NodeId> {
+    if (this.#stopped) {
+      return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
+    }
+    let target: NodeId;
+    try {
+      target = this.#core.transferLeadership(options.target);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (target === this.#options.id) return Promise.resolve(target);
+    this.#schedule();
+    const timeoutMs = options.timeoutMs ??
+      2 * (this.#options.electionTicks ?? 10) * (this.#options.tickMs ?? 100);
+    return new Promise<NodeId>((resolve, reject) => {
+      const waiter = {
+        check: (state: SoftState) => {
+          if (state.leader === null || state.leader === this.#options.id) {
+            return;
+          }
+          this.#transfers.delete(waiter);
+          clearTimeout(timer);
+          resolve(state.leader);
+        },
+        fail: (error: Error) => {
+          this.#transfers.delete(waiter);
+          clearTimeout(timer);
+          reject(error);
+        },
+      };
+      const timer = setTimeout(() =>
+        waiter.fail(
+          new RaftUnavailableError(
+            `no other node took over leadership (to ${target}) within ${timeoutMs} ms`,
+          ),
+        ), timeoutMs);
+      this.#transfers.add(waiter);
+    });
+  }
+
+  /**
    * Waits until this node's state machine reflects every write committed
    * before the call (a linearizable read barrier: ReadIndex, Raft
    * dissertation §6.4). The leader confirms the read index; while no leader
@@ -361,6 +429,7 @@ export class RaftNode<R = unknown> {
       read.reject(error);
     }
     this.#reads.clear();
+    for (const transfer of [...this.#transfers]) transfer.fail(error);
     while (this.#draining) await new Promise((r) => setTimeout(r, 1));
     try {
       await this.#wal.close();
@@ -456,6 +525,7 @@ export class RaftNode<R = unknown> {
         this.#askReadIndex(context);
       }
     }
+    for (const transfer of [...this.#transfers]) transfer.check(state);
     this.#options.onSoftState?.(state);
   }
 

@@ -509,3 +509,44 @@ Deno.test("a follower's read is confirmed by the leader's read index and waits f
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("§3.10 transferLeadership hands over to another node well within an election timeout, and proposals are refused meanwhile", async () => {
+  const root = await Deno.makeTempDir({ prefix: "rafter_node_" });
+  const ids = ["n1", "n2", "n3"];
+  const peers = peersOn(ids);
+  const members: Member[] = [];
+  // Election timeouts of 50 ticks × 10 ms = 500..1000 ms.
+  for (const id of ids) {
+    members.push(
+      await startMember(id, peers, `${root}/${id}`, { electionTicks: 50 }),
+    );
+  }
+  try {
+    const leader = await waitFor(
+      () => members.find((m) => m.node.status.role === "leader"),
+      "a leader",
+      10_000,
+    );
+    await leader.node.propose("a");
+    const target = members.find((m) => m.id !== leader.id)!;
+    const started = performance.now();
+    const handover = leader.node.transferLeadership({ target: target.id });
+    await assert.rejects(leader.node.propose("refused"), NotLeaderError);
+    assert.equal(await handover, target.id);
+    const ms = performance.now() - started;
+    assert.ok(ms < 400, `handover took ${ms.toFixed(0)} ms`);
+    await waitFor(
+      () => target.node.status.role === "leader",
+      "the target to lead",
+    );
+    assert.equal(
+      await target.node.propose("b"),
+      `${target.id} applied ${target.node.status.lastIndex}: b`,
+    );
+    // Not the leader any more: it cannot transfer.
+    await assert.rejects(leader.node.transferLeadership(), NotLeaderError);
+  } finally {
+    for (const m of members) await stopMember(m);
+    await Deno.remove(root, { recursive: true });
+  }
+});

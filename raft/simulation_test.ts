@@ -101,6 +101,53 @@ if (replaySeed !== undefined) {
   });
 }
 
+Deno.test("simulation: §3.10 leadership transfers injected under every fault mix keep safety and liveness", () => {
+  const count = Math.max(50, Math.floor(seedCount / 3));
+  for (const nodes of [3, 5]) {
+    const results: SimulationResult[] = [];
+    for (let seed = 1; seed <= count; seed++) {
+      results.push(
+        simulateSeed(seed, nodes, { steps, cluster: { transferRate: 0.02 } }),
+      );
+    }
+    const transfers = results.reduce((t, r) => t + r.transfers, 0);
+    assert.ok(transfers > results.length, `${transfers} transfers started`);
+    assertExercised(results);
+  }
+});
+
+/** A 3-node simulator driven by hand, with no faults of its own. */
+function faultless(
+  seed: number,
+  cluster: SimulationOptions["cluster"] = {},
+): ClusterSimulator {
+  return new ClusterSimulator({
+    seed,
+    nodes: 3,
+    steps: 0,
+    faults: { lossRate: 0, duplicateRate: 0, partitionRate: 0, crashRate: 0 },
+    cluster,
+  });
+}
+
+Deno.test("simulation: §3.10 a transfer in a quiet cluster hands leadership to the target", () => {
+  const sim = faultless(11, {
+    transferRate: 0,
+    electionTicks: 10,
+    asyncReadyRate: 0,
+  });
+  for (let i = 0; i < 300; i++) sim.step();
+  const leader = sim.nodeIds.find((id) => sim.core(id)?.role === "leader")!;
+  const target = sim.nodeIds.find((id) => id !== leader)!;
+  const term = sim.core(leader)!.term;
+  sim.core(leader)!.transferLeadership(target);
+  for (let i = 0; i < 60; i++) sim.step();
+  assert.equal(sim.core(target)!.role, "leader");
+  assert.equal(sim.core(target)!.term, term + 1);
+  sim.heal();
+  sim.settle(3000);
+});
+
 Deno.test("simulation: a seed replays exactly", () => {
   const a = simulateSeed(7, 5, { steps: 800 });
   const b = simulateSeed(7, 5, { steps: 800 });
@@ -110,12 +157,7 @@ Deno.test("simulation: a seed replays exactly", () => {
 });
 
 Deno.test("simulation: the simulator can be driven by hand", () => {
-  const sim = new ClusterSimulator({
-    seed: 3,
-    nodes: 3,
-    steps: 0,
-    faults: { lossRate: 0, duplicateRate: 0, partitionRate: 0, crashRate: 0 },
-  });
+  const sim = faultless(3);
   for (let i = 0; i < 300; i++) sim.step();
   const leader = sim.nodeIds.find((id) => sim.core(id)?.role === "leader");
   assert.ok(leader !== undefined);
@@ -235,7 +277,7 @@ function rejoinAfterPartition(
     nodes,
     steps: 0,
     faults: { lossRate: 0, duplicateRate: 0, partitionRate: 0, crashRate: 0 },
-    cluster: { preVote, checkQuorum: true },
+    cluster: { preVote, checkQuorum: true, transferRate: 0 },
   });
   const leaderOf = () =>
     sim.nodeIds.find((id) => sim.core(id)?.role === "leader");

@@ -177,6 +177,12 @@ export interface ClusterConfig {
   checkQuorum: boolean;
   /** Passed to every core. */
   preVote: boolean;
+  /**
+   * Per-step probability, while faults are active, that a leader is asked
+   * to hand leadership over (dissertation §3.10), to a random voter or to
+   * the most up-to-date one.
+   */
+  transferRate: number;
 }
 
 /** Settings of one simulation run. */
@@ -226,6 +232,8 @@ export interface SimulationResult {
   messagesSent: number;
   /** Node crashes. */
   crashes: number;
+  /** Leadership transfers started. */
+  transfers: number;
   /** Terms that had a leader. */
   leaderTerms: number;
   /** Highest term reached. */
@@ -296,6 +304,8 @@ export function scenarioForSeed(
     // Drawn apart from the rest, so adding it left every other draw as it
     // was.
     preVote: new Prng(mixSeed(seed, 0x97e5071e)).next() < 0.75,
+    // Drawn apart too, for the same reason.
+    transferRate: new Prng(mixSeed(seed, 0x7a45f3e1)).pick([0, 0.003, 0.02]),
   };
   const none: FaultConfig = {
     lossRate: 0,
@@ -423,6 +433,7 @@ export class ClusterSimulator {
   readonly cluster: ClusterConfig;
   readonly #options: SimulationOptions;
   readonly #rng: Prng;
+  readonly #transferRng: Prng;
   readonly #nodes: SimNode[];
   readonly #voters: NodeId[];
   readonly #byId = new Map<NodeId, SimNode>();
@@ -458,6 +469,7 @@ export class ClusterSimulator {
     readStatesServed: 0,
     messagesSent: 0,
     crashes: 0,
+    transfers: 0,
   };
   readonly #proposals: Proposal[] = [];
   readonly #trace: string[] = [];
@@ -480,6 +492,7 @@ export class ClusterSimulator {
     this.faults = { ...scenario.faults, ...options.faults };
     this.cluster = { ...scenario.cluster, ...options.cluster };
     this.#rng = new Prng(mixSeed(options.seed, 0x51a1));
+    this.#transferRng = new Prng(mixSeed(options.seed, 0x7a45));
     this.#voters = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
     this.#nodes = this.#voters.map((id, number) => ({
       id,
@@ -585,6 +598,7 @@ export class ClusterSimulator {
         }
       }
       if (this.#healedAt < 0 || !this.#postHealCommitted) this.#client();
+      if (this.#faultsActive) this.#maybeTransfer();
       for (const node of this.#rng.shuffle([...this.#nodes])) {
         if (node.core !== null) this.#handleReady(node);
       }
@@ -638,6 +652,7 @@ export class ClusterSimulator {
       readStatesServed: this.#stats.readStatesServed,
       messagesSent: this.#stats.messagesSent,
       crashes: this.#stats.crashes,
+      transfers: this.#stats.transfers,
       leaderTerms: this.#leaders.size,
       maxTerm: Math.max(...terms),
       finalIndex: this.#nodes[0].applied,
@@ -793,6 +808,23 @@ export class ClusterSimulator {
         : { ...message };
       node.core.step(copy);
     }
+  }
+
+  /**
+   * Now and then asks a leader to hand over (its own random stream, so
+   * seeds without transfers draw as before).
+   */
+  #maybeTransfer(): void {
+    const rng = this.#transferRng;
+    if (!rng.chance(this.cluster.transferRate)) return;
+    const leaders = this.#nodes.filter((n) => n.core?.role === "leader");
+    if (leaders.length === 0) return;
+    const core = rng.pick(leaders).core!;
+    const target = rng.chance(0.5) ? undefined : rng.pick(this.#voters);
+    if (this.#voters.length === 1) return;
+    const to = core.transferLeadership(target);
+    this.#stats.transfers++;
+    this.#log(`transfer ${core.id} -> ${to}`);
   }
 
   #client(): void {

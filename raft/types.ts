@@ -50,6 +50,14 @@ export interface VoteRequest {
   lastLogIndex: number;
   /** Term of the candidate's last log entry (0 when its log is empty). */
   lastLogTerm: number;
+  /**
+   * Set when the candidate stands because the leader handed leadership to
+   * it (a {@link TimeoutNowRequest}, Raft dissertation §3.10): voters then
+   * grant it even though they heard from that leader within the minimum
+   * election timeout (the exception to §4.2.3's rule the dissertation
+   * makes for leadership transfer).
+   */
+  transfer?: true;
 }
 
 /** A RequestVote reply. */
@@ -191,6 +199,22 @@ export interface ReadIndexResponse {
   index: number;
 }
 
+/**
+ * A leader handing leadership over (Raft dissertation §3.10): once the
+ * target's log matches the leader's, the leader tells it to start an
+ * election at once, as if its election timeout had fired, skipping PreVote.
+ */
+export interface TimeoutNowRequest {
+  /** Message kind. */
+  type: "timeoutNow";
+  /** Sender's id (the leader). */
+  from: NodeId;
+  /** Recipient's id (the transfer's target). */
+  to: NodeId;
+  /** The leader's current term. */
+  term: number;
+}
+
 /** Any message one Raft node sends another. */
 export type Message =
   | VoteRequest
@@ -200,7 +224,8 @@ export type Message =
   | AppendRequest
   | AppendResponse
   | ReadIndexRequest
-  | ReadIndexResponse;
+  | ReadIndexResponse
+  | TimeoutNowRequest;
 
 /** The role a node plays in its current term (Raft paper §5.1). */
 export type Role = "follower" | "candidate" | "leader";

@@ -11,8 +11,10 @@
  * deno run -A registry/main.ts
  * ```
  *
- * Stops cleanly on SIGINT or SIGTERM; its log stays in the data folder and
- * a restart with the same `--id` and `--data` resumes from it.
+ * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
+ * a follower, so a rolling restart waits out no election timeout); its log
+ * stays in the data folder and a restart with the same `--id` and `--data`
+ * resumes from it.
  *
  * @module
  */
@@ -363,7 +365,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
   await stopped.promise;
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
-  await node.stop({ graceMs: 1000 });
+  // A graceful stop: a leader hands over first (Raft dissertation §3.10).
+  // Not after a storage failure, when the Raft node is already stopped.
+  await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
     console.error(`registry ${args.id}: storage failed, stopped:`, fatal);
     return 1;

@@ -186,10 +186,15 @@ export interface RegistryNode {
   readonly transport: PeerTransport;
   /**
    * Stops serving and stops the Raft node (the log stays on disk). With
-   * `graceMs`, first drains the client port: requests under way are
-   * answered and clients are told to go elsewhere, for up to that many ms.
+   * `handOver`, a leader first hands leadership to the most up-to-date
+   * follower (Raft dissertation §3.10) and waits up to two election
+   * timeouts for it to take over, so the cluster has a new leader without
+   * waiting out an election timeout; writes arriving meanwhile are refused
+   * as "not the leader" (retryable). With `graceMs`, it then drains the
+   * client port: requests under way are answered and clients are told to
+   * go elsewhere, for up to that many ms.
    */
-  stop(options?: { graceMs?: number }): Promise<void>;
+  stop(options?: { graceMs?: number; handOver?: boolean }): Promise<void>;
 }
 
 /**
@@ -491,6 +496,27 @@ export async function startRegistryNode(
     async stop(stopOptions = {}) {
       clearInterval(dutyTimer);
       clearTimeout(fanOutTimer);
+      if (
+        stopOptions.handOver && multiNode && node.status.role === "leader"
+      ) {
+        const started = performance.now();
+        try {
+          const next = await node.transferLeadership({
+            timeoutMs: 2 * electionTimeoutMs,
+          });
+          log(
+            `${id}: handed leadership to ${next} in ${
+              Math.round(performance.now() - started)
+            } ms before stopping`,
+          );
+        } catch (error) {
+          log(
+            `${id}: leadership hand-over failed (${
+              (error as Error).message
+            }); stopping anyway, the others elect a leader after an election timeout`,
+          );
+        }
+      }
       checker.stop();
       watches.close();
       if (stopOptions.graceMs !== undefined) {
