@@ -280,26 +280,9 @@ export class RpcConnection {
     options: CallOptions = {},
   ): Promise<T> {
     const name = JSON.stringify(String(method));
-    if (this.isClosed) return Promise.reject(this.#closedError(method));
+    const timeoutMs = this.#timeoutOf(String(method), name, options, "call");
+    if (typeof timeoutMs !== "number") return Promise.reject(timeoutMs);
     const { signal } = options;
-    if (signal?.aborted) {
-      return Promise.reject(cancelledError(name, false, signal.reason));
-    }
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
-    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs)) {
-      return Promise.reject(
-        new RangeError(`timeoutMs must be a number of ms, got ${timeoutMs}`),
-      );
-    }
-    if (timeoutMs <= 0) {
-      return Promise.reject(
-        new RpcError(
-          DEADLINE_EXCEEDED,
-          `Deadline exceeded: no time left to call ${name} (timeoutMs ${timeoutMs})`,
-          { timeoutMs, written: false },
-        ),
-      );
-    }
     const id = this.#nextId++;
     const timed = timeoutMs <= MAX_TIMER_MS;
     let frame: Uint8Array;
@@ -387,26 +370,9 @@ export class RpcConnection {
       )
     }${requests.length > 3 ? ", …" : ""})`;
     const first = String(requests[0].method);
-    if (this.isClosed) return Promise.reject(this.#closedError(first));
+    const timeoutMs = this.#timeoutOf(first, name, options, "send");
+    if (typeof timeoutMs !== "number") return Promise.reject(timeoutMs);
     const { signal } = options;
-    if (signal?.aborted) {
-      return Promise.reject(cancelledError(name, false, signal.reason));
-    }
-    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
-    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs)) {
-      return Promise.reject(
-        new RangeError(`timeoutMs must be a number of ms, got ${timeoutMs}`),
-      );
-    }
-    if (timeoutMs <= 0) {
-      return Promise.reject(
-        new RpcError(
-          DEADLINE_EXCEEDED,
-          `Deadline exceeded: no time left to send ${name} (timeoutMs ${timeoutMs})`,
-          { timeoutMs, written: false },
-        ),
-      );
-    }
     const timed = timeoutMs <= MAX_TIMER_MS;
     const sentTimeout = timed && this.#propagateDeadlines
       ? Math.ceil(timeoutMs)
@@ -685,6 +651,36 @@ export class RpcConnection {
     if (this.#draining && this.#pending.size === 0) {
       this.#shutdown("the server asked the client to go away");
     }
+  }
+
+  /**
+   * The timeout of a call or batch about to be sent, or the error it fails
+   * with at once: the connection is closed, the signal aborted, or no time
+   * is left (`verb` says which: "call" or "send").
+   */
+  #timeoutOf(
+    method: string,
+    name: string,
+    options: CallOptions,
+    verb: "call" | "send",
+  ): number | Error {
+    if (this.isClosed) return this.#closedError(method);
+    const { signal } = options;
+    if (signal?.aborted) return cancelledError(name, false, signal.reason);
+    const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
+    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs)) {
+      return new RangeError(
+        `timeoutMs must be a number of ms, got ${timeoutMs}`,
+      );
+    }
+    if (timeoutMs <= 0) {
+      return new RpcError(
+        DEADLINE_EXCEEDED,
+        `Deadline exceeded: no time left to ${verb} ${name} (timeoutMs ${timeoutMs})`,
+        { timeoutMs, written: false },
+      );
+    }
+    return timeoutMs;
   }
 
   #closedError(method: string): ConnectionError {
