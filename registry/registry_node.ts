@@ -43,6 +43,7 @@ import {
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
 import { HealthChecker } from "./_health_checker.ts";
+import { MatchIndex } from "./_match_index.ts";
 
 /**
  * A registry snapshot as a node takes it: the Raft index it reflects, the
@@ -351,6 +352,7 @@ export async function startRegistryNode(
     onFatal: options.onFatal,
   });
   const node = started.raft;
+  const matchIndex = new MatchIndex(id);
   const leaderReady = () => leading && node.status.appliedIndex >= readyIndex;
   // A single node's peer port may be a free one, known once it listens.
   let peerUrl = peers[id];
@@ -411,6 +413,7 @@ export async function startRegistryNode(
           leaderReady,
           clientUrlOf: (member) => directory.clientUrl(member),
           status,
+          matchIndexOf: (member, term) => matchIndex.of(member, term),
           quorumProblem: () => quorumProblem(directory.status()),
           minTtlMs,
           electionTimeoutMs,
@@ -426,7 +429,10 @@ export async function startRegistryNode(
         key,
         directory,
         clientUrl: () => directory.clientUrl(id),
-        onStep: (messages) => node.step(messages),
+        onStep: (messages) => {
+          matchIndex.observe(messages);
+          node.step(messages);
+        },
         handlers: {
           [LEASE_SYNC_METHOD]: (params, from) => {
             const problem = leaseSyncProblem(params);
