@@ -84,7 +84,7 @@ async function waitCaughtUp(cluster: LocalCluster, id: string): Promise<void> {
     const leader = leaderId === null ? null : await cluster.status(leaderId);
     if (
       own !== null && leader !== null && leader.role === "leader" &&
-      own.appliedIndex >= leader.commitIndex - 0 &&
+      own.appliedIndex >= leader.commitIndex &&
       own.term === leader.term
     ) {
       return;
@@ -121,6 +121,14 @@ Deno.test("§3.10 rolling restart of a 3-node registry under continuous binds: n
       await cluster.kill(id, "SIGTERM");
       const code = await child.exited;
       assert.equal(code, 0, `${id} exit code:\n${child.output.join("\n")}`);
+      if (wasLeader) {
+        assert.ok(
+          child.output.some((l) =>
+            /handed leadership to n\d in \d+ ms/.test(l)
+          ),
+          child.output.join("\n"),
+        );
+      }
       const stoppedAt = performance.now();
       await cluster.startNode(id);
       await waitCaughtUp(cluster, id);
