@@ -292,6 +292,18 @@ export async function startRegistryNode(
     log,
   });
   let lastSoft: SoftState | null = null;
+  // Requests waiting for the next change of term, role or leader.
+  const softWaiters = new Set<() => void>();
+  const nextSoftState = (timeoutMs: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        softWaiters.delete(done);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      softWaiters.add(done);
+    });
   const onSoftState = (soft: SoftState): void => {
     if (started.raft === undefined) {
       // Reported before start() returned: handle it once it has.
@@ -299,6 +311,7 @@ export async function startRegistryNode(
       return;
     }
     lastSoft = soft;
+    for (const wake of [...softWaiters]) wake();
     logRole(soft);
     if (soft.role === "leader" && !leading) {
       leading = true;
@@ -414,6 +427,7 @@ export async function startRegistryNode(
           clientUrlOf: (member) => directory.clientUrl(member),
           status,
           matchIndexOf: (member, term) => matchIndex.of(member, term),
+          nextSoftState,
           quorumProblem: () => quorumProblem(directory.status()),
           minTtlMs,
           electionTimeoutMs,

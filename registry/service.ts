@@ -11,7 +11,7 @@
 import type { Methods } from "../rpc/dispatcher.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
-import { NotLeaderError } from "../raft/core.ts";
+import { LeadershipTransferError, NotLeaderError } from "../raft/core.ts";
 import { type RaftNode, RaftUnavailableError } from "../raft/node.ts";
 import {
   type BindResult,
@@ -85,6 +85,11 @@ export interface RegistryContext {
    * (its match index, Raft paper §5.3), or null when unknown.
    */
   matchIndexOf(member: string, term: number): number | null;
+  /**
+   * Resolves at the next change of this node's term, role or leader, or
+   * after `timeoutMs`, whichever comes first.
+   */
+  nextSoftState(timeoutMs: number): Promise<void>;
   /**
    * Why no leader can be elected, when this node reaches too few members
    * for a quorum (e.g. "this node reaches 1 of 3 members …"), or null.
@@ -580,14 +585,54 @@ class RegistryService {
 
   // --- consensus -----------------------------------------------------------
 
+  /**
+   * Proposes `command` and waits for it to be applied. A write that
+   * reaches a leader handing leadership over (Raft dissertation §3.10) is
+   * held until the hand-over ends, for up to an election timeout: then it
+   * is proposed again, so it commits here if the transfer was abandoned, or
+   * is answered NOT_LEADER naming the new leader once one leads. (Answered
+   * at once, the client would be sent to the transfer's target before it
+   * leads, bounce between the two, and back off.) The wait counts
+   * against the write's timeout.
+   */
   async #propose(command: Command): Promise<CommandValue> {
-    let result: ApplyResult;
-    try {
-      result = await this.#context.raft.propose(encodeCommand(command), {
-        timeoutMs: this.#context.writeTimeoutMs ?? 3000,
-      });
-    } catch (error) {
-      throw this.#rpcError(error, "write");
+    const { raft, electionTimeoutMs } = this.#context;
+    const data = encodeCommand(command);
+    const writeDeadline = performance.now() +
+      (this.#context.writeTimeoutMs ?? 3000);
+    const deadline = Math.min(
+      performance.now() + electionTimeoutMs,
+      writeDeadline,
+    );
+    let handingOver = false;
+    let result: ApplyResult | undefined;
+    for (let attempt = 0; result === undefined && attempt < 1_000; attempt++) {
+      try {
+        result = await raft.propose(data, {
+          timeoutMs: Math.max(1, Math.round(writeDeadline - performance.now())),
+        });
+      } catch (error) {
+        // Between the old leader stepping down and the new one's first
+        // append, this node knows no leader: wait on, as for the transfer.
+        const waiting = error instanceof LeadershipTransferError ||
+          (handingOver && error instanceof NotLeaderError &&
+            error.leader === null);
+        const left = deadline - performance.now();
+        if (!waiting || left <= 0) throw this.#rpcError(error, "write");
+        handingOver = true;
+        // Woken by the step-down and by the new leader's first message; a
+        // transfer the core abandons changes no soft state, so look again
+        // every tenth of an election timeout.
+        await this.#context.nextSoftState(
+          Math.min(left, electionTimeoutMs / 10),
+        );
+      }
+    }
+    if (result === undefined) {
+      throw unavailable(
+        "Unavailable: leadership is changing hands; retry shortly",
+        electionTimeoutMs / 10,
+      );
     }
     if (!result.ok) {
       const { code, message, data } = result.error;

@@ -1227,3 +1227,34 @@ Deno.test("§5.3 registry.memberList: the leader reports every member's role, ki
     );
   });
 });
+
+Deno.test("dissertation §3.10 a write reaching a leader that is handing over is held until the new leader leads, then redirected to it", async () => {
+  await withThreeNodes(async (nodes, leader) => {
+    const target = nodes.find((n) => n !== leader)!;
+    const connection = await dial(leader.url);
+    try {
+      const transfer = leader.raft.transferLeadership({ target: target.id });
+      transfer.catch(() => {}); // awaited below, unless an assertion fails
+      let roleAtAnswer: string | undefined;
+      const bind = connection.call("registry.bind", {
+        name: "handover",
+        endpoint: { url: "tcp://127.0.0.1:9804" },
+      }, { timeoutMs: 5_000 }).finally(() => {
+        roleAtAnswer = target.raft.status.role;
+      });
+      await rejectsWith(
+        bind,
+        NOT_LEADER,
+        `Not leader: node ${leader.id} is a follower; send writes to the leader ${target.id} at ${target.url}`,
+        { leaderId: target.id, leaderUrl: target.url },
+      );
+      // Answered once the target leads, not while it is still a follower
+      // (the client would be sent back and forth, then back off).
+      assert.equal(roleAtAnswer, "leader");
+      assert.equal(await transfer, target.id);
+    } finally {
+      connection.close();
+      await connection.closed;
+    }
+  });
+});

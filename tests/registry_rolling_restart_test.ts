@@ -18,11 +18,13 @@ const TICK_MS = 50; // one heartbeat round: the leader heartbeats every tick
 const ELECTION_TICKS = 20; // election timeouts of 1000..2000 ms
 /**
  * Longest stretch without an acknowledged bind the test accepts, ms: one
- * heartbeat round, plus the new leader's election round trip and the commit
- * of its first entry (an fsync on each of two nodes), plus scheduling noise
- * of a 2-core machine running the whole suite in parallel.
+ * heartbeat round plus slack of half an election timeout. On an idle
+ * machine the measured gap is 10..40 ms (the hand-over's vote round and
+ * the new leader's first commit); the slack is for a 2-core machine
+ * running the whole suite in parallel, where one bind alone can take
+ * 100 ms. Any election timeout waited out (at least 1000 ms here) fails it.
  */
-const MAX_GAP_MS = TICK_MS + 250;
+const MAX_GAP_MS = TICK_MS + (TICK_MS * ELECTION_TICKS) / 2;
 
 /** Sequential binds until stopped; each acknowledged one is recorded. */
 class Binder {
