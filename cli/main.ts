@@ -380,7 +380,7 @@ const GROUPS: Record<
     later: {
       verbs: ["add", "remove", "promote"],
       why:
-        "runtime membership changes are not built yet; the members are fixed when the nodes start (rafter registry --peers), and rafter member list shows them",
+        "runtime membership changes are not built; the members are fixed when the nodes start (rafter registry --peers), and rafter member list shows them",
     },
   },
 };

@@ -260,7 +260,7 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
     ],
     [
       ["member", "add", "n4", "tcp://127.0.0.1:7104"],
-      /^rafter: member add is not available yet: runtime membership changes are not built yet; the members are fixed when the nodes start \(rafter registry --peers\), and rafter member list shows them\n/,
+      /^rafter: member add is not available yet: runtime membership changes are not built; the members are fixed when the nodes start \(rafter registry --peers\), and rafter member list shows them\n/,
     ],
     [
       ["member", "promote", "n4"],
