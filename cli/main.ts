@@ -34,8 +34,10 @@ import {
   type Endpoint,
   type EndpointSpec,
   formatName,
+  type LeaderTransferResult,
   LEASE_NOT_FOUND,
   type LeaseInfo,
+  type MemberListResult,
   NO_ENDPOINTS,
   NOT_LEADER,
   parseName,
@@ -310,6 +312,35 @@ bound as ID.`,
     positionals: [1, 1],
     run: (c, [id]) => leaseKeepAlive(c, id),
   },
+  "leader transfer": {
+    args: "",
+    summary: "hand leadership to another member",
+    about: `Asks the leader to hand leadership over (Raft dissertation §3.10) to
+--to ID, or else to the most up-to-date other member, and waits until
+another member leads; prints who leads now. Naming the member that
+already leads changes nothing. The leader waits up to --timeout-ms less
+one second (at most 60 s) for another member to take over. Exit 1 when
+the member is unknown, there is no other member, or no member took over
+in time (the leader then leads on).`,
+    options: { to: { type: "string" } },
+    optionHelp:
+      "  --to ID           the member to lead next (default: the most up to date)",
+    positionals: [0, 0],
+    run: (c, _, v) => leaderTransfer(c, v.to as string | undefined),
+  },
+  "member list": {
+    args: "",
+    summary: "every member: role, URLs, match index, lag",
+    about:
+      `Lists every member as the leader sees it: id, role (leader or follower),
+kind (voter; learners come with membership changes), peer and client
+URLs, the highest log index it holds in agreement with the leader (its
+match index; "-" until it acknowledges an append in this term) and how
+many entries it is behind. Asks the leader (a follower redirects), so it
+needs a leader: rafter status works without one.`,
+    positionals: [0, 0],
+    run: (c) => memberList(c),
+  },
   call: {
     args: "NAME METHOD [PARAMS-JSON]",
     summary: "call METHOD on a server of NAME",
@@ -334,7 +365,25 @@ bound under NAME.`,
   },
 };
 
-const LEASE_VERBS = ["grant", "revoke", "ttl", "ls", "keepalive"];
+/**
+ * Commands of two words (`lease grant`): each group's verbs, and the verbs
+ * that are planned but not built yet (refused with a clear message).
+ */
+const GROUPS: Record<
+  string,
+  { verbs: string[]; later?: { verbs: string[]; why: string } }
+> = {
+  lease: { verbs: ["grant", "revoke", "ttl", "ls", "keepalive"] },
+  leader: { verbs: ["transfer"] },
+  member: {
+    verbs: ["list"],
+    later: {
+      verbs: ["add", "remove", "promote"],
+      why:
+        "runtime membership changes are not built; the members are fixed when the nodes start (rafter registry --peers), and rafter member list shows them",
+    },
+  },
+};
 
 const USAGE = `usage: rafter <command> [arguments] [options]
 
@@ -375,19 +424,34 @@ function commandHelp(name: string): string {
   ].join("\n");
 }
 
-const LEASE_HELP =
-  `usage: rafter lease <grant|revoke|ttl|ls|keepalive> [arguments]
+function groupHelp(group: string): string {
+  const { verbs } = GROUPS[group];
+  const later = GROUPS[group].later?.verbs ?? [];
+  return `usage: rafter ${group} <${verbs.join("|")}> [arguments]
 
 ${
-    LEASE_VERBS.map((verb) => {
-      const command = COMMANDS[`lease ${verb}`];
+    verbs.map((verb) => {
+      const command = COMMANDS[`${group} ${verb}`];
       return `  ${
-        `lease ${verb} ${command.args}`.padEnd(32)
+        `${group} ${verb} ${command.args}`.padEnd(32)
       }${command.summary}`;
     }).join("\n")
+  }${
+    later.length === 0
+      ? ""
+      : `\n\nnot available yet: ${
+        later.map((verb) => `${group} ${verb}`).join(", ")
+      } (membership changes)`
   }
 
-rafter lease <verb> --help shows its options.`;
+rafter ${group} <verb> --help shows its options.`;
+}
+
+function verbList(verbs: readonly string[]): string {
+  return verbs.length === 1
+    ? verbs[0]
+    : `${verbs.slice(0, -1).join(", ")} or ${verbs[verbs.length - 1]}`;
+}
 
 /**
  * Runs one command line and returns its exit code ({@link EXIT}).
@@ -424,32 +488,41 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
   }
   let name = first;
   let args = rest;
-  if (first === "lease") {
+  const group = Object.hasOwn(GROUPS, first) ? GROUPS[first] : undefined;
+  if (group !== undefined) {
+    const help = groupHelp(first);
     const verb = rest[0];
     if (verb === undefined || verb.startsWith("-")) {
-      const help = rest.includes("--help") || rest.includes("-h");
-      if (help) {
-        out(LEASE_HELP);
+      if (rest.includes("--help") || rest.includes("-h")) {
+        out(help);
         return EXIT.ok;
       }
       return usageFailure(
-        "lease needs a verb: grant, revoke, ttl, ls or keepalive",
-        LEASE_HELP,
+        `${first} needs a verb: ${verbList(group.verbs)}`,
+        help,
         argv,
         err,
       );
     }
-    if (!LEASE_VERBS.includes(verb)) {
+    if (group.later?.verbs.includes(verb)) {
       return usageFailure(
-        `unknown lease verb ${
-          JSON.stringify(verb)
-        }: use grant, revoke, ttl, ls or keepalive`,
-        LEASE_HELP,
+        `${first} ${verb} is not available yet: ${group.later.why}`,
+        help,
         argv,
         err,
       );
     }
-    name = `lease ${verb}`;
+    if (!group.verbs.includes(verb)) {
+      return usageFailure(
+        `unknown ${first} verb ${JSON.stringify(verb)}: use ${
+          verbList(group.verbs)
+        }`,
+        help,
+        argv,
+        err,
+      );
+    }
+    name = `${first} ${verb}`;
     args = rest.slice(1);
   }
   const command = COMMANDS[name];
@@ -1174,6 +1247,66 @@ function leaseTable(leases: readonly LeaseInfo[]): string {
       l.bindings.map((b) => `${b.name}/${b.id}`).join(", ") || "-",
     ]),
   );
+}
+
+async function leaderTransfer(
+  context: Context,
+  to: string | undefined,
+): Promise<number> {
+  const { client, globals, out } = context;
+  // The leader waits at most this long for a member to take over, leaving
+  // time for its answer within --timeout-ms (so a slow hand-over answers
+  // "not in time" rather than being retried elsewhere).
+  const timeoutMs = Math.max(
+    1,
+    Math.min(
+      60_000,
+      globals.timeoutMs - Math.min(1_000, Math.floor(globals.timeoutMs / 2)),
+    ),
+  );
+  const result: LeaderTransferResult = await client.registry.leaderTransfer({
+    to,
+    timeoutMs,
+    attemptTimeoutMs: globals.timeoutMs,
+  });
+  if (globals.json) out(JSON.stringify(result, null, 2));
+  else if (result.leader === result.previousLeader) {
+    out(
+      `${result.leader} already leads (term ${result.term}); nothing to do`,
+    );
+  } else {
+    out(
+      `leadership moved from ${result.previousLeader} to ${result.leader} in ${result.tookMs} ms; ${result.leader} leads term ${result.term}${
+        result.leaderUrl === null ? "" : ` at ${result.leaderUrl}`
+      }`,
+    );
+  }
+  return EXIT.ok;
+}
+
+async function memberList(context: Context): Promise<number> {
+  const { client, globals, out } = context;
+  const result: MemberListResult = await client.registry.memberList();
+  if (globals.json) {
+    out(JSON.stringify(result, null, 2));
+    return EXIT.ok;
+  }
+  out(formatTable(
+    ["ID", "ROLE", "KIND", "PEER_URL", "CLIENT_URL", "MATCH", "LAG"],
+    result.members.map((m) => [
+      m.id,
+      m.role,
+      m.kind,
+      m.peerUrl,
+      m.clientUrl ?? "-",
+      m.matchIndex === null ? "-" : String(m.matchIndex),
+      m.lag === null ? "-" : String(m.lag),
+    ]),
+  ));
+  out(
+    `leader ${result.leader}, term ${result.term}, last index ${result.lastIndex}, commit index ${result.commitIndex}`,
+  );
+  return EXIT.ok;
 }
 
 async function call(

@@ -11,9 +11,11 @@ import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { freePorts } from "../examples/demo/local_cluster.ts";
 import type {
   BindResult,
+  LeaderTransferResult,
   LeaseGrantResult,
   ListResult,
   LookupResult,
+  MemberListResult,
   RegistryStatus,
   WatchEvent,
 } from "../protocol/registry.ts";
@@ -180,6 +182,8 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
       "lease ttl",
       "lease ls",
       "lease keepalive",
+      "leader transfer",
+      "member list",
       "call",
     ]
   ) {
@@ -192,6 +196,13 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
   const lease = await rafter(["lease", "--help"]);
   expectCode(lease, 0);
   assert.match(lease.stdout, /^usage: rafter lease <grant\|revoke/);
+  const member = await rafter(["member", "--help"]);
+  expectCode(member, 0);
+  assert.match(member.stdout, /^usage: rafter member <list>/);
+  assert.match(
+    member.stdout,
+    /\nnot available yet: member add, member remove, member promote \(membership changes\)\n/,
+  );
 
   const bad: Array<[string[], RegExp]> = [
     [["bogus"], /^rafter: unknown command "bogus"\nusage: rafter <command>/],
@@ -238,6 +249,24 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
     ], /^rafter unbind: --local works on one registry node/],
     [["lease"], /^rafter: lease needs a verb/],
     [["lease", "renew", "x"], /^rafter: unknown lease verb "renew"/],
+    [["leader"], /^rafter: leader needs a verb: transfer\n/],
+    [
+      ["leader", "elect"],
+      /^rafter: unknown leader verb "elect": use transfer\n/,
+    ],
+    [
+      ["leader", "transfer", "n2"],
+      /^rafter leader transfer: takes no arguments; unexpected "n2"\n/,
+    ],
+    [
+      ["member", "add", "n4", "tcp://127.0.0.1:7104"],
+      /^rafter: member add is not available yet: runtime membership changes are not built; the members are fixed when the nodes start \(rafter registry --peers\), and rafter member list shows them\n/,
+    ],
+    [
+      ["member", "promote", "n4"],
+      /^rafter: member promote is not available yet/,
+    ],
+    [["member", "ls"], /^rafter: unknown member verb "ls": use list\n/],
     [
       ["lease", "grant", "soon"],
       /^rafter lease grant: TTL_MS must be an integer of at least 1, not "soon"/,
@@ -911,6 +940,132 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
         expectCode(missingMethod, 1);
         assert.equal(missingMethod.stdout, "");
         assert.equal(JSON.parse(missingMethod.stderr).error.code, -32601);
+      },
+    );
+
+    await t.step(
+      "member list: every member as the leader sees it, with match index and lag",
+      async () => {
+        const list = await run("member", "list");
+        expectCode(list, 0);
+        const lines = list.stdout.trimEnd().split("\n");
+        assert.deepEqual(cells(lines[0]), [
+          "ID",
+          "ROLE",
+          "KIND",
+          "PEER_URL",
+          "CLIENT_URL",
+          "MATCH",
+          "LAG",
+        ]);
+        assert.equal(lines.length, 5, list.stdout);
+        for (const [i, id] of ["n1", "n2", "n3"].entries()) {
+          const row = cells(lines[i + 1]);
+          assert.deepEqual(row.slice(0, 5), [
+            id,
+            id === leader ? "leader" : "follower",
+            "voter",
+            cluster.peers.get(id),
+            cluster.registry.get(id),
+          ]);
+          assert.match(row[5], /^\d+$/, lines[i + 1]);
+          assert.match(row[6], /^\d+$/, lines[i + 1]);
+        }
+        assert.match(
+          lines[4],
+          new RegExp(
+            `^leader ${leader}, term \\d+, last index \\d+, commit index \\d+$`,
+          ),
+        );
+        // Asked of a follower, it comes from the leader all the same.
+        const follower = leader === "n1" ? "n2" : "n1";
+        const json = await rafter(["member", "list", "--json"], {
+          RAFTER_REGISTRY: cluster.registry.get(follower)!,
+        });
+        expectCode(json, 0);
+        const result = JSON.parse(json.stdout) as MemberListResult;
+        assert.equal(result.leader, leader);
+        assert.deepEqual(
+          result.members.map((m) => [m.id, m.kind, m.lag === null]),
+          [["n1", "voter", false], ["n2", "voter", false], [
+            "n3",
+            "voter",
+            false,
+          ]],
+        );
+      },
+    );
+
+    await t.step(
+      "leader transfer --to a member, then to any, then back; rafter status agrees each time",
+      async () => {
+        /** Polls rafter status --json until every member names `expected` (or any other than `not`). */
+        const agreedLeader = async (
+          check: (leader: string | null) => boolean,
+        ): Promise<string> => {
+          let last = "";
+          for (let tries = 0; tries < 20; tries++) {
+            const status = await run("status", "--json");
+            last = status.stdout;
+            const json = JSON.parse(status.stdout) as {
+              leader: string | null;
+              nodes: { status: RegistryStatus | null }[];
+            };
+            if (
+              status.code === 0 && check(json.leader) &&
+              json.nodes.every((n) => n.status?.leader === json.leader)
+            ) {
+              return json.leader!;
+            }
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          throw new Error(`status never agreed:\n${last}`);
+        };
+        const target = leader === "n1" ? "n2" : "n1";
+        const named = await run("leader", "transfer", "--to", target);
+        expectCode(named, 0);
+        assert.match(
+          named.stdout,
+          new RegExp(
+            `^leadership moved from ${leader} to ${target} in \\d+ ms; ${target} leads term \\d+ at ${
+              cluster.registry.get(target)
+            }\n$`,
+          ),
+        );
+        assert.equal(await agreedLeader((l) => l === target), target);
+
+        const any = await run("leader", "transfer", "--json");
+        expectCode(any, 0);
+        const moved = JSON.parse(any.stdout) as LeaderTransferResult;
+        assert.equal(moved.previousLeader, target);
+        assert.notEqual(moved.leader, target);
+        assert.equal(moved.leaderUrl, cluster.registry.get(moved.leader));
+        assert.equal(
+          await agreedLeader((l) => l === moved.leader),
+          moved.leader,
+        );
+
+        // Back to where the other steps expect it.
+        const back = await run("leader", "transfer", "--to", leader);
+        expectCode(back, 0);
+        assert.match(
+          back.stdout,
+          moved.leader === leader
+            ? new RegExp(
+              `^${leader} already leads \\(term \\d+\\); nothing to do\n$`,
+            )
+            : new RegExp(
+              `^leadership moved from ${moved.leader} to ${leader} in `,
+            ),
+        );
+        assert.equal(await agreedLeader((l) => l === leader), leader);
+
+        const unknown = await run("leader", "transfer", "--to", "n9");
+        expectCode(unknown, 1);
+        assert.equal(
+          unknown.stderr,
+          'rafter: Invalid params: "to" must name a member of this registry (n1, n2, n3), not "n9"\n',
+        );
       },
     );
 

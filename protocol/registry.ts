@@ -48,6 +48,26 @@ export const COMPACTED: -32008 = -32008;
  */
 export const WATCH_CANCELLED: -32009 = -32009;
 
+/**
+ * A `registry.leaderTransfer` did not hand leadership over: there is no
+ * other voter to hand it to, or no other member took over within the
+ * call's `timeoutMs` (the leader then leads on, Raft dissertation §3.10).
+ * `data` is {@link LeaderTransferFailedData}. Not retried by the clients:
+ * a transfer to "any" member repeated elsewhere would move leadership
+ * twice.
+ */
+export const LEADER_TRANSFER_FAILED: -32010 = -32010;
+
+/** Data of a {@link LEADER_TRANSFER_FAILED} error. */
+export interface LeaderTransferFailedData {
+  /** `noOtherVoter`: a single-member registry; `timeout`: no one took over in time. */
+  reason: "noOtherVoter" | "timeout";
+  /** The member leadership was to go to, or null when none was picked. */
+  target: string | null;
+  /** Who leads after the failed attempt (usually the same leader), or null. */
+  leader: string | null;
+}
+
 /** Data of a {@link NOT_LEADER} error: where to send the write. */
 export interface NotLeaderData {
   /** The leader's node id, or null when unknown. */
@@ -98,6 +118,13 @@ export const REGISTRY_METHODS = {
   unwatch: "registry.unwatch",
   /** The node's consensus and membership view: → {@link RegistryStatus}. */
   status: "registry.status",
+  /**
+   * Hands leadership to another member (Raft dissertation §3.10):
+   * {@link LeaderTransferParams} → {@link LeaderTransferResult}.
+   */
+  leaderTransfer: "registry.leaderTransfer",
+  /** Every member with its role and replication progress: → {@link MemberListResult}. */
+  memberList: "registry.memberList",
   /** Grants a lease: {@link LeaseGrantParams} → {@link LeaseGrantResult}. */
   leaseGrant: "lease.grant",
   /** Renews a lease: {@link LeaseKeepAliveParams} → {@link LeaseKeepAliveResult}. */
@@ -603,6 +630,84 @@ export interface RegistryStatus {
   members: MemberStatus[];
 }
 
+// --- operations: leadership and members ------------------------------------
+
+/** Params of `registry.leaderTransfer`. */
+export interface LeaderTransferParams {
+  /**
+   * The member to hand leadership to. Default: the most up-to-date other
+   * voter (the highest match index). Naming the current leader is a no-op.
+   */
+  to?: string;
+  /**
+   * How long to wait for another member to take over, ms (1..60_000).
+   * @default two election timeouts
+   */
+  timeoutMs?: number;
+}
+
+/** Result of `registry.leaderTransfer`. */
+export interface LeaderTransferResult {
+  /** Who leads now. */
+  leader: string;
+  /** The new leader's client URL, or null when not known yet. */
+  leaderUrl: string | null;
+  /** Who led when the call arrived. */
+  previousLeader: string;
+  /** The term the answering node is in after the transfer (the new leader's). */
+  term: number;
+  /** How long the hand-over took, ms (0 when `to` already led). */
+  tookMs: number;
+}
+
+/**
+ * Whether a member votes (`voter`) or only receives the log (`learner`, a
+ * non-voting member catching up before it is promoted, Raft dissertation
+ * §4.2.1). Every member is a voter until runtime membership changes exist.
+ */
+export type MemberKind = "voter" | "learner";
+
+/** One member in a {@link MemberListResult}. */
+export interface MemberInfo {
+  /** Member id (e.g. `"n2"`). */
+  id: string;
+  /** Where peers reach it (its peer port). */
+  peerUrl: string;
+  /** Its client URL, once learnt, or null. */
+  clientUrl: string | null;
+  /** Its role in the leader's term. */
+  role: "leader" | "follower";
+  /** Voter or learner; see {@link MemberKind}. */
+  kind: MemberKind;
+  /**
+   * Highest log index the leader knows this member holds in agreement with
+   * its own log (Raft paper §5.3 matchIndex; the leader's own last index
+   * for the leader), or null before the member has acknowledged an append
+   * in this term.
+   */
+  matchIndex: number | null;
+  /** How many entries it is behind the leader's last index (`lastIndex - matchIndex`), or null. */
+  lag: number | null;
+  /** Whether the leader reaches it now (always true for the leader). */
+  reachable: boolean;
+  /** Milliseconds since the leader last heard from it (0 for the leader), or null if never. */
+  lastHeardMsAgo: number | null;
+}
+
+/** Result of `registry.memberList`, answered by the leader. */
+export interface MemberListResult {
+  /** The leader's id. */
+  leader: string;
+  /** The leader's term. */
+  term: number;
+  /** Index of the last entry in the leader's log. */
+  lastIndex: number;
+  /** The leader's commit index. */
+  commitIndex: number;
+  /** Every member, sorted by id. */
+  members: MemberInfo[];
+}
+
 // --- the typed contract ----------------------------------------------------
 
 /**
@@ -637,6 +742,16 @@ export interface RegistryApi {
     params: Record<string, never> | undefined;
     result: RegistryStatus;
   };
+  /** `registry.leaderTransfer`. */
+  "registry.leaderTransfer": {
+    params: LeaderTransferParams | undefined;
+    result: LeaderTransferResult;
+  };
+  /** `registry.memberList`. */
+  "registry.memberList": {
+    params: Record<string, never> | undefined;
+    result: MemberListResult;
+  };
   /** `lease.grant`. */
   "lease.grant": { params: LeaseGrantParams; result: LeaseGrantResult };
   /** `lease.keepAlive`. */
@@ -662,8 +777,11 @@ export type ResultOf<M extends RegistryMethod> = RegistryApi[M]["result"];
 
 /**
  * Whether a registry method changes state, so it must reach the leader
- * (a client follows NOT_LEADER hints for these). `lease.timeToLive` is
- * answered by the leader too: it alone times leases.
+ * (a client follows NOT_LEADER hints for these). `lease.timeToLive` and
+ * `lease.list` are answered by the leader too (it alone times leases), as
+ * are `registry.leaderTransfer` (only the leader can hand leadership over)
+ * and `registry.memberList` (only the leader knows each member's match
+ * index).
  */
 export const LEADER_METHODS: ReadonlySet<RegistryMethod> = new Set<
   RegistryMethod
@@ -676,6 +794,8 @@ export const LEADER_METHODS: ReadonlySet<RegistryMethod> = new Set<
   REGISTRY_METHODS.leaseRevoke,
   REGISTRY_METHODS.leaseTimeToLive,
   REGISTRY_METHODS.leaseList,
+  REGISTRY_METHODS.leaderTransfer,
+  REGISTRY_METHODS.memberList,
 ]);
 
 // --- defaults --------------------------------------------------------------

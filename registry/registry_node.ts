@@ -43,6 +43,7 @@ import {
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
 import { HealthChecker } from "./_health_checker.ts";
+import { MatchIndex } from "./_match_index.ts";
 
 /**
  * A registry snapshot as a node takes it: the Raft index it reflects, the
@@ -291,6 +292,18 @@ export async function startRegistryNode(
     log,
   });
   let lastSoft: SoftState | null = null;
+  // Requests waiting for the next change of term, role or leader.
+  const softWaiters = new Set<() => void>();
+  const nextSoftState = (timeoutMs: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        softWaiters.delete(done);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      softWaiters.add(done);
+    });
   const onSoftState = (soft: SoftState): void => {
     if (started.raft === undefined) {
       // Reported before start() returned: handle it once it has.
@@ -298,6 +311,7 @@ export async function startRegistryNode(
       return;
     }
     lastSoft = soft;
+    for (const wake of [...softWaiters]) wake();
     logRole(soft);
     if (soft.role === "leader" && !leading) {
       leading = true;
@@ -351,6 +365,7 @@ export async function startRegistryNode(
     onFatal: options.onFatal,
   });
   const node = started.raft;
+  const matchIndex = new MatchIndex(id);
   const leaderReady = () => leading && node.status.appliedIndex >= readyIndex;
   // A single node's peer port may be a free one, known once it listens.
   let peerUrl = peers[id];
@@ -411,6 +426,8 @@ export async function startRegistryNode(
           leaderReady,
           clientUrlOf: (member) => directory.clientUrl(member),
           status,
+          matchIndexOf: (member, term) => matchIndex.of(member, term),
+          nextSoftState,
           quorumProblem: () => quorumProblem(directory.status()),
           minTtlMs,
           electionTimeoutMs,
@@ -426,7 +443,10 @@ export async function startRegistryNode(
         key,
         directory,
         clientUrl: () => directory.clientUrl(id),
-        onStep: (messages) => node.step(messages),
+        onStep: (messages) => {
+          matchIndex.observe(messages);
+          node.step(messages);
+        },
         handlers: {
           [LEASE_SYNC_METHOD]: (params, from) => {
             const problem = leaseSyncProblem(params);

@@ -11,14 +11,19 @@
 import type { Methods } from "../rpc/dispatcher.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
-import { NotLeaderError } from "../raft/core.ts";
+import { LeadershipTransferError, NotLeaderError } from "../raft/core.ts";
 import { type RaftNode, RaftUnavailableError } from "../raft/node.ts";
 import {
   type BindResult,
   type Endpoint,
+  LEADER_TRANSFER_FAILED,
+  type LeaderTransferFailedData,
+  type LeaderTransferResult,
   LEASE_NOT_FOUND,
   type LeaseInfo,
   type ListedName,
+  type MemberInfo,
+  type MemberListResult,
   NOT_LEADER,
   type NotLeaderData,
   REGISTRY_METHODS,
@@ -75,6 +80,16 @@ export interface RegistryContext {
   clientUrlOf(id: string): string | null;
   /** The node's status, for `registry.status`. */
   status(): RegistryStatus;
+  /**
+   * The highest log index `member` acknowledged to this leader in `term`
+   * (its match index, Raft paper §5.3), or null when unknown.
+   */
+  matchIndexOf(member: string, term: number): number | null;
+  /**
+   * Resolves at the next change of this node's term, role or leader, or
+   * after `timeoutMs`, whichever comes first.
+   */
+  nextSoftState(timeoutMs: number): Promise<void>;
   /**
    * Why no leader can be elected, when this node reaches too few members
    * for a quorum (e.g. "this node reaches 1 of 3 members …"), or null.
@@ -152,6 +167,9 @@ class RegistryService {
         };
       },
       [REGISTRY_METHODS.status]: () => this.#context.status(),
+      [REGISTRY_METHODS.leaderTransfer]: (...args) =>
+        this.#leaderTransfer(args),
+      [REGISTRY_METHODS.memberList]: () => this.#memberList(),
       [REGISTRY_METHODS.leaseGrant]: (...args) => this.#grant(args),
       [REGISTRY_METHODS.leaseKeepAlive]: (...args) => this.#keepAlive(args),
       [REGISTRY_METHODS.leaseRevoke]: (...args) => this.#revoke(args),
@@ -465,16 +483,156 @@ class RegistryService {
     };
   }
 
+  // --- operations ----------------------------------------------------------
+
+  /**
+   * Hands leadership to `to` (default: the most up-to-date other voter) and
+   * waits until another member leads (Raft dissertation §3.10).
+   */
+  async #leaderTransfer(args: unknown[]): Promise<LeaderTransferResult> {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.leaderTransfer,
+      "{ to?, timeoutMs? }",
+    );
+    const members = this.#context.status().members.map((m) => m.id);
+    if (
+      p.to !== undefined &&
+      (typeof p.to !== "string" || !members.includes(p.to))
+    ) {
+      throw invalid(
+        `"to" must name a member of this registry (${
+          members.join(", ")
+        }), not ${JSON.stringify(p.to)}`,
+      );
+    }
+    const to = p.to as string | undefined;
+    const timeoutMs = p.timeoutMs === undefined
+      ? 2 * this.#context.electionTimeoutMs
+      : requireTimeout(p.timeoutMs);
+    const raft = this.#context.raft;
+    const before = raft.status;
+    if (before.role !== "leader") {
+      throw this.#rpcError(new NotLeaderError(before.leader), "write");
+    }
+    const started = performance.now();
+    let leader: string;
+    try {
+      leader = await raft.transferLeadership({ target: to, timeoutMs });
+    } catch (error) {
+      if (error instanceof RangeError) {
+        throw transferFailed(
+          `Leader transfer failed: ${before.id} is the only voter of this registry; there is no other member to hand leadership to`,
+          { reason: "noOtherVoter", target: to ?? null, leader: before.id },
+        );
+      }
+      if (
+        error instanceof RaftUnavailableError && raft.status.role === "leader"
+      ) {
+        throw transferFailed(
+          `Leader transfer failed: no other member took over from ${before.id}${
+            to === undefined ? "" : ` (to ${to})`
+          } within ${timeoutMs} ms, so ${before.id} leads on; rafter member list shows how far behind each member is, rafter status whether it is reachable`,
+          { reason: "timeout", target: to ?? null, leader: before.id },
+        );
+      }
+      throw this.#rpcError(error, "write");
+    }
+    return {
+      leader,
+      leaderUrl: this.#context.clientUrlOf(leader),
+      previousLeader: before.id,
+      term: raft.status.term,
+      tookMs: leader === before.id
+        ? 0
+        : Math.round(performance.now() - started),
+    };
+  }
+
+  /** Every member as the leader sees it: role, kind, match index, lag. */
+  #memberList(): MemberListResult {
+    const raft = this.#context.raft.status;
+    if (raft.role !== "leader") {
+      throw this.#rpcError(new NotLeaderError(raft.leader), "read");
+    }
+    const status = this.#context.status();
+    const members = status.members.map((m): MemberInfo => {
+      const matchIndex = m.self
+        ? raft.lastIndex
+        : this.#context.matchIndexOf(m.id, raft.term);
+      return {
+        id: m.id,
+        peerUrl: m.peerUrl,
+        clientUrl: m.clientUrl,
+        role: m.self ? "leader" : "follower",
+        kind: "voter",
+        matchIndex,
+        lag: matchIndex === null
+          ? null
+          : Math.max(0, raft.lastIndex - matchIndex),
+        reachable: m.reachable,
+        lastHeardMsAgo: m.lastHeardMsAgo,
+      };
+    }).sort((a, b) => a.id.localeCompare(b.id));
+    return {
+      leader: raft.id,
+      term: raft.term,
+      lastIndex: raft.lastIndex,
+      commitIndex: raft.commitIndex,
+      members,
+    };
+  }
+
   // --- consensus -----------------------------------------------------------
 
+  /**
+   * Proposes `command` and waits for it to be applied. A write that
+   * reaches a leader handing leadership over (Raft dissertation §3.10) is
+   * held until the hand-over ends, for up to an election timeout: then it
+   * is proposed again, so it commits here if the transfer was abandoned, or
+   * is answered NOT_LEADER naming the new leader once one leads. (Answered
+   * at once, the client would be sent to the transfer's target before it
+   * leads, bounce between the two, and back off.) The wait counts
+   * against the write's timeout.
+   */
   async #propose(command: Command): Promise<CommandValue> {
-    let result: ApplyResult;
-    try {
-      result = await this.#context.raft.propose(encodeCommand(command), {
-        timeoutMs: this.#context.writeTimeoutMs ?? 3000,
-      });
-    } catch (error) {
-      throw this.#rpcError(error, "write");
+    const { raft, electionTimeoutMs } = this.#context;
+    const data = encodeCommand(command);
+    const writeDeadline = performance.now() +
+      (this.#context.writeTimeoutMs ?? 3000);
+    const deadline = Math.min(
+      performance.now() + electionTimeoutMs,
+      writeDeadline,
+    );
+    let handingOver = false;
+    let result: ApplyResult | undefined;
+    for (let attempt = 0; result === undefined && attempt < 1_000; attempt++) {
+      try {
+        result = await raft.propose(data, {
+          timeoutMs: Math.max(1, Math.round(writeDeadline - performance.now())),
+        });
+      } catch (error) {
+        // Between the old leader stepping down and the new one's first
+        // append, this node knows no leader: wait on, as for the transfer.
+        const waiting = error instanceof LeadershipTransferError ||
+          (handingOver && error instanceof NotLeaderError &&
+            error.leader === null);
+        const left = deadline - performance.now();
+        if (!waiting || left <= 0) throw this.#rpcError(error, "write");
+        handingOver = true;
+        // Woken by the step-down and by the new leader's first message; a
+        // transfer the core abandons changes no soft state, so look again
+        // every tenth of an election timeout.
+        await this.#context.nextSoftState(
+          Math.min(left, electionTimeoutMs / 10),
+        );
+      }
+    }
+    if (result === undefined) {
+      throw unavailable(
+        "Unavailable: leadership is changing hands; retry shortly",
+        electionTimeoutMs / 10,
+      );
     }
     if (!result.ok) {
       const { code, message, data } = result.error;
@@ -554,6 +712,30 @@ class RegistryService {
 function unavailable(message: string, retryAfterMs: number): RpcError {
   const data: UnavailableData = { retryAfterMs: Math.round(retryAfterMs) };
   return new RpcError(UNAVAILABLE, message, data);
+}
+
+function transferFailed(
+  message: string,
+  data: LeaderTransferFailedData,
+): RpcError {
+  return new RpcError(LEADER_TRANSFER_FAILED, message, data);
+}
+
+/** Largest `timeoutMs` of a leader transfer, ms. */
+const MAX_TRANSFER_TIMEOUT_MS = 60_000;
+
+function requireTimeout(value: unknown): number {
+  if (
+    typeof value !== "number" || !Number.isSafeInteger(value) || value < 1 ||
+    value > MAX_TRANSFER_TIMEOUT_MS
+  ) {
+    throw invalid(
+      `"timeoutMs" must be an integer number of ms from 1 to ${MAX_TRANSFER_TIMEOUT_MS}, not ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return value;
 }
 
 function leaseNotFound(leaseId: string): RpcError {

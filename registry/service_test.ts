@@ -14,11 +14,14 @@ import {
 import {
   type BindResult,
   type Endpoint,
+  LEADER_TRANSFER_FAILED,
+  type LeaderTransferResult,
   LEASE_NOT_FOUND,
   type LeaseInfo,
   type ListResult,
   type LookupResult,
   MAX_NAME_LENGTH,
+  type MemberListResult,
   NOT_LEADER,
   type RegistryStatus,
   UNAVAILABLE,
@@ -1000,5 +1003,258 @@ Deno.test("a node's snapshot restores to the same state, with the leases' remain
     assert.deepEqual(state.snapshot(), node.state.snapshot());
     const remaining = leases.remainingMs(bound.leaseId!, 60_000);
     assert.ok(remaining > 55_000 && remaining <= 60_000, String(remaining));
+  });
+});
+
+/** Three in-process registry nodes n1..n3 with a leader elected. */
+async function withThreeNodes(
+  fn: (
+    nodes: RegistryNode[],
+    leader: RegistryNode,
+    stop: (node: RegistryNode) => Promise<void>,
+  ) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
+  const ports = freePorts(6);
+  const peers: Record<string, string> = {};
+  for (let i = 0; i < 3; i++) {
+    peers[`n${i + 1}`] = `tcp://127.0.0.1:${ports[3 + i]}`;
+  }
+  const nodes = await Promise.all([0, 1, 2].map((i) =>
+    startRegistryNode({
+      id: `n${i + 1}`,
+      listen: { hostname: "127.0.0.1", port: ports[i] },
+      peers,
+      clusterSecret: TEST_SECRET,
+      dataDir: `${dir}/n${i + 1}`,
+      tickMs: 20,
+      electionTicks: 10,
+    })
+  ));
+  const running = new Set(nodes);
+  const leaderOf = () => {
+    const leaders = nodes.filter((n) => n.raft.status.role === "leader");
+    return leaders.length === 1 &&
+        nodes.every((n) => n.raft.status.leader === leaders[0].id)
+      ? leaders[0]
+      : undefined;
+  };
+  try {
+    await waitFor(() => leaderOf() !== undefined, "a leader all follow");
+    await fn(nodes, leaderOf()!, async (node) => {
+      running.delete(node);
+      await node.stop();
+    });
+  } finally {
+    for (const node of running) await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function callOn<T>(
+  node: RegistryNode,
+  method: string,
+  params?: Record<string, unknown>,
+): Promise<T> {
+  const connection = await dial(node.url);
+  try {
+    return await connection.call<T>(method, params, { timeoutMs: 5_000 });
+  } finally {
+    connection.close();
+    await connection.closed;
+  }
+}
+
+Deno.test("dissertation §3.10 registry.leaderTransfer: to a named member, then to any; naming the leader is a no-op; a follower redirects to the leader", async () => {
+  await withThreeNodes(async (nodes, leader) => {
+    const follower = nodes.find((n) => n !== leader)!;
+    await rejectsWith(
+      callOn(follower, "registry.leaderTransfer", {}),
+      NOT_LEADER,
+      new RegExp(
+        `^Not leader: node ${follower.id} is a follower; send writes to the leader ${leader.id} at `,
+      ),
+      { leaderId: leader.id, leaderUrl: leader.url },
+    );
+    const same = await callOn<LeaderTransferResult>(
+      leader,
+      "registry.leaderTransfer",
+      { to: leader.id },
+    );
+    assert.deepEqual(same, {
+      leader: leader.id,
+      leaderUrl: leader.url,
+      previousLeader: leader.id,
+      term: leader.raft.status.term,
+      tookMs: 0,
+    });
+    const termBefore = leader.raft.status.term;
+    const moved = await callOn<LeaderTransferResult>(
+      leader,
+      "registry.leaderTransfer",
+      { to: follower.id },
+    );
+    assert.equal(moved.leader, follower.id);
+    assert.equal(moved.leaderUrl, follower.url);
+    assert.equal(moved.previousLeader, leader.id);
+    assert.ok(moved.term > termBefore, `${moved.term} > ${termBefore}`);
+    await waitFor(
+      () => follower.raft.status.role === "leader",
+      "the target leads",
+    );
+    const onward = await callOn<LeaderTransferResult>(
+      follower,
+      "registry.leaderTransfer",
+    );
+    assert.notEqual(onward.leader, follower.id);
+    assert.equal(onward.previousLeader, follower.id);
+    await waitFor(
+      () =>
+        nodes.find((n) => n.id === onward.leader)!.raft.status.role ===
+          "leader",
+      "the member picked leads",
+    );
+  });
+});
+
+Deno.test("dissertation §3.10 registry.leaderTransfer errors: an unknown member or bad timeout is invalid params; a single node has no other voter", async () => {
+  await withThreeNodes(async (_nodes, leader) => {
+    await rejectsWith(
+      callOn(leader, "registry.leaderTransfer", { to: "n9" }),
+      INVALID_PARAMS,
+      'Invalid params: "to" must name a member of this registry (n1, n2, n3), not "n9"',
+    );
+    await rejectsWith(
+      callOn(leader, "registry.leaderTransfer", { timeoutMs: 0 }),
+      INVALID_PARAMS,
+      'Invalid params: "timeoutMs" must be an integer number of ms from 1 to 60000, not 0',
+    );
+  });
+  await withSingleNode(async (node, connection) => {
+    await rejectsWith(
+      connection.call("registry.leaderTransfer", {}),
+      LEADER_TRANSFER_FAILED,
+      "Leader transfer failed: n1 is the only voter of this registry; there is no other member to hand leadership to",
+      { reason: "noOtherVoter", target: null, leader: "n1" },
+    );
+    assert.equal(node.raft.status.role, "leader");
+  });
+});
+
+Deno.test("dissertation §3.10 registry.leaderTransfer to a stopped member fails after timeoutMs and the leader leads on", async () => {
+  await withThreeNodes(async (nodes, leader, stop) => {
+    const follower = nodes.find((n) => n !== leader)!;
+    await stop(follower);
+    await rejectsWith(
+      callOn(leader, "registry.leaderTransfer", {
+        to: follower.id,
+        timeoutMs: 300,
+      }),
+      LEADER_TRANSFER_FAILED,
+      `Leader transfer failed: no other member took over from ${leader.id} (to ${follower.id}) within 300 ms, so ${leader.id} leads on; rafter member list shows how far behind each member is, rafter status whether it is reachable`,
+      { reason: "timeout", target: follower.id, leader: leader.id },
+    );
+    // The core abandons the transfer after an election timeout (200 ms).
+    await waitFor(async () => {
+      try {
+        await callOn(leader, "registry.bind", {
+          name: "after",
+          endpoint: { url: "tcp://127.0.0.1:9801" },
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    }, "the leader to take writes again");
+    assert.equal(leader.raft.status.role, "leader");
+  });
+});
+
+Deno.test("§5.3 registry.memberList: the leader reports every member's role, kind, match index and lag; a follower redirects", async () => {
+  await withThreeNodes(async (nodes, leader, stop) => {
+    await callOn(leader, "registry.bind", {
+      name: "m",
+      endpoint: { url: "tcp://127.0.0.1:9802" },
+    });
+    const lastIndex = leader.raft.status.lastIndex;
+    // Every follower acknowledges the bind within a heartbeat or two.
+    let list: MemberListResult | undefined;
+    await waitFor(async () => {
+      list = await callOn<MemberListResult>(leader, "registry.memberList");
+      return list.members.every((m) => m.matchIndex === lastIndex);
+    }, "every member to match the leader's log");
+    assert.equal(list!.leader, leader.id);
+    assert.equal(list!.term, leader.raft.status.term);
+    assert.equal(list!.lastIndex, lastIndex);
+    assert.deepEqual(
+      list!.members.map((m) => [m.id, m.role, m.kind, m.lag, m.reachable]),
+      nodes.map((n) => [
+        n.id,
+        n === leader ? "leader" : "follower",
+        "voter",
+        0,
+        true,
+      ]),
+    );
+    for (const member of list!.members) {
+      const node = nodes.find((n) => n.id === member.id)!;
+      assert.equal(member.clientUrl, node.url);
+      assert.equal(member.peerUrl, node.peerUrl);
+    }
+    // A stopped follower falls behind: its lag grows with each write.
+    const follower = nodes.find((n) => n !== leader)!;
+    await stop(follower);
+    for (let i = 0; i < 3; i++) {
+      await callOn(leader, "registry.bind", {
+        name: "m",
+        endpoint: { id: `x${i}`, url: "tcp://127.0.0.1:9803" },
+      });
+    }
+    const behind = await callOn<MemberListResult>(
+      leader,
+      "registry.memberList",
+    );
+    const stopped = behind.members.find((m) => m.id === follower.id)!;
+    assert.equal(stopped.matchIndex, lastIndex);
+    assert.equal(stopped.lag, behind.lastIndex - lastIndex);
+    assert.ok(stopped.lag! >= 3, String(stopped.lag));
+    const other = nodes.find((n) => n !== leader && n !== follower)!;
+    await rejectsWith(
+      callOn(other, "registry.memberList"),
+      NOT_LEADER,
+      /^Not leader: /,
+      { leaderId: leader.id, leaderUrl: leader.url },
+    );
+  });
+});
+
+Deno.test("dissertation §3.10 a write reaching a leader that is handing over is held until the new leader leads, then redirected to it", async () => {
+  await withThreeNodes(async (nodes, leader) => {
+    const target = nodes.find((n) => n !== leader)!;
+    const connection = await dial(leader.url);
+    try {
+      const transfer = leader.raft.transferLeadership({ target: target.id });
+      transfer.catch(() => {}); // awaited below, unless an assertion fails
+      let roleAtAnswer: string | undefined;
+      const bind = connection.call("registry.bind", {
+        name: "handover",
+        endpoint: { url: "tcp://127.0.0.1:9804" },
+      }, { timeoutMs: 5_000 }).finally(() => {
+        roleAtAnswer = target.raft.status.role;
+      });
+      await rejectsWith(
+        bind,
+        NOT_LEADER,
+        `Not leader: node ${leader.id} is a follower; send writes to the leader ${target.id} at ${target.url}`,
+        { leaderId: target.id, leaderUrl: target.url },
+      );
+      // Answered once the target leads, not while it is still a follower
+      // (the client would be sent back and forth, then back off).
+      assert.equal(roleAtAnswer, "leader");
+      assert.equal(await transfer, target.id);
+    } finally {
+      connection.close();
+      await connection.closed;
+    }
   });
 });

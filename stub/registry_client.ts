@@ -21,6 +21,8 @@ import {
   type BindResult,
   type EndpointSpec,
   LEADER_METHODS,
+  type LeaderTransferParams,
+  type LeaderTransferResult,
   type LeaseGrantResult,
   type LeaseInfo,
   type LeaseKeepAliveResult,
@@ -30,6 +32,7 @@ import {
   type ListResult,
   type LookupParams,
   type LookupResult,
+  type MemberListResult,
   NOT_LEADER,
   type NotLeaderData,
   type ParamsOf,
@@ -272,6 +275,39 @@ export class RegistryClient {
   /** Every lease. */
   leases(options?: RegistryCallOptions): Promise<LeaseListResult> {
     return this.call(REGISTRY_METHODS.leaseList, {}, options);
+  }
+
+  /**
+   * Hands leadership to member `to` (default: the most up-to-date other
+   * voter) and resolves once another member leads (Raft dissertation
+   * §3.10). Sent to the leader, following NOT_LEADER hints. One attempt
+   * waits `timeoutMs` plus 1 s for the answer, so the server's own timeout
+   * answers first.
+   *
+   * @param options.to the member to lead next.
+   * @param options.timeoutMs how long the leader waits for a member to
+   * take over, ms (1..60_000). @default two election timeouts (server side)
+   * @throws {RpcError} INVALID_PARAMS when `to` is not a member;
+   * LEADER_TRANSFER_FAILED (-32010, not retried) when there is no other
+   * voter, or no member took over in time; UNAVAILABLE or
+   * DEADLINE_EXCEEDED when no leader answered.
+   */
+  leaderTransfer(
+    options: RegistryCallOptions & LeaderTransferParams = {},
+  ): Promise<LeaderTransferResult> {
+    const { to, timeoutMs, ...call } = options;
+    const params: LeaderTransferParams = {};
+    if (to !== undefined) params.to = to;
+    if (timeoutMs !== undefined) params.timeoutMs = timeoutMs;
+    return this.call(REGISTRY_METHODS.leaderTransfer, params, {
+      attemptTimeoutMs: timeoutMs === undefined ? undefined : timeoutMs + 1_000,
+      ...call,
+    });
+  }
+
+  /** Every member with its role and, from the leader, its match index and lag. */
+  memberList(options?: RegistryCallOptions): Promise<MemberListResult> {
+    return this.call(REGISTRY_METHODS.memberList, {}, options);
   }
 
   /**
