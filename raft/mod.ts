@@ -59,7 +59,11 @@ export {
   Wal,
   WalCorruptError,
   type WalOpenResult,
+  type WalOptions,
+  type WalSnapshotMarker,
+  type WalStats,
   type WalUpdate,
+  WalWriteError,
 } from "./wal.ts";
 export { DataDirInUseError, type DirLock, lockDataDir } from "./dir_lock.ts";
 export {

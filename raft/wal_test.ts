@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { crc32 } from "./_crc32.ts";
+import { crc32, crc32c } from "./_crc32.ts";
 import type { Entry, HardState } from "./types.ts";
 import { Wal, WalCorruptError } from "./wal.ts";
 
@@ -14,6 +14,12 @@ async function withTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** Path of the first segment of the log in `dir`. */
+function seg1(dir: string): string {
+  return `${dir.replace(/\/+$/, "")}/${SEG1}`;
+}
+const SEG1 = "0000000000000001-0000000000000001.wal";
 
 function entry(index: number, term = 1, data = `cmd-${index}`): Entry {
   return { index, term, data };
@@ -33,7 +39,7 @@ function rawRecord(payload: unknown): Uint8Array {
   const out = new Uint8Array(8 + bytes.length);
   const view = new DataView(out.buffer);
   view.setUint32(0, bytes.length);
-  view.setUint32(4, crc32(bytes));
+  view.setUint32(4, crc32c(bytes));
   out.set(bytes, 8);
   return out;
 }
@@ -64,7 +70,7 @@ async function expectState(
     assert.deepEqual(r.entries, entries);
     assert.equal(r.repairedBytes, repairedBytes);
     assert.equal(r.wal.lastIndex, entries.length);
-    assert.equal(r.wal.sizeBytes, (await Deno.stat(`${dir}/wal.log`)).size);
+    assert.equal(r.wal.sizeBytes, (await Deno.stat(seg1(dir))).size);
   } finally {
     await r.wal.close();
   }
@@ -80,7 +86,7 @@ Deno.test("open creates the directory and an empty log", async () => {
     assert.equal(wal.lastIndex, 0);
     assert.equal(wal.sizeBytes, 0);
     await wal.close();
-    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, 0);
+    assert.equal((await Deno.stat(seg1(dir))).size, 0);
     await expectState(`${dir}/`, EMPTY, []);
   });
 });
@@ -102,7 +108,7 @@ Deno.test("hard states and entries round-trip across close and reopen", async ()
     assert.equal(wal.lastIndex, 5);
     const size = wal.sizeBytes;
     await wal.close();
-    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, size);
+    assert.equal((await Deno.stat(seg1(dir))).size, size);
     const expected = [...range(1, 3), odd, { index: 5, term: 2, data: "" }];
     await expectState(dir, { term: 2, vote: null, commit: 3 }, expected);
 
@@ -128,7 +134,7 @@ Deno.test("an empty update writes nothing", async () => {
     await wal.append({ entries: [] });
     assert.equal(wal.sizeBytes, 0);
     await wal.close();
-    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, 0);
+    assert.equal((await Deno.stat(seg1(dir))).size, 0);
   });
 });
 
@@ -166,7 +172,7 @@ Deno.test("a torn tail at every byte offset of the last append is repaired", asy
       hardState: { term: 2, vote: "n3", commit: 5 },
     });
     await wal.close();
-    const full = await Deno.readFile(`${dir}/wal.log`);
+    const full = await Deno.readFile(seg1(dir));
     const offsets = recordOffsets(full);
     const hsStart = offsets[offsets.length - 1]; // the last record
     const entryStart = offsets[offsets.length - 2]; // the record before it
@@ -176,7 +182,7 @@ Deno.test("a torn tail at every byte offset of the last append is repaired", asy
     for (let cut = lastAppendStart; cut < full.length; cut++) {
       await Deno.remove(work, { recursive: true }).catch(() => {});
       await Deno.mkdir(work);
-      await Deno.writeFile(`${work}/wal.log`, full.subarray(0, cut));
+      await Deno.writeFile(seg1(work), full.subarray(0, cut));
 
       const keptEntries = cut >= hsStart
         ? range(1, 5).concat(entry(6, 2, "the last entry"))
@@ -187,7 +193,7 @@ Deno.test("a torn tail at every byte offset of the last append is repaired", asy
       assert.deepEqual(r.hardState, hs1, `cut at ${cut}`);
       assert.equal(r.repairedBytes, cut - goodEnd, `cut at ${cut}`);
       assert.equal(r.wal.sizeBytes, goodEnd);
-      assert.equal((await Deno.stat(`${work}/wal.log`)).size, goodEnd);
+      assert.equal((await Deno.stat(seg1(work))).size, goodEnd);
 
       // The repaired log takes appends, and they survive a reopen.
       const next = keptEntries.length + 1;
@@ -213,7 +219,7 @@ Deno.test("a zero-filled tail is repaired", async () => {
     });
     const good = wal.sizeBytes;
     await wal.close();
-    const path = `${dir}/wal.log`;
+    const path = seg1(dir);
     const original = await Deno.readFile(path);
 
     // The file grew (e.g. by a 4 KiB page) but its data never reached disk.
@@ -260,7 +266,7 @@ Deno.test("a flipped byte in the last record is repaired", async () => {
     });
     await wal.append({ entries: [entry(5, 2)] });
     await wal.close();
-    const full = await Deno.readFile(`${dir}/wal.log`);
+    const full = await Deno.readFile(seg1(dir));
     const last = recordOffsets(full).at(-1)!;
 
     const work = `${root}/work`;
@@ -269,13 +275,13 @@ Deno.test("a flipped byte in the last record is repaired", async () => {
     for (let at = last + 4; at < full.length; at++) {
       const bad = full.slice();
       bad[at] ^= 0x5a;
-      await Deno.writeFile(`${work}/wal.log`, bad);
+      await Deno.writeFile(seg1(work), bad);
       const r = await Wal.open(work);
       assert.deepEqual(r.entries, range(1, 4), `flip at ${at}`);
       assert.deepEqual(r.hardState, { term: 1, vote: "n2", commit: 1 });
       assert.equal(r.repairedBytes, full.length - last, `flip at ${at}`);
       await r.wal.close();
-      assert.equal((await Deno.stat(`${work}/wal.log`)).size, last);
+      assert.equal((await Deno.stat(seg1(work))).size, last);
     }
   });
 });
@@ -285,7 +291,7 @@ Deno.test("a damaged length field in the last record: too long is a torn tail, t
     const { wal } = await Wal.open(dir);
     await wal.append({ entries: range(1, 3) });
     await wal.close();
-    const path = `${dir}/wal.log`;
+    const path = seg1(dir);
     const full = await Deno.readFile(path);
     const last = recordOffsets(full).at(-1)!;
     const view = new DataView(full.buffer);
@@ -319,14 +325,14 @@ Deno.test("a flipped byte in a middle record is corruption, reported at that rec
       hardState: { term: 1, vote: null, commit: 4 },
     });
     await wal.close();
-    const full = await Deno.readFile(`${dir}/wal.log`);
+    const full = await Deno.readFile(seg1(dir));
     const offsets = recordOffsets(full);
     const middle = offsets[3]; // entry 3
     const middleEnd = offsets[4];
 
     const work = `${root}/work`;
     await Deno.mkdir(work);
-    const path = `${work}/wal.log`;
+    const path = seg1(work);
     // Every byte of the record, header included.
     for (let at = middle; at < middleEnd; at++) {
       const bad = full.slice();
@@ -355,7 +361,7 @@ Deno.test("a flipped byte in a middle record is corruption, reported at that rec
 
 Deno.test("records with a valid CRC but the wrong content are rejected clearly", async () => {
   await withTempDir(async (dir) => {
-    const path = `${dir}/wal.log`;
+    const path = seg1(dir);
     const good = rawRecord({ t: "e", index: 1, term: 1, data: "a" });
     const cases: Array<[unknown, RegExp]> = [
       [{ t: "x" }, /unknown record type "x"/],
@@ -408,7 +414,7 @@ Deno.test("records with a valid CRC but the wrong content are rejected clearly",
 
 Deno.test("a payload that is not JSON is a torn tail at the end and corruption in the middle", async () => {
   await withTempDir(async (dir) => {
-    const path = `${dir}/wal.log`;
+    const path = seg1(dir);
     const good = rawRecord({ t: "e", index: 1, term: 1, data: "a" });
     const notJson = rawRecord("{not json");
     await Deno.writeFile(path, new Uint8Array([...good, ...notJson]));
@@ -460,7 +466,7 @@ Deno.test("append rejects gaps and bad shapes with a TypeError and writes nothin
       assert.equal(wal.sizeBytes, size);
       assert.equal(wal.lastIndex, 3);
     }
-    assert.equal((await Deno.stat(`${dir}/wal.log`)).size, size);
+    assert.equal((await Deno.stat(seg1(dir))).size, size);
 
     // The log still works after the rejections.
     await wal.append({ entries: [entry(4)] });
@@ -533,7 +539,7 @@ Deno.test("a bad length field in the middle is corruption, not a torn tail", asy
     const { wal } = await Wal.open(dir);
     for (let i = 1; i <= 5; i++) await wal.append({ entries: [entry(i)] });
     await wal.close();
-    const path = `${dir}/wal.log`;
+    const path = seg1(dir);
     const full = await Deno.readFile(path);
     const second = recordOffsets(full)[1];
     const bad = full.slice();
