@@ -65,6 +65,12 @@ export {
   type WalUpdate,
   WalWriteError,
 } from "./wal.ts";
+export {
+  type Snapshot,
+  SnapshotCorruptError,
+  SnapshotStore,
+  type StoredSnapshot,
+} from "./snapshot_store.ts";
 export { DataDirInUseError, type DirLock, lockDataDir } from "./dir_lock.ts";
 export {
   ClusterSecretError,
