@@ -248,25 +248,30 @@ if (fs === "tmpfs" || fs === "ramfs") {
     "warning: the temp folder is in memory; fsync costs nothing there. Pass --dir on a real disk.\n",
   );
 }
-console.log(
-  "| proposers | group commit | commits/s | p50 ms | p99 ms | fdatasyncs/commit (3 nodes) | leader fdatasyncs/commit |",
-);
-console.log("|---:|:---|---:|---:|---:|---:|---:|");
-for (const proposers of proposerCounts) {
-  for (const group of [true, false]) {
-    const row = await clusterRow(proposers, group);
-    console.log(line([String(proposers), group ? "on" : "off"], row, true));
+/** Prints a table: a row for each count of callers, group commit on and off. */
+async function table(
+  header: string,
+  measure: (callers: number, group: boolean) => Promise<Row>,
+  cluster: boolean,
+): Promise<void> {
+  console.log(header);
+  console.log(`|---:|:---|${"---:|".repeat(header.split("|").length - 4)}`);
+  for (const callers of proposerCounts) {
+    for (const group of [true, false]) {
+      const row = await measure(callers, group);
+      console.log(line([String(callers), group ? "on" : "off"], row, cluster));
+    }
   }
 }
 
-console.log("\nWAL alone: appends of one entry each, fdatasync on.\n");
-console.log(
-  "| appenders | group commit | appends/s | p50 ms | p99 ms | fdatasyncs/append |",
+await table(
+  "| proposers | group commit | commits/s | p50 ms | p99 ms | fdatasyncs/commit (3 nodes) | leader fdatasyncs/commit |",
+  clusterRow,
+  true,
 );
-console.log("|---:|:---|---:|---:|---:|---:|");
-for (const appenders of proposerCounts) {
-  for (const group of [true, false]) {
-    const row = await walRow(appenders, group);
-    console.log(line([String(appenders), group ? "on" : "off"], row, false));
-  }
-}
+console.log("\nWAL alone: appends of one entry each, fdatasync on.\n");
+await table(
+  "| appenders | group commit | appends/s | p50 ms | p99 ms | fdatasyncs/append |",
+  walRow,
+  false,
+);

@@ -22,7 +22,12 @@
  * @module
  */
 
-import { parentDir, syncDir, writeAll } from "./_atomic_file.ts";
+import {
+  parentDir,
+  syncDir,
+  writeAll,
+  writeFileAtomicWith,
+} from "./_atomic_file.ts";
 import { crc32c } from "./_crc32.ts";
 
 const MAGIC = new TextEncoder().encode("RAFTSNAP");
@@ -219,29 +224,13 @@ export class SnapshotStore {
     view.setUint32(MAGIC.length + 4, crc32c(body, crc32c(header)));
 
     const path = `${this.#dir}/${hex16(index)}-${hex16(term)}.snap`;
-    const tmp = `${path}.tmp`;
-    try {
-      const file = await Deno.open(tmp, {
-        write: true,
-        create: true,
-        truncate: true,
-      });
-      try {
-        await writeAll(file, prefix);
-        await writeAll(file, header);
-        for (let off = 0; off < body.length; off += CHUNK_BYTES) {
-          await writeAll(file, body.subarray(off, off + CHUNK_BYTES));
-        }
-        await file.sync();
-      } finally {
-        file.close();
+    await writeFileAtomicWith(path, async (file) => {
+      await writeAll(file, prefix);
+      await writeAll(file, header);
+      for (let off = 0; off < body.length; off += CHUNK_BYTES) {
+        await writeAll(file, body.subarray(off, off + CHUNK_BYTES));
       }
-      await Deno.rename(tmp, path);
-    } catch (err) {
-      await Deno.remove(tmp).catch(() => {});
-      throw err;
-    }
-    await syncDir(this.#dir);
+    });
     const old = (await this.files()).slice(KEEP);
     for (const p of old) await Deno.remove(p);
     if (old.length > 0) await syncDir(this.#dir);

@@ -42,7 +42,12 @@
  * @module
  */
 
-import { parentDir, syncDir, writeAll } from "./_atomic_file.ts";
+import {
+  parentDir,
+  syncDir,
+  writeAll,
+  writeFileAtomicWith,
+} from "./_atomic_file.ts";
 import { crc32, crc32c } from "./_crc32.ts";
 import {
   type Checksum,
@@ -839,7 +844,7 @@ export class Wal {
     const h = this.#hardState;
     const bytes = frameRecords([
       json({ t: "s", index: marker.index, term: marker.term }),
-      json({ t: "h", term: h.term, vote: h.vote, commit: h.commit }),
+      hardStateRecord(h),
     ], crc32c);
     try {
       await this.#writeDurably(bytes);
@@ -1117,14 +1122,8 @@ async function importLegacy(
   }
   const recovered = state.finish(legacy);
   const path = `${dir}/${segmentName(1, 1)}`;
-  const tmp = `${path}.tmp`;
   try {
-    const out = await Deno.open(tmp, {
-      write: true,
-      create: true,
-      truncate: true,
-    });
-    try {
+    await writeFileAtomicWith(path, async (out) => {
       let parts: Uint8Array[] = [];
       let bytes = 0;
       const flush = async () => {
@@ -1140,18 +1139,12 @@ async function importLegacy(
       }
       const h = recovered.hardState;
       parts.push(
-        json({ t: "h", term: h.term, vote: h.vote, commit: h.commit }),
+        hardStateRecord(h),
       );
       await flush();
-      await out.sync();
-    } finally {
-      out.close();
-    }
-    await Deno.rename(tmp, path);
-    await syncDir(dir);
+    });
   } catch (err) {
-    await Deno.remove(tmp).catch(() => {});
-    throw asWriteError(tmp, "legacy import", err);
+    throw asWriteError(`${path}.tmp`, "legacy import", err);
   }
   await removeDurably(legacy);
   return [{ seq: 1, firstIndex: 1, path }];
@@ -1229,7 +1222,7 @@ function encodeUpdate(update: WalUpdate): Batch {
   if (h !== undefined) {
     hardState = { term: h.term, vote: h.vote, commit: h.commit };
     chunks.push({
-      bytes: frameRecords([json({ t: "h", ...hardState })], crc32c),
+      bytes: frameRecords([hardStateRecord(hardState)], crc32c),
       index: null,
     });
   }
@@ -1253,6 +1246,10 @@ function checkHardState(h: HardState): void {
       }`,
     );
   }
+}
+
+function hardStateRecord(h: HardState): Uint8Array {
+  return json({ t: "h", term: h.term, vote: h.vote, commit: h.commit });
 }
 
 function json(value: unknown): Uint8Array {

@@ -762,7 +762,11 @@ Deno.test("§7 a snapshot marker beyond the last entry (an installed snapshot) r
   await withTempDir(async (dir) => {
     const { wal } = await Wal.open(dir, { segmentBytes: 300 });
     await fill(wal, 1, 10, 1);
+    const before = wal.segmentPaths;
+    assert.ok(before.length > 1);
     await wal.compact({ index: 500, term: 7 });
+    // Every older segment is covered; the one being written is kept.
+    assert.deepEqual(wal.segmentPaths, before.slice(-1));
     assert.equal(wal.lastIndex, 500);
     await assert.rejects(wal.append({ entries: [entry(11, 7)] }), TypeError);
     await assert.rejects(wal.append({ entries: [entry(502, 7)] }), /gap/);
@@ -792,28 +796,44 @@ Deno.test("§7 a snapshot marker beyond the last entry (an installed snapshot) r
   });
 });
 
+/** A log of 12 entries in 3 or more segments of 250 bytes; their paths. */
+async function segmentedLog(dir: string): Promise<string[]> {
+  const { wal } = await Wal.open(dir, { segmentBytes: 250 });
+  await fill(wal, 1, 12);
+  const paths = wal.segmentPaths;
+  await wal.close();
+  assert.ok(paths.length >= 3);
+  return paths;
+}
+
+/** A fresh `work` folder with copies of `paths`, then `name` → `bytes`. */
+async function copyWith(
+  work: string,
+  paths: string[],
+  name: string,
+  bytes: Uint8Array,
+): Promise<void> {
+  await Deno.remove(work, { recursive: true }).catch(() => {});
+  await Deno.mkdir(work);
+  for (const p of paths) {
+    await Deno.copyFile(p, `${work}/${p.slice(p.lastIndexOf("/") + 1)}`);
+  }
+  await Deno.writeFile(`${work}/${name}`, bytes);
+}
+
 Deno.test("a torn last record of the last segment is cut at every cut position; earlier segments are untouched", async () => {
   await withTempDir(async (root) => {
-    const dir = `${root}/orig`;
-    const { wal } = await Wal.open(dir, { segmentBytes: 250 });
-    await fill(wal, 1, 12);
-    await wal.append({ entries: [entry(13, 2, "the last one")] });
-    const paths = wal.segmentPaths;
-    await wal.close();
-    assert.ok(paths.length >= 3);
+    const paths = await segmentedLog(`${root}/orig`);
     const lastName = names(paths).at(-1)!;
     const full = await Deno.readFile(paths.at(-1)!);
     const lastStart = recordOffsets(full).at(-1)!;
     const work = `${root}/work`;
     for (let cut = lastStart; cut < full.length; cut++) {
-      await Deno.remove(work, { recursive: true }).catch(() => {});
-      await Deno.mkdir(work);
-      for (const p of paths.slice(0, -1)) {
-        await Deno.copyFile(p, `${work}/${p.slice(p.lastIndexOf("/") + 1)}`);
-      }
-      await Deno.writeFile(`${work}/${lastName}`, full.subarray(0, cut));
+      await copyWith(work, paths, lastName, full.subarray(0, cut));
       const r = await Wal.open(work);
+      // The last record is entry 12's hard state (commit 11): 11 is lost.
       assert.deepEqual(r.entries, range(1, 12), `cut at ${cut}`);
+      assert.deepEqual(r.hardState, { term: 1, vote: "n1", commit: 10 });
       assert.equal(r.repairedBytes, cut - lastStart, `cut at ${cut}`);
       assert.equal((await Deno.stat(`${work}/${lastName}`)).size, lastStart);
       await r.wal.close();
@@ -823,12 +843,7 @@ Deno.test("a torn last record of the last segment is cut at every cut position; 
 
 Deno.test("damage in a segment before the last is corruption naming that file and offset, even in its last record", async () => {
   await withTempDir(async (root) => {
-    const dir = `${root}/orig`;
-    const { wal } = await Wal.open(dir, { segmentBytes: 250 });
-    await fill(wal, 1, 12);
-    const paths = wal.segmentPaths;
-    await wal.close();
-    assert.ok(paths.length >= 3);
+    const paths = await segmentedLog(`${root}/orig`);
     const target = names(paths)[1];
     const bytes = await Deno.readFile(paths[1]);
     const offsets = recordOffsets(bytes);
@@ -845,12 +860,7 @@ Deno.test("damage in a segment before the last is corruption naming that file an
       offsets.at(-1)!,
     ]);
     for (const [what, damaged, offset] of cases) {
-      await Deno.remove(work, { recursive: true }).catch(() => {});
-      await Deno.mkdir(work);
-      for (const p of paths) {
-        await Deno.copyFile(p, `${work}/${p.slice(p.lastIndexOf("/") + 1)}`);
-      }
-      await Deno.writeFile(`${work}/${target}`, damaged);
+      await copyWith(work, paths, target, damaged);
       await assert.rejects(Wal.open(work), (err: unknown) => {
         assert.ok(err instanceof WalCorruptError, `${what}: ${err}`);
         assert.equal(err.path, `${work}/${target}`, what);
@@ -865,10 +875,7 @@ Deno.test("damage in a segment before the last is corruption naming that file an
 
 Deno.test("a missing segment is corruption: in the middle, or at the start with no snapshot marker", async () => {
   await withTempDir(async (dir) => {
-    const { wal } = await Wal.open(dir, { segmentBytes: 250 });
-    await fill(wal, 1, 12);
-    const paths = wal.segmentPaths;
-    await wal.close();
+    const paths = await segmentedLog(dir);
     await Deno.remove(paths[1]);
     await assert.rejects(Wal.open(dir), {
       name: "WalCorruptError",
