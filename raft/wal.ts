@@ -148,13 +148,16 @@ export class WalWriteError extends Error {
    */
   constructor(path: string, operation: string, cause: unknown) {
     const code = errnoOf(cause);
-    const opening = operation === "open";
+    // Only a failed append leaves the log refusing further appends.
+    const appending = /^(write|fdatasync|start of a new segment|append)/.test(
+      operation,
+    );
     super(
       `write-ahead log ${path}: ${operation} failed: ${
         describeErrno(code, cause)
       }. ` +
         `${adviceFor(code)}` +
-        (opening
+        (!appending
           ? ""
           : " Nothing acknowledged is lost: the append that failed never resolved. " +
             "The log refuses further appends until the node is restarted (reopening cuts off a torn tail)."),
@@ -899,7 +902,11 @@ export class Wal {
     this.#stats.syncs++;
     this.#stats.bytes += bytes.length;
     current.size += bytes.length;
-    this.#onSync?.();
+    try {
+      this.#onSync?.();
+    } catch {
+      // A metrics hook must not turn a durable write into a failure.
+    }
   }
 
   /** Starts the next segment; the current one is fdatasynced already. */

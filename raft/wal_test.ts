@@ -563,7 +563,7 @@ Deno.test({
       await Deno.writeTextFile(
         script,
         `import { Wal } from ${JSON.stringify(walUrl)};
-const { wal } = await Wal.open(Deno.args[0]);
+const { wal } = await Wal.open(Deno.args[0], { segmentBytes: 8192 });
 const enc = new TextEncoder();
 const stop = Date.now() + 5000;
 let last = wal.lastIndex;
@@ -608,6 +608,9 @@ while (Date.now() < stop && last < 100000) {
       assert.equal(status.signal, "SIGKILL", errText);
 
       const maxAcked = Math.max(...acked);
+      // The writer rolled segments of 8 KiB while it ran.
+      const segments = await Array.fromAsync(Deno.readDir(dir));
+      assert.ok(segments.length > 10, `${segments.length} segments`);
       const r = await Wal.open(dir);
       assert.ok(
         r.wal.lastIndex >= maxAcked,
@@ -1066,6 +1069,27 @@ Deno.test("WalWriteError names the path, the errno and what to do", () => {
     Object.assign(new Error("x"), { code: "EROFS" }),
   );
   assert.doesNotMatch(open.message, /Nothing acknowledged/);
+  const deletion = new WalWriteError(
+    "/d",
+    "segment deletion",
+    Object.assign(new Error("x"), { code: "EIO" }),
+  );
+  assert.doesNotMatch(deletion.message, /refuses further appends/);
+});
+
+Deno.test("an onSync hook that throws does not fail a durable append", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir, {
+      onSync: () => {
+        throw new Error("metrics broke");
+      },
+    });
+    await wal.append({ entries: range(1, 2) });
+    await wal.append({ entries: [entry(3)] });
+    assert.equal(wal.stats.syncs, 2);
+    await wal.close();
+    await expectState(dir, EMPTY, range(1, 3));
+  });
 });
 
 /** Whether this process may mount a tmpfs (root, outside most CI). */
