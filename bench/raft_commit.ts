@@ -7,8 +7,9 @@
  * cluster, waits for a leader, warms up, then runs a closed loop (each
  * proposer proposes again once its last proposal was applied) for a fixed
  * time and prints commits/s, p50/p99 commit latency (propose → applied on
- * the leader, ms) and fdatasyncs per commit (all three nodes, and the
- * leader's own). A second table measures the WAL alone: appends of one
+ * the leader, ms), fdatasyncs per commit (all three nodes, and the
+ * leader's own), and proposals that failed because an election moved the
+ * leader (20 ms ticks, election timeout 50 ticks = 1..2 s). A second table measures the WAL alone: appends of one
  * 200-byte entry from 1 and 64 concurrent appenders.
  *
  * A script, not a test: it asserts nothing about speed.
@@ -97,7 +98,7 @@ async function startCluster(
       transport,
       dataDir: `${root}/${id}`,
       tickMs: 20,
-      electionTicks: 10,
+      electionTicks: 50,
       walOptions: { groupCommit, onSync: () => syncs.count++ },
       apply: (entry) => entry.index,
       onFatal: (error) => console.error(`${id} failed:`, error),
@@ -128,13 +129,18 @@ interface Row {
   latencies: number[];
   syncs: number;
   leaderSyncs: number;
+  /** Proposals that failed (a leader change); not in `latencies`. */
+  errors: number;
 }
 
-/** Runs `workers` closed loops of `once` for `ms`; latencies in ms. */
+/**
+ * Runs `workers` closed loops of `once` for `ms`; the latencies (ms) of the
+ * calls that returned true.
+ */
 async function closedLoop(
   workers: number,
   ms: number,
-  once: () => Promise<unknown>,
+  once: () => Promise<boolean>,
 ): Promise<number[]> {
   const latencies: number[] = [];
   const stop = performance.now() + ms;
@@ -142,8 +148,7 @@ async function closedLoop(
     Array.from({ length: workers }, async () => {
       for (let i = 0; i < 10_000_000 && performance.now() < stop; i++) {
         const t0 = performance.now();
-        await once();
-        latencies.push(performance.now() - t0);
+        if (await once()) latencies.push(performance.now() - t0);
       }
     }),
   );
@@ -159,14 +164,30 @@ async function clusterRow(
     dir: parent,
   });
   const members = await startCluster(root, groupCommit);
+  let errors = 0;
   try {
     const leader = await waitFor(
       () => members.find((m) => m.node.status.role === "leader"),
       "a leader",
       10_000,
     );
-    const propose = () => leader.node.propose(PAYLOAD, { timeoutMs: 10_000 });
+    let current = leader;
+    // A proposal that fails (an election moved the leader) is counted as an
+    // error, not timed, and the next goes to whichever node leads now.
+    const propose = async () => {
+      try {
+        await current.node.propose(PAYLOAD, { timeoutMs: 10_000 });
+        return true;
+      } catch {
+        errors++;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        current = members.find((m) => m.node.status.role === "leader") ??
+          current;
+        return false;
+      }
+    };
     await closedLoop(proposers, warmupMs, propose);
+    errors = 0;
     const before = members.map((m) => m.syncs.count);
     const leaderBefore = leader.syncs.count;
     const latencies = await closedLoop(proposers, seconds * 1000, propose);
@@ -176,6 +197,7 @@ async function clusterRow(
       latencies,
       syncs,
       leaderSyncs: leader.syncs.count - leaderBefore,
+      errors,
     };
   } finally {
     await stopCluster(members);
@@ -191,13 +213,23 @@ async function walRow(appenders: number, groupCommit: boolean): Promise<Row> {
   const { wal } = await Wal.open(root, { groupCommit });
   try {
     let next = 1;
-    const append = () =>
-      wal.append({ entries: [{ index: next++, term: 1, data: PAYLOAD }] });
+    const append = async () => {
+      await wal.append({
+        entries: [{ index: next++, term: 1, data: PAYLOAD }],
+      });
+      return true;
+    };
     await closedLoop(appenders, warmupMs, append);
     const before = wal.stats.syncs;
     const latencies = await closedLoop(appenders, seconds * 1000, append);
     const syncs = wal.stats.syncs - before;
-    return { commits: latencies.length, latencies, syncs, leaderSyncs: syncs };
+    return {
+      commits: latencies.length,
+      latencies,
+      syncs,
+      leaderSyncs: syncs,
+      errors: 0,
+    };
   } finally {
     await wal.close();
     await Deno.remove(root, { recursive: true });
@@ -221,7 +253,9 @@ function line(first: string[], row: Row, cluster: boolean): string {
     fmt(percentile(sorted, 0.99)),
     fmt(row.syncs / row.commits, 3),
   ];
-  if (cluster) cells.push(fmt(row.leaderSyncs / row.commits, 3));
+  if (cluster) {
+    cells.push(fmt(row.leaderSyncs / row.commits, 3), String(row.errors));
+  }
   return `| ${cells.join(" | ")} |`;
 }
 
@@ -265,7 +299,7 @@ async function table(
 }
 
 await table(
-  "| proposers | group commit | commits/s | p50 ms | p99 ms | fdatasyncs/commit (3 nodes) | leader fdatasyncs/commit |",
+  "| proposers | group commit | commits/s | p50 ms | p99 ms | fdatasyncs/commit (3 nodes) | leader fdatasyncs/commit | failed proposals |",
   clusterRow,
   true,
 );
