@@ -12,6 +12,10 @@
  *   bind with `grant` (ops/s, p50, p99, p99.9, errors, CPU of the bench and
  *   of each node), and watch fan-out: the time until 1,000 (and 64)
  *   watchers have seen one bind.
+ * - `raft_commit.ts` (`deno task bench:raft`, `--quick` for a short run): a
+ *   3-node `RaftNode` cluster in one process, fsync on, 1 and 64 concurrent
+ *   proposers, the WAL's group commit on and off (commits/s, p50, p99,
+ *   fdatasyncs per commit), and the WAL alone.
  * - `stub.ts` (`deno task bench:stub`, `--quick` for a short run): every
  *   built-in distributor under one slow server of 3 (calls/s, p50, p99,
  *   p99.9, the slow server's share), and the cluster stub's overhead over

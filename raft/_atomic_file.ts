@@ -155,6 +155,39 @@ export async function writeFileAtomic(
   path: string,
   bytes: Uint8Array,
 ): Promise<void> {
+  await writeFileAtomicWith(path, (file) => writeAll(file, bytes));
+}
+
+/**
+ * Like {@link writeFileAtomic}, but the content is written by `write` onto
+ * the open temp file `<path>.tmp` (in pieces, so a large file never has to
+ * be one buffer); then the temp file is fsynced, renamed over `path`, and
+ * the parent directory fsynced. On any failure the temp file is removed.
+ *
+ * @param path Destination file path. Its parent directory must exist.
+ * @param write Writes the complete content at the file's current position
+ *   (e.g. with {@link writeAll}); it must not close the file.
+ * @returns Resolves once the new content and the rename are durable.
+ * @throws {Deno.errors.NotFound} If the parent directory does not exist.
+ * @throws {Deno.errors.PermissionDenied} If the directory is not writable.
+ * @throws Whatever `write` throws (the temp file is removed first).
+ *
+ * @example Write a file in two pieces
+ * ```ts
+ * import { writeAll, writeFileAtomicWith } from "./_atomic_file.ts";
+ * const dir = await Deno.makeTempDir();
+ * await writeFileAtomicWith(`${dir}/big`, async (file) => {
+ *   await writeAll(file, new Uint8Array(10));
+ *   await writeAll(file, new Uint8Array(20));
+ * });
+ * console.assert((await Deno.stat(`${dir}/big`)).size === 30);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function writeFileAtomicWith(
+  path: string,
+  write: (file: Deno.FsFile) => Promise<void>,
+): Promise<void> {
   const tmp = `${path}.tmp`;
   const file = await Deno.open(tmp, {
     write: true,
@@ -163,7 +196,7 @@ export async function writeFileAtomic(
   });
   try {
     try {
-      await writeAll(file, bytes);
+      await write(file);
       await file.sync();
     } finally {
       file.close();

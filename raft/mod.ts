@@ -59,8 +59,18 @@ export {
   Wal,
   WalCorruptError,
   type WalOpenResult,
+  type WalOptions,
+  type WalSnapshotMarker,
+  type WalStats,
   type WalUpdate,
+  WalWriteError,
 } from "./wal.ts";
+export {
+  type Snapshot,
+  SnapshotCorruptError,
+  SnapshotStore,
+  type StoredSnapshot,
+} from "./snapshot_store.ts";
 export { DataDirInUseError, type DirLock, lockDataDir } from "./dir_lock.ts";
 export {
   ClusterSecretError,

@@ -12,7 +12,7 @@ import { readFileIfExists, writeFileAtomic } from "./_atomic_file.ts";
 import { type DirLock, lockDataDir } from "./dir_lock.ts";
 import { RaftCore, type Ready, type SoftState } from "./core.ts";
 import type { Entry, Message, NodeId } from "./types.ts";
-import { Wal } from "./wal.ts";
+import { Wal, type WalOptions } from "./wal.ts";
 
 /**
  * Where a {@link RaftNode} sends its messages: a `PeerTransport` (the
@@ -60,6 +60,11 @@ export interface RaftNodeOptions<R> {
    * Default true.
    */
   preVote?: boolean;
+  /**
+   * Options of the write-ahead log in `<dataDir>/wal` (segment size, group
+   * commit). Default: the log's defaults.
+   */
+  walOptions?: WalOptions;
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
   /**
@@ -216,7 +221,17 @@ export class RaftNode<R = unknown> {
     const lock = await lockDataDir(options.dataDir);
     try {
       await checkMeta(options.dataDir, options.id, Object.keys(options.peers));
-      const { wal, hardState, entries } = await Wal.open(options.dataDir);
+      const { wal, hardState, entries, snapshot } = await Wal.open(
+        `${options.dataDir}/wal`,
+        { ...options.walOptions, legacyFile: `${options.dataDir}/wal.log` },
+      );
+      if (snapshot !== null) {
+        await wal.close();
+        throw new Error(
+          `the write-ahead log in ${options.dataDir}/wal starts after a snapshot (index ${snapshot.index}), ` +
+            `but snapshots are not supported by this driver yet; run a version that supports them`,
+        );
+      }
       const core = new RaftCore({
         id: options.id,
         voters: Object.keys(options.peers),

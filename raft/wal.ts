@@ -1,49 +1,76 @@
 /**
- * Write-ahead log for a Raft node's persistent state (Raft paper Figure 2:
- * `currentTerm`, `votedFor`, `log[]`), kept in one file, `<dir>/wal.log`.
+ * Segmented write-ahead log for a Raft node's persistent state (Raft paper
+ * Figure 2: `currentTerm`, `votedFor`, `log[]`), plus the marker of the
+ * snapshot that covers the log's compacted prefix (Raft paper §7).
  *
- * ## File format
- * A sequence of records, each
- * `[u32 big-endian payload length][u32 big-endian crc32(payload)][payload]`,
- * where the payload is UTF-8 JSON, one of
+ * ## Folder layout
+ * The log folder holds only segment files, named
+ * `<sequence>-<firstIndex>.wal` (16 lowercase hex digits each, e.g.
+ * `0000000000000001-0000000000000001.wal`), so names sort in write order and
+ * show the first log index each segment was started for. Appends go to the
+ * last segment; once it holds {@link WalOptions.segmentBytes} or more, the
+ * next write starts a new one. {@link Wal.compact} deletes the segments a
+ * snapshot covers.
+ *
+ * ## Record format
+ * Each record is
+ * `[u32 big-endian payload length][u32 big-endian crc32c(payload)][payload]`
+ * (CRC-32C, RFC 3720), where the payload is UTF-8 JSON, one of
  * - `{"t":"h","term":n,"vote":string|null,"commit":n}`: a hard state; the
- *   last one in the file wins;
+ *   last one in the log wins;
  * - `{"t":"e","index":n,"term":n,"data":string}`: one log entry. An entry
  *   whose index is at or below the current last index first drops every entry
- *   from that index on (the log truncation after a conflict, Raft §5.3).
+ *   from that index on (the log truncation after a conflict, Raft §5.3);
+ * - `{"t":"s","index":n,"term":n}`: a snapshot marker: the entries up to
+ *   `index` (whose term is `term`) are covered by a snapshot kept elsewhere
+ *   (Raft §7); the log continues at `index + 1`.
  *
  * ## Crash safety
- * {@link Wal.append} writes one buffer and fdatasyncs before it resolves, so
- * a resolved append survives a crash or power loss. A crash during an append
- * can leave a torn tail: a cut header, a record whose length runs past the end
- * of the file, a last record with a bad CRC, or zero bytes where the file grew
- * but its data never reached the disk. {@link Wal.open} cuts such a tail off
- * (none of it was ever acknowledged). A bad record followed by valid data is
- * not a torn write but corruption of acknowledged data, and
- * {@link Wal.open} throws {@link WalCorruptError} rather than guess.
+ * An append resolves only once its records are written and fdatasynced, so a
+ * resolved append survives a crash or power loss. Appends made while a write
+ * is in flight are written together with one fdatasync (group commit). A
+ * crash during a write can leave a torn tail in the last segment: a cut
+ * header, a record whose length runs past the end of the file, a last record
+ * with a bad CRC, or zero bytes where the file grew but its data never
+ * reached the disk. {@link Wal.open} cuts such a tail off (none of it was
+ * ever acknowledged) and fsyncs the truncation. A bad record followed by
+ * valid data, or any damage in a segment before the last (which was
+ * fdatasynced in full before the next one was started), is not a torn write
+ * but corruption of acknowledged data, and {@link Wal.open} throws
+ * {@link WalCorruptError} rather than guess.
  *
  * @module
  */
 
-import { syncDir, writeAll } from "./_atomic_file.ts";
-import { crc32 } from "./_crc32.ts";
+import {
+  parentDir,
+  syncDir,
+  writeAll,
+  writeFileAtomicWith,
+} from "./_atomic_file.ts";
+import { crc32, crc32c } from "./_crc32.ts";
+import {
+  type Checksum,
+  DEFAULT_READ_BUFFER_BYTES,
+  frameRecords,
+  RecordReader,
+} from "./_wal_record.ts";
+import { listSegments, type SegmentInfo, segmentName } from "./_wal_segment.ts";
 import type { Entry, HardState } from "./types.ts";
 
-/** Name of the log file inside a node's data directory. */
-const WAL_FILE = "wal.log";
-/** Bytes of a record header: payload length then CRC, both u32 big-endian. */
-const HEADER_BYTES = 8;
-/** The largest payload the 32-bit length field can describe. */
-const MAX_PAYLOAD_BYTES = 0xffffffff;
+/** Default {@link WalOptions.segmentBytes}: 64 MiB. */
+const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/** Bytes of legacy-import records buffered before each write. */
+const IMPORT_CHUNK_BYTES = 1024 * 1024;
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Thrown by {@link Wal.open} when the log holds damage that a crash during a
- * write cannot explain (a bad record followed by more data), or a record that
- * decodes but does not fit (wrong shape, or an entry index that leaves a gap).
- * The node must not start from such a directory. Moving the directory aside
+ * write cannot explain (a bad record followed by more data, damage in a
+ * segment before the last, a missing segment), or a record that decodes but
+ * does not fit (wrong shape, or an entry index that leaves a gap).
+ * The node must not start from such a folder. Moving the data folder aside
  * and restarting the node empty lets it catch up from the leader; do it only
  * once the other nodes have a leader, since an empty node has forgotten the
  * votes it cast (Raft paper Figure 2: votedFor must be persistent).
@@ -63,7 +90,7 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
  * ```
  */
 export class WalCorruptError extends Error {
-  /** Path of the damaged log file. */
+  /** Path of the damaged segment file (or of the log folder). */
   readonly path: string;
   /** Byte offset, from the start of the file, of the first bad record. */
   readonly offset: number;
@@ -71,7 +98,7 @@ export class WalCorruptError extends Error {
   /**
    * Builds the error and its message (file, offset, reason, what to do).
    *
-   * @param path Path of the log file.
+   * @param path Path of the segment file.
    * @param offset Byte offset of the first bad record's header.
    * @param reason What is wrong with the record, e.g. `"CRC mismatch"`.
    */
@@ -89,6 +116,164 @@ export class WalCorruptError extends Error {
   }
 }
 
+/**
+ * Thrown when the log cannot write or fsync (by {@link Wal.append} and
+ * {@link Wal.compact}) or cannot open its folder for writing (by
+ * {@link Wal.open}): disk full (`ENOSPC`), a read-only file system
+ * (`EROFS`), missing permissions (`EACCES`), an I/O error (`EIO`). The
+ * message names the path and the errno and says what to do. A failed append
+ * never resolved, so nothing acknowledged is lost; the log then refuses every
+ * later append (what reached the disk is unknown until it is reopened, which
+ * cuts a torn tail off).
+ *
+ * @example Report a full disk
+ * ```ts
+ * import { WalWriteError } from "./wal.ts";
+ * const err = new WalWriteError("/data/wal/x.wal", "write", Object.assign(new Error("No space left on device"), { code: "ENOSPC" }));
+ * console.assert(err.code === "ENOSPC" && err.message.includes("disk full"));
+ * ```
+ */
+export class WalWriteError extends Error {
+  /** The file or folder the failed operation was on. */
+  readonly path: string;
+  /** The errno name, e.g. `"ENOSPC"`, `"EROFS"`; `null` if unknown. */
+  readonly code: string | null;
+
+  /**
+   * Builds the error and its message.
+   *
+   * @param path The file or folder.
+   * @param operation What failed, e.g. `"write"`, `"fdatasync"`, `"open"`.
+   * @param cause The error the runtime threw (its `code` names the errno).
+   */
+  constructor(path: string, operation: string, cause: unknown) {
+    const code = errnoOf(cause);
+    // Only a failed append leaves the log refusing further appends.
+    const appending = /^(write|fdatasync|start of a new segment|append)/.test(
+      operation,
+    );
+    super(
+      `write-ahead log ${path}: ${operation} failed: ${
+        describeErrno(code, cause)
+      }. ` +
+        `${adviceFor(code)}` +
+        (!appending
+          ? ""
+          : " Nothing acknowledged is lost: the append that failed never resolved. " +
+            "The log refuses further appends until the node is restarted (reopening cuts off a torn tail)."),
+      { cause },
+    );
+    this.name = "WalWriteError";
+    this.path = path;
+    this.code = code;
+  }
+}
+
+function errnoOf(err: unknown): string | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "string") return code;
+  if (err instanceof Deno.errors.PermissionDenied) return "EACCES";
+  return null;
+}
+
+function describeErrno(code: string | null, cause: unknown): string {
+  switch (code) {
+    case "ENOSPC":
+      return "disk full (ENOSPC)";
+    case "EDQUOT":
+      return "disk quota exceeded (EDQUOT)";
+    case "EROFS":
+      return "read-only file system (EROFS)";
+    case "EACCES":
+    case "EPERM":
+      return `permission denied (${code})`;
+    case "EIO":
+      return "I/O error (EIO)";
+    default: {
+      const message = cause instanceof Error ? cause.message : String(cause);
+      return code === null ? message : `${message} (${code})`;
+    }
+  }
+}
+
+function adviceFor(code: string | null): string {
+  switch (code) {
+    case "ENOSPC":
+    case "EDQUOT":
+      return "Free space on that file system (or move the data folder to a larger one), then restart the node.";
+    case "EROFS":
+      return "Remount the file system read-write (or move the data folder to a writable one), then restart the node.";
+    case "EACCES":
+    case "EPERM":
+      return "Fix the permissions so this process may write the folder, then restart the node.";
+    default:
+      return "Check the disk (e.g. dmesg), then restart the node.";
+  }
+}
+
+/** Wraps an I/O error as a {@link WalWriteError}; other errors pass. */
+function asWriteError(path: string, operation: string, err: unknown): unknown {
+  if (err instanceof WalWriteError || err instanceof WalCorruptError) {
+    return err;
+  }
+  if (err instanceof TypeError || err instanceof RangeError) return err;
+  return new WalWriteError(path, operation, err);
+}
+
+/** Settings of {@link Wal.open}. */
+export interface WalOptions {
+  /**
+   * Size in bytes after which the next write starts a new segment (a segment
+   * may exceed it by one write). Default 64 MiB.
+   * @default {67108864}
+   */
+  segmentBytes?: number;
+  /**
+   * Group commit: appends made while a write and fdatasync are in flight are
+   * written together with one write and one fdatasync. When false, every
+   * entry record is written and fdatasynced on its own (slow; for
+   * benchmarks). Default true.
+   * @default {true}
+   */
+  groupCommit?: boolean;
+  /**
+   * Path of an old single-file log (`<data>/wal.log`, CRC-32 records). If it
+   * exists and the folder holds no segment, its records are imported into
+   * the first segment (written as a temp file, fsynced, renamed), then it is
+   * removed. If segments exist already (a crash after an import), it is
+   * removed. Default: none.
+   */
+  legacyFile?: string;
+  /**
+   * Bytes of the buffer {@link Wal.open} reads segments through (grown only
+   * to fit one larger record). Default 64 KiB.
+   * @default {65536}
+   */
+  readBufferBytes?: number;
+  /** Called after each fdatasync of appended records (for metrics). */
+  onSync?: () => void;
+}
+
+/** The snapshot that covers a log's compacted prefix (Raft §7). */
+export interface WalSnapshotMarker {
+  /** Last log index the snapshot covers. */
+  index: number;
+  /** Term of the entry at `index`. */
+  term: number;
+}
+
+/** Counters of an open {@link Wal}, since it was opened. */
+export interface WalStats {
+  /** Write calls that appended records (one per group with group commit). */
+  writes: number;
+  /** fdatasync calls after appended records. */
+  syncs: number;
+  /** Bytes of records appended. */
+  bytes: number;
+  /** The largest read buffer {@link Wal.open} used, in bytes. */
+  peakReadBufferBytes: number;
+}
+
 /** What {@link Wal.open} recovered from disk. */
 export interface WalOpenResult {
   /** The open log, ready for {@link Wal.append}. */
@@ -98,9 +283,14 @@ export interface WalOpenResult {
    * none was.
    */
   hardState: HardState;
-  /** The log entries, contiguous from index 1 (empty for a new log). */
+  /**
+   * The log entries after the snapshot, contiguous from
+   * `snapshot.index + 1` (from 1 without a snapshot); empty for a new log.
+   */
   entries: Entry[];
-  /** Bytes of torn tail cut off the end of the file (0 for a clean file). */
+  /** The newest snapshot marker written by {@link Wal.compact}, or null. */
+  snapshot: WalSnapshotMarker | null;
+  /** Bytes of torn tail cut off the last segment (0 for a clean log). */
   repairedBytes: number;
 }
 
@@ -110,15 +300,50 @@ export interface WalUpdate {
   hardState?: HardState;
   /**
    * Entries with contiguous indexes. The first index may be at most
-   * `lastIndex + 1`; a smaller one replaces the entries from that index on.
+   * `lastIndex + 1` and must be above the snapshot's index; a smaller one
+   * replaces the entries from that index on.
    */
   entries?: Entry[];
 }
 
+/** One framed record; `index` is the entry's index, null for others. */
+interface Chunk {
+  bytes: Uint8Array;
+  index: number | null;
+}
+
+/** One append, encoded and checked except for its fit with the log. */
+interface Batch {
+  firstIndex: number | null;
+  lastIndex: number;
+  hardState: HardState | null;
+  /** Entry records in order, then the hard state record. */
+  chunks: Chunk[];
+}
+
+type Item =
+  | {
+    kind: "append";
+    batch: Batch;
+    resolve(): void;
+    reject(err: unknown): void;
+  }
+  | {
+    kind: "compact";
+    marker: WalSnapshotMarker;
+    resolve(): void;
+    reject(err: unknown): void;
+  };
+
+interface Segment extends SegmentInfo {
+  size: number;
+}
+
 /**
  * An open write-ahead log. Open it with {@link Wal.open}; persist hard states
- * and entries with {@link Wal.append}; {@link Wal.close} it when done. One
- * process at a time may open a given directory (this is not checked).
+ * and entries with {@link Wal.append}; drop a snapshot's prefix with
+ * {@link Wal.compact}; {@link Wal.close} it when done. One process at a time
+ * may open a given folder (this is not checked; the data folder's lock is).
  *
  * @example Persist a vote and an entry, then recover them
  * ```ts
@@ -137,124 +362,235 @@ export interface WalUpdate {
  * ```
  */
 export class Wal {
+  readonly #dir: string;
+  readonly #segmentBytes: number;
+  readonly #groupCommit: boolean;
+  readonly #onSync: (() => void) | undefined;
   #file: Deno.FsFile | null;
-  #path: string;
+  readonly #segments: Segment[];
   #lastIndex: number;
-  #size: number;
-  /** Tail of the chain that serializes appends; never rejects. */
-  #queue: Promise<void> = Promise.resolve();
-  /** Set when a write or sync failed: the file's tail is then unknown. */
-  #failure: unknown = null;
+  #snapshot: WalSnapshotMarker | null;
+  #hardState: HardState;
+  #pending: Item[] = [];
+  #draining: Promise<void> | null = null;
+  #closing = false;
+  /** Set when a write or sync failed: the segment's tail is then unknown. */
+  #failure: WalWriteError | null = null;
+  #stats: WalStats;
 
   private constructor(
+    dir: string,
+    options: WalOptions,
     file: Deno.FsFile,
-    path: string,
-    lastIndex: number,
-    size: number,
+    segments: Segment[],
+    state: RecoveredState,
+    peakReadBufferBytes: number,
   ) {
+    this.#dir = dir;
+    this.#segmentBytes = options.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
+    this.#groupCommit = options.groupCommit ?? true;
+    this.#onSync = options.onSync;
     this.#file = file;
-    this.#path = path;
-    this.#lastIndex = lastIndex;
-    this.#size = size;
+    this.#segments = segments;
+    this.#lastIndex = state.lastIndex;
+    this.#snapshot = state.snapshot;
+    this.#hardState = state.hardState;
+    this.#stats = { writes: 0, syncs: 0, bytes: 0, peakReadBufferBytes };
   }
 
   /**
-   * Opens (creating if needed) the log in `dir` and replays it.
+   * Opens (creating if needed) the log in folder `dir` and replays it,
+   * reading each segment as a stream through a bounded buffer.
    *
-   * Creates `dir` (recursively) and `dir/wal.log` if missing, fsyncing the new
-   * file and its directory. Cuts a torn tail off the file and fsyncs the
+   * Creates `dir` (recursively) and its first segment if missing, fsyncing
+   * the new file and its folder; imports {@link WalOptions.legacyFile} if
+   * given and present. Cuts a torn tail off the last segment and fsyncs the
    * truncation (see the module documentation).
    *
-   * @param dir The node's data directory.
-   * @returns The open log, the recovered hard state and entries, and how many
-   *   bytes of torn tail were cut off.
-   * @throws {WalCorruptError} If the file holds a bad record followed by more
-   *   non-zero data, a record of the wrong shape, or an entry whose index is
-   *   not the previous last index + 1 after truncation.
-   * @throws {Deno.errors.PermissionDenied} If `dir` or the file cannot be
-   *   created, read or written.
+   * @param dir The log folder (it must hold only the log's segments).
+   * @param options Segment size, group commit, legacy file; see
+   *   {@link WalOptions}.
+   * @returns The open log, the recovered hard state, snapshot marker and
+   *   entries after it, and how many bytes of torn tail were cut off.
+   * @throws {WalCorruptError} If a segment holds a bad record followed by
+   *   more non-zero data, any damage in a segment before the last, a record
+   *   of the wrong shape, an entry whose index leaves a gap, or a segment is
+   *   missing from the sequence.
+   * @throws {WalWriteError} If the folder or a segment cannot be created or
+   *   opened for writing (read-only file system, permissions, disk full).
+   * @throws {Error} If the folder holds a file that is not a segment.
+   * @throws {RangeError} If `options.segmentBytes` or `readBufferBytes` is
+   *   not a positive integer.
    *
    * @example Open a node's log at startup
    * ```ts
    * import { Wal } from "./wal.ts";
    * const dir = await Deno.makeTempDir();
-   * const { wal, hardState, entries, repairedBytes } = await Wal.open(dir);
-   * console.assert(hardState.term === 0 && entries.length === 0);
+   * const { wal, hardState, entries, snapshot, repairedBytes } = await Wal.open(`${dir}/wal`);
+   * console.assert(hardState.term === 0 && entries.length === 0 && snapshot === null);
    * console.assert(repairedBytes === 0 && wal.lastIndex === 0);
    * await wal.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  static async open(dir: string): Promise<WalOpenResult> {
-    await Deno.mkdir(dir, { recursive: true });
-    const path = `${stripTrailingSeparators(dir)}/${WAL_FILE}`;
-    await createIfMissing(dir, path);
-
-    const file = await Deno.open(path, { read: true, append: true });
-    try {
-      const bytes = await readAllFrom(file);
-      const replayed = replay(path, bytes);
-      const repairedBytes = bytes.length - replayed.goodEnd;
-      if (repairedBytes > 0) {
-        await file.truncate(replayed.goodEnd);
-        await file.sync();
+  static async open(
+    dir: string,
+    options: WalOptions = {},
+  ): Promise<WalOpenResult> {
+    for (const key of ["segmentBytes", "readBufferBytes"] as const) {
+      const v = options[key];
+      if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) {
+        throw new RangeError(
+          `Wal.open: options.${key} must be a positive integer of bytes, got ${v}`,
+        );
       }
-      const wal = new Wal(file, path, replayed.lastIndex, replayed.goodEnd);
+    }
+    dir = stripTrailingSeparators(dir);
+    try {
+      await Deno.mkdir(dir, { recursive: true });
+    } catch (err) {
+      throw asWriteError(dir, "open", err);
+    }
+    let infos = await listSegments(dir);
+    if (options.legacyFile !== undefined) {
+      infos = await importLegacy(dir, options.legacyFile, infos, options);
+    }
+    if (infos.length === 0) {
+      const path = `${dir}/${segmentName(1, 1)}`;
+      await createSegment(path, dir);
+      await syncDir(parentDir(dir)).catch(() => {});
+      infos = [{ seq: 1, firstIndex: 1, path }];
+    }
+    for (let i = 1; i < infos.length; i++) {
+      if (infos[i].seq !== infos[i - 1].seq + 1) {
+        throw new WalCorruptError(
+          infos[i].path,
+          0,
+          `segment ${infos[i].seq} follows segment ${
+            infos[i - 1].seq
+          }: the segments between them are missing`,
+        );
+      }
+    }
+
+    const state = new Replay(infos[0].firstIndex);
+    const segments: Segment[] = [];
+    let repairedBytes = 0;
+    let peak = 0;
+    let last: Deno.FsFile | null = null;
+    try {
+      for (let i = 0; i < infos.length; i++) {
+        const info = infos[i];
+        const isLast = i === infos.length - 1;
+        let file: Deno.FsFile;
+        try {
+          file = await Deno.open(
+            info.path,
+            isLast ? { read: true, append: true } : { read: true },
+          );
+        } catch (err) {
+          throw asWriteError(info.path, "open", err);
+        }
+        if (isLast) last = file;
+        try {
+          const { size } = await file.stat();
+          const r = await replaySegment(
+            file,
+            info.path,
+            size,
+            crc32c,
+            state,
+            isLast,
+            options.readBufferBytes,
+          );
+          peak = Math.max(peak, r.peakBufferBytes);
+          if (r.goodEnd < size) {
+            repairedBytes = size - r.goodEnd;
+            try {
+              await file.truncate(r.goodEnd);
+              await file.sync();
+            } catch (err) {
+              throw asWriteError(info.path, "truncate of a torn tail", err);
+            }
+          }
+          segments.push({ ...info, size: r.goodEnd });
+        } finally {
+          if (!isLast) file.close();
+        }
+      }
+      const recovered = state.finish(dir);
+      const wal = new Wal(dir, options, last!, segments, recovered, peak);
       return {
         wal,
-        hardState: replayed.hardState,
-        entries: replayed.entries,
+        hardState: recovered.hardState,
+        entries: recovered.entries,
+        snapshot: recovered.snapshot,
         repairedBytes,
       };
     } catch (err) {
-      file.close();
+      last?.close();
       throw err;
     }
   }
 
   /**
-   * Index of the last entry in the log (0 when empty), counting every append
-   * that has resolved.
+   * Index of the last entry in the log, counting every append that has
+   * resolved; the snapshot's index when the log after it is empty; 0 for a
+   * new log.
    */
   get lastIndex(): number {
     return this.#lastIndex;
   }
 
-  /** Size of the log file in bytes, counting every append that has resolved. */
+  /** The newest snapshot marker recorded, or null. */
+  get snapshot(): WalSnapshotMarker | null {
+    return this.#snapshot === null ? null : { ...this.#snapshot };
+  }
+
+  /** Total size of the segments in bytes, counting every resolved append. */
   get sizeBytes(): number {
-    return this.#size;
+    let total = 0;
+    for (const s of this.#segments) total += s.size;
+    return total;
+  }
+
+  /** Paths of the segment files, oldest first. */
+  get segmentPaths(): string[] {
+    return this.#segments.map((s) => s.path);
+  }
+
+  /** Counters since open (a copy). */
+  get stats(): WalStats {
+    return { ...this.#stats };
   }
 
   /**
-   * Durably appends entries and/or a hard state. Encodes every record
-   * (entries first, then the hard state) into one buffer, writes all of it,
-   * and fdatasyncs before resolving. Concurrent calls run one after the
-   * other, in call order, so their records never interleave.
+   * Durably appends entries and/or a hard state. The records (entries first,
+   * then the hard state) are written, and fdatasynced, before the promise
+   * resolves. Calls made while a write is in flight are written together,
+   * in call order, with one write and one fdatasync (group commit; see
+   * {@link WalOptions.groupCommit}); their records never interleave.
    *
    * `update.entries` must have contiguous indexes starting at most at
-   * `lastIndex + 1` (checked when the call's turn comes, against the
-   * `lastIndex` left by the earlier calls); starting lower truncates the log
-   * there, so `lastIndex` becomes the last index given. An update with
-   * neither field writes nothing.
+   * `lastIndex + 1` and above the snapshot's index (checked when the call's
+   * turn comes, against the `lastIndex` left by the earlier calls); starting
+   * lower truncates the log there (Raft §5.3), so `lastIndex` becomes the
+   * last index given. An update with neither field writes nothing.
    *
    * The update is checked and encoded when `append` is called, so the caller
    * may reuse its objects at once.
    *
-   * If a write or sync fails, the log rejects every later append (with the
-   * first failure as the error's `cause`): what reached the disk is then
-   * unknown, so the node must stop and reopen the log (which repairs a torn
-   * tail).
-   *
    * @param update The hard state and/or entries to persist.
    * @returns Resolves once the records are durable on disk.
    * @throws {TypeError} If the entries leave a gap (first index above
-   *   `lastIndex + 1`, or indexes not consecutive), or an entry or the hard
-   *   state has the wrong shape (indexes >= 1, terms and commit >= 0, all
-   *   safe integers; `data` a string; `vote` a string or null). Nothing is
-   *   written.
-   * @throws {Error} If the log is closed, or an earlier append failed.
-   * @throws {Deno.errors.WriteZero} Or another I/O error, if the write or the
-   *   sync fails.
+   *   `lastIndex + 1`, or indexes not consecutive), start at or below the
+   *   snapshot's index, or an entry or the hard state has the wrong shape
+   *   (indexes >= 1, terms and commit >= 0, all safe integers; `data` a
+   *   string; `vote` a string or null). Nothing is written.
+   * @throws {Error} If the log is closed.
+   * @throws {WalWriteError} If the write or the sync fails (disk full,
+   *   read-only, I/O error), or an earlier one did: the log then refuses
+   *   every later append.
    *
    * @example Truncate a conflicting suffix
    * ```ts
@@ -276,48 +612,76 @@ export class Wal {
     } catch (err) {
       return Promise.reject(err);
     }
-    const run = this.#queue.then(() => this.#write(batch));
-    this.#queue = run.then(() => {}, () => {});
-    return run;
-  }
-
-  async #write(batch: Batch): Promise<void> {
-    if (this.#file === null) {
-      throw new Error(`write-ahead log ${this.#path} is closed`);
-    }
-    if (this.#failure !== null) {
-      throw new Error(
-        `write-ahead log ${this.#path} failed an earlier write and refuses ` +
-          `further appends; close it and reopen it to recover`,
-        { cause: this.#failure },
-      );
-    }
-    let newLast = this.#lastIndex;
-    if (batch.firstIndex !== null) {
-      if (batch.firstIndex > this.#lastIndex + 1) {
-        throw new TypeError(
-          `Wal.append: the first entry's index ${batch.firstIndex} leaves a gap after the log's last index ${this.#lastIndex}; ` +
-            `entries must start at or below ${this.#lastIndex + 1}`,
-        );
-      }
-      newLast = batch.lastIndex;
-    }
-    if (batch.bytes.length === 0) return;
-
-    try {
-      await writeAll(this.#file, batch.bytes);
-      await this.#file.syncData();
-    } catch (err) {
-      this.#failure = err;
-      throw err;
-    }
-    this.#size += batch.bytes.length;
-    this.#lastIndex = newLast;
+    if (batch.chunks.length === 0) return this.#enqueueNothing();
+    return this.#enqueue((resolve, reject) => ({
+      kind: "append",
+      batch,
+      resolve,
+      reject,
+    }));
   }
 
   /**
-   * Waits for pending appends to finish, then closes the file. Appends made
-   * after `close` reject. Calling `close` again does nothing.
+   * Records that a snapshot covers the log up to `snapshot.index` (Raft §7):
+   * durably writes a snapshot marker (and the current hard state, so that no
+   * deleted segment held the only copy of it), then deletes every segment
+   * whose entries all lie at or below `snapshot.index`, except the segment
+   * being written, and fsyncs the folder. Runs in order with appends.
+   *
+   * A marker beyond the last entry is allowed (a follower that installed a
+   * snapshot): the log then restarts after it, and `lastIndex` becomes
+   * `snapshot.index`. After a restart, {@link Wal.open} returns the marker
+   * and only the entries after it.
+   *
+   * @param snapshot The snapshot's last index and its term.
+   * @returns Resolves once the marker is durable and covered segments are
+   *   deleted.
+   * @throws {TypeError} If `index` or `term` is not a safe integer >= 0, or
+   *   `index` is below the current snapshot's index.
+   * @throws {WalWriteError} If the write, sync or a deletion fails (a failed
+   *   deletion leaves an extra segment, which is harmless).
+   * @throws {Error} If the log is closed.
+   *
+   * @example Drop the log up to a snapshot
+   * ```ts
+   * import { Wal } from "./wal.ts";
+   * const dir = await Deno.makeTempDir();
+   * const { wal } = await Wal.open(dir, { segmentBytes: 100 });
+   * for (let i = 1; i <= 10; i++) await wal.append({ entries: [{ index: i, term: 1, data: "x" }] });
+   * await wal.compact({ index: 8, term: 1 });
+   * await wal.close();
+   * const again = await Wal.open(dir);
+   * console.assert(again.snapshot?.index === 8 && again.entries[0].index === 9);
+   * await again.wal.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  compact(snapshot: WalSnapshotMarker): Promise<void> {
+    if (
+      typeof snapshot !== "object" || snapshot === null ||
+      !isCount(snapshot.index) || !isCount(snapshot.term)
+    ) {
+      return Promise.reject(
+        new TypeError(
+          `Wal.compact: snapshot must be { index: integer >= 0, term: integer >= 0 }, got ${
+            safeJson(snapshot)
+          }`,
+        ),
+      );
+    }
+    const marker = { index: snapshot.index, term: snapshot.term };
+    return this.#enqueue((resolve, reject) => ({
+      kind: "compact",
+      marker,
+      resolve,
+      reject,
+    }));
+  }
+
+  /**
+   * Waits for pending appends and compactions to finish, then closes the
+   * segment. Appends made after `close` reject. Calling `close` again does
+   * nothing.
    *
    * @returns Resolves once the file is closed.
    *
@@ -331,178 +695,495 @@ export class Wal {
    * ```
    */
   async close(): Promise<void> {
-    const done = this.#queue.then(() => {
-      const file = this.#file;
-      this.#file = null;
-      file?.close();
+    this.#closing = true;
+    for (let i = 0; i < 1_000_000 && this.#draining !== null; i++) {
+      await this.#draining;
+    }
+    const file = this.#file;
+    this.#file = null;
+    file?.close();
+  }
+
+  #closedError(): Error {
+    return new Error(`write-ahead log ${this.#dir} is closed`);
+  }
+
+  #enqueueNothing(): Promise<void> {
+    if (this.#closing) return Promise.reject(this.#closedError());
+    // Resolves after the earlier calls, like any append.
+    const before = this.#draining ?? Promise.resolve();
+    return before.then(() => {
+      if (this.#failure !== null) throw this.#refusal();
     });
-    this.#queue = done.catch(() => {});
-    await done;
+  }
+
+  #enqueue(
+    make: (resolve: () => void, reject: (err: unknown) => void) => Item,
+  ): Promise<void> {
+    if (this.#closing) return Promise.reject(this.#closedError());
+    const done = new Promise<void>((resolve, reject) => {
+      this.#pending.push(make(resolve, reject));
+      this.#draining ??= this.#drain();
+    });
+    // A caller that awaits later (after awaiting earlier calls) still sees
+    // the rejection; it is not reported as unhandled in the meantime.
+    done.catch(() => {});
+    return done;
+  }
+
+  #refusal(): WalWriteError {
+    const first = this.#failure!;
+    return new WalWriteError(
+      first.path,
+      "append (refused: an earlier write failed)",
+      first.cause,
+    );
+  }
+
+  async #drain(): Promise<void> {
+    // Let the calls of the current task join the first group.
+    await null;
+    for (let round = 0; this.#pending.length > 0; round++) {
+      const head = this.#pending[0];
+      if (head.kind === "compact") {
+        this.#pending.shift();
+        await this.#runCompact(head);
+        continue;
+      }
+      let n = 1;
+      if (this.#groupCommit) {
+        while (
+          n < this.#pending.length && this.#pending[n].kind === "append"
+        ) n++;
+      }
+      const group = this.#pending.splice(0, n) as Array<
+        Extract<Item, { kind: "append" }>
+      >;
+      await this.#runAppends(group);
+    }
+    this.#draining = null;
+  }
+
+  /** Checks each batch's fit, writes the accepted ones, settles them all. */
+  async #runAppends(
+    group: Array<Extract<Item, { kind: "append" }>>,
+  ): Promise<void> {
+    if (this.#failure !== null) {
+      for (const item of group) item.reject(this.#refusal());
+      return;
+    }
+    const accepted: typeof group = [];
+    let last = this.#lastIndex;
+    const floor = this.#snapshot === null ? 1 : this.#snapshot.index + 1;
+    for (const item of group) {
+      const { firstIndex, lastIndex } = item.batch;
+      if (firstIndex !== null) {
+        if (firstIndex > last + 1) {
+          item.reject(
+            new TypeError(
+              `Wal.append: the first entry's index ${firstIndex} leaves a gap after the log's last index ${last}; ` +
+                `entries must start at or below ${last + 1}`,
+            ),
+          );
+          continue;
+        }
+        if (firstIndex < floor) {
+          item.reject(
+            new TypeError(
+              `Wal.append: the first entry's index ${firstIndex} is at or below the snapshot's index ${
+                floor - 1
+              }; entries must start at ${floor} or above`,
+            ),
+          );
+          continue;
+        }
+        last = lastIndex;
+      }
+      accepted.push(item);
+    }
+    if (accepted.length === 0) return;
+    try {
+      const chunks = accepted.flatMap((item) => item.batch.chunks);
+      if (this.#groupCommit) {
+        await this.#writeDurably(concat(chunks.map((c) => c.bytes)));
+        this.#lastIndex = last;
+      } else {
+        // Every entry record on its own; a hard state joins the entry before.
+        for (let i = 0; i < chunks.length; i++) {
+          const { index } = chunks[i];
+          const parts = [chunks[i].bytes];
+          while (i + 1 < chunks.length && chunks[i + 1].index === null) {
+            parts.push(chunks[++i].bytes);
+          }
+          await this.#writeDurably(concat(parts));
+          if (index !== null) this.#lastIndex = index;
+        }
+        this.#lastIndex = last;
+      }
+    } catch (err) {
+      for (const item of accepted) item.reject(err);
+      return;
+    }
+    for (const item of accepted) {
+      if (item.batch.hardState !== null) {
+        this.#hardState = item.batch.hardState;
+      }
+      item.resolve();
+    }
+  }
+
+  async #runCompact(
+    item: Extract<Item, { kind: "compact" }>,
+  ): Promise<void> {
+    if (this.#failure !== null) return item.reject(this.#refusal());
+    const { marker } = item;
+    if (this.#snapshot !== null && marker.index < this.#snapshot.index) {
+      return item.reject(
+        new TypeError(
+          `Wal.compact: snapshot index ${marker.index} is below the current snapshot's index ${this.#snapshot.index}; a snapshot marker never moves back`,
+        ),
+      );
+    }
+    const h = this.#hardState;
+    const bytes = frameRecords([
+      json({ t: "s", index: marker.index, term: marker.term }),
+      hardStateRecord(h),
+    ], crc32c);
+    try {
+      await this.#writeDurably(bytes);
+    } catch (err) {
+      return item.reject(err);
+    }
+    this.#snapshot = marker;
+    if (marker.index > this.#lastIndex) this.#lastIndex = marker.index;
+    let removed = 0;
+    try {
+      while (
+        this.#segments.length > 1 &&
+        this.#segments[1].firstIndex - 1 <= marker.index
+      ) {
+        await Deno.remove(this.#segments[0].path);
+        this.#segments.shift();
+        removed++;
+      }
+      if (removed > 0) await syncDir(this.#dir);
+    } catch (err) {
+      return item.reject(asWriteError(this.#dir, "segment deletion", err));
+    }
+    item.resolve();
+  }
+
+  /**
+   * Writes `bytes` to the current segment (starting a new one first if it is
+   * full) and fdatasyncs. On failure marks the log failed and throws a
+   * {@link WalWriteError}.
+   */
+  async #writeDurably(bytes: Uint8Array): Promise<void> {
+    let current = this.#segments[this.#segments.length - 1];
+    let operation = "write";
+    try {
+      if (current.size >= this.#segmentBytes) {
+        operation = "start of a new segment";
+        current = await this.#roll(current);
+        operation = "write";
+      }
+      this.#stats.writes++;
+      await writeAll(this.#file!, bytes);
+      operation = "fdatasync";
+      await this.#file!.syncData();
+    } catch (err) {
+      this.#failure = asWriteError(
+        current.path,
+        operation,
+        err,
+      ) as WalWriteError;
+      throw this.#failure;
+    }
+    this.#stats.syncs++;
+    this.#stats.bytes += bytes.length;
+    current.size += bytes.length;
+    try {
+      this.#onSync?.();
+    } catch {
+      // A metrics hook must not turn a durable write into a failure.
+    }
+  }
+
+  /** Starts the next segment; the current one is fdatasynced already. */
+  async #roll(current: Segment): Promise<Segment> {
+    const seq = current.seq + 1;
+    const firstIndex = this.#lastIndex + 1;
+    const path = `${this.#dir}/${segmentName(seq, firstIndex)}`;
+    const file = await Deno.open(path, {
+      read: true,
+      append: true,
+      createNew: true,
+    });
+    try {
+      await file.sync();
+      await syncDir(this.#dir);
+    } catch (err) {
+      file.close();
+      throw err;
+    }
+    this.#file!.close();
+    this.#file = file;
+    const next: Segment = { seq, firstIndex, path, size: 0 };
+    this.#segments.push(next);
+    return next;
   }
 }
 
-/** Result of replaying a log file's bytes. */
-interface Replayed {
+/** The state {@link Replay.finish} hands to the log. */
+interface RecoveredState {
   hardState: HardState;
   entries: Entry[];
+  snapshot: WalSnapshotMarker | null;
   lastIndex: number;
-  /** Offset just past the last good record: the file's repaired length. */
-  goodEnd: number;
 }
 
 /**
- * Decodes every record of `bytes`. Stops at a torn tail, returning `goodEnd`
- * before it; throws {@link WalCorruptError} on damage a torn write cannot
- * explain.
+ * Applies decoded records in log order: hard states, entries (with
+ * truncation) and snapshot markers, checking shapes and contiguity.
  */
-function replay(path: string, bytes: Uint8Array): Replayed {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const size = bytes.length;
-  // Every byte from `zeroFrom` to the end is 0.
-  let zeroFrom = size;
-  while (zeroFrom > 0 && bytes[zeroFrom - 1] === 0) zeroFrom--;
+class Replay {
+  hardState: HardState = { term: 0, vote: null, commit: 0 };
+  snapshot: WalSnapshotMarker | null = null;
+  log: Entry[] = [];
+  /** Index of `log[0]`, or where the next entry goes when `log` is empty. */
+  logStart: number;
 
-  let hardState: HardState = { term: 0, vote: null, commit: 0 };
-  const entries: Entry[] = [];
-  let off = 0;
-  while (off < size) {
-    // A zero-filled rest: the file grew but the data never reached the disk.
-    if (off >= zeroFrom) break;
-    // A cut header.
-    if (size - off < HEADER_BYTES) break;
-    const len = view.getUint32(off);
-    const crc = view.getUint32(off + 4);
-    const end = off + HEADER_BYTES + len;
-    if (end > size) {
-      // The last record was cut short, unless its length field is what is
-      // damaged and acknowledged records follow.
-      if (findRecord(bytes, off + 1) !== -1) {
-        throw new WalCorruptError(
-          path,
-          off,
-          `the record length ${len} runs past the end of the file (${size} bytes) but valid records follow it`,
-        );
-      }
-      break;
-    }
-    const payload = bytes.subarray(off + HEADER_BYTES, end);
-    let record: unknown;
-    let problem: string | null = null;
-    if (crc32(payload) !== crc) {
-      problem = "CRC mismatch";
-    } else {
-      try {
-        record = JSON.parse(decoder.decode(payload));
-      } catch {
-        problem = "the payload is not UTF-8 JSON";
-      }
-    }
-    if (problem !== null) {
-      // A damaged last record is a torn write; damage before more data is not.
-      if (end >= zeroFrom) break;
+  constructor(firstIndex: number) {
+    this.logStart = firstIndex;
+  }
+
+  get last(): number {
+    return this.logStart + this.log.length - 1;
+  }
+
+  apply(path: string, offset: number, record: unknown): void {
+    const r = record as Record<string, unknown> | null;
+    const bad = (what: string): never => {
       throw new WalCorruptError(
         path,
-        off,
-        `${problem} in a record followed by more data`,
+        offset,
+        `${what} (written by an incompatible version, or damaged before its CRC was computed): ${
+          JSON.stringify(record).slice(0, 200)
+        }`,
+      );
+    };
+    if (typeof r !== "object" || r === null || Array.isArray(r)) {
+      return bad("the record is not a JSON object");
+    }
+    if (r.t === "h") {
+      if (
+        !isCount(r.term) || !isCount(r.commit) ||
+        (r.vote !== null && typeof r.vote !== "string")
+      ) {
+        return bad("the hard-state record has the wrong shape");
+      }
+      this.hardState = { term: r.term, vote: r.vote, commit: r.commit };
+    } else if (r.t === "e") {
+      if (
+        !isCount(r.index) || r.index < 1 || !isCount(r.term) ||
+        typeof r.data !== "string"
+      ) {
+        return bad("the entry record has the wrong shape");
+      }
+      if (this.snapshot !== null && r.index <= this.snapshot.index) {
+        return bad(
+          `entry index ${r.index} is at or below the snapshot marker's index ${this.snapshot.index}`,
+        );
+      }
+      if (r.index < this.logStart) {
+        // A truncation back into a segment that compaction deleted.
+        this.log = [];
+        this.logStart = r.index;
+      } else if (r.index <= this.last) {
+        this.log.length = r.index - this.logStart;
+      } else if (r.index !== this.last + 1) {
+        return bad(
+          `entry index ${r.index} leaves a gap after last index ${this.last}`,
+        );
+      }
+      this.log.push({ index: r.index, term: r.term, data: r.data });
+    } else if (r.t === "s") {
+      if (!isCount(r.index) || !isCount(r.term)) {
+        return bad("the snapshot marker has the wrong shape");
+      }
+      if (this.snapshot !== null && r.index < this.snapshot.index) {
+        return bad(
+          `snapshot marker ${r.index} is below the earlier marker ${this.snapshot.index}`,
+        );
+      }
+      this.snapshot = { index: r.index, term: r.term };
+      if (r.index >= this.last) {
+        this.log = [];
+        this.logStart = r.index + 1;
+      } else if (r.index >= this.logStart) {
+        this.log.splice(0, r.index - this.logStart + 1);
+        this.logStart = r.index + 1;
+      }
+    } else {
+      return bad(`unknown record type ${JSON.stringify(r.t)}`);
+    }
+  }
+
+  finish(dir: string): RecoveredState {
+    const expected = this.snapshot === null ? 1 : this.snapshot.index + 1;
+    if (this.logStart > expected) {
+      throw new WalCorruptError(
+        dir,
+        0,
+        `the log's first kept entry is ${this.logStart} but ${
+          this.snapshot === null
+            ? "there is no snapshot marker"
+            : `the snapshot marker covers only up to ${this.snapshot.index}`
+        }: segments are missing`,
       );
     }
-    applyRecord(path, off, record, entries, (h) => hardState = h);
-    off = end;
+    return {
+      hardState: this.hardState,
+      entries: this.log,
+      snapshot: this.snapshot,
+      lastIndex: this.log.length > 0 ? this.last : expected - 1,
+    };
   }
-  return {
-    hardState,
-    entries,
-    lastIndex: entries.length,
-    goodEnd: off,
-  };
 }
 
 /**
- * Applies one decoded record to the replay state, checking its shape and,
- * for an entry, that its index continues the log.
+ * Replays one file's records into `state`. Returns the offset just past the
+ * last good record: less than `size` when a torn tail (allowed only when
+ * `tailAllowed`) must be cut.
  */
-function applyRecord(
+async function replaySegment(
+  file: Deno.FsFile,
   path: string,
-  offset: number,
-  record: unknown,
-  entries: Entry[],
-  setHardState: (h: HardState) => void,
-): void {
-  const r = record as Record<string, unknown> | null;
-  const bad = (what: string): never => {
-    throw new WalCorruptError(
-      path,
-      offset,
-      `${what} (written by an incompatible version, or damaged before its CRC was computed): ${
-        JSON.stringify(record).slice(0, 200)
-      }`,
-    );
-  };
-  if (typeof r !== "object" || r === null || Array.isArray(r)) {
-    return bad("the record is not a JSON object");
-  }
-  if (r.t === "h") {
-    if (
-      !isCount(r.term) || !isCount(r.commit) ||
-      (r.vote !== null && typeof r.vote !== "string")
-    ) {
-      return bad("the hard-state record has the wrong shape");
-    }
-    setHardState({ term: r.term, vote: r.vote, commit: r.commit });
-  } else if (r.t === "e") {
-    if (
-      !isCount(r.index) || r.index < 1 || !isCount(r.term) ||
-      typeof r.data !== "string"
-    ) {
-      return bad("the entry record has the wrong shape");
-    }
-    if (r.index <= entries.length) entries.length = r.index - 1;
-    if (r.index !== entries.length + 1) {
-      return bad(
-        `entry index ${r.index} leaves a gap after last index ${entries.length}`,
-      );
-    }
-    entries.push({ index: r.index, term: r.term, data: r.data });
-  } else {
-    return bad(`unknown record type ${JSON.stringify(r.t)}`);
-  }
-}
-
-/**
- * Returns the offset of the first complete record (valid header, CRC and
- * JSON) that starts at or after `from`, or -1. Used to tell a cut-short last
- * record from a damaged length field in the middle of the log.
- */
-function findRecord(bytes: Uint8Array, from: number): number {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  for (let p = from; p + HEADER_BYTES < bytes.length; p++) {
-    const len = view.getUint32(p);
-    if (len === 0 || p + HEADER_BYTES + len > bytes.length) continue;
-    const payload = bytes.subarray(p + HEADER_BYTES, p + HEADER_BYTES + len);
-    if (crc32(payload) !== view.getUint32(p + 4)) continue;
-    try {
-      JSON.parse(decoder.decode(payload));
-      return p;
-    } catch {
+  size: number,
+  checksum: Checksum,
+  state: Replay,
+  tailAllowed: boolean,
+  bufferBytes: number = DEFAULT_READ_BUFFER_BYTES,
+): Promise<{ goodEnd: number; peakBufferBytes: number }> {
+  const reader = new RecordReader(file, size, checksum, bufferBytes);
+  for (let i = 0; i <= size; i++) {
+    const r = await reader.next();
+    if (r.kind === "record") {
+      state.apply(path, r.offset, r.record);
       continue;
     }
+    if (r.kind === "end") {
+      return { goodEnd: r.offset, peakBufferBytes: reader.peakBufferBytes };
+    }
+    if (r.kind === "torn" && tailAllowed) {
+      return { goodEnd: r.offset, peakBufferBytes: reader.peakBufferBytes };
+    }
+    throw new WalCorruptError(
+      path,
+      r.offset,
+      r.kind === "torn"
+        ? `${r.reason}, in a segment before the last (which was synced in full before the next one began)`
+        : r.reason,
+    );
   }
-  return -1;
+  throw new Error(`unreachable: more records than bytes in ${path}`);
 }
 
-/** One append, encoded and checked except for its fit with the log. */
-interface Batch {
-  /** Index of the first entry, or null when the update has no entries. */
-  firstIndex: number | null;
-  /** Index of the last entry (meaningless when `firstIndex` is null). */
-  lastIndex: number;
-  /** Every record, entries first, then the hard state. */
-  bytes: Uint8Array;
+/**
+ * Imports the old single-file log if it exists: into a new first segment
+ * (temp file, fsync, rename, fsync of the folder) when there is no segment;
+ * then removes it (also when segments exist: a crash after the import).
+ */
+async function importLegacy(
+  dir: string,
+  legacy: string,
+  infos: SegmentInfo[],
+  options: WalOptions,
+): Promise<SegmentInfo[]> {
+  let file: Deno.FsFile;
+  try {
+    file = await Deno.open(legacy, { read: true });
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return infos;
+    throw asWriteError(legacy, "open", err);
+  }
+  if (infos.length > 0) {
+    file.close();
+    await removeDurably(legacy);
+    return infos;
+  }
+  const state = new Replay(1);
+  try {
+    const { size } = await file.stat();
+    await replaySegment(
+      file,
+      legacy,
+      size,
+      crc32,
+      state,
+      true,
+      options.readBufferBytes,
+    );
+  } finally {
+    file.close();
+  }
+  const recovered = state.finish(legacy);
+  const path = `${dir}/${segmentName(1, 1)}`;
+  try {
+    await writeFileAtomicWith(path, async (out) => {
+      let parts: Uint8Array[] = [];
+      let bytes = 0;
+      const flush = async () => {
+        await writeAll(out, frameRecords(parts, crc32c));
+        parts = [];
+        bytes = 0;
+      };
+      for (const e of recovered.entries) {
+        const p = json({ t: "e", index: e.index, term: e.term, data: e.data });
+        parts.push(p);
+        bytes += p.length;
+        if (bytes >= IMPORT_CHUNK_BYTES) await flush();
+      }
+      const h = recovered.hardState;
+      parts.push(
+        hardStateRecord(h),
+      );
+      await flush();
+    });
+  } catch (err) {
+    throw asWriteError(`${path}.tmp`, "legacy import", err);
+  }
+  await removeDurably(legacy);
+  return [{ seq: 1, firstIndex: 1, path }];
+}
+
+async function removeDurably(path: string): Promise<void> {
+  try {
+    await Deno.remove(path);
+    await syncDir(parentDir(path));
+  } catch (err) {
+    throw asWriteError(path, "removal of the imported legacy log", err);
+  }
+}
+
+/** Creates an empty segment and makes its name durable. */
+async function createSegment(path: string, dir: string): Promise<void> {
+  try {
+    const file = await Deno.open(path, { write: true, createNew: true });
+    try {
+      await file.sync();
+    } finally {
+      file.close();
+    }
+    await syncDir(dir);
+  } catch (err) {
+    throw asWriteError(path, "open", err);
+  }
 }
 
 /**
  * Checks an update's shape and the contiguity of its entries, and encodes
- * its records into one buffer.
+ * its records.
  */
 function encodeUpdate(update: WalUpdate): Batch {
   if (typeof update !== "object" || update === null) {
@@ -535,47 +1216,28 @@ function encodeUpdate(update: WalUpdate): Batch {
       );
     }
   }
-  if (update.hardState !== undefined) checkHardState(update.hardState);
+  const h = update.hardState;
+  if (h !== undefined) checkHardState(h);
 
-  const payloads: Uint8Array[] = entries.map((e) =>
-    encoder.encode(JSON.stringify({
-      t: "e",
-      index: e.index,
-      term: e.term,
-      data: e.data,
-    }))
-  );
-  if (update.hardState !== undefined) {
-    const h = update.hardState;
-    payloads.push(encoder.encode(JSON.stringify({
-      t: "h",
-      term: h.term,
-      vote: h.vote,
-      commit: h.commit,
-    })));
-  }
-  let total = 0;
-  for (const p of payloads) {
-    if (p.length > MAX_PAYLOAD_BYTES) {
-      throw new TypeError(
-        `Wal.append: a record of ${p.length} bytes exceeds the ${MAX_PAYLOAD_BYTES}-byte limit`,
-      );
-    }
-    total += HEADER_BYTES + p.length;
-  }
-  const bytes = new Uint8Array(total);
-  const view = new DataView(bytes.buffer);
-  let off = 0;
-  for (const p of payloads) {
-    view.setUint32(off, p.length);
-    view.setUint32(off + 4, crc32(p));
-    bytes.set(p, off + HEADER_BYTES);
-    off += HEADER_BYTES + p.length;
+  const chunks: Chunk[] = entries.map((e) => ({
+    bytes: frameRecords([
+      json({ t: "e", index: e.index, term: e.term, data: e.data }),
+    ], crc32c),
+    index: e.index,
+  }));
+  let hardState: HardState | null = null;
+  if (h !== undefined) {
+    hardState = { term: h.term, vote: h.vote, commit: h.commit };
+    chunks.push({
+      bytes: frameRecords([hardStateRecord(hardState)], crc32c),
+      index: null,
+    });
   }
   return {
     firstIndex: entries.length > 0 ? entries[0].index : null,
     lastIndex: entries.length > 0 ? entries[entries.length - 1].index : 0,
-    bytes,
+    hardState,
+    chunks,
   };
 }
 
@@ -591,6 +1253,27 @@ function checkHardState(h: HardState): void {
       }`,
     );
   }
+}
+
+function hardStateRecord(h: HardState): Uint8Array {
+  return json({ t: "h", term: h.term, vote: h.vote, commit: h.commit });
+}
+
+function json(value: unknown): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  let total = 0;
+  for (const p of parts) total += p.length;
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
 }
 
 /** True for a safe integer >= 0. */
@@ -610,52 +1293,4 @@ function stripTrailingSeparators(dir: string): string {
   let end = dir.length;
   while (end > 1 && (dir[end - 1] === "/" || dir[end - 1] === "\\")) end--;
   return dir.slice(0, end);
-}
-
-/** Parent of a directory path, for fsyncing its entry; "." if it has none. */
-function parentOf(dir: string): string {
-  const d = stripTrailingSeparators(dir);
-  const i = Math.max(d.lastIndexOf("/"), d.lastIndexOf("\\"));
-  if (i < 0) return ".";
-  return i === 0 ? d[0] : d.slice(0, i);
-}
-
-/**
- * Creates an empty log file if there is none, making the file and its name
- * durable (fsync the file, its directory, and the directory's parent in case
- * the directory itself was just created).
- */
-async function createIfMissing(dir: string, path: string): Promise<void> {
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { write: true, createNew: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.AlreadyExists) return;
-    throw err;
-  }
-  try {
-    await file.sync();
-  } finally {
-    file.close();
-  }
-  await syncDir(dir);
-  await syncDir(parentOf(dir));
-}
-
-/** Reads an open file from its current position to its end. */
-async function readAllFrom(file: Deno.FsFile): Promise<Uint8Array> {
-  const { size } = await file.stat();
-  let buf = new Uint8Array(Math.max(size, 4096));
-  let len = 0;
-  while (true) {
-    if (len === buf.length) {
-      const bigger = new Uint8Array(buf.length * 2);
-      bigger.set(buf);
-      buf = bigger;
-    }
-    const n = await file.read(buf.subarray(len));
-    if (n === null) break;
-    len += n;
-  }
-  return buf.subarray(0, len);
 }

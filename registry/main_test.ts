@@ -328,7 +328,9 @@ Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTER
       }
       assert.equal(code, 0, node.output);
       assert.match(node.output, /registry n1 stopped/);
-      const wal = await Deno.stat(`${cwd}/data/n1/wal.log`);
+      const wal = await Deno.stat(
+        `${cwd}/data/n1/wal/0000000000000001-0000000000000001.wal`,
+      );
       assert.ok(wal.isFile);
       assert.ok(wal.size > 0);
     }
