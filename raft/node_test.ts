@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { freePorts, TEST_SECRET, waitFor, within } from "./_test_util.ts";
 import { NotLeaderError } from "./core.ts";
 import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
+import { bootstrapClusterId } from "./data_dir.ts";
 import { ClusterKey } from "./peer_auth.ts";
 import { type PeerServer, servePeers } from "./peer_server.ts";
 import { PeerTransport } from "./peer_transport.ts";
@@ -37,8 +38,16 @@ async function startMember(
   } = {},
 ): Promise<Member> {
   const applied: Entry[] = [];
+  const clusterId = await bootstrapClusterId(peers);
   const transport = options.transport ??
-    new PeerTransport({ id, peers, key, minBackoffMs: 10, maxBackoffMs: 50 });
+    new PeerTransport({
+      id,
+      peers,
+      key,
+      clusterId,
+      minBackoffMs: 10,
+      maxBackoffMs: 50,
+    });
   const node = await RaftNode.start<string>({
     id,
     peers,
@@ -63,6 +72,7 @@ async function startMember(
     port,
     id,
     key,
+    clusterId,
     directory: transport.directory,
     onStep: (messages) => node.step(messages),
   });
