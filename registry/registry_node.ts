@@ -45,6 +45,7 @@ import {
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
 import { HealthChecker } from "./_health_checker.ts";
+import { listening, pathExists, portsFree } from "./_start_checks.ts";
 
 /**
  * A registry snapshot as a node takes it: the Raft index it reflects, the
@@ -280,7 +281,7 @@ export async function startRegistryNode(
   const directory = new PeerDirectory(id, peers);
   // Nothing is written before both ports are known to be free.
   portsFree([["client", listen], ["peer", peerListen]]);
-  const existed = await exists(options.dataDir);
+  const existed = await pathExists(options.dataDir);
   // The peer connections need the cluster id, known once the data folder
   // is open: until then the Raft node's messages are dropped (Raft resends).
   const late: { transport?: PeerTransport } = {};
@@ -606,53 +607,6 @@ function advertisedPeer(
     hostname: advertised?.hostname ?? address.hostname,
     port: address.port,
   };
-}
-
-/** Whether anything exists at `path`. */
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw error;
-  }
-}
-
-/**
- * Binds each address and lets it go again, so a port another process holds
- * is reported before anything is written to disk.
- *
- * @throws {Deno.errors.AddrInUse} naming the port (see {@link listening}).
- */
-export function portsFree(
-  addresses: readonly [which: string, address: TcpAddress][],
-): void {
-  for (const [which, address] of addresses) {
-    if (address.port === 0) continue;
-    listening(which, address, () =>
-      Deno.listen({
-        hostname: address.hostname,
-        port: address.port,
-        transport: "tcp",
-      })).close();
-  }
-}
-
-/** Runs `start`, naming the port in an "address in use" error. */
-function listening<T>(which: string, address: TcpAddress, start: () => T): T {
-  try {
-    return start();
-  } catch (error) {
-    if (error instanceof Deno.errors.AddrInUse) {
-      throw new Deno.errors.AddrInUse(
-        `the ${which} port ${
-          formatTcpUrl(address)
-        } is in use (${error.message})`,
-      );
-    }
-    throw error;
-  }
 }
 
 /**
