@@ -31,8 +31,12 @@
  * @module
  */
 
-import { readFileIfExists, syncDir, writeFileAtomic } from "./_atomic_file.ts";
-import { parentDir } from "./_atomic_file.ts";
+import {
+  parentDir,
+  readFileIfExists,
+  syncDir,
+  writeFileAtomic,
+} from "./_atomic_file.ts";
 import { type DirLock, lockDataDir } from "./dir_lock.ts";
 import type { NodeId } from "./types.ts";
 

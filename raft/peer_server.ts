@@ -183,9 +183,9 @@ export class PeerAcceptor {
   }
 
   /**
-   * Raft messages from authenticated peers dropped, of every kind: the sum
-   * of `forgedFrom`, `wrongTo`, `notMember` and `invalid` of
-   * {@link PeerAcceptor.stats}.
+   * What authenticated peers sent that was dropped: the sum of
+   * `forgedFrom`, `wrongTo` and `notMember` (messages) and `invalid`
+   * (refused `raft.step` calls) of {@link PeerAcceptor.stats}.
    */
   get droppedMessages(): number {
     const s = this.#stats;
