@@ -26,6 +26,7 @@
 import { benchArgs, usageError } from "./_args.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import { RaftNode } from "../raft/node.ts";
+import { bootstrapClusterId } from "../raft/data_dir.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
 import { type PeerServer, servePeers } from "../raft/peer_server.ts";
 import { PeerTransport } from "../raft/peer_transport.ts";
@@ -83,11 +84,13 @@ async function startCluster(
     ids.map((id, i) => [id, `tcp://127.0.0.1:${ports[i]}`]),
   );
   const members: Member[] = [];
+  const clusterId = await bootstrapClusterId(peers);
   for (const [i, id] of ids.entries()) {
     const transport = new PeerTransport({
       id,
       peers,
       key,
+      clusterId,
       minBackoffMs: 10,
       maxBackoffMs: 50,
     });
@@ -108,6 +111,7 @@ async function startCluster(
       port: ports[i],
       id,
       key,
+      clusterId,
       directory: transport.directory,
       onStep: (messages) => node.step(messages),
     });

@@ -1,12 +1,13 @@
 /**
- * A Raft consensus library, usable on its own. `RaftCore` is the pure
- * state machine (no I/O, no timers: tick / step / propose / readIndex /
- * ready / advance), modelled on etcd's raft; `RaftNode` drives it with
- * timers, a write-ahead log with fsync, and peers over JSON-RPC:
- * `PeerTransport` dials them and `servePeers` answers them, each peer
- * connection authenticated by the cluster secret (`peer_auth.ts`,
- * `loadClusterSecret`); `simulator.ts` runs cores through a seeded faulty
- * network for tests.
+ * The pure Raft core (`@rafter/rpc/raft`): `RaftCore` is the state
+ * machine of one member, with no I/O and no timers (tick / step / propose /
+ * readIndex / transferLeadership / ready / advance), modelled on etcd's
+ * raft (Raft paper; Ongaro's dissertation for PreVote §9.6, leadership
+ * transfer §3.10, ReadIndex §6.4). Its driver persists each `Ready`, sends
+ * its messages, applies committed entries and calls `advance`. It uses
+ * Web-standard APIs only and type-checks with the DOM and ESNext libs
+ * alone. The Deno driver (timers, the write-ahead log, the data folder,
+ * authenticated peers over TCP) is `@rafter/rpc/raft/deno`.
  *
  * @example
  * ```ts
@@ -19,7 +20,6 @@
  * @module
  */
 
-// The pure core (Raft paper and dissertation): no I/O, no timers.
 export {
   LeadershipTransferError,
   NotLeaderError,
@@ -45,62 +45,4 @@ export type {
   VoteRequest,
   VoteResponse,
 } from "./types.ts";
-export { type Progress, type ProgressState } from "./progress.ts";
-
-// The Deno driver: the write-ahead log, the data folder, the peer port.
-export {
-  RaftNode,
-  type RaftNodeOptions,
-  type RaftStatus,
-  type RaftTransport,
-  RaftUnavailableError,
-} from "./node.ts";
-export {
-  Wal,
-  WalCorruptError,
-  type WalOpenResult,
-  type WalOptions,
-  type WalSnapshotMarker,
-  type WalStats,
-  type WalUpdate,
-  WalWriteError,
-} from "./wal.ts";
-export {
-  type Snapshot,
-  SnapshotCorruptError,
-  SnapshotStore,
-  type StoredSnapshot,
-} from "./snapshot_store.ts";
-export { DataDirInUseError, type DirLock, lockDataDir } from "./dir_lock.ts";
-export {
-  ClusterSecretError,
-  loadClusterSecret,
-  type LoadClusterSecretOptions,
-} from "./cluster_secret.ts";
-export { PeerTransport, type PeerTransportOptions } from "./peer_transport.ts";
-export {
-  type PeerServer,
-  servePeers,
-  type ServePeersOptions,
-} from "./peer_server.ts";
-export { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
-export { PeerAcceptor, type PeerAcceptorOptions } from "./peer_server.ts";
-export type { ClusterKey, HandshakeRole } from "./peer_auth.ts";
-export type { PeerHandler } from "./peer_server.ts";
-export type { RpcServer } from "../rpc/server.ts";
-export type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
-export type { ByteStream, Dialer, DialerOptions } from "../rpc/transport.ts";
-export type { MethodHandler, Methods } from "../rpc/dispatcher.ts";
-export type { SimulatedDisk } from "./simulator.ts";
-export type { Params } from "../rpc/message.ts";
-
-// The deterministic simulator that tests a core under faults.
-export {
-  type ClusterConfig,
-  ClusterSimulator,
-  type FaultConfig,
-  simulateSeed,
-  SimulationError,
-  type SimulationOptions,
-  type SimulationResult,
-} from "./simulator.ts";
+export { Progress, type ProgressState } from "./progress.ts";

@@ -8,8 +8,8 @@
  * @module
  */
 
-import { readFileIfExists, writeFileAtomic } from "./_atomic_file.ts";
-import { type DirLock, lockDataDir } from "./dir_lock.ts";
+import { DataDir } from "./data_dir.ts";
+import type { DirLock } from "./dir_lock.ts";
 import { RaftCore, type Ready, type SoftState } from "./core.ts";
 import type { Entry, Message, NodeId } from "./types.ts";
 import { Wal, type WalOptions } from "./wal.ts";
@@ -40,8 +40,13 @@ export interface RaftNodeOptions<R> {
    * the transport when it stops, or when `start` fails.
    */
   transport: RaftTransport;
-  /** Folder for the write-ahead log and `meta.json`; created if missing. */
+  /** Folder for the write-ahead log and `meta.json`; created if missing (see `DataDir`). */
   dataDir: string;
+  /**
+   * Bootstrap token: part of the cluster id (see `bootstrapClusterId`).
+   * @default ""
+   */
+  clusterToken?: string;
   /**
    * Applies one committed entry to the state machine and returns the result
    * the proposer receives. Called in log order, exactly once per entry per
@@ -195,8 +200,10 @@ export class RaftNode<R = unknown> {
    * Opens (or creates) the data folder, reloads the persisted term, vote
    * and log, and starts ticking.
    *
-   * @throws {Error} when `id` is not in `peers`, when the folder belongs to
-   * another node id, or when the log is corrupt (see `WalCorruptError`).
+   * @throws {Error} when `id` is not in `peers`, or when the log is corrupt
+   * (see `WalCorruptError`).
+   * @throws {import("./data_dir.ts").DataDirMismatchError} when the folder
+   * belongs to another member id or cluster.
    * @throws {DataDirInUseError} when another process or node holds the
    * folder's lock.
    * On any of these the transport is closed.
@@ -218,17 +225,20 @@ export class RaftNode<R = unknown> {
         }); list every voter, this node included`,
       );
     }
-    const lock = await lockDataDir(options.dataDir);
+    const dataDir = await DataDir.open(options.dataDir, {
+      memberId: options.id,
+      members: options.peers,
+      clusterToken: options.clusterToken,
+    });
     try {
-      await checkMeta(options.dataDir, options.id, Object.keys(options.peers));
       const { wal, hardState, entries, snapshot } = await Wal.open(
-        `${options.dataDir}/wal`,
-        { ...options.walOptions, legacyFile: `${options.dataDir}/wal.log` },
+        dataDir.walDir,
+        { ...options.walOptions, legacyFile: dataDir.legacyWalFile },
       );
       if (snapshot !== null) {
         await wal.close();
         throw new Error(
-          `the write-ahead log in ${options.dataDir}/wal starts after a snapshot (index ${snapshot.index}), ` +
+          `the write-ahead log in ${dataDir.walDir} starts after a snapshot (index ${snapshot.index}), ` +
             `but snapshots are not supported by this driver yet; run a version that supports them`,
         );
       }
@@ -241,9 +251,9 @@ export class RaftNode<R = unknown> {
         hardState,
         entries,
       });
-      return new RaftNode(options, core, wal, lock);
+      return new RaftNode(options, core, wal, dataDir);
     } catch (error) {
-      lock.release();
+      dataDir.release();
       throw error;
     }
   }
@@ -549,53 +559,4 @@ export class RaftNode<R = unknown> {
       ((e: unknown) => console.error("raft: storage failed, node stopped:", e));
     this.stop().catch(() => {}).finally(() => onFatal(error));
   }
-}
-
-/**
- * A data folder records the node id and the members of the cluster it was
- * made for (`meta.json`): started with another id or another member list
- * (a development node's folder reused by a 3-node cluster, or two clusters
- * joined), a node refuses to start, since its log belongs to another
- * cluster and would be merged silently with theirs.
- */
-async function checkMeta(
-  dataDir: string,
-  id: NodeId,
-  members: readonly NodeId[],
-): Promise<void> {
-  const path = `${dataDir}/meta.json`;
-  const sorted = [...members].sort();
-  const bytes = await readFileIfExists(path);
-  if (bytes !== null) {
-    const meta = JSON.parse(new TextDecoder().decode(bytes)) as {
-      id?: string;
-      members?: string[];
-    };
-    if (meta.id !== id) {
-      throw new Error(
-        `data folder ${dataDir} belongs to node "${meta.id}", not "${id}"; pass that node's --id or another --data folder`,
-      );
-    }
-    if (meta.members === undefined) {
-      // Written before folders recorded their members: record them now.
-      await writeFileAtomic(path, metaBytes(id, sorted));
-    } else if (meta.members.join(",") !== sorted.join(",")) {
-      const describe = (ids: string[]) =>
-        ids.length === 1 ? `a single node (${ids[0]})` : ids.join(", ");
-      throw new Error(
-        `data folder ${dataDir} holds the log of a registry of ${
-          describe(meta.members)
-        }, not of ${
-          describe(sorted)
-        }; its data would be merged silently with another cluster's. Start this cluster with another --data folder (or start this node with the members it was made for)`,
-      );
-    }
-    return;
-  }
-  await Deno.mkdir(dataDir, { recursive: true });
-  await writeFileAtomic(path, metaBytes(id, sorted));
-}
-
-function metaBytes(id: NodeId, members: readonly NodeId[]): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify({ id, members }) + "\n");
 }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { freePorts, TEST_SECRET, waitFor, within } from "./_test_util.ts";
 import { NotLeaderError } from "./core.ts";
 import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
+import { bootstrapClusterId } from "./data_dir.ts";
 import { ClusterKey } from "./peer_auth.ts";
 import { type PeerServer, servePeers } from "./peer_server.ts";
 import { PeerTransport } from "./peer_transport.ts";
@@ -37,8 +38,16 @@ async function startMember(
   } = {},
 ): Promise<Member> {
   const applied: Entry[] = [];
+  const clusterId = await bootstrapClusterId(peers);
   const transport = options.transport ??
-    new PeerTransport({ id, peers, key, minBackoffMs: 10, maxBackoffMs: 50 });
+    new PeerTransport({
+      id,
+      peers,
+      key,
+      clusterId,
+      minBackoffMs: 10,
+      maxBackoffMs: 50,
+    });
   const node = await RaftNode.start<string>({
     id,
     peers,
@@ -63,6 +72,7 @@ async function startMember(
     port,
     id,
     key,
+    clusterId,
     directory: transport.directory,
     onStep: (messages) => node.step(messages),
   });
@@ -202,7 +212,7 @@ Deno.test("a data folder of another node id is refused", async () => {
       }),
       {
         message:
-          `data folder ${dir} belongs to node "n1", not "n2"; pass that node's --id or another --data folder`,
+          `data folder ${dir} belongs to member "n1", not "n2": start this node with --id n1, or give it its own --data folder`,
       },
     );
     await assert.rejects(
@@ -239,16 +249,26 @@ Deno.test("a data folder made for other members is refused: a single node's fold
         dataDir: dir,
         apply: () => null,
       }),
-      {
-        message:
-          `data folder ${dir} holds the log of a registry of a single node (n1), not of n1, n2, n3; its data would be merged silently with another cluster's. Start this cluster with another --data folder (or start this node with the members it was made for)`,
+      (error: Error) => {
+        assert.equal(error.name, "DataDirMismatchError");
+        assert.match(
+          error.message,
+          /^data folder .* belongs to another cluster \(id [0-9a-f]{16}\): it holds the log of a cluster bootstrapped with a single node \(n1=tcp:.*\), but this node is started as a member of a cluster of n1=tcp:.*, n2=tcp:.*, n3=tcp:.* \(cluster id [0-9a-f]{16}\)/,
+        );
+        return true;
       },
     );
     // The same members (whatever their addresses) start fine.
     const again = await startMember("n1", peersOn(["n1"]), dir);
     await stopMember(again);
     const meta = JSON.parse(await Deno.readTextFile(`${dir}/meta.json`));
-    assert.deepEqual(meta, { id: "n1", members: ["n1"] });
+    assert.deepEqual(Object.keys(meta), [
+      "format",
+      "clusterId",
+      "memberId",
+      "bootstrapMembers",
+    ]);
+    assert.equal(meta.memberId, "n1");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -263,10 +283,9 @@ Deno.test("a data folder written before folders recorded their members takes the
       electionTicks: 100,
     });
     await stopMember(member);
-    assert.deepEqual(JSON.parse(await Deno.readTextFile(`${dir}/meta.json`)), {
-      id: "n2",
-      members: ["n1", "n2", "n3"],
-    });
+    const meta = JSON.parse(await Deno.readTextFile(`${dir}/meta.json`));
+    assert.equal(meta.memberId, "n2");
+    assert.deepEqual(Object.keys(meta.bootstrapMembers), ["n1", "n2", "n3"]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -8,12 +8,15 @@
  * base64url), so a proof is only good for the one connection it was made
  * for:
  *
- * 1. dialer → `peer.hello { from, to, nonce: dialerNonce }`;
+ * 1. dialer → `peer.hello { cluster, from, to, nonce: dialerNonce }`; the
+ *    acceptor refuses a hello whose `cluster` (the cluster id, see
+ *    `data_dir.ts`) is not its own, answering why before it closes the
+ *    connection, so members of two clusters that share a secret never talk;
  * 2. acceptor → `{ nonce: acceptorNonce, proof }` with proof =
- *    HMAC(secret, `rafter-peer-v1|acceptor|from|to|dialerNonce|acceptorNonce`);
+ *    HMAC(secret, `rafter-peer-v2|acceptor|cluster|from|to|dialerNonce|acceptorNonce`);
  *    the dialer verifies it and closes the connection if it is wrong;
  * 3. dialer → `peer.auth { proof, clientUrl }` with proof =
- *    HMAC(secret, `rafter-peer-v1|dialer|from|to|dialerNonce|acceptorNonce`);
+ *    HMAC(secret, `rafter-peer-v2|dialer|cluster|from|to|dialerNonce|acceptorNonce`);
  * 4. acceptor verifies it, then answers `{ clientUrl }`: each side learns
  *    the other's client URL.
  *
@@ -41,7 +44,7 @@ export const PEER_HELLO_METHOD = "peer.hello";
 /** The method a dialer completes the handshake with: {@link AuthParams} → {@link AuthResult}. */
 export const PEER_AUTH_METHOD = "peer.auth";
 /** Version label at the start of every signed handshake string. */
-export const PEER_PROTOCOL = "rafter-peer-v1";
+export const PEER_PROTOCOL = "rafter-peer-v2";
 /**
  * How long an acceptor waits for a connection to complete the handshake,
  * and a dialer for the acceptor's answers: 2_000 ms.
@@ -54,6 +57,8 @@ export const NONCE_BYTES = 32;
 
 /** Params of `peer.hello`. */
 export interface HelloParams {
+  /** The id of the dialer's cluster (16 hex digits, see `bootstrapClusterId`). */
+  cluster: string;
   /** The dialer's member id. */
   from: NodeId;
   /** The member id the dialer expects the acceptor to be. */
@@ -87,6 +92,20 @@ export interface AuthResult {
 /** Which side of the handshake a proof speaks for. */
 export type HandshakeRole = "dialer" | "acceptor";
 
+/** What one handshake's proofs are about: the cluster, both ends, both nonces. */
+export interface HandshakeSubject {
+  /** The cluster id both ends belong to. */
+  cluster: string;
+  /** The dialer's member id. */
+  from: NodeId;
+  /** The acceptor's member id. */
+  to: NodeId;
+  /** The dialer's nonce. */
+  dialerNonce: string;
+  /** The acceptor's nonce. */
+  acceptorNonce: string;
+}
+
 /**
  * A handshake failed: the connection must be closed. `message` says why in
  * words fit for a status page (`lastError`) or a log line.
@@ -104,6 +123,23 @@ export class PeerHandshakeError extends Error {
 }
 
 /**
+ * The acceptor refused a hello of another cluster (its cluster id differs):
+ * the acceptor answers it with this message before it closes the
+ * connection, so the dialer can log why.
+ */
+export class ClusterMismatchError extends PeerHandshakeError {
+  /**
+   * Makes the error.
+   *
+   * @param message which clusters, and what to do.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "ClusterMismatchError";
+  }
+}
+
+/**
  * The cluster secret as an HMAC-SHA256 key, able to make and check the
  * handshake's proofs. The secret's text itself is not kept.
  *
@@ -111,10 +147,13 @@ export class PeerHandshakeError extends Error {
  * ```ts
  * import { ClusterKey, newNonce } from "./peer_auth.ts";
  * const key = await ClusterKey.fromSecret("an example secret of at least 32 characters");
- * const [a, b] = [newNonce(), newNonce()];
- * const proof = await key.prove("acceptor", "n1", "n2", a, b);
- * console.log(await key.verify("acceptor", "n1", "n2", a, b, proof)); // true
- * console.log(await key.verify("dialer", "n1", "n2", a, b, proof)); // false
+ * const subject = {
+ *   cluster: "0123456789abcdef", from: "n1", to: "n2",
+ *   dialerNonce: newNonce(), acceptorNonce: newNonce(),
+ * };
+ * const proof = await key.prove("acceptor", subject);
+ * console.log(await key.verify("acceptor", subject, proof)); // true
+ * console.log(await key.verify("dialer", subject, proof)); // false
  * ```
  */
 export class ClusterKey {
@@ -158,15 +197,12 @@ export class ClusterKey {
   /** The proof `role` sends for one handshake (HMAC-SHA256, base64url). */
   async prove(
     role: HandshakeRole,
-    from: NodeId,
-    to: NodeId,
-    dialerNonce: string,
-    acceptorNonce: string,
+    subject: HandshakeSubject,
   ): Promise<string> {
     const signature = await crypto.subtle.sign(
       "HMAC",
       this.#key,
-      signedBytes(role, from, to, dialerNonce, acceptorNonce),
+      signedBytes(role, subject),
     );
     return encodeBase64url(new Uint8Array(signature));
   }
@@ -178,10 +214,7 @@ export class ClusterKey {
    */
   async verify(
     role: HandshakeRole,
-    from: NodeId,
-    to: NodeId,
-    dialerNonce: string,
-    acceptorNonce: string,
+    subject: HandshakeSubject,
     proof: unknown,
   ): Promise<boolean> {
     const signature = typeof proof === "string" && proof.length <= 100
@@ -192,20 +225,25 @@ export class ClusterKey {
       "HMAC",
       this.#key,
       signature,
-      signedBytes(role, from, to, dialerNonce, acceptorNonce),
+      signedBytes(role, subject),
     );
   }
 }
 
 function signedBytes(
   role: HandshakeRole,
-  from: NodeId,
-  to: NodeId,
-  dialerNonce: string,
-  acceptorNonce: string,
+  s: HandshakeSubject,
 ): Uint8Array<ArrayBuffer> {
   return new TextEncoder().encode(
-    [PEER_PROTOCOL, role, from, to, dialerNonce, acceptorNonce].join("|"),
+    [
+      PEER_PROTOCOL,
+      role,
+      s.cluster,
+      s.from,
+      s.to,
+      s.dialerNonce,
+      s.acceptorNonce,
+    ].join("|"),
   );
 }
 
@@ -258,6 +296,8 @@ export function checkMemberId(id: string): void {
 export interface DialerHandshakeOptions {
   /** The cluster secret. */
   key: ClusterKey;
+  /** This node's cluster id (see `DataDir.clusterId`). */
+  clusterId: string;
   /** This node's id. */
   from: NodeId;
   /** The id of the member dialed. */
@@ -274,9 +314,10 @@ export interface DialerHandshakeOptions {
  * messages on it. On failure the caller must close the connection.
  *
  * @returns the acceptor's answer: its client URL.
- * @throws {PeerHandshakeError} when the peer refuses us, cannot prove the
- * cluster secret, answers nonsense, or does not answer in time; the message
- * says which.
+ * @throws {PeerHandshakeError} when the peer refuses us (of another
+ * cluster: the message gives both cluster ids), cannot prove the cluster
+ * secret, answers nonsense, or does not answer in time; the message says
+ * which.
  *
  * @example
  * ```ts ignore
@@ -285,7 +326,8 @@ export interface DialerHandshakeOptions {
  * const key = await ClusterKey.fromSecret(await Deno.readTextFile("cluster_secret"));
  * const connection = await dial("tcp://127.0.0.1:7102");
  * const { clientUrl } = await authenticatePeer(connection, {
- *   key, from: "n1", to: "n2", clientUrl: "tcp://127.0.0.1:7001",
+ *   key, clusterId: "0123456789abcdef", from: "n1", to: "n2",
+ *   clientUrl: "tcp://127.0.0.1:7001",
  * });
  * ```
  */
@@ -293,14 +335,14 @@ export async function authenticatePeer(
   connection: RpcConnection,
   options: DialerHandshakeOptions,
 ): Promise<AuthResult> {
-  const { key, from, to } = options;
+  const { key, from, to, clusterId: cluster } = options;
   const timeoutMs = options.timeoutMs ?? HANDSHAKE_TIMEOUT_MS;
   const deadline = Date.now() + timeoutMs;
   const left = () => Math.max(1, deadline - Date.now());
   const dialerNonce = newNonce();
   let hello: unknown;
   try {
-    const params: HelloParams = { from, to, nonce: dialerNonce };
+    const params: HelloParams = { cluster, from, to, nonce: dialerNonce };
     hello = await connection.call(PEER_HELLO_METHOD, { ...params }, {
       timeoutMs: left(),
     });
@@ -315,28 +357,19 @@ export async function authenticatePeer(
   ) {
     throw new PeerHandshakeError("the peer sent a malformed peer.hello answer");
   }
-  const acceptorNonce = answer.nonce;
-  if (
-    !(await key.verify(
-      "acceptor",
-      from,
-      to,
-      dialerNonce,
-      acceptorNonce,
-      answer.proof,
-    ))
-  ) {
+  const subject = {
+    cluster,
+    from,
+    to,
+    dialerNonce,
+    acceptorNonce: answer.nonce,
+  };
+  if (!(await key.verify("acceptor", subject, answer.proof))) {
     throw new PeerHandshakeError(
       "the peer's cluster secret differs from ours: compare the --cluster-secret-file of both nodes",
     );
   }
-  const proof = await key.prove(
-    "dialer",
-    from,
-    to,
-    dialerNonce,
-    acceptorNonce,
-  );
+  const proof = await key.prove("dialer", subject);
   let auth: unknown;
   try {
     const params: AuthParams = { proof, clientUrl: options.clientUrl };
@@ -396,6 +429,8 @@ export function normalizeClientUrl(value: unknown): string | null {
 export interface AcceptorHandshakeOptions {
   /** The cluster secret. */
   key: ClusterKey;
+  /** This node's cluster id: a hello's `cluster` must be it. */
+  clusterId: string;
   /** This node's id: a hello's `to` must name it. */
   self: NodeId;
   /** Every member id, this node included: a hello's `from` must be another one. */
@@ -410,7 +445,9 @@ export interface AcceptorHandshakeOptions {
  *
  * @example
  * ```ts ignore
- * const handshake = new AcceptorHandshake({ key, self: "n2", members: ["n1", "n2", "n3"] });
+ * const handshake = new AcceptorHandshake({
+ *   key, clusterId, self: "n2", members: ["n1", "n2", "n3"],
+ * });
  * const hello = await handshake.hello(helloParams); // send back to the dialer
  * const { peer, clientUrl } = await handshake.auth(authParams); // authenticated
  * ```
@@ -445,9 +482,10 @@ export class AcceptorHandshake {
    *
    * @throws {PeerHandshakeError} for a second hello, malformed params, a
    * `to` that is not this node, or a `from` that is this node or no member.
+   * @throws {ClusterMismatchError} for a hello of another cluster.
    */
   async hello(params: unknown): Promise<HelloResult> {
-    const { self, members, key } = this.#options;
+    const { self, members, key, clusterId } = this.#options;
     if (this.#state !== "new") {
       this.#state = "failed";
       throw new PeerHandshakeError("sent peer.hello twice");
@@ -456,14 +494,25 @@ export class AcceptorHandshake {
     const p = params as Partial<HelloParams> | null;
     if (
       typeof p !== "object" || p === null || typeof p.from !== "string" ||
-      typeof p.to !== "string" || !isNonce(p.nonce)
+      typeof p.to !== "string" || !isNonce(p.nonce) ||
+      typeof p.cluster !== "string"
     ) {
       this.#state = "failed";
       throw new PeerHandshakeError(
-        "peer.hello params are not { from, to, nonce }",
+        "peer.hello params are not { cluster, from, to, nonce } (a node of an older version?)",
       );
     }
     const from = p.from.slice(0, 64);
+    if (p.cluster !== clusterId) {
+      this.#state = "failed";
+      throw new ClusterMismatchError(
+        `peer.hello from ${JSON.stringify(from)} is for cluster ${
+          JSON.stringify(p.cluster.slice(0, 64))
+        }, but ${self} belongs to cluster ${
+          JSON.stringify(clusterId)
+        }: the two nodes were bootstrapped with different --peers or --cluster-token, or one of them runs on another cluster's data folder; they share the cluster secret but must not exchange Raft messages`,
+      );
+    }
     if (p.to !== self) {
       this.#state = "failed";
       throw new PeerHandshakeError(
@@ -486,15 +535,14 @@ export class AcceptorHandshake {
         })`,
       );
     }
-    this.#hello = { from: p.from, to: p.to, nonce: p.nonce };
+    this.#hello = {
+      cluster: p.cluster,
+      from: p.from,
+      to: p.to,
+      nonce: p.nonce,
+    };
     this.#nonce = newNonce();
-    const proof = await key.prove(
-      "acceptor",
-      p.from,
-      p.to,
-      p.nonce,
-      this.#nonce,
-    );
+    const proof = await key.prove("acceptor", this.#subject(this.#hello));
     return { nonce: this.#nonce, proof };
   }
 
@@ -521,14 +569,7 @@ export class AcceptorHandshake {
     this.#state = "checking";
     const p = params as Partial<AuthParams> | null;
     const ok = typeof p === "object" && p !== null &&
-      await this.#options.key.verify(
-        "dialer",
-        hello.from,
-        hello.to,
-        hello.nonce,
-        this.#nonce,
-        p.proof,
-      );
+      await this.#options.key.verify("dialer", this.#subject(hello), p.proof);
     if (!ok) {
       this.#state = "failed";
       throw new PeerHandshakeError(
@@ -537,5 +578,15 @@ export class AcceptorHandshake {
     }
     this.#state = "done";
     return { peer: hello.from, clientUrl: normalizeClientUrl(p?.clientUrl) };
+  }
+
+  #subject(hello: HelloParams): HandshakeSubject {
+    return {
+      cluster: hello.cluster,
+      from: hello.from,
+      to: hello.to,
+      dialerNonce: hello.nonce,
+      acceptorNonce: this.#nonce,
+    };
   }
 }

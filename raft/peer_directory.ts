@@ -92,6 +92,18 @@ export class PeerDirectory {
     return this.#members.has(id);
   }
 
+  /**
+   * Removes member `id` (a membership change): its connections are no
+   * longer accepted, and the peer port drops the messages it still sends.
+   * Removing this node itself, or a stranger, does nothing.
+   *
+   * @returns whether `id` was a member and is removed.
+   */
+  remove(id: NodeId): boolean {
+    if (id === this.self) return false;
+    return this.#members.delete(id);
+  }
+
   /** The peer URL of member `id`, or null for a stranger. */
   peerUrl(id: NodeId): string | null {
     return this.#members.get(id)?.peerUrl ?? null;

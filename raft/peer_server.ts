@@ -4,8 +4,14 @@
  * complete `peer.hello` and `peer.auth` within 2 s; until then any other
  * method, a wrong proof, or a second hello closes it. After that it speaks
  * for one authenticated member: its `raft.step` messages reach the node
- * only when their `from` is that member and their `to` is this node, and
- * the application's peer methods are called with that member's id.
+ * only when their `from` is that member (still a current member) and their
+ * `to` is this node, and the application's peer methods are called with
+ * that member's id. A message that is dropped (forged `from`, wrong `to`,
+ * a removed member) or fails validation (`parseMessage`) is counted
+ * ({@link PeerAcceptor.stats}) and logged with its sender and why, at most
+ * one line per peer and kind per `logIntervalMs` (the next line says how
+ * many were held back). A hello of another cluster (its cluster id differs)
+ * is answered with the reason, logged, and the connection closed.
  *
  * {@link PeerAcceptor} is Web-standard (it builds the per-connection
  * method tables of `rpc/server_connection.ts`); {@link servePeers} runs it
@@ -22,6 +28,7 @@ import { parseMessage } from "./_message_validation.ts";
 import {
   AcceptorHandshake,
   type ClusterKey,
+  ClusterMismatchError,
   HANDSHAKE_TIMEOUT_MS,
   PEER_AUTH_METHOD,
   PEER_HELLO_METHOD,
@@ -61,6 +68,11 @@ export interface PeerAcceptorOptions {
   directory: PeerDirectory;
   /** The cluster secret. */
   key: ClusterKey;
+  /**
+   * This node's cluster id (`DataDir.clusterId`): a hello of another
+   * cluster is refused.
+   */
+  clusterId: string;
   /** This node's client URL, told to each authenticated peer. @default null */
   clientUrl?: () => string | null;
   /**
@@ -102,7 +114,9 @@ interface SessionState {
  * @example
  * ```ts ignore
  * import { serve } from "../adapter/deno/serve.ts";
- * const acceptor = new PeerAcceptor({ id: "n1", directory, key, onStep: (m) => node.step(m) });
+ * const acceptor = new PeerAcceptor({
+ *   id: "n1", clusterId, directory, key, onStep: (m) => node.step(m),
+ * });
  * const server = serve({
  *   port: 7101,
  *   methods: acceptor.methods,
@@ -125,8 +139,14 @@ export class PeerAcceptor {
   readonly #options: PeerAcceptorOptions;
   readonly #sessions = new Map<number, SessionState>();
   readonly #log: RateLimitedLog;
-  #dropped = 0;
-  #refused = 0;
+  readonly #stats: PeerServerStats = {
+    delivered: 0,
+    forgedFrom: 0,
+    wrongTo: 0,
+    notMember: 0,
+    invalid: 0,
+    refusedConnections: 0,
+  };
 
   /**
    * Makes the acceptor; it serves nothing until its methods are mounted.
@@ -163,16 +183,23 @@ export class PeerAcceptor {
   }
 
   /**
-   * Raft messages from authenticated peers dropped because their `from`
-   * was not the sender or their `to` not this node.
+   * What authenticated peers sent that was dropped: the sum of
+   * `forgedFrom`, `wrongTo` and `notMember` (messages) and `invalid`
+   * (refused `raft.step` calls) of {@link PeerAcceptor.stats}.
    */
   get droppedMessages(): number {
-    return this.#dropped;
+    const s = this.#stats;
+    return s.forgedFrom + s.wrongTo + s.notMember + s.invalid;
   }
 
   /** Connections closed before or during the handshake. */
   get refusedConnections(): number {
-    return this.#refused;
+    return this.#stats.refusedConnections;
+  }
+
+  /** Counts of delivered and dropped Raft messages and refused connections (a copy). */
+  get stats(): PeerServerStats {
+    return { ...this.#stats };
   }
 
   /** Peer connections open now, authenticated or not. */
@@ -181,12 +208,13 @@ export class PeerAcceptor {
   }
 
   #table(session: RpcSession): Methods {
-    const { id, key, directory } = this.#options;
+    const { id, key, directory, clusterId } = this.#options;
     const timeoutMs = this.#options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
     const state: SessionState = {
       session,
       handshake: new AcceptorHandshake({
         key,
+        clusterId,
         self: id,
         members: directory.ids,
       }),
@@ -230,6 +258,11 @@ export class PeerAcceptor {
         try {
           return await state.handshake.hello(params);
         } catch (error) {
+          if (error instanceof ClusterMismatchError) {
+            // Answered, so the dialer can log why, then closed.
+            this.#refuse(state, error.message, { linger: true });
+            throw new RpcError(INVALID_PARAMS, error.message);
+          }
           this.#refuse(state, messageOf(error));
           return null;
         }
@@ -273,37 +306,64 @@ export class PeerAcceptor {
   }
 
   #step(peer: NodeId, messages: unknown): void {
+    const { id: self, directory } = this.#options;
     if (!Array.isArray(messages)) {
+      this.#invalid(peer, `${STEP_METHOD} params are not [messages]`);
       throw new RpcError(
         INVALID_PARAMS,
         `Invalid params: ${STEP_METHOD} takes [messages]`,
       );
     }
+    // A batch with a malformed message comes from a broken or hostile peer:
+    // none of it is stepped (a request is answered -32602).
     let parsed: Message[];
     try {
       parsed = messages.map(parseMessage);
     } catch (error) {
-      throw new RpcError(
-        INVALID_PARAMS,
-        `Invalid params: ${(error as Error).message}`,
-      );
+      const reason = (error as Error).message;
+      this.#invalid(peer, reason);
+      throw new RpcError(INVALID_PARAMS, `Invalid params: ${reason}`);
     }
-    const self = this.#options.id;
-    const valid = parsed.filter((message) => {
-      if (message.from === peer && message.to === self) return true;
-      this.#dropped++;
+    directory.heard(peer);
+    const valid: Message[] = [];
+    for (const message of parsed) {
+      const kind = message.from !== peer
+        ? "forgedFrom"
+        : message.to !== self
+        ? "wrongTo"
+        : !directory.has(peer)
+        ? "notMember"
+        : null;
+      if (kind === null) {
+        valid.push(message);
+        continue;
+      }
+      this.#stats[kind]++;
+      const why = kind === "notMember"
+        ? `${peer} is no longer a member`
+        : "a peer speaks only for itself, to this node";
       this.#log.line(
-        `drop:${peer}`,
+        `${kind}:${peer}`,
         `${self}: dropped a raft message from peer ${peer} that claims from=${
           JSON.stringify(message.from.slice(0, 64))
-        } to=${
-          JSON.stringify(message.to.slice(0, 64))
-        } (a peer speaks only for itself, to this node; ${this.#dropped} dropped so far)`,
+        } to=${JSON.stringify(message.to.slice(0, 64))} (${why}; ${
+          this.#stats[kind]
+        } dropped so far)`,
       );
-      return false;
-    });
-    this.#options.directory.heard(peer);
+    }
+    this.#stats.delivered += valid.length;
     if (valid.length > 0) this.#options.onStep(valid, peer);
+  }
+
+  /** Counts and logs (rate-limited, per peer) a batch that failed validation. */
+  #invalid(peer: NodeId, reason: string): void {
+    this.#stats.invalid++;
+    this.#log.line(
+      `invalid:${peer}`,
+      `${this.#options.id}: dropped invalid raft messages from peer ${peer}: ${
+        reason.slice(0, 300)
+      } (${this.#stats.invalid} invalid batches so far)`,
+    );
   }
 
   /**
@@ -320,7 +380,7 @@ export class PeerAcceptor {
     state.refused = true;
     clearTimeout(state.timer);
     state.timer = undefined;
-    this.#refused++;
+    this.#stats.refusedConnections++;
     const remote = state.session.remoteAddress ?? "an unknown address";
     this.#log.line(
       `refuse:${hostOf(remote)}`,
@@ -377,6 +437,25 @@ class RateLimitedLog {
   }
 }
 
+/** Counts kept by a {@link PeerAcceptor} since it was made. */
+export interface PeerServerStats {
+  /** Raft messages handed to `onStep`. */
+  delivered: number;
+  /** Dropped: their `from` was not the authenticated sender (forged). */
+  forgedFrom: number;
+  /** Dropped: their `to` was not this node. */
+  wrongTo: number;
+  /** Dropped: their sender is no longer a member (removed from the directory). */
+  notMember: number;
+  /**
+   * `raft.step` calls refused whole: a message failed validation
+   * (`parseMessage`), or the params were not an array. One per call.
+   */
+  invalid: number;
+  /** Connections closed before or during the handshake. */
+  refusedConnections: number;
+}
+
 /** Settings of {@link servePeers}: the acceptor's, and where to listen. */
 export interface ServePeersOptions extends PeerAcceptorOptions {
   /** Interface to listen on. @default "127.0.0.1" */
@@ -405,7 +484,7 @@ export interface PeerServer extends RpcServer {
  * import { servePeers } from "./peer_server.ts";
  * const server = servePeers({
  *   hostname: "127.0.0.1", port: 7101,
- *   id: "n1", directory, key,
+ *   id: "n1", clusterId, directory, key,
  *   onStep: (messages) => node.step(messages),
  * });
  * console.log(server.url);

@@ -20,6 +20,7 @@ import {
 } from "./peer_auth.ts";
 import { PeerDirectory } from "./peer_directory.ts";
 import { type PeerServer, servePeers } from "./peer_server.ts";
+import { PeerTransport } from "./peer_transport.ts";
 import type { Message } from "./types.ts";
 
 const PEERS = {
@@ -28,6 +29,8 @@ const PEERS = {
   n3: "tcp://127.0.0.1:7103",
 };
 const N1_CLIENT = "tcp://127.0.0.1:7001";
+/** The cluster id of n1..n3. */
+const CLUSTER = "0123456789abcdef";
 const N2_CLIENT = "tcp://127.0.0.1:7002";
 
 /** Member n2's peer port, recording what reaches it. */
@@ -56,6 +59,7 @@ async function withAcceptor(
     hostname: "127.0.0.1",
     port: 0,
     id: "n2",
+    clusterId: CLUSTER,
     directory,
     key,
     clientUrl: () => N2_CLIENT,
@@ -110,17 +114,32 @@ const otherKey = await ClusterKey.fromSecret(
 
 /** The dialer's half of the handshake, as member `from`, announcing no client URL. */
 function signIn(connection: RpcConnection, key: ClusterKey, from = "n1") {
-  return authenticatePeer(connection, { key, from, to: "n2", clientUrl: null });
+  return authenticatePeer(connection, {
+    key,
+    clusterId: CLUSTER,
+    from,
+    to: "n2",
+    clientUrl: null,
+  });
 }
 
 /** A `peer.hello` from n1 to n2 with `nonce`. */
 function hello(connection: RpcConnection, nonce: string) {
   return connection.call<HelloResult>(PEER_HELLO_METHOD, {
+    cluster: CLUSTER,
     from: "n1",
     to: "n2",
     nonce,
   });
 }
+
+/** The handshake subject of n1..n3's cluster. */
+const subject = (
+  from: string,
+  to: string,
+  dialerNonce: string,
+  acceptorNonce: string,
+) => ({ cluster: CLUSTER, from, to, dialerNonce, acceptorNonce });
 
 const vote = (from: string, to: string, term = 1): Message => ({
   type: "voteResponse",
@@ -135,6 +154,7 @@ Deno.test("handshake: the right secret authenticates both sides, each learns the
     await onConnection(acceptor, async (connection) => {
       const answer = await authenticatePeer(connection, {
         key,
+        clusterId: CLUSTER,
         from: "n1",
         to: "n2",
         clientUrl: "127.0.0.1:7001",
@@ -185,10 +205,7 @@ Deno.test("handshake: the acceptor closes the connection on a peer.auth proof ma
       const answer = await hello(connection, nonce);
       const proof = await otherKey.prove(
         "dialer",
-        "n1",
-        "n2",
-        nonce,
-        answer.nonce,
+        subject("n1", "n2", nonce, answer.nonce),
       );
       await closedBy(
         connection.call(PEER_AUTH_METHOD, { proof, clientUrl: N1_CLIENT }),
@@ -211,7 +228,10 @@ Deno.test("handshake: a peer.auth replayed from an earlier session is refused", 
     let recorded!: { hello: HelloResult; proof: string };
     await onConnection(acceptor, async (connection) => {
       const answer = await hello(connection, nonce);
-      const proof = await key.prove("dialer", "n1", "n2", nonce, answer.nonce);
+      const proof = await key.prove(
+        "dialer",
+        subject("n1", "n2", nonce, answer.nonce),
+      );
       await connection.call(PEER_AUTH_METHOD, { proof, clientUrl: null });
       recorded = { hello: answer, proof };
     });
@@ -246,19 +266,22 @@ Deno.test("handshake: a hello to another id, from this node's own id, from a str
   await withAcceptor(async (acceptor) => {
     const cases: [Params, RegExp][] = [
       [
-        { from: "n1", to: "n3", nonce: newNonce() },
+        { cluster: CLUSTER, from: "n1", to: "n3", nonce: newNonce() },
         /addressed to "n3", not to this node \(n2\)/,
       ],
       [
-        { from: "n2", to: "n2", nonce: newNonce() },
+        { cluster: CLUSTER, from: "n2", to: "n2", nonce: newNonce() },
         /claims to come from this node's own id \(n2\)/,
       ],
       [
-        { from: "n9", to: "n2", nonce: newNonce() },
+        { cluster: CLUSTER, from: "n9", to: "n2", nonce: newNonce() },
         /comes from "n9", not a member \(n1, n2, n3\)/,
       ],
-      [{ from: "n1", to: "n2", nonce: "short" }, /not \{ from, to, nonce \}/],
-      [["n1", "n2"], /not \{ from, to, nonce \}/],
+      [
+        { cluster: CLUSTER, from: "n1", to: "n2", nonce: "short" },
+        /not \{ cluster, from, to, nonce \}/,
+      ],
+      [["n1", "n2"], /not \{ cluster, from, to, nonce \}/],
     ];
     for (const [i, [params, reason]] of cases.entries()) {
       await onConnection(acceptor, async (connection) => {
@@ -282,9 +305,9 @@ Deno.test("handshake: each refusal reason is logged with the remote address, rat
       /comes from "n9", not a member \(n1, n2, n3\)/,
     ];
     const hellos = [
-      { from: "n1", to: "n3", nonce: newNonce() },
-      { from: "n2", to: "n2", nonce: newNonce() },
-      { from: "n9", to: "n2", nonce: newNonce() },
+      { cluster: CLUSTER, from: "n1", to: "n3", nonce: newNonce() },
+      { cluster: CLUSTER, from: "n2", to: "n2", nonce: newNonce() },
+      { cluster: CLUSTER, from: "n9", to: "n2", nonce: newNonce() },
     ];
     for (const [i, hello] of hellos.entries()) {
       await onConnection(acceptor, async (connection) => {
@@ -351,14 +374,24 @@ Deno.test("handshake: raft.step, rpc.ping, another method, peer.auth first or a 
       );
     });
     await onConnection(acceptor, async (connection) => {
-      const hello = { from: "n1", to: "n2", nonce: newNonce() };
+      const hello = {
+        cluster: CLUSTER,
+        from: "n1",
+        to: "n2",
+        nonce: newNonce(),
+      };
       await connection.call(PEER_HELLO_METHOD, hello);
       await closedBy(connection.call(PEER_HELLO_METHOD, hello), connection);
     });
     // Between hello and auth, a raft.step is refused too.
     await onConnection(acceptor, async (connection) => {
       const nonce = newNonce();
-      await connection.call(PEER_HELLO_METHOD, { from: "n1", to: "n2", nonce });
+      await connection.call(PEER_HELLO_METHOD, {
+        cluster: CLUSTER,
+        from: "n1",
+        to: "n2",
+        nonce,
+      });
       await closedBy(connection.call("raft.step", [forged]), connection);
     });
     assert.deepEqual(acceptor.stepped, []);
@@ -369,6 +402,7 @@ Deno.test("handshake: raft.step, rpc.ping, another method, peer.auth first or a 
       await signIn(connection, key);
       await closedBy(
         connection.call(PEER_HELLO_METHOD, {
+          cluster: CLUSTER,
           from: "n1",
           to: "n2",
           nonce: newNonce(),
@@ -386,6 +420,7 @@ Deno.test("handshake: a connection silent for 2 s, or stuck after its hello, is 
     const stuck = await connectTo(acceptor);
     try {
       await stuck.call(PEER_HELLO_METHOD, {
+        cluster: CLUSTER,
         from: "n1",
         to: "n2",
         nonce: newNonce(),
@@ -427,12 +462,19 @@ Deno.test("after auth, raft messages whose from is not the peer or whose to is n
       from: "n1",
     }]);
     assert.equal(acceptor.server.acceptor.droppedMessages, 3);
-    // Logged once (rate-limited), naming the peer and the claim.
-    assert.equal(acceptor.logs.length, 1, acceptor.logs.join("\n"));
-    assert.match(
-      acceptor.logs[0],
-      /^n2: dropped a raft message from peer n1 that claims from="n3" to="n2"/,
-    );
+    assert.deepEqual(acceptor.server.acceptor.stats, {
+      delivered: 2,
+      forgedFrom: 2,
+      wrongTo: 1,
+      notMember: 0,
+      invalid: 0,
+      refusedConnections: 0,
+    });
+    // Logged once per kind (rate-limited), naming the peer and the claim.
+    assert.deepEqual(acceptor.logs, [
+      'n2: dropped a raft message from peer n1 that claims from="n3" to="n2" (a peer speaks only for itself, to this node; 1 dropped so far)',
+      'n2: dropped a raft message from peer n1 that claims from="n1" to="n3" (a peer speaks only for itself, to this node; 1 dropped so far)',
+    ]);
   });
 });
 
@@ -488,6 +530,103 @@ Deno.test("after auth, raft.step with malformed params answers -32602 and steps 
   });
 });
 
+Deno.test("after auth, the messages of a peer removed from the members are dropped, counted and logged", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    await onConnection(acceptor, async (connection) => {
+      await signIn(connection, key);
+      await connection.call("raft.step", [[vote("n1", "n2", 1)]]);
+      // A membership change removes n1 while its connection is open.
+      assert.equal(acceptor.directory.remove("n1"), true);
+      await connection.notify("raft.step", [[vote("n1", "n2", 2)]]);
+      await connection.call("raft.step", [[vote("n1", "n2", 3)]]);
+    });
+    assert.deepEqual(acceptor.stepped, [{
+      messages: [vote("n1", "n2", 1)],
+      from: "n1",
+    }]);
+    assert.equal(acceptor.server.acceptor.stats.notMember, 2);
+    assert.equal(acceptor.server.acceptor.stats.delivered, 1);
+    assert.deepEqual(acceptor.logs, [
+      'n2: dropped a raft message from peer n1 that claims from="n1" to="n2" (n1 is no longer a member; 1 dropped so far)',
+    ]);
+  });
+});
+
+Deno.test("after auth, an invalid raft.step notification is logged with its sender and the validation error, once per peer per interval with a count", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    await onConnection(acceptor, async (connection) => {
+      await signIn(connection, key);
+      // Peers send raft.step as notifications: nothing answers them, so
+      // the log line is the only trace.
+      const bad = { type: "vote", from: "n1", to: "n2", term: -1 };
+      for (let i = 0; i < 3; i++) {
+        await connection.notify("raft.step", [[bad]]);
+      }
+      await connection.notify("raft.step", [{ not: "an array" }]);
+      await waitFor(
+        () => acceptor.server.acceptor.stats.invalid === 4,
+        "4 invalid batches to be counted",
+      );
+      assert.deepEqual(acceptor.logs, [
+        'n2: dropped invalid raft messages from peer n1: Raft message field "term" must be a non-negative integer (1 invalid batches so far)',
+      ]);
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      await connection.notify("raft.step", [[null]]);
+      await waitFor(() => acceptor.logs.length === 2, "a second line");
+      assert.equal(
+        acceptor.logs[1],
+        "n2: dropped invalid raft messages from peer n1: a Raft message must be an object (5 invalid batches so far) (3 more like it not logged)",
+      );
+      // Valid messages still flow on the same connection.
+      await connection.call("raft.step", [[vote("n1", "n2", 7)]]);
+    });
+    assert.deepEqual(acceptor.stepped, [{
+      messages: [vote("n1", "n2", 7)],
+      from: "n1",
+    }]);
+    assert.equal(acceptor.server.acceptor.droppedMessages, 5);
+  }, { logIntervalMs: 300 });
+});
+
+Deno.test("two clusters sharing a secret: a peer of another cluster id is refused in peer.hello, with the reason logged on both sides", async () => {
+  await withAcceptor(async (acceptor, key) => {
+    const other = "fedcba9876543210";
+    // n1 of another cluster, same secret, dialing this cluster's n2.
+    const transport = new PeerTransport({
+      id: "n1",
+      peers: { n1: PEERS.n1, n2: acceptor.server.url },
+      key,
+      clusterId: other,
+      minBackoffMs: 20,
+      maxBackoffMs: 50,
+    });
+    try {
+      transport.start();
+      await waitFor(
+        () => transport.directory.status()[1].lastError !== null,
+        "n1's transport to record why n2 refused it",
+      );
+      assert.equal(
+        transport.directory.status()[1].lastError,
+        `peer.hello failed: peer.hello from "n1" is for cluster "${other}", but n2 belongs to cluster "${CLUSTER}": the two nodes were bootstrapped with different --peers or --cluster-token, or one of them runs on another cluster's data folder; they share the cluster secret but must not exchange Raft messages`,
+      );
+      transport.send([vote("n1", "n2")]);
+      await waitFor(() => acceptor.logs.length > 0, "n2 to log the refusal");
+      assert.match(
+        acceptor.logs[0],
+        new RegExp(
+          `^n2: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n1" is for cluster "${other}", but n2 belongs to cluster "${CLUSTER}"`,
+        ),
+      );
+    } finally {
+      transport.close();
+    }
+    assert.deepEqual(acceptor.stepped, []);
+    assert.equal(acceptor.directory.clientUrl("n1"), null);
+    assert(acceptor.server.acceptor.refusedConnections >= 1);
+  });
+});
+
 Deno.test("application peer methods are called with (params, from) on authenticated connections only", async () => {
   await withAcceptor(async (acceptor, key) => {
     await onConnection(acceptor, async (connection) => {
@@ -515,6 +654,7 @@ Deno.test("servePeers refuses handlers with reserved names", async () => {
       () =>
         servePeers({
           id: "n2",
+          clusterId: CLUSTER,
           directory: new PeerDirectory("n2", PEERS),
           key,
           onStep: () => {},
@@ -532,13 +672,24 @@ Deno.test("ClusterKey refuses a secret shorter than 32 characters; proofs depend
   });
   const key = await ClusterKey.fromSecret(TEST_SECRET);
   const [a, b] = [newNonce(), newNonce()];
-  const proof = await key.prove("dialer", "n1", "n2", a, b);
-  assert.equal(await key.verify("dialer", "n1", "n2", a, b, proof), true);
-  assert.equal(await key.verify("acceptor", "n1", "n2", a, b, proof), false);
-  assert.equal(await key.verify("dialer", "n2", "n1", a, b, proof), false);
-  assert.equal(await key.verify("dialer", "n1", "n2", b, a, proof), false);
-  assert.equal(await key.verify("dialer", "n1", "n2", a, b, 5), false);
-  assert.equal(await key.verify("dialer", "n1", "n2", a, b, "!!"), false);
+  const proof = await key.prove("dialer", subject("n1", "n2", a, b));
+  const ok = subject("n1", "n2", a, b);
+  assert.equal(await key.verify("dialer", ok, proof), true);
+  assert.equal(await key.verify("acceptor", ok, proof), false);
+  assert.equal(
+    await key.verify("dialer", subject("n2", "n1", a, b), proof),
+    false,
+  );
+  assert.equal(
+    await key.verify("dialer", subject("n1", "n2", b, a), proof),
+    false,
+  );
+  assert.equal(
+    await key.verify("dialer", { ...ok, cluster: "fedcba9876543210" }, proof),
+    false,
+  );
+  assert.equal(await key.verify("dialer", ok, 5), false);
+  assert.equal(await key.verify("dialer", ok, "!!"), false);
   const same = await ClusterKey.fromSecret(`\n${TEST_SECRET}  \n`);
-  assert.equal(await same.verify("dialer", "n1", "n2", a, b, proof), true);
+  assert.equal(await same.verify("dialer", ok, proof), true);
 });

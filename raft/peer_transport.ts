@@ -42,6 +42,11 @@ export interface PeerTransportOptions {
   /** The cluster secret every connection proves. */
   key: ClusterKey;
   /**
+   * This node's cluster id (`DataDir.clusterId`), sent in every hello: a
+   * peer of another cluster refuses the connection (see `peer_auth.ts`).
+   */
+  clusterId: string;
+  /**
    * This node's client URL, announced to each peer in the handshake; read
    * at each handshake. @default no URL (null)
    */
@@ -344,6 +349,7 @@ class PeerLink {
       if (this.#closed) return;
       const { clientUrl } = await authenticatePeer(connection, {
         key: this.#options.key,
+        clusterId: this.#options.clusterId,
         from: this.#options.id,
         to: this.#id,
         clientUrl: this.#options.clientUrl?.() ?? null,

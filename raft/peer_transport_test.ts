@@ -23,6 +23,7 @@ function peer(
     hostname: "127.0.0.1",
     port,
     id,
+    clusterId: CLUSTER,
     directory,
     key: options.key ?? key,
     clientUrl: () => options.clientUrl ?? null,
@@ -40,6 +41,8 @@ function peer(
   };
 }
 
+/** The cluster id every member in these tests shares. */
+const CLUSTER = "0123456789abcdef";
 /** Peer URLs for `ids` on free ports. */
 function peersOn(ids: string[]): Record<string, string> {
   const ports = freePorts(ids.length);
@@ -54,7 +57,13 @@ function transportOf(
   peers: Record<string, string>,
   options: Partial<PeerTransportOptions> = {},
 ): PeerTransport {
-  return new PeerTransport({ id: "n1", peers, key, ...options });
+  return new PeerTransport({
+    id: "n1",
+    peers,
+    key,
+    clusterId: CLUSTER,
+    ...options,
+  });
 }
 
 const vote = (to: string, term: number): Message => ({
@@ -225,6 +234,7 @@ Deno.test("two members with one secret reach each other both ways and learn each
     hostname: "127.0.0.1",
     port: portOf(peers.n1),
     id: "n1",
+    clusterId: CLUSTER,
     directory: n1Directory,
     key,
     clientUrl: () => "tcp://127.0.0.1:7001",
@@ -238,6 +248,7 @@ Deno.test("two members with one secret reach each other both ways and learn each
     id: "n2",
     peers,
     key,
+    clusterId: CLUSTER,
     directory: n2.directory,
     clientUrl: () => "tcp://127.0.0.1:7002",
   });

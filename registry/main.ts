@@ -29,9 +29,10 @@ import {
   type TcpAddress,
 } from "../rpc/transport.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
-import { lockDataDir } from "../raft/dir_lock.ts";
+import { DataDirInUseError, lockDataDir } from "../raft/dir_lock.ts";
 import { PEER_PORT_OFFSET } from "../protocol/registry.ts";
 import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
+import { pathExists, portsFree } from "./_start_checks.ts";
 
 const USAGE = `usage: deno run -A registry/main.ts [options]
 
@@ -54,10 +55,17 @@ prove the cluster secret).
                      secret if missing (then copy it to the other nodes).
                      Required with --peers; default DIR/cluster_secret for
                      a single node
+  --cluster-token TOKEN
+                     part of the cluster id the members compute when they
+                     first start (like etcd's --initial-cluster-token): the
+                     same on every member; tells apart clusters of the same
+                     --peers. A data folder of another cluster is refused
   --advertise HOST[:PORT]
                      the client URL to tell clients and peers (required when
                      --listen is a wildcard address such as 0.0.0.0)
-  --data DIR         folder for this node's log (default ./data/ID)
+  --data DIR         folder for this node's log (default ./data/ID); it
+                     belongs to this --id of this cluster, and is made only
+                     once both ports are free
   --tick-ms N        milliseconds per Raft tick (default 100)
   --election-ticks N election timeout in ticks (default 10, at least 2)
   --history-events N changes kept for watches to resume from (default 10000;
@@ -82,6 +90,8 @@ export interface RegistryArgs {
   peers: Record<string, string> | undefined;
   /** Where the cluster secret is (created if missing). */
   clusterSecretFile: string;
+  /** The cluster token (part of the cluster id), or "" for none. */
+  clusterToken: string;
   /** This node's data folder. */
   dataDir: string;
   /** Milliseconds per Raft tick. */
@@ -119,6 +129,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "peer-listen": { type: "string" },
       advertise: { type: "string" },
       "cluster-secret-file": { type: "string" },
+      "cluster-token": { type: "string" },
       peers: { type: "string" },
       data: { type: "string" },
       "tick-ms": { type: "string" },
@@ -233,6 +244,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     peers,
     clusterSecretFile: values["cluster-secret-file"] ??
       `${dataDir}/cluster_secret`,
+    clusterToken: values["cluster-token"] ?? "",
     dataDir,
     tickMs: positiveInteger(values["tick-ms"], "--tick-ms", 100),
     // At least 2: a leader heartbeats every tick, more often than the
@@ -307,18 +319,31 @@ export async function runRegistry(argv: string[]): Promise<number> {
     formatTcpUrl(args.peerListen)
   }, data ${args.dataDir}`;
   let clusterSecret: string;
+  // A start that fails leaves no data folder it made behind.
+  const existed = await pathExists(args.dataDir);
+  const cannotStart = async (error: unknown) => {
+    const hint = error instanceof Deno.errors.AddrInUse
+      ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
+      : "";
+    console.error(
+      `registry ${args.id}: cannot start (${where}): ${
+        (error as Error).message
+      }${hint}`,
+    );
+    if (!existed && !(error instanceof DataDirInUseError)) {
+      await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
+    }
+    return 1;
+  };
   try {
+    // Ports first: nothing is written while one is taken.
+    portsFree([["client", args.listen], ["peer", args.peerListen]]);
     // A folder another node is using is refused before anything (a new
     // cluster secret) is written next to its data.
     (await lockDataDir(args.dataDir)).release();
     clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
   } catch (error) {
-    console.error(
-      `registry ${args.id}: cannot start (${where}): ${
-        (error as Error).message
-      }`,
-    );
-    return 1;
+    return await cannotStart(error);
   }
   try {
     node = await startRegistryNode({
@@ -329,6 +354,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
       peers: args.peers,
       clusterSecret,
       dataDir: args.dataDir,
+      clusterToken: args.clusterToken,
       tickMs: args.tickMs,
       electionTicks: args.electionTicks,
       historyEvents: args.historyEvents,
@@ -339,19 +365,11 @@ export async function runRegistry(argv: string[]): Promise<number> {
       },
     });
   } catch (error) {
-    const hint = error instanceof Deno.errors.AddrInUse
-      ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
-      : "";
-    console.error(
-      `registry ${args.id}: cannot start (${where}): ${
-        (error as Error).message
-      }${hint}`,
-    );
-    return 1;
+    return await cannotStart(error);
   }
   const cluster = Object.keys(args.peers ?? { [args.id]: "" }).join(",");
   log(
-    `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl} (cluster ${cluster}; data ${args.dataDir})`,
+    `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl} (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir})`,
   );
   const stop = () => stopped.resolve();
   Deno.addSignalListener("SIGINT", stop);

@@ -11,6 +11,7 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     advertise: undefined,
     peers: undefined,
     clusterSecretFile: "./data/n1/cluster_secret",
+    clusterToken: "",
     dataDir: "./data/n1",
     tickMs: 100,
     electionTicks: 10,
@@ -34,6 +35,8 @@ Deno.test("parseRegistryArgs: every option", () => {
       "n1=127.0.0.1:7101, n2=tcp://127.0.0.1:7102,n3=[::1]:7103,",
       "--cluster-secret-file",
       "/etc/rafter/secret",
+      "--cluster-token",
+      "prod-eu",
       "--data",
       "/var/lib/rafter",
       "--tick-ms",
@@ -55,6 +58,7 @@ Deno.test("parseRegistryArgs: every option", () => {
         n3: "tcp://[::1]:7103",
       },
       clusterSecretFile: "/etc/rafter/secret",
+      clusterToken: "prod-eu",
       dataDir: "/var/lib/rafter",
       tickMs: 20,
       electionTicks: 5,
@@ -296,7 +300,7 @@ Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTER
         assert.match(
           node.output,
           new RegExp(
-            `registry n1 listening on ${url}, peers on tcp://127\\.0\\.0\\.1:${peerPort} \\(cluster n1; data \\./data/n1\\)`,
+            `registry n1 listening on ${url}, peers on tcp://127\\.0\\.0\\.1:${peerPort} \\(cluster [0-9a-f]{16} of n1; data \\./data/n1\\)`,
           ),
         );
         // The first start made the secret; the second read it.
@@ -344,7 +348,7 @@ Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTER
   }
 });
 
-Deno.test("registry/main.ts exits 1 with a one-line reason naming the port that is taken", async () => {
+Deno.test("registry/main.ts exits 1 with a one-line reason naming the port that is taken, and makes no data folder", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (taken.addr as Deno.NetAddr).port;
@@ -370,10 +374,13 @@ Deno.test("registry/main.ts exits 1 with a one-line reason naming the port that 
       assert.match(
         node.output,
         new RegExp(
-          `^(generated a new cluster secret in .*\\n)?registry n1: cannot start \\(client tcp://127\\.0\\.0\\.1:\\d+, peer tcp://127\\.0\\.0\\.1:\\d+, data \\./data/n1\\): the ${which} port tcp://127\\.0\\.0\\.1:${port} is in use .*; another process .* listens there.*\\n$`,
+          `^registry n1: cannot start \\(client tcp://127\\.0\\.0\\.1:\\d+, peer tcp://127\\.0\\.0\\.1:\\d+, data \\./data/n1\\): the ${which} port tcp://127\\.0\\.0\\.1:${port} is in use .*; another process .* listens there.*\\n$`,
           "i",
         ),
       );
+      // Bug: the node made ./data/n1 (its lock and a new cluster secret)
+      // before it found the port taken.
+      await assert.rejects(Deno.stat(`${cwd}/data`), Deno.errors.NotFound);
     }
   } finally {
     taken.close();
@@ -461,6 +468,95 @@ Deno.test("registry/main.ts refuses a data folder another node is using", async 
   } finally {
     running.child.kill("SIGTERM");
     assert.equal(await within(running.exit(), 10_000, "the first to exit"), 0);
+    await Deno.remove(cwd, { recursive: true });
+  }
+});
+
+Deno.test("registry/main.ts with bad flags exits 2 and makes no data folder", async () => {
+  const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
+  try {
+    for (
+      const args of [
+        ["--tick-ms", "abc", "--data", "./d"],
+        ["--id", "n1", "--peers", "n1=127.0.0.1:0,n2=x", "--data", "./d"],
+        ["--listen", "0.0.0.0:0", "--data", "./d"],
+      ]
+    ) {
+      const node = spawnRegistry(cwd, args);
+      assert.equal(await within(node.exit(), 10_000, "the node to exit"), 2);
+      assert.match(node.output, /^registry: --\S+.*\n\nusage:/);
+      await assert.rejects(Deno.stat(`${cwd}/d`), Deno.errors.NotFound);
+    }
+  } finally {
+    await Deno.remove(cwd, { recursive: true });
+  }
+});
+
+Deno.test("registry/main.ts refuses a single-node development folder reused by n1 of a new 3-node cluster, saying whose it is and what to do", async () => {
+  const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
+  const [client, peer, ...others] = freePorts(4);
+  try {
+    // A single-node development registry, run once.
+    const dev = spawnRegistry(cwd, [
+      "--listen",
+      `127.0.0.1:${client}`,
+      "--peer-listen",
+      `127.0.0.1:${peer}`,
+    ]);
+    await waitFor(
+      () => dev.output.includes(": leader of term"),
+      "the development node to lead",
+      10_000,
+    );
+    dev.child.kill("SIGTERM");
+    assert.equal(await within(dev.exit(), 10_000, "it to stop"), 0);
+    const devMeta = JSON.parse(
+      await Deno.readTextFile(`${cwd}/data/n1/meta.json`),
+    );
+    assert.equal(devMeta.memberId, "n1");
+    // The same folder, as n1 of a new cluster.
+    const peers = `n1=127.0.0.1:${peer},n2=127.0.0.1:${
+      others[0]
+    },n3=127.0.0.1:${others[1]}`;
+    const member = spawnRegistry(cwd, [
+      "--id",
+      "n1",
+      "--listen",
+      `127.0.0.1:${client}`,
+      "--peers",
+      peers,
+      "--cluster-secret-file",
+      "./data/n1/cluster_secret",
+    ]);
+    assert.equal(await within(member.exit(), 10_000, "n1 to exit"), 1);
+    assert.match(
+      member.output,
+      new RegExp(
+        `^registry n1: cannot start \\(.*\\): data folder \\./data/n1 belongs to another cluster \\(id ${devMeta.clusterId}\\): it holds the log of a cluster bootstrapped with a single node \\(n1=tcp://127\\.0\\.0\\.1:${peer}\\), but this node is started as a member of a cluster of n1=tcp://127\\.0\\.0\\.1:${peer}, n2=.*, n3=.* \\(cluster id [0-9a-f]{16}\\); its log would be merged silently with another cluster's\\. Give this node a new --data folder \\(or move this one aside\\), or start it with the --peers \\(and --cluster-token\\) its cluster was bootstrapped with\\n$`,
+      ),
+    );
+    // The refused start left the folder as it was.
+    assert.deepEqual(
+      JSON.parse(await Deno.readTextFile(`${cwd}/data/n1/meta.json`)),
+      devMeta,
+    );
+    // Another member id on it is refused too.
+    const other = spawnRegistry(cwd, [
+      "--id",
+      "n2",
+      "--listen",
+      `127.0.0.1:${client}`,
+      "--peer-listen",
+      `127.0.0.1:${peer}`,
+      "--data",
+      "./data/n1",
+    ]);
+    assert.equal(await within(other.exit(), 10_000, "n2 to exit"), 1);
+    assert.match(
+      other.output,
+      /data folder \.\/data\/n1 belongs to member "n1", not "n2": start this node with --id n1, or give it its own --data folder\n$/,
+    );
+  } finally {
     await Deno.remove(cwd, { recursive: true });
   }
 });

@@ -45,7 +45,7 @@ export {
 export type { WatchHub, WatchHubOptions } from "./watch_hub.ts";
 export type { LeaseKeeper } from "./lease_keeper.ts";
 export type { LocalArea } from "./local_area.ts";
-export type { PeerServer, PeerTransport, RaftNode } from "../raft/mod.ts";
+export type { PeerServer, PeerTransport, RaftNode } from "../raft/deno.ts";
 export type { RpcServer } from "../rpc/server.ts";
 export type { TcpAddress } from "../rpc/transport.ts";
 export type { Attributes } from "../protocol/registry.ts";

@@ -16,7 +16,9 @@ import {
   parseTcpUrl,
   type TcpAddress,
 } from "../rpc/transport.ts";
-import { RaftNode } from "../raft/node.ts";
+import { RaftNode, type RaftTransport } from "../raft/node.ts";
+import { readDataDirMeta } from "../raft/data_dir.ts";
+import { DataDirInUseError } from "../raft/dir_lock.ts";
 import type { SoftState } from "../raft/core.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
 import { PeerDirectory } from "../raft/peer_directory.ts";
@@ -44,6 +46,7 @@ import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
 import { HealthChecker } from "./_health_checker.ts";
 import { MatchIndex } from "./_match_index.ts";
+import { listening, pathExists, portsFree } from "./_start_checks.ts";
 
 /**
  * A registry snapshot as a node takes it: the Raft index it reflects, the
@@ -121,8 +124,18 @@ export interface RegistryNodeOptions {
    * member. @default a random one, for a single node
    */
   clusterSecret?: string;
-  /** Folder for this node's log; created if missing. */
+  /**
+   * Folder for this node's log; created if missing, after both ports were
+   * found free (a node that cannot start leaves no folder behind). It
+   * belongs to one member of one cluster (see `raft/data_dir.ts`).
+   */
   dataDir: string;
+  /**
+   * Cluster token: part of the cluster id the members compute at bootstrap
+   * (`bootstrapClusterId`), so two clusters of the same members and peer
+   * URLs are told apart. Every member must use the same. @default ""
+   */
+  clusterToken?: string;
   /** Milliseconds per Raft tick. @default 100 */
   tickMs?: number;
   /** Election timeout in ticks (randomized up to twice this). @default 10 */
@@ -156,6 +169,8 @@ export interface RegistryNodeOptions {
 export interface RegistryNode {
   /** This node's id. */
   readonly id: string;
+  /** The id of its cluster, as its data folder records it (16 hex digits). */
+  readonly clusterId: string;
   /** Its client URL (actual port, or the advertised address). */
   readonly url: string;
   /** Its peer URL: its `peers` entry, or the peer port listened on. */
@@ -199,10 +214,14 @@ export interface RegistryNode {
 }
 
 /**
- * Starts a registry node: reloads its log from `dataDir`, serves
+ * Starts a registry node, in this order: checks the options, checks that
+ * both ports are free, opens `dataDir` (creating it if missing) and reloads
+ * its log, then serves
  * `registry.*` and `rpc.ping` on the client port, the peer protocol on the
  * peer port, and connects to its peers.
  *
+ * @throws {import("../raft/data_dir.ts").DataDirMismatchError} when the data
+ * folder belongs to another member or cluster.
  * @throws {Error} when the data folder is unusable, a multi-node node has
  * no `clusterSecret` or no fixed peer port, or `listen` is a wildcard
  * address without `advertise`.
@@ -261,13 +280,22 @@ export async function startRegistryNode(
   const local = new LocalArea();
   const watches = new WatchHub(state, options.watch);
   const directory = new PeerDirectory(id, peers);
-  const transport = new PeerTransport({
-    id,
-    peers,
-    key,
-    directory,
-    clientUrl: () => directory.clientUrl(id),
-  });
+  // Nothing is written before both ports are known to be free.
+  portsFree([["client", listen], ["peer", peerListen]]);
+  const existed = await pathExists(options.dataDir);
+  // The peer connections need the cluster id, known once the data folder
+  // is open: until then the Raft node's messages are dropped (Raft resends).
+  const late: { transport?: PeerTransport } = {};
+  const raftTransport: RaftTransport = {
+    send: (messages) => late.transport?.send(messages),
+    close: () => late.transport?.close(),
+  };
+  /** After a failed start: removes the data folder if this start made it. */
+  const forget = async () => {
+    if (!existed) {
+      await Deno.remove(options.dataDir, { recursive: true }).catch(() => {});
+    }
+  };
   const logRole = roleLogger(id, directory, log);
   // Watch events go out after the writer's answer (a timer runs after the
   // microtasks that send it), once per batch of applied entries.
@@ -333,39 +361,64 @@ export async function startRegistryNode(
       checker.stop();
     }
   };
-  started.raft = await RaftNode.start<ApplyResult>({
-    id,
-    peers,
-    transport,
-    dataDir: options.dataDir,
-    tickMs,
-    electionTicks,
-    preVote: options.preVote,
-    apply: (entry) => {
-      const outcome = state.apply(entry.data);
-      const change = outcome.change;
-      if (change !== null) {
-        for (const lease of change.granted) {
-          leases.granted(lease.id, lease.ttlMs);
-        }
-        for (const lease of change.removed) {
-          leases.removed(lease);
-          local.leaseEnded(lease);
-        }
-        if (change.events.length > 0) {
-          fanOut();
-          if (change.events.some((e) => e.endpoint.check !== null)) {
-            checker.update(state.checkedBindings());
+  try {
+    started.raft = await RaftNode.start<ApplyResult>({
+      id,
+      peers,
+      transport: raftTransport,
+      dataDir: options.dataDir,
+      clusterToken: options.clusterToken,
+      tickMs,
+      electionTicks,
+      preVote: options.preVote,
+      apply: (entry) => {
+        const outcome = state.apply(entry.data);
+        const change = outcome.change;
+        if (change !== null) {
+          for (const lease of change.granted) {
+            leases.granted(lease.id, lease.ttlMs);
+          }
+          for (const lease of change.removed) {
+            leases.removed(lease);
+            local.leaseEnded(lease);
+          }
+          if (change.events.length > 0) {
+            fanOut();
+            if (change.events.some((e) => e.endpoint.check !== null)) {
+              checker.update(state.checkedBindings());
+            }
           }
         }
-      }
-      return outcome.result;
-    },
-    onSoftState,
-    onFatal: options.onFatal,
-  });
+        return outcome.result;
+      },
+      onSoftState,
+      onFatal: options.onFatal,
+    });
+  } catch (error) {
+    // (A folder another process created meanwhile and holds is its own.)
+    if (!(error instanceof DataDirInUseError)) await forget();
+    throw error;
+  }
   const node = started.raft;
   const matchIndex = new MatchIndex(id);
+  let transport: PeerTransport;
+  let clusterId: string;
+  try {
+    clusterId = (await readDataDirMeta(options.dataDir))!.clusterId;
+    transport = new PeerTransport({
+      id,
+      peers,
+      key,
+      clusterId,
+      directory,
+      clientUrl: () => directory.clientUrl(id),
+    });
+    late.transport = transport;
+  } catch (error) {
+    await node.stop();
+    await forget();
+    throw error;
+  }
   const leaderReady = () => leading && node.status.appliedIndex >= readyIndex;
   // A single node's peer port may be a free one, known once it listens.
   let peerUrl = peers[id];
@@ -441,6 +494,7 @@ export async function startRegistryNode(
         maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
         id,
         key,
+        clusterId,
         directory,
         clientUrl: () => directory.clientUrl(id),
         onStep: (messages) => {
@@ -466,6 +520,8 @@ export async function startRegistryNode(
     watches.close();
     await server?.close();
     await node.stop();
+    // A port taken meanwhile: leave no folder this start made.
+    await forget();
     throw error;
   }
   peerUrl = options.peers?.[id] ??
@@ -497,6 +553,7 @@ export async function startRegistryNode(
   }, tickMs);
   return {
     id,
+    clusterId,
     url: clientServer.url,
     peerUrl,
     raft: node,
@@ -570,22 +627,6 @@ function advertisedPeer(
     hostname: advertised?.hostname ?? address.hostname,
     port: address.port,
   };
-}
-
-/** Runs `start`, naming the port in an "address in use" error. */
-function listening<T>(which: string, address: TcpAddress, start: () => T): T {
-  try {
-    return start();
-  } catch (error) {
-    if (error instanceof Deno.errors.AddrInUse) {
-      throw new Deno.errors.AddrInUse(
-        `the ${which} port ${
-          formatTcpUrl(address)
-        } is in use (${error.message})`,
-      );
-    }
-    throw error;
-  }
 }
 
 /**

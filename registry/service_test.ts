@@ -895,6 +895,7 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
     assert.deepEqual(
       await authenticatePeer(peer, {
         key: await ClusterKey.fromSecret(TEST_SECRET),
+        clusterId: node.clusterId,
         from: "n2",
         to: "n1",
         clientUrl: url2,

@@ -2,7 +2,8 @@
  * End-to-end tests of the peer port on a 3-node registry run as real
  * `deno run` processes: forged Raft traffic from a plain client is refused
  * on both ports and changes nothing, a node with another cluster secret
- * cannot join, and `registry.status` and the log say which peers a node
+ * cannot join, nor can a node of another cluster id that shares the
+ * secret, and `registry.status` and the log say which peers a node
  * cannot reach.
  */
 
@@ -295,6 +296,64 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
       ),
       cluster.child("n3").output.join("\n"),
     );
+  } finally {
+    await cluster.stop();
+  }
+});
+
+Deno.test("two clusters sharing a secret: a node of another cluster id (another --cluster-token) is refused in the handshake, with the reason in both logs and in status", async () => {
+  const cluster = new LocalCluster(STEADY);
+  try {
+    cluster.planRegistry(3);
+    await Promise.all([cluster.startNode("n1"), cluster.startNode("n2")]);
+    const leader = await cluster.waitForLeader();
+    const term = (await statusOf(cluster, leader)).term;
+    // The same secret and --peers, but the member of another cluster.
+    await cluster.startNode("n3", { args: ["--cluster-token", "other"] });
+    const idOf = (id: string) =>
+      /\(cluster ([0-9a-f]{16}) of /.exec(
+        cluster.child(id).output.join("\n"),
+      )![1];
+    const [ours, theirs] = [idOf("n1"), idOf("n3")];
+    assert.equal(idOf("n2"), ours);
+    assert.notEqual(theirs, ours);
+    const n3Of = (status: RegistryStatus) =>
+      status.members.find((m) => m.id === "n3")!;
+    for (const id of ["n1", "n2"]) {
+      // n3 refuses n1 and n2's hellos, saying why.
+      const seen: MemberStatus = await eventually(async () => {
+        const member = n3Of(await statusOf(cluster, id));
+        return /is for cluster/.test(member.lastError ?? "") ? member : null;
+      }, `${id} to report why n3 refuses it`);
+      assert.equal(seen.reachable, false);
+      assert.equal(
+        seen.lastError,
+        `peer.hello failed: peer.hello from "${id}" is for cluster "${ours}", but n3 belongs to cluster "${theirs}": the two nodes were bootstrapped with different --peers or --cluster-token, or one of them runs on another cluster's data folder; they share the cluster secret but must not exchange Raft messages`,
+      );
+      assert.equal(seen.clientUrl, null);
+      // And it refuses n3's, logging why.
+      await cluster.waitForLine(
+        id,
+        new RegExp(
+          `^${id}: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n3" is for cluster "${theirs}", but ${id} belongs to cluster "${ours}"`,
+        ),
+        10_000,
+      );
+    }
+    await cluster.waitForLine(
+      "n3",
+      new RegExp(
+        `^n3: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n[12]" is for cluster "${ours}", but n3 belongs to cluster "${theirs}"`,
+      ),
+      10_000,
+    );
+    // n3 disturbs nobody; the cluster leads on in its term.
+    for (const id of ["n1", "n2"]) {
+      const status = await statusOf(cluster, id);
+      assert.equal(status.leader, leader);
+      assert.equal(status.term, term);
+    }
+    assert.equal((await statusOf(cluster, "n3")).term, 0);
   } finally {
     await cluster.stop();
   }

@@ -1,0 +1,95 @@
+/**
+ * The Deno driver of the Raft core (`@rafter/rpc/raft/deno`): `RaftNode`
+ * runs a `RaftCore` (from `@rafter/rpc/raft`) with timers, a write-ahead
+ * log with fsync, and a data folder that knows its cluster and member
+ * (`DataDir`, `meta.json`); `PeerTransport` dials the other members and
+ * `servePeers` answers them, each peer connection authenticated by the
+ * cluster secret and the cluster id (`ClusterKey`, `loadClusterSecret`).
+ * It re-exports the core, so one import serves a Deno program.
+ *
+ * @example A single node (it sends nothing, so a no-op transport will do)
+ * ```ts
+ * import { RaftNode } from "./deno.ts";
+ * const dataDir = await Deno.makeTempDir();
+ * const leading = Promise.withResolvers<void>();
+ * const node = await RaftNode.start({
+ *   id: "n1",
+ *   peers: { n1: "tcp://127.0.0.1:7101" },
+ *   dataDir,
+ *   transport: { send() {}, close() {} },
+ *   tickMs: 10,
+ *   apply: (entry) => entry.data.length,
+ *   onSoftState: (soft) => soft.role === "leader" && leading.resolve(),
+ * });
+ * await leading.promise; // after an election timeout (10 to 20 ticks)
+ * console.log(await node.propose("hello")); // 5, once committed
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
+ * ```
+ *
+ * @module
+ */
+
+export {
+  RaftNode,
+  type RaftNodeOptions,
+  type RaftStatus,
+  type RaftTransport,
+  RaftUnavailableError,
+} from "./node.ts";
+export {
+  Wal,
+  WalCorruptError,
+  type WalOpenResult,
+  type WalOptions,
+  type WalSnapshotMarker,
+  type WalStats,
+  type WalUpdate,
+  WalWriteError,
+} from "./wal.ts";
+export {
+  type Snapshot,
+  SnapshotCorruptError,
+  SnapshotStore,
+  type StoredSnapshot,
+} from "./snapshot_store.ts";
+export {
+  bootstrapClusterId,
+  DATA_DIR_FORMAT,
+  DataDir,
+  type DataDirMeta,
+  DataDirMismatchError,
+  type DataDirOptions,
+  readDataDirMeta,
+} from "./data_dir.ts";
+export { DataDirInUseError, type DirLock } from "./dir_lock.ts";
+export {
+  ClusterSecretError,
+  loadClusterSecret,
+  type LoadClusterSecretOptions,
+} from "./cluster_secret.ts";
+export {
+  ClusterKey,
+  type HandshakeRole,
+  type HandshakeSubject,
+} from "./peer_auth.ts";
+export { PeerTransport, type PeerTransportOptions } from "./peer_transport.ts";
+export {
+  PeerAcceptor,
+  type PeerAcceptorOptions,
+  type PeerHandler,
+  type PeerServer,
+  type PeerServerStats,
+  servePeers,
+  type ServePeersOptions,
+} from "./peer_server.ts";
+export { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
+// The core too, whose types the driver's signatures name: one import serves
+// a Deno program.
+export * from "./mod.ts";
+// RPC types the peer server's signatures name.
+export type { RpcServer } from "../rpc/server.ts";
+export type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
+export type { ByteStream, Dialer, DialerOptions } from "../rpc/transport.ts";
+export type { MethodHandler, Methods } from "../rpc/dispatcher.ts";
+export type { Params } from "../rpc/message.ts";
