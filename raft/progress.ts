@@ -86,15 +86,10 @@ export class Progress {
 
   /** Whether the leader should hold further appends to this follower. */
   get paused(): boolean {
-    switch (this.state) {
-      case "probe":
-        return this.probeSent;
-      case "replicate":
-        return this.#inflight.length >= this.#limits.maxAppends ||
-          this.#inflightBytes >= this.#limits.maxBytes;
-      case "snapshot":
-        return true;
-    }
+    if (this.state === "probe") return this.probeSent;
+    if (this.state === "snapshot") return true;
+    return this.#inflight.length >= this.#limits.maxAppends ||
+      this.#inflightBytes >= this.#limits.maxBytes;
   }
 
   /** Entry data the next append may carry without exceeding the byte window. */
