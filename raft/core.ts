@@ -1035,10 +1035,16 @@ export class RaftCore {
   #probeTails(): void {
     for (const [peer, progress] of this.#progress) {
       if (
-        progress.state !== "replicate" ||
-        progress.next - 1 <= progress.match ||
-        this.#log.termAt(progress.next - 1) < 0
+        progress.state !== "replicate" || progress.next - 1 <= progress.match
       ) {
+        continue;
+      }
+      if (this.#log.termAt(progress.next - 1) < 0) {
+        // Compacted since it was sent: unanswered, so it may be lost, and
+        // resending it needs the snapshot. Probe from the match index.
+        progress.become("probe");
+        progress.next = progress.match + 1;
+        this.#sendAppend(peer);
         continue;
       }
       this.#sendAppendRequest(peer, progress.next - 1, []);

@@ -124,11 +124,13 @@ export class RaftLog {
   }
 
   /**
-   * Term of the entry at `index`: the snapshot's term at its index (0 at 0);
+   * Term of the entry at `index`: 0 at index 0 (the empty log's sentinel,
+   * which every log agrees on); the snapshot's term at its index;
    * {@link COMPACTED_TERM} below it; {@link MISSING_TERM} past the last
    * entry. Neither marker equals a real term.
    */
   termAt(index: number): number {
+    if (index === 0) return 0;
     if (index === this.#snapshot.index) return this.#snapshot.term;
     if (index < this.#snapshot.index) return COMPACTED_TERM;
     const entry = this.#entries[index - this.#snapshot.index - 1];
