@@ -23,8 +23,10 @@
 export {
   LeadershipTransferError,
   NotLeaderError,
+  type ProgressView,
   RaftCore,
   type RaftCoreConfig,
+  type RaftCoreStats,
   type ReadState,
   type Ready,
   type SoftState,
@@ -34,6 +36,8 @@ export type {
   AppendResponse,
   Entry,
   HardState,
+  InstallSnapshotRequest,
+  InstallSnapshotResponse,
   Message,
   NodeId,
   PreVoteRequest,
@@ -41,11 +45,18 @@ export type {
   ReadIndexRequest,
   ReadIndexResponse,
   Role,
+  Snapshot,
+  SnapshotPoint,
   TimeoutNowRequest,
   VoteRequest,
   VoteResponse,
 } from "./types.ts";
-export { type Progress, type ProgressState } from "./progress.ts";
+export {
+  type InflightLimits,
+  type Progress,
+  type ProgressState,
+  type SnapshotTransfer,
+} from "./progress.ts";
 
 // The Deno driver: the write-ahead log, the data folder, the peer port.
 export {
