@@ -134,6 +134,7 @@ export class Harness {
         }
         core.advance(ready);
       }
+      assert.equal(core.hasReady(), false, `${id} keeps producing Readys`);
     }
   }
 

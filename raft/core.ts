@@ -1276,11 +1276,20 @@ export class RaftCore {
   #commitToAnnounce(): boolean {
     if (this.#role !== "leader") return false;
     for (const progress of this.#progress.values()) {
-      if (Math.min(this.#commit, progress.match) > progress.sentCommit) {
-        return true;
-      }
+      if (this.#owesCommit(progress)) return true;
     }
     return false;
+  }
+
+  /**
+   * Whether an empty append at the follower's match index would tell it a
+   * commit index it has not been sent. (Not when that entry is compacted:
+   * such a heartbeat carries no commit index; the follower learns it from
+   * the snapshot or the appends it needs anyway.)
+   */
+  #owesCommit(progress: Progress): boolean {
+    return Math.min(this.#commit, progress.match) > progress.sentCommit &&
+      this.#log.termAt(progress.match) >= 0;
   }
 
   /**
@@ -1302,10 +1311,7 @@ export class RaftCore {
       appended.add(message.to);
     }
     for (const [peer, progress] of this.#progress) {
-      if (
-        !appended.has(peer) &&
-        Math.min(this.#commit, progress.match) > progress.sentCommit
-      ) {
+      if (!appended.has(peer) && this.#owesCommit(progress)) {
         this.#sendHeartbeat(peer);
       }
     }
@@ -1318,20 +1324,12 @@ export class RaftCore {
       index: number,
       conflictTerm = 0,
       conflictIndex = 0,
-    ) => {
-      const response: AppendResponse = {
-        type: "appendResponse",
-        from: this.id,
-        to: message.from,
-        term: this.#term,
-        success,
-        index,
+    ) =>
+      this.#sendAppendResponse(message.from, success, index, {
         conflictTerm,
         conflictIndex,
-      };
-      if (message.context !== undefined) response.context = message.context;
-      this.#send(response);
-    };
+        context: message.context,
+      });
     if (message.prevLogIndex < this.#commit) {
       // A delayed message: everything up to our commit index agrees with
       // any current leader's log.
@@ -1358,6 +1356,31 @@ export class RaftCore {
     const commit = Math.min(message.commit, lastNew);
     if (commit > this.#commit) this.#commit = commit;
     reply(true, lastNew);
+  }
+
+  /** Queues an AppendEntries reply (no conflict and no context by default). */
+  #sendAppendResponse(
+    to: NodeId,
+    success: boolean,
+    index: number,
+    extra: {
+      conflictTerm?: number;
+      conflictIndex?: number;
+      context?: string;
+    } = {},
+  ): void {
+    const response: AppendResponse = {
+      type: "appendResponse",
+      from: this.id,
+      to,
+      term: this.#term,
+      success,
+      index,
+      conflictTerm: extra.conflictTerm ?? 0,
+      conflictIndex: extra.conflictIndex ?? 0,
+    };
+    if (extra.context !== undefined) response.context = extra.context;
+    this.#send(response);
   }
 
   /** An append or snapshot chunk from the leader of this term. */
@@ -1451,16 +1474,7 @@ export class RaftCore {
       });
     if (point.index <= this.#commit) {
       this.#incoming = null;
-      this.#send<AppendResponse>({
-        type: "appendResponse",
-        from: this.id,
-        to: message.from,
-        term: this.#term,
-        success: true,
-        index: this.#commit,
-        conflictTerm: 0,
-        conflictIndex: 0,
-      });
+      this.#sendAppendResponse(message.from, true, this.#commit);
       return;
     }
     let incoming = this.#incoming;
@@ -1568,16 +1582,7 @@ export class RaftCore {
   /** Answers a message from an older term so its sender learns the new term. */
   #answerStale(message: Message): void {
     if (message.type === "append") {
-      this.#send<AppendResponse>({
-        type: "appendResponse",
-        from: this.id,
-        to: message.from,
-        term: this.#term,
-        success: false,
-        index: message.prevLogIndex,
-        conflictTerm: 0,
-        conflictIndex: 0,
-      });
+      this.#sendAppendResponse(message.from, false, message.prevLogIndex);
     } else if (message.type === "installSnapshot") {
       this.#send<InstallSnapshotResponse>({
         type: "installSnapshotResponse",

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
+import { mulberry32 } from "./simulator.ts";
 import { COMPACTED_TERM, MISSING_TERM, RaftLog } from "./log.ts";
 import { entries, type Filter, Harness } from "./_core_harness_test.ts";
 import type {
@@ -321,22 +322,10 @@ Deno.test("§7 InstallSnapshot: a snapshot bigger than maxSnapshotChars is refus
 
 // --- compaction under partitions ----------------------------------------------------
 
-/** A small seeded PRNG (mulberry32), so every run is the same. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 Deno.test("§7 compaction with partitions: every node's applied sequence is a prefix of one sequence", () => {
   let installed = 0;
   for (let seed = 1; seed <= 40; seed++) {
-    const random = prng(seed);
+    const random = mulberry32(seed);
     const c = new Harness(3, {
       snapshotChunkChars: 16 + Math.floor(random() * 200),
       random,
@@ -412,4 +401,21 @@ Deno.test("§7 compaction with partitions: every node's applied sequence is a pr
   }
   // The partitions did make leaders send snapshots to followers.
   assert.ok(installed >= 10, `${installed} snapshots installed`);
+});
+
+Deno.test("§7 a leader change during a transfer: the new leader sends its own snapshot from offset 0", () => {
+  const c = behindCompacted(16);
+  // n2, compacted too, takes over before n3 got any chunk from n1.
+  c.elect("n2", (m) => m.type !== "installSnapshot");
+  const leader = c.core("n2");
+  assert.ok(leader.progressOf("n3")!.match < leader.snapshotPoint.index);
+  assert.equal(leader.progressOf("n3")!.state, "snapshot");
+  // Its first chunk was dropped above: it is sent again after an election
+  // timeout without an answer.
+  const delivered = c.tick("n2", 12);
+  const chunks = chunksTo(delivered, "n3");
+  assert.ok(chunks.length > 0 && chunks.every((m) => m.from === "n2"));
+  assert.equal(chunks[0].offset, 0);
+  assert.deepEqual(c.machines.get("n3"), c.machines.get("n2"));
+  assert.equal(leader.progressOf("n3")!.state, "replicate");
 });
