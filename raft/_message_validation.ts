@@ -17,6 +17,8 @@ const TYPES = new Set([
   "readIndex",
   "readIndexResponse",
   "timeoutNow",
+  "installSnapshot",
+  "installSnapshotResponse",
 ]);
 
 /**
@@ -80,8 +82,39 @@ export function parseMessage(value: unknown): Message {
     case "appendResponse":
       requireBoolean(m, "success");
       requireCount(m, "index");
-      requireCount(m, "rejectHint");
+      requireCount(m, "conflictTerm");
+      requireCount(m, "conflictIndex");
+      requireAtMostTerm(m, "conflictTerm");
       optionalString(m, "context");
+      break;
+    case "installSnapshot": {
+      const point = m.snapshot as Record<string, unknown>;
+      if (typeof point !== "object" || point === null || Array.isArray(point)) {
+        throw new TypeError(
+          'Raft message field "snapshot" must be an object { index, term }',
+        );
+      }
+      requireCount(point, "index", "snapshot.index");
+      requireCount(point, "term", "snapshot.term");
+      if ((point.index === 0) !== (point.term === 0)) {
+        throw new TypeError(
+          'Raft message fields "snapshot.index" and "snapshot.term" must both be 0 or both be > 0',
+        );
+      }
+      if ((point.term as number) > (m.term as number)) {
+        throw new TypeError(
+          `Raft message field "snapshot.term" must not exceed "term" (${m.term})`,
+        );
+      }
+      requireCount(m, "offset");
+      requireString(m, "data");
+      requireBoolean(m, "done");
+      break;
+    }
+    case "installSnapshotResponse":
+      requireCount(m, "snapshotIndex");
+      requireCount(m, "offset");
+      requireBoolean(m, "success");
       break;
     case "readIndex":
       requireString(m, "context");
@@ -113,11 +146,15 @@ function requireBoolean(m: Record<string, unknown>, field: string): void {
   }
 }
 
-function requireCount(m: Record<string, unknown>, field: string): void {
+function requireCount(
+  m: Record<string, unknown>,
+  field: string,
+  name = field,
+): void {
   const v = m[field];
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
     throw new TypeError(
-      `Raft message field "${field}" must be a non-negative integer`,
+      `Raft message field "${name}" must be a non-negative integer`,
     );
   }
 }

@@ -44,7 +44,8 @@ const valid: Message[] = [
     term: 3,
     success: true,
     index: 7,
-    rejectHint: 0,
+    conflictTerm: 0,
+    conflictIndex: 0,
   },
   {
     type: "appendResponse",
@@ -53,7 +54,8 @@ const valid: Message[] = [
     term: 3,
     success: false,
     index: 4,
-    rejectHint: 2,
+    conflictTerm: 2,
+    conflictIndex: 3,
     context: "n1:hb:1",
   },
   { type: "readIndex", from: "n2", to: "n1", term: 3, context: "n2:1" },
@@ -84,6 +86,25 @@ const valid: Message[] = [
     lastLogTerm: 3,
   },
   { type: "preVoteResponse", from: "n1", to: "n3", term: 4, granted: true },
+  {
+    type: "installSnapshot",
+    from: "n1",
+    to: "n2",
+    term: 4,
+    snapshot: { index: 7, term: 3 },
+    offset: 262144,
+    data: '{"k":1}',
+    done: true,
+  },
+  {
+    type: "installSnapshotResponse",
+    from: "n2",
+    to: "n1",
+    term: 4,
+    snapshotIndex: 7,
+    offset: 262151,
+    success: true,
+  },
 ];
 
 function refuses(value: unknown, message: string | RegExp): void {
@@ -121,7 +142,7 @@ Deno.test("valid messages of every type pass unchanged", () => {
     );
     types.add(message.type);
   }
-  assert.equal(types.size, 9);
+  assert.equal(types.size, 11);
 });
 
 Deno.test("a message that is not an object is refused", () => {
@@ -164,12 +185,14 @@ Deno.test("counts must be non-negative safe integers", () => {
     vote: ["term", "lastLogIndex", "lastLogTerm"],
     voteResponse: ["term"],
     append: ["term", "prevLogIndex", "prevLogTerm", "commit"],
-    appendResponse: ["term", "index", "rejectHint"],
+    appendResponse: ["term", "index", "conflictTerm", "conflictIndex"],
     readIndex: ["term"],
     readIndexResponse: ["term", "index"],
     preVote: ["term", "lastLogIndex", "lastLogTerm"],
     preVoteResponse: ["term"],
     timeoutNow: ["term"],
+    installSnapshot: ["term", "offset"],
+    installSnapshotResponse: ["term", "snapshotIndex", "offset"],
   };
   const bads = [undefined, null, -1, 1.5, NaN, Infinity, 2 ** 53, "3", true];
   for (const message of valid) {
@@ -334,7 +357,8 @@ Deno.test("log terms above the message's term are refused", () => {
 });
 
 Deno.test("pre-vote messages are checked like vote messages", () => {
-  const [preVote, preVoteResponse] = valid.slice(-2);
+  const preVote = valid.find((m) => m.type === "preVote")!;
+  const preVoteResponse = valid.find((m) => m.type === "preVoteResponse")!;
   assert.equal(preVote.type, "preVote");
   for (const bad of [undefined, null, 0, "yes"]) {
     refuses(
@@ -389,4 +413,56 @@ Deno.test("§3.10 timeoutNow and a transfer vote are checked", () => {
     parseMessage(withField(transferVote, "transfer", undefined)).type,
     "vote",
   );
+});
+
+Deno.test("§5.3 fast backtracking: a rejection's conflictTerm cannot exceed the sender's term", () => {
+  refuses(
+    { ...valid[5], conflictTerm: 4 },
+    'Raft message field "conflictTerm" must not exceed "term" (3)',
+  );
+});
+
+Deno.test("§7 InstallSnapshot: the snapshot point, data and done are checked", () => {
+  const chunk = valid[12];
+  assert.equal(chunk.type, "installSnapshot");
+  for (const bad of [undefined, null, 7, [7, 3]]) {
+    refuses(
+      withField(chunk, "snapshot", bad),
+      'Raft message field "snapshot" must be an object { index, term }',
+    );
+  }
+  for (const bad of [-1, 1.5, "7", undefined]) {
+    refuses(
+      { ...chunk, snapshot: { index: bad, term: 3 } },
+      'Raft message field "snapshot.index" must be a non-negative integer',
+    );
+    refuses(
+      { ...chunk, snapshot: { index: 7, term: bad } },
+      'Raft message field "snapshot.term" must be a non-negative integer',
+    );
+  }
+  refuses(
+    { ...chunk, snapshot: { index: 7, term: 5 } },
+    'Raft message field "snapshot.term" must not exceed "term" (4)',
+  );
+  refuses(
+    { ...chunk, snapshot: { index: 7, term: 0 } },
+    /must both be 0 or both be > 0/,
+  );
+  for (const bad of [undefined, null, 1, ["x"]]) {
+    refuses(
+      withField(chunk, "data", bad),
+      'Raft message field "data" must be a string',
+    );
+  }
+  for (const bad of [undefined, 0, "true"]) {
+    refuses(
+      withField(chunk, "done", bad),
+      'Raft message field "done" must be a boolean',
+    );
+    refuses(
+      withField(valid[13], "success", bad),
+      'Raft message field "success" must be a boolean',
+    );
+  }
 });

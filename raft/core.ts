@@ -8,18 +8,24 @@
  * Implements leader election and log replication (Raft paper §5), the
  * new-leader empty entry (§8), PreVote (Raft dissertation §9.6), CheckQuorum
  * with lease-based vote ignoring (dissertation §4.2.3 and §6.2), ReadIndex
- * reads (dissertation §6.4) and leadership transfer (dissertation §3.10).
+ * reads (dissertation §6.4), leadership transfer (dissertation §3.10),
+ * fast conflict backtracking (Raft paper §5.3), per-follower flow control
+ * (etcd's probe / replicate / snapshot states), the leader writing its own
+ * log in parallel with replicating it (dissertation §10.2.1), and log
+ * compaction with chunked InstallSnapshot (Raft paper §7, dissertation §5).
  *
  * @module
  */
 
-import { RaftLog } from "./log.ts";
-import { Progress } from "./progress.ts";
+import { MISSING_TERM, RaftLog } from "./log.ts";
+import { Progress, type ProgressState } from "./progress.ts";
 import type {
   AppendRequest,
   AppendResponse,
   Entry,
   HardState,
+  InstallSnapshotRequest,
+  InstallSnapshotResponse,
   Message,
   NodeId,
   PreVoteRequest,
@@ -27,6 +33,8 @@ import type {
   ReadIndexRequest,
   ReadIndexResponse,
   Role,
+  Snapshot,
+  SnapshotPoint,
   TimeoutNowRequest,
   VoteRequest,
   VoteResponse,
@@ -50,12 +58,45 @@ export interface RaftCoreConfig {
   random?: () => number;
   /** Persisted term, vote and commit index from a previous run. */
   hardState?: HardState;
-  /** Persisted log from a previous run, contiguous from index 1. */
+  /**
+   * Persisted log from a previous run, contiguous, from index 1 or (with
+   * `snapshot`) from `snapshot.index + 1`; entries at or below the
+   * snapshot's index are ignored.
+   */
   entries?: readonly Entry[];
+  /**
+   * The persisted snapshot's point (Raft paper §7), if the log was
+   * compacted: the log starts after it, and the commit index and applied
+   * cursor start at it (the driver restores the state machine from the
+   * snapshot before it feeds the core). Give `data` too so this node, as
+   * leader, can send the snapshot to followers that need it; without it,
+   * such a follower waits until {@link RaftCore.snapshotTaken} hands one.
+   */
+  snapshot?: SnapshotPoint & { data?: string };
   /** Most entries in one append message. Default 64. */
   maxEntriesPerAppend?: number;
-  /** Most unanswered appends per follower while pipelining. Default 64. */
+  /**
+   * Most unanswered appends per follower while pipelining (replicate
+   * state). Default 64.
+   */
   maxInflightAppends?: number;
+  /**
+   * Most entry data (sum of `data.length`, UTF-16 code units) in unanswered
+   * appends per follower while pipelining; one append may exceed it when a
+   * single entry is larger. Default 4 MiB (4,194,304).
+   */
+  maxInflightBytes?: number;
+  /**
+   * Size of one InstallSnapshot chunk, in UTF-16 code units of the
+   * snapshot's data (dissertation §5.3). Default 256 Ki (262,144).
+   */
+  snapshotChunkChars?: number;
+  /**
+   * Largest snapshot a follower assembles from chunks, in UTF-16 code
+   * units; a bigger one is refused (counted in
+   * `stats.anomalies.snapshotTooLarge`). Default 256 Mi (268,435,456).
+   */
+  maxSnapshotChars?: number;
   /**
    * Leader steps down when it has not heard from a quorum within an election
    * timeout, and nodes that heard from a leader within the minimum election
@@ -99,9 +140,22 @@ export interface ReadState {
 }
 
 /**
- * A batch of work the driver must perform, in this order: persist
- * `hardState` and `entries` (fsync), send `messages`, apply
- * `committedEntries`, serve `readStates`; then call `advance(ready)`.
+ * A batch of work. The driver performs it in this order:
+ *
+ * 1. Send `leaderMessages` at any time from now on: before, during or
+ *    after persisting (a leader writes its own log in parallel with
+ *    replicating it, Raft dissertation §10.2.1; the core counts the
+ *    leader's own copy toward the commit quorum only once `advance()` says
+ *    it is durable).
+ * 2. Persist, durably (fsync), in this order: `snapshot` (then drop the
+ *    persisted log up to `snapshot.index`, and the entries after it too
+ *    unless the persisted entry at `snapshot.index` has `snapshot.term`),
+ *    `entries`, `hardState`.
+ * 3. Send `messages` (they may promise what step 2 made durable: votes,
+ *    append and snapshot acknowledgements).
+ * 4. Restore the state machine from `snapshot`, if any; then apply
+ *    `committedEntries`, then serve `readStates`.
+ * 5. Call `advance(ready)`.
  */
 export interface Ready {
   /** Changed term/vote/commit to persist, or null when unchanged. */
@@ -111,7 +165,20 @@ export interface Ready {
    * the persisted log from that index on is replaced (a conflict, §5.3).
    */
   entries: Entry[];
-  /** Messages to send once `hardState` and `entries` are durable. */
+  /**
+   * A snapshot received from the leader (InstallSnapshot, Raft paper §7),
+   * or null: persist it before `entries`, and restore the state machine
+   * from it before applying `committedEntries` (which then start at
+   * `snapshot.index + 1`).
+   */
+  snapshot: Snapshot | null;
+  /**
+   * What this node sent as leader (appends, heartbeats, InstallSnapshot
+   * chunks, timeoutNow): may be sent before `hardState` and `entries` are
+   * durable (dissertation §10.2.1).
+   */
+  leaderMessages: Message[];
+  /** Every other message: send once `snapshot`, `entries` and `hardState` are durable. */
   messages: Message[];
   /** Committed entries to apply to the state machine, in log order. */
   committedEntries: Entry[];
@@ -165,6 +232,60 @@ export class LeadershipTransferError extends NotLeaderError {
   }
 }
 
+/**
+ * Counters of messages the core dropped or found impossible, for the driver
+ * to log or export (issue: defensive against bad peer messages). They only
+ * grow.
+ */
+export interface RaftCoreStats {
+  /** Messages whose `from` is not a current member (dropped). */
+  droppedNotMember: number;
+  /** Messages whose `to` is not this node (dropped). */
+  droppedMisaddressed: number;
+  /**
+   * Messages of an older term (answered so the sender learns the term, not
+   * acted on), and InstallSnapshot answers for a transfer no longer under
+   * way.
+   */
+  droppedStale: number;
+  /** Messages a correct cluster never sends. */
+  anomalies: {
+    /**
+     * A follower acknowledged an index beyond this leader's last index
+     * (corruption or a forged message): the claim was ignored and the
+     * follower probed again at the leader's last index.
+     */
+    ackBeyondLastIndex: number;
+    /** A snapshot bigger than `maxSnapshotChars` was refused. */
+    snapshotTooLarge: number;
+  };
+}
+
+/** What a leader knows of one follower (see {@link RaftCore.progressOf}). */
+export interface ProgressView {
+  /** Pacing state: probe, replicate or snapshot. */
+  state: ProgressState;
+  /** Highest index known to match the leader's log. */
+  match: number;
+  /** Next index to send. */
+  next: number;
+  /** Unanswered appends (replicate state). */
+  inflightAppends: number;
+  /** Entry data in unanswered appends, UTF-16 code units. */
+  inflightBytes: number;
+  /** Index of the snapshot being sent (snapshot state), else null. */
+  snapshotIndex: number | null;
+}
+
+/** A snapshot a follower is assembling from InstallSnapshot chunks. */
+interface IncomingSnapshot {
+  from: NodeId;
+  term: number;
+  point: SnapshotPoint;
+  chunks: string[];
+  length: number;
+}
+
 interface PendingRead {
   /** Heartbeat context of the round that confirms this read. */
   round: string;
@@ -186,8 +307,11 @@ interface PendingRead {
  * const core = new RaftCore({ id: "n1", voters: ["n1"] });
  * core.campaign();
  * core.propose("hello");
- * const ready = core.ready();
- * // persist ready.entries and ready.hardState, send ready.messages, then:
+ * let ready = core.ready();
+ * // persist ready.entries and ready.hardState, send the messages, then:
+ * core.advance(ready);
+ * // Only now is the leader's own copy durable, and so the entries committed.
+ * ready = core.ready();
  * console.log(ready.committedEntries.map((e) => e.data)); // ["", "hello"]
  * core.advance(ready);
  * ```
@@ -200,7 +324,9 @@ export class RaftCore {
   readonly #heartbeatTicks: number;
   readonly #random: () => number;
   readonly #maxEntriesPerAppend: number;
-  readonly #maxInflight: number;
+  readonly #inflightLimits: { maxAppends: number; maxBytes: number };
+  readonly #snapshotChunkChars: number;
+  readonly #maxSnapshotChars: number;
   readonly #checkQuorum: boolean;
   readonly #preVote: boolean;
 
@@ -223,6 +349,7 @@ export class RaftCore {
   #progress = new Map<NodeId, Progress>();
 
   #messages: Message[] = [];
+  #leaderMessages: Message[] = [];
   #readStates: ReadState[] = [];
   #pendingReads: PendingRead[] = [];
   /** Reads received before this leader committed an entry of its term. */
@@ -232,6 +359,19 @@ export class RaftCore {
   #transferee: NodeId | null = null;
   /** Leader ticks since the transfer began; it is abandoned at electionTicks. */
   #transferElapsed = 0;
+
+  /** The latest snapshot this node holds (to send as leader), or null. */
+  #snapshot: Snapshot | null;
+  /** A snapshot installed from the leader, not yet handed out in a Ready. */
+  #pendingSnapshot: Snapshot | null = null;
+  /** The snapshot being assembled from chunks, or null. */
+  #incoming: IncomingSnapshot | null = null;
+  readonly #stats: RaftCoreStats = {
+    droppedNotMember: 0,
+    droppedMisaddressed: 0,
+    droppedStale: 0,
+    anomalies: { ackBeyondLastIndex: 0, snapshotTooLarge: 0 },
+  };
 
   /** Highest index handed to the driver for applying. */
   #appliedCursor: number;
@@ -244,8 +384,9 @@ export class RaftCore {
    *
    * @throws {RangeError} when `id` is not among `voters`, ticks are not
    * positive integers with heartbeatTicks < electionTicks, or the persisted
-   * state is inconsistent (entries not contiguous from 1, terms decreasing,
-   * or commit beyond the log).
+   * state is inconsistent (entries not contiguous from 1 or from the
+   * snapshot, terms decreasing, or commit beyond the log), or a size limit
+   * is not a positive integer.
    */
   constructor(config: RaftCoreConfig) {
     this.id = config.id;
@@ -266,11 +407,42 @@ export class RaftCore {
     }
     this.#random = config.random ?? Math.random;
     this.#maxEntriesPerAppend = config.maxEntriesPerAppend ?? 64;
-    this.#maxInflight = config.maxInflightAppends ?? 64;
+    this.#inflightLimits = {
+      maxAppends: positive(
+        config.maxInflightAppends ?? 64,
+        "maxInflightAppends",
+      ),
+      maxBytes: positive(
+        config.maxInflightBytes ?? 4 << 20,
+        "maxInflightBytes",
+      ),
+    };
+    positive(this.#maxEntriesPerAppend, "maxEntriesPerAppend");
+    this.#snapshotChunkChars = positive(
+      config.snapshotChunkChars ?? 256 << 10,
+      "snapshotChunkChars",
+    );
+    this.#maxSnapshotChars = positive(
+      config.maxSnapshotChars ?? 256 << 20,
+      "maxSnapshotChars",
+    );
     this.#checkQuorum = config.checkQuorum ?? true;
     this.#preVote = config.preVote ?? true;
-    this.#log = new RaftLog(config.entries ?? []);
-    const hardState = config.hardState ?? { term: 0, vote: null, commit: 0 };
+    const snapshot = config.snapshot;
+    this.#log = new RaftLog(
+      config.entries ?? [],
+      snapshot && { index: snapshot.index, term: snapshot.term },
+    );
+    this.#snapshot = snapshot?.data === undefined ? null : {
+      index: snapshot.index,
+      term: snapshot.term,
+      data: snapshot.data,
+    };
+    const persisted = config.hardState ?? { term: 0, vote: null, commit: 0 };
+    const hardState = {
+      ...persisted,
+      commit: Math.max(persisted.commit, this.#log.snapshot.index),
+    };
     if (hardState.commit > this.#log.lastIndex) {
       throw new RangeError(
         `persisted commit index ${hardState.commit} is beyond the last log index ${this.#log.lastIndex}`,
@@ -279,8 +451,8 @@ export class RaftCore {
     this.#term = hardState.term;
     this.#vote = hardState.vote;
     this.#commit = hardState.commit;
-    this.#persistedHardState = { ...hardState };
-    this.#appliedCursor = 0;
+    this.#persistedHardState = { ...persisted };
+    this.#appliedCursor = this.#log.snapshot.index;
     this.#reportedSoftState = this.softState;
     this.#becomeFollower(this.#term, null);
   }
@@ -315,6 +487,40 @@ export class RaftCore {
   /** Ids of the voting members. */
   get voters(): readonly NodeId[] {
     return this.#voters;
+  }
+  /**
+   * The log's snapshot point: entries up to its index are compacted
+   * (Raft paper §7); `{ index: 0, term: 0 }` before any compaction.
+   */
+  get snapshotPoint(): SnapshotPoint {
+    return this.#log.snapshot;
+  }
+  /** Highest index the driver has persisted (acknowledged by advance()). */
+  get stableIndex(): number {
+    return this.#log.stableIndex;
+  }
+  /**
+   * Counters of dropped and impossible messages (a copy); see
+   * {@link RaftCoreStats}.
+   */
+  get stats(): RaftCoreStats {
+    return { ...this.#stats, anomalies: { ...this.#stats.anomalies } };
+  }
+  /**
+   * On a leader, what it knows of follower `peer` (a copy); undefined on a
+   * non-leader or for an unknown peer.
+   */
+  progressOf(peer: NodeId): ProgressView | undefined {
+    const progress = this.#progress.get(peer);
+    if (progress === undefined) return undefined;
+    return {
+      state: progress.state,
+      match: progress.match,
+      next: progress.next,
+      inflightAppends: progress.inflightCount,
+      inflightBytes: progress.inflightBytes,
+      snapshotIndex: progress.transfer?.snapshot.index ?? null,
+    };
   }
   /** Term, role and leader as a value. */
   get softState(): SoftState {
@@ -522,7 +728,14 @@ export class RaftCore {
    * carries the refuser's term, does.
    */
   step(message: Message): void {
-    if (message.to !== this.id || !this.#voters.includes(message.from)) return;
+    if (message.to !== this.id) {
+      this.#stats.droppedMisaddressed++;
+      return;
+    }
+    if (!this.#isMember(message.from)) {
+      this.#stats.droppedNotMember++;
+      return;
+    }
     if (message.type === "preVote") {
       return this.#onPreVote(message);
     }
@@ -540,9 +753,11 @@ export class RaftCore {
         // that leader asked for this election (a leadership transfer).
         return;
       }
-      const leader = message.type === "append" ? message.from : null;
-      this.#becomeFollower(message.term, leader);
+      const fromLeader = message.type === "append" ||
+        message.type === "installSnapshot";
+      this.#becomeFollower(message.term, fromLeader ? message.from : null);
     } else if (message.term < this.#term) {
+      this.#stats.droppedStale++;
       this.#answerStale(message);
       return;
     }
@@ -561,12 +776,71 @@ export class RaftCore {
         return this.#onReadIndexResponse(message);
       case "timeoutNow":
         return this.#onTimeoutNow();
+      case "installSnapshot":
+        return this.#onInstallSnapshot(message);
+      case "installSnapshotResponse":
+        return this.#onInstallSnapshotResponse(message);
     }
+  }
+
+  /**
+   * The application took a snapshot of its state machine at an applied
+   * index (Raft paper §7). The core keeps it, to send to followers that
+   * need entries it no longer has, and drops the log up to `compactTo`.
+   *
+   * @param snapshot the state machine after applying entries 1..index;
+   * `term` is the term of the entry at `index`.
+   * @param options.compactTo drop entries up to this index (default
+   * `snapshot.index`; a driver that keeps a trailing window for slow
+   * followers passes `snapshot.index - window`; at or below the current
+   * snapshot point nothing is dropped).
+   * @throws {RangeError} when `snapshot.index` is beyond the applied index
+   * (what advance() acknowledged) or below the latest snapshot's, when
+   * `snapshot.term` is not the term of the entry at `snapshot.index`, or
+   * when `compactTo` is not an integer in 0..snapshot.index.
+   */
+  snapshotTaken(
+    snapshot: Snapshot,
+    options: { compactTo?: number } = {},
+  ): void {
+    const { index, term, data } = snapshot;
+    if (!Number.isSafeInteger(index) || index > this.#appliedCursor) {
+      throw new RangeError(
+        `snapshot index ${index} is beyond the applied index ${this.#appliedCursor}`,
+      );
+    }
+    const latest = Math.max(
+      this.#snapshot?.index ?? 0,
+      this.#log.snapshot.index,
+    );
+    if (index < latest) {
+      throw new RangeError(
+        `snapshot index ${index} is below the latest snapshot's (${latest})`,
+      );
+    }
+    if (this.#log.termAt(index) !== term) {
+      throw new RangeError(
+        `snapshot term ${term} is not the term of entry ${index} (${
+          this.#log.termAt(index)
+        })`,
+      );
+    }
+    const compactTo = options.compactTo ?? index;
+    if (
+      !Number.isSafeInteger(compactTo) || compactTo < 0 || compactTo > index
+    ) {
+      throw new RangeError(
+        `compactTo ${compactTo} must be an integer in 0..${index} (the snapshot's index)`,
+      );
+    }
+    this.#snapshot = { index, term, data };
+    this.#log.compact(compactTo);
   }
 
   /** Whether {@link ready} has any work. */
   hasReady(): boolean {
-    return this.#messages.length > 0 ||
+    return this.#messages.length > 0 || this.#leaderMessages.length > 0 ||
+      this.#pendingSnapshot !== null || this.#commitToAnnounce() ||
       this.#readStates.length > 0 ||
       this.#log.unstableEntries().length > 0 ||
       this.#commit > this.#appliedCursor ||
@@ -584,21 +858,30 @@ export class RaftCore {
     if (this.#outstanding !== null) {
       throw new Error("advance() the previous Ready before taking another");
     }
+    this.#announceCommit();
     const hardState = this.hardState;
     const softState = this.softState;
+    const snapshot = this.#pendingSnapshot;
+    const applyFrom = Math.max(this.#appliedCursor, snapshot?.index ?? 0) + 1;
     const ready: Ready = {
       hardState: sameHardState(hardState, this.#persistedHardState)
         ? null
         : hardState,
       entries: this.#log.unstableEntries(),
+      snapshot,
+      leaderMessages: this.#leaderMessages,
       messages: this.#messages,
-      committedEntries: this.#log.slice(this.#appliedCursor + 1, this.#commit),
+      committedEntries: applyFrom > this.#commit
+        ? []
+        : this.#log.slice(applyFrom, this.#commit),
       readStates: this.#readStates,
       softState: sameSoftState(softState, this.#reportedSoftState)
         ? null
         : softState,
     };
     this.#messages = [];
+    this.#leaderMessages = [];
+    this.#pendingSnapshot = null;
     this.#readStates = [];
     this.#reportedSoftState = softState;
     this.#outstanding = ready;
@@ -606,8 +889,10 @@ export class RaftCore {
   }
 
   /**
-   * Acknowledges that `ready` was fully handled: its entries and hard state
-   * are durable and its committed entries applied.
+   * Acknowledges that `ready` was fully handled: its snapshot, entries and
+   * hard state are durable and its committed entries applied. On a leader
+   * this is when its own copy of the entries starts to count toward the
+   * commit quorum (dissertation §10.2.1).
    *
    * @throws {Error} when `ready` is not the outstanding Ready.
    */
@@ -619,14 +904,25 @@ export class RaftCore {
     const last = ready.entries.at(-1);
     if (last !== undefined) this.#log.stableTo(last.index, last.term);
     if (ready.hardState !== null) this.#persistedHardState = ready.hardState;
+    if (ready.snapshot !== null) {
+      this.#appliedCursor = Math.max(this.#appliedCursor, ready.snapshot.index);
+    }
     const applied = ready.committedEntries.at(-1);
     if (applied !== undefined) this.#appliedCursor = applied.index;
+    if (this.#role === "leader") this.#maybeCommit();
   }
 
   // --- roles -------------------------------------------------------------
 
+  // Membership lives here: #voters, #isMember, #quorum and #peers are the
+  // only readers of it.
+
   get #quorum(): number {
     return Math.floor(this.#voters.length / 2) + 1;
+  }
+
+  #isMember(id: NodeId): boolean {
+    return this.#voters.includes(id);
   }
 
   #peers(): NodeId[] {
@@ -644,6 +940,7 @@ export class RaftCore {
     if (term !== this.#term) {
       this.#term = term;
       this.#vote = null;
+      this.#incoming = null;
     }
     this.#role = "follower";
     this.#preCandidate = false;
@@ -655,6 +952,7 @@ export class RaftCore {
   }
 
   #becomeCandidate(): void {
+    this.#incoming = null;
     this.#term++;
     this.#vote = this.id;
     this.#role = "candidate";
@@ -675,7 +973,7 @@ export class RaftCore {
     for (const peer of this.#peers()) {
       this.#progress.set(
         peer,
-        new Progress(this.#log.lastIndex + 1, this.#maxInflight),
+        new Progress(this.#log.lastIndex + 1, this.#inflightLimits),
       );
     }
     // An empty entry of the new term lets the leader commit everything
@@ -707,6 +1005,16 @@ export class RaftCore {
         return;
       }
     }
+    for (const progress of this.#progress.values()) {
+      const transfer = progress.transfer;
+      if (
+        transfer !== null && ++transfer.elapsed >= this.#electionTicks &&
+        transfer.inflight
+      ) {
+        // A chunk or its answer was lost: send it again (below).
+        transfer.inflight = false;
+      }
+    }
     if (this.#heartbeatElapsed >= this.#heartbeatTicks) {
       this.#heartbeatElapsed = 0;
       this.#broadcastHeartbeat(this.#pendingReads.at(-1)?.round);
@@ -729,6 +1037,14 @@ export class RaftCore {
       if (
         progress.state !== "replicate" || progress.next - 1 <= progress.match
       ) {
+        continue;
+      }
+      if (this.#log.termAt(progress.next - 1) < 0) {
+        // Compacted since it was sent: unanswered, so it may be lost, and
+        // resending it needs the snapshot. Probe from the match index.
+        progress.become("probe");
+        progress.next = progress.match + 1;
+        this.#sendAppend(peer);
         continue;
       }
       this.#sendAppendRequest(peer, progress.next - 1, []);
@@ -842,23 +1158,65 @@ export class RaftCore {
   }
 
   /**
-   * Sends the follower its next append, unless it is paused.
+   * Sends the follower its next append, unless it is paused; a follower
+   * that needs entries this leader has compacted is switched to snapshot
+   * state and sent the snapshot instead (Raft paper §7).
    * @returns whether entries went out while pipelining (so another append
    * may follow at once).
    */
   #sendAppend(peer: NodeId): boolean {
     const progress = this.#progress.get(peer)!;
+    if (progress.state === "snapshot") {
+      this.#sendSnapshotChunk(peer, progress);
+      return false;
+    }
     if (progress.paused) return false;
     const prevLogIndex = progress.next - 1;
+    if (prevLogIndex < this.#log.snapshot.index) {
+      // The entry at prevLogIndex is compacted: only a snapshot helps. With
+      // none to send (a restart without snapshot data) the follower waits
+      // for snapshotTaken().
+      if (this.#snapshot === null) return false;
+      progress.become("snapshot", this.#snapshot);
+      this.#sendSnapshotChunk(peer, progress);
+      return false;
+    }
+    const replicating = progress.state === "replicate";
     const entries = this.#log.slice(
       progress.next,
       this.#log.lastIndex,
       this.#maxEntriesPerAppend,
+      replicating ? progress.byteBudget : Infinity,
     );
-    if (entries.length === 0 && progress.state === "replicate") return false;
+    if (entries.length === 0 && replicating) return false;
     this.#sendAppendRequest(peer, prevLogIndex, entries);
-    progress.onSent(prevLogIndex + entries.length, entries.length);
-    return entries.length > 0 && progress.state === "replicate";
+    let bytes = 0;
+    for (const entry of entries) bytes += entry.data.length;
+    progress.onSent(prevLogIndex + entries.length, entries.length, bytes);
+    return entries.length > 0 && replicating;
+  }
+
+  /**
+   * Sends the next InstallSnapshot chunk of the transfer under way, unless
+   * one is unanswered (one chunk in flight, dissertation §5.3).
+   */
+  #sendSnapshotChunk(peer: NodeId, progress: Progress): void {
+    const transfer = progress.transfer!;
+    if (transfer.inflight) return;
+    const { snapshot, offset } = transfer;
+    const data = snapshot.data.slice(offset, offset + this.#snapshotChunkChars);
+    this.#send<InstallSnapshotRequest>({
+      type: "installSnapshot",
+      from: this.id,
+      to: peer,
+      term: this.#term,
+      snapshot: { index: snapshot.index, term: snapshot.term },
+      offset,
+      data,
+      done: offset + data.length >= snapshot.data.length,
+    });
+    transfer.inflight = true;
+    transfer.elapsed = 0;
   }
 
   /**
@@ -867,9 +1225,19 @@ export class RaftCore {
    * the match index) and, during a ReadIndex round, its context.
    */
   #broadcastHeartbeat(context?: string): void {
-    for (const [peer, progress] of this.#progress) {
-      this.#sendAppendRequest(peer, progress.match, [], context);
+    for (const peer of this.#progress.keys()) {
+      this.#sendHeartbeat(peer, context);
     }
+  }
+
+  /**
+   * An empty append at the follower's match index (at 0 when that entry is
+   * compacted: it still passes the check, carrying no commit index).
+   */
+  #sendHeartbeat(peer: NodeId, context?: string): void {
+    const match = this.#progress.get(peer)!.match;
+    const anchor = this.#log.termAt(match) < 0 ? 0 : match;
+    this.#sendAppendRequest(peer, anchor, [], context);
   }
 
   /** Queues an AppendEntries for `peer` after `prevLogIndex`. */
@@ -890,45 +1258,98 @@ export class RaftCore {
       commit: this.#commit,
     };
     if (context !== undefined) message.context = context;
-    const progress = this.#progress.get(peer);
-    if (progress !== undefined) {
-      progress.sentCommit = Math.max(
-        progress.sentCommit,
-        Math.min(this.#commit, prevLogIndex + entries.length),
-      );
-    }
+    this.#noteSentCommit(message);
     this.#send(message);
   }
 
-  #onAppend(message: AppendRequest): void {
-    if (this.#role !== "follower") {
-      this.#becomeFollower(this.#term, message.from);
+  /** Records what commit index `message` tells its follower. */
+  #noteSentCommit(message: AppendRequest): void {
+    const progress = this.#progress.get(message.to);
+    if (progress === undefined) return;
+    progress.sentCommit = Math.max(
+      progress.sentCommit,
+      Math.min(message.commit, message.prevLogIndex + message.entries.length),
+    );
+  }
+
+  /** Whether a follower has not been told the commit index it could learn. */
+  #commitToAnnounce(): boolean {
+    if (this.#role !== "leader") return false;
+    for (const progress of this.#progress.values()) {
+      if (this.#owesCommit(progress)) return true;
     }
-    this.#leader = message.from;
-    this.#preCandidate = false;
-    this.#electionElapsed = 0;
-    const reply = (success: boolean, index: number, rejectHint = 0) => {
-      const response: AppendResponse = {
-        type: "appendResponse",
-        from: this.id,
-        to: message.from,
-        term: this.#term,
-        success,
-        index,
-        rejectHint,
-      };
-      if (message.context !== undefined) response.context = message.context;
-      this.#send(response);
-    };
+    return false;
+  }
+
+  /**
+   * Whether an empty append at the follower's match index would tell it a
+   * commit index it has not been sent. (Not when that entry is compacted:
+   * such a heartbeat carries no commit index; the follower learns it from
+   * the snapshot or the appends it needs anyway.)
+   */
+  #owesCommit(progress: Progress): boolean {
+    return Math.min(this.#commit, progress.match) > progress.sentCommit &&
+      this.#log.termAt(progress.match) >= 0;
+  }
+
+  /**
+   * Coalesced commit announcements, at ready() time: every append of this
+   * term still waiting to go out carries the current commit index, and a
+   * follower that has not been told the commit index (capped at its match)
+   * and gets no append in this Ready gets one empty append. So however many
+   * acknowledgements moved the commit index since the last Ready, each
+   * follower gets at most one extra message, and learns it without waiting
+   * for a heartbeat.
+   */
+  #announceCommit(): void {
+    if (this.#role !== "leader") return;
+    const appended = new Set<NodeId>();
+    for (const message of this.#leaderMessages) {
+      if (message.type !== "append" || message.term !== this.#term) continue;
+      message.commit = this.#commit;
+      this.#noteSentCommit(message);
+      appended.add(message.to);
+    }
+    for (const [peer, progress] of this.#progress) {
+      if (!appended.has(peer) && this.#owesCommit(progress)) {
+        this.#sendHeartbeat(peer);
+      }
+    }
+  }
+
+  #onAppend(message: AppendRequest): void {
+    this.#hearFromLeader(message.from);
+    const reply = (
+      success: boolean,
+      index: number,
+      conflictTerm = 0,
+      conflictIndex = 0,
+    ) =>
+      this.#sendAppendResponse(message.from, success, index, {
+        conflictTerm,
+        conflictIndex,
+        context: message.context,
+      });
     if (message.prevLogIndex < this.#commit) {
       // A delayed message: everything up to our commit index agrees with
       // any current leader's log.
       return reply(true, this.#commit);
     }
-    if (this.#log.termAt(message.prevLogIndex) !== message.prevLogTerm) {
-      let hint = Math.min(message.prevLogIndex - 1, this.#log.lastIndex);
-      while (hint > 0 && this.#log.termAt(hint) > message.prevLogTerm) hint--;
-      return reply(false, message.prevLogIndex, Math.max(hint, 0));
+    const term = this.#log.termAt(message.prevLogIndex);
+    if (term !== message.prevLogTerm) {
+      // Fast backtracking (Raft paper §5.3; dissertation §5.3): name the
+      // conflicting term and the first index this log holds of it.
+      if (term === MISSING_TERM) {
+        return reply(false, message.prevLogIndex, 0, this.#log.lastIndex + 1);
+      }
+      let first = message.prevLogIndex;
+      while (
+        first - 1 > this.#log.snapshot.index &&
+        this.#log.termAt(first - 1) === term
+      ) {
+        first--;
+      }
+      return reply(false, message.prevLogIndex, term, first);
     }
     this.#log.merge(message.entries, this.#commit);
     const lastNew = message.prevLogIndex + message.entries.length;
@@ -937,15 +1358,77 @@ export class RaftCore {
     reply(true, lastNew);
   }
 
+  /** Queues an AppendEntries reply (no conflict and no context by default). */
+  #sendAppendResponse(
+    to: NodeId,
+    success: boolean,
+    index: number,
+    extra: {
+      conflictTerm?: number;
+      conflictIndex?: number;
+      context?: string;
+    } = {},
+  ): void {
+    const response: AppendResponse = {
+      type: "appendResponse",
+      from: this.id,
+      to,
+      term: this.#term,
+      success,
+      index,
+      conflictTerm: extra.conflictTerm ?? 0,
+      conflictIndex: extra.conflictIndex ?? 0,
+    };
+    if (extra.context !== undefined) response.context = extra.context;
+    this.#send(response);
+  }
+
+  /** An append or snapshot chunk from the leader of this term. */
+  #hearFromLeader(leader: NodeId): void {
+    if (this.#role !== "follower") {
+      this.#becomeFollower(this.#term, leader);
+    }
+    this.#leader = leader;
+    this.#preCandidate = false;
+    this.#electionElapsed = 0;
+  }
+
+  /**
+   * Where a rejected follower's log may match (Raft paper §5.3, last
+   * paragraph): after this leader's last entry of `conflictTerm`, if it has
+   * entries of that term; at `conflictIndex` otherwise.
+   */
+  #nextAfterConflict(message: AppendResponse): number {
+    if (message.conflictTerm > 0) {
+      let index = Math.min(message.index, this.#log.lastIndex);
+      while (
+        index > this.#log.snapshot.index &&
+        this.#log.termAt(index) > message.conflictTerm
+      ) {
+        index--;
+      }
+      if (this.#log.termAt(index) === message.conflictTerm) return index + 1;
+    }
+    return message.conflictIndex;
+  }
+
   #onAppendResponse(message: AppendResponse): void {
     if (this.#role !== "leader") return;
     const progress = this.#progress.get(message.from);
     if (progress === undefined) return;
     progress.recentActive = true;
+    if (message.success && message.index > this.#log.lastIndex) {
+      // Impossible in a correct cluster (corruption or a forged message):
+      // trusting it would set next past the log, and every later append
+      // would carry an unknown prevLogTerm. Verify from the last index.
+      this.#stats.anomalies.ackBeyondLastIndex++;
+      progress.become("probe");
+      progress.next = this.#log.lastIndex + 1;
+      this.#sendAppend(message.from);
+      return;
+    }
     if (message.success) {
-      if (progress.onSuccess(message.index) && this.#maybeCommit()) {
-        this.#broadcastHeartbeat();
-      }
+      if (progress.onSuccess(message.index)) this.#maybeCommit();
       if (message.context !== undefined) {
         this.#ackRead(message.context, message.from);
       }
@@ -959,25 +1442,127 @@ export class RaftCore {
         // The transfer's target has caught up: it may take over now.
         this.#sendTimeoutNow(message.from);
       }
-      // A follower whose ack came after the commit index moved (the
-      // heartbeat that announced it was anchored below its match) learns
-      // the new commit index now, not at the next heartbeat (as etcd's
-      // raft does with Progress.CanBumpCommit).
-      if (Math.min(this.#commit, progress.match) > progress.sentCommit) {
-        this.#sendAppendRequest(message.from, progress.match, []);
-      }
-    } else if (progress.onReject(message.index, message.rejectHint)) {
+    } else if (
+      progress.onReject(message.index, this.#nextAfterConflict(message))
+    ) {
       this.#sendAppend(message.from);
     }
   }
 
   /**
-   * Advances the commit index to the highest index stored on a quorum, if
-   * that entry is of the current term (Raft paper §5.4.2).
+   * A follower receives one InstallSnapshot chunk (Raft paper §7, Figure
+   * 13; chunked as in dissertation §5.3). Chunks must come in order from
+   * offset 0; one at offset 0 starts the assembly again. A snapshot at or
+   * below this node's commit index is not needed: it is answered as an
+   * append at the commit index. On the last chunk the snapshot is
+   * installed: the log is kept after its point if the entry there has the
+   * snapshot's term (receiver rule 6), else discarded (rule 7); the commit
+   * index moves to it and the next Ready carries it.
+   */
+  #onInstallSnapshot(message: InstallSnapshotRequest): void {
+    this.#hearFromLeader(message.from);
+    const point = message.snapshot;
+    const reply = (success: boolean, offset: number) =>
+      this.#send<InstallSnapshotResponse>({
+        type: "installSnapshotResponse",
+        from: this.id,
+        to: message.from,
+        term: this.#term,
+        snapshotIndex: point.index,
+        offset,
+        success,
+      });
+    if (point.index <= this.#commit) {
+      this.#incoming = null;
+      this.#sendAppendResponse(message.from, true, this.#commit);
+      return;
+    }
+    let incoming = this.#incoming;
+    if (message.offset === 0) {
+      incoming = {
+        from: message.from,
+        term: message.term,
+        point: { index: point.index, term: point.term },
+        chunks: [],
+        length: 0,
+      };
+    } else if (
+      incoming === null || incoming.from !== message.from ||
+      incoming.term !== message.term || incoming.point.index !== point.index ||
+      incoming.point.term !== point.term
+    ) {
+      this.#incoming = null;
+      return reply(false, 0);
+    } else if (message.offset < incoming.length) {
+      return reply(true, incoming.length); // a duplicate chunk
+    } else if (message.offset > incoming.length) {
+      return reply(false, incoming.length); // a chunk was lost
+    }
+    if (incoming.length + message.data.length > this.#maxSnapshotChars) {
+      this.#stats.anomalies.snapshotTooLarge++;
+      this.#incoming = null;
+      return reply(false, 0);
+    }
+    incoming.chunks.push(message.data);
+    incoming.length += message.data.length;
+    if (!message.done) {
+      this.#incoming = incoming;
+      return reply(true, incoming.length);
+    }
+    this.#incoming = null;
+    const snapshot: Snapshot = {
+      index: point.index,
+      term: point.term,
+      data: incoming.chunks.join(""),
+    };
+    this.#log.restore(point);
+    this.#commit = point.index;
+    this.#snapshot = snapshot;
+    this.#pendingSnapshot = snapshot;
+    reply(true, incoming.length);
+  }
+
+  /** The leader hears how a follower takes the snapshot it sends. */
+  #onInstallSnapshotResponse(message: InstallSnapshotResponse): void {
+    if (this.#role !== "leader") return;
+    const progress = this.#progress.get(message.from);
+    if (progress === undefined) return;
+    progress.recentActive = true;
+    const transfer = progress.transfer;
+    if (
+      transfer === null || transfer.snapshot.index !== message.snapshotIndex
+    ) {
+      this.#stats.droppedStale++;
+      return;
+    }
+    transfer.inflight = false;
+    transfer.elapsed = 0;
+    const length = transfer.snapshot.data.length;
+    if (!message.success) {
+      // Start again where the follower says (0: from scratch), at the next
+      // heartbeat, so a follower that keeps refusing is not flooded.
+      transfer.offset = message.offset <= length ? message.offset : 0;
+      return;
+    }
+    if (message.offset < length) {
+      transfer.offset = message.offset;
+      this.#sendSnapshotChunk(message.from, progress);
+      return;
+    }
+    // Installed: the follower's log matches up to the snapshot's index.
+    if (progress.onSuccess(transfer.snapshot.index)) this.#maybeCommit();
+    while (this.#sendAppend(message.from));
+  }
+
+  /**
+   * Advances the commit index to the highest index stored durably on a
+   * quorum, if that entry is of the current term (Raft paper §5.4.2). The
+   * leader's own copy counts only up to its persisted index (dissertation
+   * §10.2.1: it writes its log in parallel with sending it).
    * @returns whether it advanced.
    */
   #maybeCommit(): boolean {
-    const matches = [this.#log.lastIndex];
+    const matches = [this.#log.stableIndex];
     for (const progress of this.#progress.values()) {
       matches.push(progress.match);
     }
@@ -997,14 +1582,16 @@ export class RaftCore {
   /** Answers a message from an older term so its sender learns the new term. */
   #answerStale(message: Message): void {
     if (message.type === "append") {
-      this.#send<AppendResponse>({
-        type: "appendResponse",
+      this.#sendAppendResponse(message.from, false, message.prevLogIndex);
+    } else if (message.type === "installSnapshot") {
+      this.#send<InstallSnapshotResponse>({
+        type: "installSnapshotResponse",
         from: this.id,
         to: message.from,
         term: this.#term,
+        snapshotIndex: message.snapshot.index,
+        offset: 0,
         success: false,
-        index: message.prevLogIndex,
-        rejectHint: 0,
       });
     } else if (message.type === "vote") {
       this.#send<VoteResponse>({
@@ -1090,9 +1677,28 @@ export class RaftCore {
     this.#deferredReads = [];
   }
 
+  /**
+   * Queues a message: what a leader sends its followers goes to
+   * `leaderMessages` (it may leave before this node's own writes are
+   * durable), everything else to `messages`.
+   */
   #send<M extends Message>(message: M): void {
-    this.#messages.push(message);
+    if (
+      message.type === "append" || message.type === "installSnapshot" ||
+      message.type === "timeoutNow"
+    ) {
+      this.#leaderMessages.push(message);
+    } else {
+      this.#messages.push(message);
+    }
   }
+}
+
+function positive(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  }
+  return value;
 }
 
 function sameHardState(a: HardState, b: HardState): boolean {

@@ -104,7 +104,7 @@ class Cluster {
       while (core.hasReady()) {
         const ready = core.ready();
         persist(this.disks.get(id)!, ready);
-        this.queue.push(...ready.messages);
+        this.queue.push(...ready.leaderMessages, ...ready.messages);
         this.applied.get(id)!.push(...ready.committedEntries);
         this.readStates.get(id)!.push(...ready.readStates);
         core.advance(ready);
@@ -206,9 +206,10 @@ Deno.test("a single node elects itself and commits its proposals", () => {
   assert.deepEqual({ index, term }, { index: 2, term: 1 });
 
   const ready = core.ready();
-  assert.deepEqual(ready.hardState, { term: 1, vote: "n1", commit: 2 });
+  assert.deepEqual(ready.hardState, { term: 1, vote: "n1", commit: 0 });
   assert.deepEqual(ready.entries.map((e) => e.data), ["", "x"]);
-  assert.deepEqual(ready.committedEntries.map((e) => e.data), ["", "x"]);
+  // Committed once its own copy is durable (dissertation §10.2.1).
+  assert.deepEqual(ready.committedEntries, []);
   assert.deepEqual(ready.softState, {
     term: 1,
     role: "leader",
@@ -216,6 +217,10 @@ Deno.test("a single node elects itself and commits its proposals", () => {
   });
   assert.deepEqual(ready.messages, []);
   core.advance(ready);
+  const next = core.ready();
+  assert.deepEqual(next.hardState, { term: 1, vote: "n1", commit: 2 });
+  assert.deepEqual(next.committedEntries.map((e) => e.data), ["", "x"]);
+  core.advance(next);
   assert.equal(core.hasReady(), false);
   assert.equal(core.commitIndex, 2);
 });
@@ -259,10 +264,10 @@ Deno.test("three nodes elect a leader by exchanging vote messages", () => {
   // The new leader's empty entry goes out at once.
   const lead = c.core("n1").ready();
   assert.deepEqual(lead.entries, [{ index: 1, term: 1, data: "" }]);
-  const appends = lead.messages.filter((m) => m.type === "append");
+  const appends = lead.leaderMessages.filter((m) => m.type === "append");
   assert.deepEqual(appends.map((m) => m.to), ["n2", "n3"]);
   c.core("n1").advance(lead);
-  c.queue.push(...lead.messages, ready.messages[1]);
+  c.queue.push(...lead.leaderMessages, ...lead.messages, ready.messages[1]);
   c.deliver();
   c.tick("n1"); // the next heartbeat carries the commit index to everyone
 
@@ -383,7 +388,8 @@ Deno.test("a stale-term append is answered so the old leader steps down", () => 
     term: 2,
     success: false,
     index: append.prevLogIndex,
-    rejectHint: 0,
+    conflictTerm: 0,
+    conflictIndex: 0,
   }]);
   assert.equal(c.core("n3").entryAt(2)?.data, "", "stale entry not taken");
 
@@ -571,7 +577,12 @@ Deno.test("ready()/advance(): one Ready at a time, entries handed out once", () 
   const third = n1.ready();
   assert.deepEqual(third.entries.map((e) => e.data), ["c"]);
   n1.advance(third);
-  c.queue.push(...second.messages, ...third.messages);
+  c.queue.push(
+    ...second.leaderMessages,
+    ...second.messages,
+    ...third.leaderMessages,
+    ...third.messages,
+  );
   c.deliver();
   const appliedData = c.applied.get("n1")!.map((e) => e.data);
   assert.deepEqual(appliedData, ["", "a", "b", "c"], "applied once each");
@@ -636,7 +647,8 @@ Deno.test("messages come in the same Ready as the state they depend on", () => {
     term: 2,
     success: true,
     index: 2,
-    rejectHint: 0,
+    conflictTerm: 0,
+    conflictIndex: 0,
   }]);
   n2.advance(ready);
   assert.equal(n2.hasReady(), false);
@@ -646,7 +658,7 @@ Deno.test("messages come in the same Ready as the state they depend on", () => {
   const leader = d.elect("n1");
   leader.propose("y");
   ready = leader.ready();
-  const sent = ready.messages.filter((m): m is AppendRequest =>
+  const sent = ready.leaderMessages.filter((m): m is AppendRequest =>
     m.type === "append"
   ).flatMap((m) => m.entries.map((e) => e.index));
   const persisted = new Set(

@@ -23,8 +23,10 @@
 export {
   LeadershipTransferError,
   NotLeaderError,
+  type ProgressView,
   RaftCore,
   type RaftCoreConfig,
+  type RaftCoreStats,
   type ReadState,
   type Ready,
   type SoftState,
@@ -34,6 +36,8 @@ export type {
   AppendResponse,
   Entry,
   HardState,
+  InstallSnapshotRequest,
+  InstallSnapshotResponse,
   Message,
   NodeId,
   PreVoteRequest,
@@ -41,8 +45,15 @@ export type {
   ReadIndexRequest,
   ReadIndexResponse,
   Role,
+  Snapshot,
+  SnapshotPoint,
   TimeoutNowRequest,
   VoteRequest,
   VoteResponse,
 } from "./types.ts";
-export { Progress, type ProgressState } from "./progress.ts";
+export {
+  type InflightLimits,
+  Progress,
+  type ProgressState,
+  type SnapshotTransfer,
+} from "./progress.ts";

@@ -490,6 +490,12 @@ export class RaftNode<R = unknown> {
 
   /** Persist → send → apply → serve reads → advance (the Ready contract). */
   async #handle(ready: Ready): Promise<void> {
+    if (ready.snapshot !== null) {
+      // No RaftNode compacts its log yet, so no leader sends snapshots.
+      throw new Error(
+        `received a snapshot at index ${ready.snapshot.index}, which this driver cannot install yet`,
+      );
+    }
     if (ready.hardState !== null || ready.entries.length > 0) {
       await this.#wal.append({
         hardState: ready.hardState ?? undefined,
@@ -497,7 +503,9 @@ export class RaftNode<R = unknown> {
       });
     }
     if (this.#stopped) return;
-    this.#transport.send(ready.messages);
+    // leaderMessages may go before the fsync (dissertation §10.2.1); for
+    // now they go with the rest.
+    this.#transport.send([...ready.leaderMessages, ...ready.messages]);
     for (const entry of ready.committedEntries) this.#apply(entry);
     for (const state of ready.readStates) {
       const read = this.#reads.get(state.context);

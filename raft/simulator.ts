@@ -911,7 +911,14 @@ export class ClusterSimulator {
           this.#persist(node, ready);
           break;
         case 1:
-          for (const message of ready.messages) {
+          if (ready.snapshot !== null) {
+            this.#fail(
+              `${node.id} got a snapshot; the simulator never compacts`,
+            );
+          }
+          // leaderMessages could go before persisting (dissertation
+          // §10.2.1); for now they go with the rest.
+          for (const message of [...ready.leaderMessages, ...ready.messages]) {
             this.#checkDurableBeforeSend(node, message);
             this.#send(message);
           }

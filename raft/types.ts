@@ -140,12 +140,13 @@ export interface AppendRequest {
 
 /**
  * An AppendEntries reply. On success `index` is the last index the follower
- * now holds in agreement with the leader; on a rejection it is the
- * `prevLogIndex` that was refused, and `rejectHint` is the highest index at
- * or below it whose entry might still match (the follower skips back over
- * every entry of a term newer than `prevLogTerm`), so the leader backs up a
- * term at a time instead of an entry at a time (Raft paper §5.3, last
- * paragraph).
+ * now holds in agreement with the leader. On a rejection `index` is the
+ * `prevLogIndex` that was refused, and the follower says where its log
+ * parts from the leader's (Raft paper §5.3, last paragraph; dissertation
+ * §5.3): `conflictTerm` is the term of its entry at `prevLogIndex` (0 when
+ * its log is shorter than that) and `conflictIndex` the first index it
+ * holds of that term (its lastIndex + 1 when its log is shorter). The
+ * leader then skips a whole term per round trip instead of one entry.
  */
 export interface AppendResponse {
   /** Message kind. */
@@ -160,10 +161,89 @@ export interface AppendResponse {
   success: boolean;
   /** On success the last index in agreement; on rejection the refused `prevLogIndex`. */
   index: number;
-  /** On rejection, the highest index that might still match; 0 on success. */
-  rejectHint: number;
+  /**
+   * On rejection, the term of the follower's entry at `prevLogIndex`, or 0
+   * when it holds no entry there; 0 on success.
+   */
+  conflictTerm: number;
+  /**
+   * On rejection, the first index the follower holds of `conflictTerm`, or
+   * its lastIndex + 1 when `conflictTerm` is 0; 0 on success.
+   */
+  conflictIndex: number;
   /** Echo of the request's `context`, if it had one. */
   context?: string;
+}
+
+/**
+ * The point a snapshot covers the log up to: the index and term of the last
+ * entry it includes (Raft paper §7, "last included index/term").
+ */
+export interface SnapshotPoint {
+  /** Last log index the snapshot includes, >= 0. */
+  index: number;
+  /** Term of the entry at `index` (0 for index 0). */
+  term: number;
+}
+
+/**
+ * An application snapshot: the state machine after applying every entry up
+ * to `index` (Raft paper §7), serialised by the application as a string.
+ */
+export interface Snapshot extends SnapshotPoint {
+  /** The serialised state machine; opaque to Raft. */
+  data: string;
+}
+
+/**
+ * One chunk of an InstallSnapshot RPC (Raft paper §7, Figure 13;
+ * dissertation §5.3, sent in chunks). The leader sends it to a follower
+ * that needs entries the leader has compacted away. Chunks go one at a
+ * time; the follower answers each with an {@link InstallSnapshotResponse}.
+ */
+export interface InstallSnapshotRequest {
+  /** Message kind. */
+  type: "installSnapshot";
+  /** Sender's id (the leader). */
+  from: NodeId;
+  /** Recipient's id. */
+  to: NodeId;
+  /** The leader's current term. */
+  term: number;
+  /** The snapshot's last included index and term. */
+  snapshot: SnapshotPoint;
+  /** Position of `data` in the snapshot's data string, in UTF-16 code units. */
+  offset: number;
+  /** This chunk of the snapshot's data string. */
+  data: string;
+  /** Whether this is the last chunk. */
+  done: boolean;
+}
+
+/**
+ * A follower's answer to an {@link InstallSnapshotRequest} chunk. On success
+ * `offset` is the length of data it now holds (after the last chunk, the
+ * whole data's length: the snapshot is installed and durable); on failure
+ * it is the offset it expects next (0: start again). A snapshot the
+ * follower no longer needs (its index is at or below the follower's commit
+ * index) is answered with a successful {@link AppendResponse} at the
+ * follower's commit index instead.
+ */
+export interface InstallSnapshotResponse {
+  /** Message kind. */
+  type: "installSnapshotResponse";
+  /** Sender's id. */
+  from: NodeId;
+  /** Recipient's id. */
+  to: NodeId;
+  /** Sender's current term. */
+  term: number;
+  /** Index of the snapshot being transferred (its `snapshot.index`). */
+  snapshotIndex: number;
+  /** Data held so far on success; the offset expected next on failure. */
+  offset: number;
+  /** Whether the chunk was taken. */
+  success: boolean;
 }
 
 /**
@@ -225,7 +305,9 @@ export type Message =
   | AppendResponse
   | ReadIndexRequest
   | ReadIndexResponse
-  | TimeoutNowRequest;
+  | TimeoutNowRequest
+  | InstallSnapshotRequest
+  | InstallSnapshotResponse;
 
 /** The role a node plays in its current term (Raft paper §5.1). */
 export type Role = "follower" | "candidate" | "leader";

@@ -19,7 +19,7 @@ import type { Message } from "../raft/types.ts";
  * ```ts
  * import { MatchIndex } from "./_match_index.ts";
  * const match = new MatchIndex("n1");
- * match.observe([{ type: "appendResponse", from: "n2", to: "n1", term: 3, success: true, index: 7, rejectHint: 0 }]);
+ * match.observe([{ type: "appendResponse", from: "n2", to: "n1", term: 3, success: true, index: 7, conflictTerm: 0, conflictIndex: 0 }]);
  * console.log(match.of("n2", 3), match.of("n2", 4)); // 7 null
  * ```
  */

@@ -12,7 +12,8 @@ function response(
     term: 2,
     success: true,
     index: 0,
-    rejectHint: 0,
+    conflictTerm: 0,
+    conflictIndex: 0,
     ...fields,
   };
 }
@@ -30,7 +31,13 @@ Deno.test("§5.3 matchIndex: a new term starts from nothing known; rejections an
   match.observe([response({ index: 9 })]);
   assert.equal(match.of("n2", 3), null, "known only for term 2");
   match.observe([
-    response({ term: 3, success: false, index: 4, rejectHint: 3 }),
+    response({
+      term: 3,
+      success: false,
+      index: 4,
+      conflictTerm: 2,
+      conflictIndex: 3,
+    }),
     response({ term: 3, to: "n3", index: 12 }),
     response({ term: 3, from: "n3", index: 4 }),
   ]);
