@@ -678,9 +678,12 @@ export class RaftCore {
   step(message: Message): void {
     if (
       message.to !== this.id ||
-      // A node in no configuration (joining, or removed) takes any leader.
+      // Non-members are ignored, except the leader this node follows (it
+      // leads on while its own removal commits, dissertation §4.2.2); a
+      // node in no configuration (joining, or removed) takes any leader.
       (isMember(this.#configuration, this.id) &&
-        !isMember(this.#configuration, message.from))
+        !isMember(this.#configuration, message.from) &&
+        message.from !== this.#leader)
     ) return;
     if (message.type === "preVote") {
       return this.#onPreVote(message);
