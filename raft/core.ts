@@ -8,7 +8,9 @@
  * Implements leader election and log replication (Raft paper §5), the
  * new-leader empty entry (§8), PreVote (Raft dissertation §9.6), CheckQuorum
  * with lease-based vote ignoring (dissertation §4.2.3 and §6.2), ReadIndex
- * reads (dissertation §6.4) and leadership transfer (dissertation §3.10).
+ * reads (dissertation §6.4), leadership transfer (dissertation §3.10) and
+ * single-server membership changes with learners (dissertation §4.1, §4.2;
+ * see `configuration.ts`).
  *
  * @module
  */

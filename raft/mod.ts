@@ -22,6 +22,7 @@
 // The pure core (Raft paper and dissertation): no I/O, no timers.
 export {
   LeadershipTransferError,
+  type MemberProgress,
   NotLeaderError,
   RaftCore,
   type RaftCoreConfig,
@@ -46,6 +47,26 @@ export type {
   VoteResponse,
 } from "./types.ts";
 export { type Progress, type ProgressState } from "./progress.ts";
+export {
+  applyConfChange,
+  checkTransition,
+  type ConfChange,
+  ConfChangeError,
+  configEntries,
+  type ConfigEntry,
+  type Configuration,
+  decodeConfiguration,
+  encodeConfiguration,
+  isConfigEntry,
+  isLearner,
+  isMember,
+  isVoter,
+  latestConfiguration,
+  makeConfiguration,
+  membersOf,
+  quorumSize,
+  sameConfiguration,
+} from "./configuration.ts";
 
 // The Deno driver: the write-ahead log, the data folder, the peer port.
 export {
