@@ -11,12 +11,29 @@
  * reads (dissertation §6.4), leadership transfer (dissertation §3.10),
  * fast conflict backtracking (Raft paper §5.3), per-follower flow control
  * (etcd's probe / replicate / snapshot states), the leader writing its own
- * log in parallel with replicating it (dissertation §10.2.1), and log
- * compaction with chunked InstallSnapshot (Raft paper §7, dissertation §5).
+ * log in parallel with replicating it (dissertation §10.2.1), log
+ * compaction with chunked InstallSnapshot (Raft paper §7, dissertation §5),
+ * and single-server membership changes with learners (dissertation §4.1,
+ * §4.2; see `configuration.ts`).
  *
  * @module
  */
 
+import {
+  applyConfChange,
+  type ConfChange,
+  ConfChangeError,
+  configEntries,
+  type ConfigEntry,
+  type Configuration,
+  encodeConfiguration,
+  isMember,
+  isVoter,
+  makeConfiguration,
+  membersOf,
+  quorumSize,
+  sameConfiguration,
+} from "./configuration.ts";
 import { MISSING_TERM, RaftLog } from "./log.ts";
 import { Progress, type ProgressState } from "./progress.ts";
 import type {
@@ -42,10 +59,36 @@ import type {
 
 /** Settings of one core. */
 export interface RaftCoreConfig {
-  /** This node's id; must be one of `voters`. */
+  /**
+   * This node's id; must be one of `voters` or `learners`, unless `join` or
+   * `configuration` is given.
+   */
   id: NodeId;
-  /** Ids of every voting member, this node included. */
+  /**
+   * Ids of the voting members a new cluster starts with (bootstrap), this
+   * node included. Empty for a node started with `join`. Config entries in
+   * the log (Raft dissertation §4.1) take precedence.
+   */
   voters: readonly NodeId[];
+  /** Ids of the learners (non-voting members) at bootstrap. Default none. */
+  learners?: readonly NodeId[];
+  /**
+   * The configuration in force just before the first of `entries`: the one
+   * recorded with the snapshot the log starts after. Replaces `voters` and
+   * `learners`. Do not pass one taken from `entries`: the core reads config
+   * entries from the log itself, and must be able to fall back past them
+   * when a conflicting suffix is truncated. Default `voters` and `learners`.
+   */
+  configuration?: Configuration;
+  /**
+   * This node is not a member yet and waits to be added to an existing
+   * cluster (as a learner, dissertation §4.2.1): `voters` may be empty and
+   * need not name it. Until the configuration it learns from the leader's
+   * appends makes it a voter it never stands for election, and while it is
+   * in no configuration at all it accepts appends from a leader of any
+   * term. Default false.
+   */
+  join?: boolean;
   /**
    * Ticks without word from a leader before a follower stands for election;
    * each election timeout is drawn from [electionTicks, 2 * electionTicks).
@@ -186,6 +229,24 @@ export interface Ready {
   readStates: ReadState[];
   /** New term/role/leader, or null when unchanged since the last Ready. */
   softState: SoftState | null;
+  /**
+   * The current configuration (the latest in the log, committed or not,
+   * dissertation §4.1) when it changed since the last Ready, else null: the
+   * driver opens connections to new members and closes those to removed ones.
+   */
+  configuration: Configuration | null;
+}
+
+/** What a leader knows of one other member's log ({@link RaftCore.progress}). */
+export interface MemberProgress {
+  /** Highest index known to match the leader's log. */
+  match: number;
+  /** Next index the leader will send. */
+  next: number;
+  /** Pacing state: "probe" or "replicate". */
+  state: string;
+  /** Whether the member is a learner (true) or a voter (false). */
+  learner: boolean;
 }
 
 /**
@@ -319,7 +380,13 @@ interface PendingRead {
 export class RaftCore {
   /** This node's id. */
   readonly id: NodeId;
-  readonly #voters: readonly NodeId[];
+  /** The latest configuration in the log, or `#baseConfiguration` (§4.1). */
+  #configuration: Configuration;
+  /** The configuration before the log's first entry (bootstrap or snapshot). */
+  readonly #baseConfiguration: Configuration;
+  /** The config entries in the log, oldest first. */
+  #configEntries: ConfigEntry[] = [];
+  #reportedConfiguration: Configuration;
   readonly #electionTicks: number;
   readonly #heartbeatTicks: number;
   readonly #random: () => number;
@@ -390,9 +457,16 @@ export class RaftCore {
    */
   constructor(config: RaftCoreConfig) {
     this.id = config.id;
-    this.#voters = [...new Set(config.voters)];
-    if (!this.#voters.includes(this.id)) {
-      throw new RangeError(`node ${this.id} is not among voters`);
+    this.#baseConfiguration = config.configuration ??
+      makeConfiguration(config.voters, config.learners);
+    if (
+      config.configuration === undefined && !config.join &&
+      !isMember(this.#baseConfiguration, this.id)
+    ) {
+      throw new RangeError(
+        `node ${this.id} is not among voters or learners; list it there, ` +
+          "or pass join: true to start a node that waits to be added to a cluster",
+      );
     }
     this.#electionTicks = config.electionTicks ?? 10;
     this.#heartbeatTicks = config.heartbeatTicks ?? 1;
@@ -438,6 +512,16 @@ export class RaftCore {
       term: snapshot.term,
       data: snapshot.data,
     };
+    // Config entries at or below the snapshot are covered by
+    // config.configuration (the snapshot's).
+    this.#configEntries = configEntries(
+      (config.entries ?? []).filter((entry) =>
+        entry.index > this.#log.snapshot.index
+      ),
+    );
+    this.#configuration = this.#configEntries.at(-1)?.configuration ??
+      this.#baseConfiguration;
+    this.#reportedConfiguration = this.#configuration;
     const persisted = config.hardState ?? { term: 0, vote: null, commit: 0 };
     const hardState = {
       ...persisted,
@@ -484,9 +568,33 @@ export class RaftCore {
   get lastIndex(): number {
     return this.#log.lastIndex;
   }
-  /** Ids of the voting members. */
+  /** Ids of the voting members (of {@link configuration}). */
   get voters(): readonly NodeId[] {
-    return this.#voters;
+    return this.#configuration.voters;
+  }
+  /**
+   * The current configuration: the latest in the log, committed or not
+   * (Raft dissertation §4.1), or the bootstrap/recovered one.
+   */
+  get configuration(): Configuration {
+    return this.#configuration;
+  }
+  /**
+   * On a leader, what it knows of every other member's log (voters and
+   * learners), for a driver deciding whether a learner has caught up
+   * (dissertation §4.2.1); empty on any other node.
+   */
+  progress(): ReadonlyMap<NodeId, MemberProgress> {
+    const out = new Map<NodeId, MemberProgress>();
+    for (const [peer, progress] of this.#progress) {
+      out.set(peer, {
+        match: progress.match,
+        next: progress.next,
+        state: progress.state,
+        learner: !this.#isVoter(peer),
+      });
+    }
+    return out;
   }
   /**
    * The log's snapshot point: entries up to its index are compacted
@@ -554,7 +662,10 @@ export class RaftCore {
       this.#tickLeader();
     } else {
       this.#electionElapsed++;
-      if (this.#electionElapsed >= this.#randomizedElectionTimeout) {
+      if (
+        this.#electionElapsed >= this.#randomizedElectionTimeout &&
+        this.#isVoter(this.id) // learners and non-members never stand (§4.2.1)
+      ) {
         if (this.#preVote) this.#preCampaign();
         else this.campaign();
       }
@@ -576,7 +687,7 @@ export class RaftCore {
    * a leader asked for (a {@link TimeoutNowRequest}).
    */
   #campaign(transfer: boolean): void {
-    if (this.#role === "leader") return;
+    if (this.#role === "leader" || !this.#isVoter(this.id)) return;
     this.#becomeCandidate();
     if (this.#countVotes(true) >= this.#quorum) {
       this.#becomeLeader();
@@ -630,6 +741,7 @@ export class RaftCore {
     if (target === undefined) {
       let best: { id: NodeId; match: number } | null = null;
       for (const [peer, progress] of this.#progress) {
+        if (!this.#isVoter(peer)) continue;
         if (best === null || progress.match > best.match) {
           best = { id: peer, match: progress.match };
         }
@@ -638,7 +750,7 @@ export class RaftCore {
         throw new RangeError("no other voter to transfer leadership to");
       }
       target = best.id;
-    } else if (!this.#progress.has(target)) {
+    } else if (!this.#progress.has(target) || !this.#isVoter(target)) {
       throw new RangeError(`${target} is not a voter of this cluster`);
     }
     this.#transferee = target;
@@ -698,6 +810,56 @@ export class RaftCore {
   }
 
   /**
+   * Proposes a single-server membership change (Raft dissertation §4.1): a
+   * config entry holding the whole new configuration is appended and takes
+   * effect on each node as soon as it is in its log. The leader starts or
+   * stops replicating to the node at once; a learner (§4.2.1) receives the
+   * log but does not count in any quorum until it is promoted. A leader that
+   * removes itself (§4.2.2) leads on without counting itself until the entry
+   * commits, then steps down.
+   *
+   * @param change what to do with which node.
+   * @returns the config entry's index and term; the change is committed when
+   * that entry shows up in a Ready's `committedEntries`.
+   * @throws {NotLeaderError} when this node is not the leader, or (as
+   * {@link LeadershipTransferError}) while it hands leadership over.
+   * @throws {ConfChangeError} when an earlier change is not committed yet,
+   * when no entry of this leader's term is committed yet (Ongaro's fix on
+   * raft-dev, 2015: a new leader might otherwise overwrite a change an
+   * earlier leader was making), or when the change does not apply (see
+   * {@link applyConfChange}).
+   */
+  proposeConfChange(change: ConfChange): { index: number; term: number } {
+    if (this.#role !== "leader") throw new NotLeaderError(this.#leader);
+    if (this.#transferee !== null) {
+      throw new LeadershipTransferError(this.#transferee);
+    }
+    const pending = this.#configEntries.at(-1)?.index ?? 0;
+    if (pending > this.#commit) {
+      throw new ConfChangeError(
+        `the membership change at index ${pending} is not committed yet; ` +
+          "wait until it commits, then retry (one change at a time, dissertation §4.1)",
+      );
+    }
+    if (this.#log.termAt(this.#commit) !== this.#term) {
+      throw new ConfChangeError(
+        `this leader has not yet committed an entry of its term ${this.#term}; ` +
+          "retry shortly (its first entry commits within a round trip)",
+      );
+    }
+    const next = applyConfChange(this.#configuration, change);
+    const entry = this.#log.appendNew(
+      this.#term,
+      encodeConfiguration(next),
+      "config",
+    );
+    this.#syncConfiguration([{ ...entry, configuration: next }]);
+    this.#maybeCommit();
+    this.#broadcastAppend();
+    return { index: entry.index, term: entry.term };
+  }
+
+  /**
    * Asks for a linearizable read (ReadIndex, Raft dissertation §6.4). A
    * {@link ReadState} with the same `context` appears in a later Ready once
    * the leader has confirmed it still leads; the read may then be served
@@ -732,7 +894,14 @@ export class RaftCore {
       this.#stats.droppedMisaddressed++;
       return;
     }
-    if (!this.#isMember(message.from)) {
+    if (
+      // Non-members are ignored, except the leader this node follows (it
+      // leads on while its own removal commits, dissertation §4.2.2); a
+      // node in no configuration (joining, or removed) takes any leader.
+      isMember(this.#configuration, this.id) &&
+      !isMember(this.#configuration, message.from) &&
+      message.from !== this.#leader
+    ) {
       this.#stats.droppedNotMember++;
       return;
     }
@@ -845,7 +1014,8 @@ export class RaftCore {
       this.#log.unstableEntries().length > 0 ||
       this.#commit > this.#appliedCursor ||
       !sameHardState(this.hardState, this.#persistedHardState) ||
-      !sameSoftState(this.softState, this.#reportedSoftState);
+      !sameSoftState(this.softState, this.#reportedSoftState) ||
+      !sameConfiguration(this.#configuration, this.#reportedConfiguration);
   }
 
   /**
@@ -878,7 +1048,12 @@ export class RaftCore {
       softState: sameSoftState(softState, this.#reportedSoftState)
         ? null
         : softState,
+      configuration:
+        sameConfiguration(this.#configuration, this.#reportedConfiguration)
+          ? null
+          : this.#configuration,
     };
+    this.#reportedConfiguration = this.#configuration;
     this.#messages = [];
     this.#leaderMessages = [];
     this.#pendingSnapshot = null;
@@ -918,15 +1093,57 @@ export class RaftCore {
   // only readers of it.
 
   get #quorum(): number {
-    return Math.floor(this.#voters.length / 2) + 1;
+    return quorumSize(this.#configuration);
   }
 
-  #isMember(id: NodeId): boolean {
-    return this.#voters.includes(id);
-  }
-
+  /** The other voters: whom an election asks. */
   #peers(): NodeId[] {
-    return this.#voters.filter((id) => id !== this.id);
+    return this.#configuration.voters.filter((id) => id !== this.id);
+  }
+
+  #isVoter(id: NodeId): boolean {
+    return isVoter(this.#configuration, id);
+  }
+
+  /**
+   * Brings the configuration up to date with the log after `appended` went
+   * in (dissertation §4.1: the latest config entry, committed or not): drops
+   * config entries a conflicting suffix replaced (reverting to the latest
+   * one left, or the base configuration), records new ones, and on a leader
+   * adds a Progress for each new member and drops those of removed ones
+   * (which are sent nothing more).
+   */
+  #syncConfiguration(appended: readonly ConfigEntry[]): void {
+    const known = this.#configEntries;
+    while (
+      known.length > 0 &&
+      this.#log.termAt(known.at(-1)!.index) !== known.at(-1)!.term
+    ) known.pop();
+    for (const entry of appended) {
+      if (
+        entry.index > (known.at(-1)?.index ?? 0) &&
+        this.#log.termAt(entry.index) === entry.term
+      ) known.push(entry);
+    }
+    const next = known.at(-1)?.configuration ?? this.#baseConfiguration;
+    if (sameConfiguration(next, this.#configuration)) return;
+    this.#configuration = next;
+    if (this.#role !== "leader") return;
+    const members = membersOf(next);
+    for (const peer of this.#progress.keys()) {
+      if (!members.includes(peer)) this.#progress.delete(peer);
+    }
+    for (const peer of members) {
+      if (peer !== this.id && !this.#progress.has(peer)) {
+        this.#progress.set(
+          peer,
+          new Progress(this.#log.lastIndex + 1, this.#inflightLimits),
+        );
+      }
+    }
+    if (this.#transferee !== null && !this.#isVoter(this.#transferee)) {
+      this.#transferee = null;
+    }
   }
 
   #resetTimers(): void {
@@ -970,7 +1187,8 @@ export class RaftCore {
     this.#resetTimers();
     this.#progress.clear();
     this.#transferee = null;
-    for (const peer of this.#peers()) {
+    for (const peer of membersOf(this.#configuration)) {
+      if (peer === this.id) continue;
       this.#progress.set(
         peer,
         new Progress(this.#log.lastIndex + 1, this.#inflightLimits),
@@ -1053,9 +1271,9 @@ export class RaftCore {
 
   /** CheckQuorum: did a quorum (counting this node) answer lately? */
   #quorumActive(): boolean {
-    let active = 1;
-    for (const progress of this.#progress.values()) {
-      if (progress.recentActive) active++;
+    let active = this.#isVoter(this.id) ? 1 : 0;
+    for (const [peer, progress] of this.#progress) {
+      if (progress.recentActive && this.#isVoter(peer)) active++;
       progress.recentActive = false;
     }
     return active >= this.#quorum;
@@ -1081,7 +1299,7 @@ export class RaftCore {
   }
 
   #onVoteResponse(message: VoteResponse): void {
-    if (this.#role !== "candidate") return;
+    if (this.#role !== "candidate" || !this.#isVoter(message.from)) return;
     if (!this.#votes.has(message.from)) {
       this.#votes.set(message.from, message.granted);
     }
@@ -1119,7 +1337,7 @@ export class RaftCore {
 
   /** Counts a pre-vote; a quorum of them starts the real election. */
   #onPreVoteResponse(message: PreVoteResponse): void {
-    if (!this.#preCandidate) return;
+    if (!this.#preCandidate || !this.#isVoter(message.from)) return;
     // A grant is for term + 1; a refusal in this node's term counts too.
     // Anything else is left over from an earlier round.
     const expected = message.granted ? this.#term + 1 : this.#term;
@@ -1351,7 +1569,14 @@ export class RaftCore {
       }
       return reply(false, message.prevLogIndex, term, first);
     }
+    let received: ConfigEntry[];
+    try {
+      received = configEntries(message.entries);
+    } catch {
+      return; // a malformed config entry: no correct leader sends one
+    }
     this.#log.merge(message.entries, this.#commit);
+    this.#syncConfiguration(received);
     const lastNew = message.prevLogIndex + message.entries.length;
     const commit = Math.min(message.commit, lastNew);
     if (commit > this.#commit) this.#commit = commit;
@@ -1446,6 +1671,16 @@ export class RaftCore {
       progress.onReject(message.index, this.#nextAfterConflict(message))
     ) {
       this.#sendAppend(message.from);
+    }
+    if (
+      !this.#isVoter(this.id) &&
+      this.#commit >= (this.#configEntries.at(-1)?.index ?? 0)
+    ) {
+      // This leader's removal has committed (dissertation §4.2.2): tell
+      // the remaining members the commit index (their next leader may need
+      // it at once), then step down.
+      this.#announceCommit();
+      this.#becomeFollower(this.#term, null);
     }
   }
 
@@ -1562,9 +1797,11 @@ export class RaftCore {
    * @returns whether it advanced.
    */
   #maybeCommit(): boolean {
-    const matches = [this.#log.stableIndex];
-    for (const progress of this.#progress.values()) {
-      matches.push(progress.match);
+    // Only voters count; a leader removing itself does not (§4.2.2). The
+    // leader's own copy counts once persisted (dissertation §10.2.1).
+    const matches = this.#isVoter(this.id) ? [this.#log.stableIndex] : [];
+    for (const [peer, progress] of this.#progress) {
+      if (this.#isVoter(peer)) matches.push(progress.match);
     }
     matches.sort((a, b) => b - a);
     const quorumIndex = matches[this.#quorum - 1];
@@ -1613,7 +1850,7 @@ export class RaftCore {
       this.#deferredReads.push({ context, requester });
       return;
     }
-    if (this.#voters.length === 1) {
+    if (this.#isVoter(this.id) && this.#quorum === 1) {
       this.#answerRead(context, requester, this.#commit);
       return;
     }
@@ -1623,7 +1860,7 @@ export class RaftCore {
       context,
       index: this.#commit,
       requester,
-      acks: new Set([this.id]),
+      acks: new Set(this.#isVoter(this.id) ? [this.id] : []),
     });
     this.#broadcastHeartbeat(round);
   }
@@ -1632,7 +1869,7 @@ export class RaftCore {
     const position = this.#pendingReads.findIndex((r) => r.round === round);
     if (position === -1) return;
     const read = this.#pendingReads[position];
-    read.acks.add(from);
+    if (this.#isVoter(from)) read.acks.add(from);
     if (read.acks.size < this.#quorum) return;
     // A quorum confirmed leadership after this read arrived, and so after
     // every earlier one too.

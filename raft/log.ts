@@ -174,9 +174,13 @@ export class RaftLog {
     return out;
   }
 
-  /** Appends one entry at `lastIndex + 1` for `term`; returns it. */
-  appendNew(term: number, data: string): Entry {
-    const entry = { index: this.lastIndex + 1, term, data };
+  /**
+   * Appends one entry at `lastIndex + 1` for `term` (of `type`, when given:
+   * see {@link Entry.type}); returns it.
+   */
+  appendNew(term: number, data: string, type?: "config"): Entry {
+    const entry: Entry = { index: this.lastIndex + 1, term, data };
+    if (type !== undefined) entry.type = type;
     this.#entries.push(entry);
     return entry;
   }

@@ -22,6 +22,7 @@
 
 export {
   LeadershipTransferError,
+  type MemberProgress,
   NotLeaderError,
   type ProgressView,
   RaftCore,
@@ -51,6 +52,26 @@ export type {
   VoteRequest,
   VoteResponse,
 } from "./types.ts";
+export {
+  applyConfChange,
+  checkTransition,
+  type ConfChange,
+  ConfChangeError,
+  configEntries,
+  type ConfigEntry,
+  type Configuration,
+  decodeConfiguration,
+  encodeConfiguration,
+  isConfigEntry,
+  isLearner,
+  isMember,
+  isVoter,
+  latestConfiguration,
+  makeConfiguration,
+  membersOf,
+  quorumSize,
+  sameConfiguration,
+} from "./configuration.ts";
 export {
   type InflightLimits,
   Progress,

@@ -18,9 +18,18 @@ export interface Entry {
   /**
    * Opaque payload for the state machine. The empty string marks the entry a
    * new leader appends at the start of its term (Raft paper §8); state
-   * machines skip it.
+   * machines skip it, and entries whose `type` is `"config"`.
    */
   data: string;
+  /**
+   * Absent for an ordinary entry. `"config"` marks a membership change
+   * (Raft dissertation §4.1): `data` is then the JSON of the whole new
+   * configuration, `{"voters":[...],"learners":[...]}` (see
+   * `configuration.ts`). Every node uses the latest such entry in its log
+   * from the moment it is appended, committed or not; state machines skip
+   * these entries, as they skip the empty ones.
+   */
+  type?: "config";
 }
 
 /**

@@ -1,0 +1,535 @@
+import assert from "node:assert/strict";
+import {
+  LeadershipTransferError,
+  NotLeaderError,
+  RaftCore,
+  type RaftCoreConfig,
+  type Ready,
+} from "./core.ts";
+import {
+  ConfChangeError,
+  type Configuration,
+  makeConfiguration,
+} from "./configuration.ts";
+import type { Entry, HardState, Message, NodeId } from "./types.ts";
+
+// --- a hand-driven cluster (the harness of core_test.ts, with per-node
+// bootstrap settings so nodes can join) ---------------------------------------
+
+interface Disk {
+  hardState: HardState | undefined;
+  entries: Entry[];
+}
+
+type Boot = Pick<RaftCoreConfig, "voters" | "learners" | "join">;
+
+class Cluster {
+  readonly cores = new Map<NodeId, RaftCore>();
+  readonly disks = new Map<NodeId, Disk>();
+  readonly boots = new Map<NodeId, Boot>();
+  readonly applied = new Map<NodeId, Entry[]>();
+  readonly readStates = new Map<NodeId, { context: string; index: number }[]>();
+  /** Every non-null Ready.configuration, per node. */
+  readonly configurations = new Map<NodeId, Configuration[]>();
+  readonly down = new Set<NodeId>();
+  queue: Message[] = [];
+
+  /** Starts `voters` (and `learners`) as a new cluster. */
+  constructor(voters: NodeId[], learners: NodeId[] = []) {
+    for (const id of [...voters, ...learners]) {
+      this.start(id, { voters, learners });
+    }
+  }
+
+  /** Starts a node with an empty disk. */
+  start(id: NodeId, boot: Boot): void {
+    this.disks.set(id, { hardState: undefined, entries: [] });
+    this.boots.set(id, boot);
+    this.#boot(id);
+  }
+
+  /** A node that waits to be added (`join: true`, no voters). */
+  startJoining(id: NodeId): void {
+    this.start(id, { voters: [], join: true });
+  }
+
+  core(id: NodeId): RaftCore {
+    const core = this.cores.get(id);
+    assert.ok(core !== undefined && !this.down.has(id), `${id} is down`);
+    return core;
+  }
+
+  #boot(id: NodeId): void {
+    const disk = this.disks.get(id)!;
+    this.cores.set(
+      id,
+      new RaftCore({
+        id,
+        ...this.boots.get(id)!,
+        // Election timeouts of 15 ticks: a follower's lease (10 ticks) ends
+        // before it would campaign.
+        random: () => 0.5,
+        hardState: disk.hardState,
+        entries: disk.entries.map((e) => ({ ...e })),
+      }),
+    );
+    this.applied.set(id, []);
+    this.readStates.set(id, []);
+    this.configurations.set(id, []);
+    this.down.delete(id);
+  }
+
+  flush(): void {
+    for (const [id, core] of this.cores) {
+      if (this.down.has(id)) continue;
+      while (core.hasReady()) {
+        const ready = core.ready();
+        persist(this.disks.get(id)!, ready);
+        this.queue.push(...ready.leaderMessages, ...ready.messages);
+        this.applied.get(id)!.push(...ready.committedEntries);
+        this.readStates.get(id)!.push(...ready.readStates);
+        if (ready.configuration !== null) {
+          this.configurations.get(id)!.push(ready.configuration);
+        }
+        core.advance(ready);
+      }
+    }
+  }
+
+  /** Delivers until quiet; @returns the messages delivered. */
+  deliver(keep: (m: Message) => boolean = () => true): Message[] {
+    const delivered: Message[] = [];
+    for (let round = 0; round < 1000; round++) {
+      this.flush();
+      if (this.queue.length === 0) return delivered;
+      const batch = this.queue;
+      this.queue = [];
+      for (const message of batch) {
+        if (this.down.has(message.to) || !keep(message)) continue;
+        const to = this.cores.get(message.to);
+        if (to === undefined) continue;
+        delivered.push(message);
+        to.step(message);
+      }
+    }
+    throw new Error("messages never stopped flowing");
+  }
+
+  tick(id: NodeId, count = 1, keep?: (m: Message) => boolean): Message[] {
+    const delivered: Message[] = [];
+    for (let i = 0; i < count; i++) {
+      this.core(id).tick();
+      delivered.push(...this.deliver(keep));
+    }
+    return delivered;
+  }
+
+  crash(id: NodeId): void {
+    this.down.add(id);
+    this.queue = this.queue.filter((m) => m.to !== id);
+  }
+
+  restart(id: NodeId): void {
+    this.#boot(id);
+  }
+
+  /** Ticks followers past their lease (10 ticks) without delivering. */
+  expireLease(...ids: NodeId[]): void {
+    for (const id of ids) {
+      for (let i = 0; i < 10; i++) this.core(id).tick();
+    }
+  }
+
+  elect(id: NodeId, keep?: (m: Message) => boolean): RaftCore {
+    this.core(id).campaign();
+    this.deliver(keep);
+    assert.equal(this.core(id).role, "leader");
+    return this.core(id);
+  }
+
+  /** Proposes `data` on `leader`, delivers, @returns whether it committed. */
+  commits(
+    leader: NodeId,
+    data: string,
+    keep?: (m: Message) => boolean,
+  ): boolean {
+    const { index } = this.core(leader).propose(data);
+    this.deliver(keep);
+    return this.core(leader).commitIndex >= index;
+  }
+}
+
+function persist(disk: Disk, ready: Ready): void {
+  if (ready.hardState !== null) disk.hardState = { ...ready.hardState };
+  if (ready.entries.length > 0) {
+    const first = ready.entries[0].index;
+    assert.ok(first <= disk.entries.length + 1, "gap in persisted entries");
+    disk.entries.length = first - 1;
+    disk.entries.push(...ready.entries.map((e) => ({ ...e })));
+  }
+}
+
+/** Drops every message to or from the given nodes. */
+const without = (...ids: NodeId[]) => (m: Message) =>
+  !ids.includes(m.from) && !ids.includes(m.to);
+
+function logOf(core: RaftCore): Entry[] {
+  const entries: Entry[] = [];
+  for (let i = 1; i <= core.lastIndex; i++) entries.push(core.entryAt(i)!);
+  return entries;
+}
+
+const refusal = (why: RegExp) => (e: unknown) =>
+  e instanceof ConfChangeError && why.test(e.message);
+
+// --- learners (dissertation §4.2.1) -------------------------------------------
+
+Deno.test("dissertation §4.2.1 learners: a 3-voter cluster with 1 learner commits with 2 voters, never with a voter and the learner", () => {
+  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const leader = c.elect("n1");
+  assert.deepEqual(leader.configuration, {
+    voters: ["n1", "n2", "n3"],
+    learners: ["n4"],
+  });
+  // n1 + n2 are a quorum of the 3 voters.
+  assert.equal(c.commits("n1", "a", without("n3", "n4")), true);
+  // n1 + learner n4 are not.
+  assert.equal(c.commits("n1", "b", without("n2", "n3")), false);
+  // The learner caught up all the same: it holds the leader's log.
+  assert.deepEqual(logOf(c.core("n4")), logOf(leader));
+  c.tick("n1", 2); // heartbeats reach n2 and n3 again
+  assert.ok(leader.commitIndex >= 3);
+  assert.equal(c.core("n4").commitIndex, leader.commitIndex);
+  assert.deepEqual(c.applied.get("n4")!.map((e) => e.data), ["", "a", "b"]);
+});
+
+Deno.test("dissertation §4.2.1 learners: a learner never gets a vote request, never stands, and its votes are ignored", () => {
+  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const delivered = c.tick("n1", 15); // n1's election timeout (15 ticks)
+  assert.equal(c.core("n1").role, "leader");
+  assert.deepEqual(
+    delivered.filter((m) =>
+      m.to === "n4" && (m.type === "vote" || m.type === "preVote")
+    ),
+    [],
+  );
+  // A learner's election timeout does nothing.
+  c.crash("n1");
+  const fromLearner = c.tick("n4", 100).filter((m) => m.from === "n4");
+  assert.deepEqual(fromLearner, []);
+  assert.equal(c.core("n4").role, "follower");
+  assert.equal(c.core("n4").preCandidate, false);
+  assert.equal(c.core("n4").term, 1);
+  c.restart("n1");
+  c.expireLease("n2", "n3");
+
+  // A candidate that n2 and n3 do not answer is not elected by n4's vote.
+  const n1 = c.core("n1");
+  n1.campaign();
+  c.flush();
+  const requests = c.queue; // held back: n2 and n3 have not answered yet
+  c.queue = [];
+  assert.deepEqual(requests.map((m) => m.to), ["n2", "n3"]);
+  n1.step({
+    type: "voteResponse",
+    from: "n4",
+    to: "n1",
+    term: n1.term,
+    granted: true,
+  });
+  assert.equal(n1.role, "candidate");
+  c.queue = requests;
+  c.deliver();
+  assert.equal(n1.role, "leader");
+});
+
+Deno.test("dissertation §4.2.1 learners: CheckQuorum and ReadIndex count voters only", () => {
+  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const leader = c.elect("n1");
+  // A ReadIndex round acknowledged by the learner alone is not confirmed.
+  leader.readIndex("r1");
+  c.deliver(without("n2", "n3"));
+  assert.deepEqual(c.readStates.get("n1"), []);
+  c.tick("n1", 1); // the next heartbeat round carries the read's context
+  assert.deepEqual(c.readStates.get("n1"), [{
+    context: "r1",
+    index: leader.commitIndex,
+  }]);
+  // With only the learner answering, the leader steps down after an
+  // election timeout (10 ticks).
+  for (let i = 0; i < 20 && leader.role === "leader"; i++) {
+    c.tick("n1", 1, without("n2", "n3"));
+  }
+  assert.equal(leader.role, "follower");
+});
+
+Deno.test("dissertation §4.2.1 learners: not offered as leadership-transfer targets", () => {
+  const c = new Cluster(["n1", "n2"], ["n3"]);
+  const leader = c.elect("n1");
+  leader.propose("x");
+  c.deliver(without("n2")); // the learner is the most up to date
+  assert.ok(
+    leader.progress().get("n3")!.match > leader.progress().get("n2")!.match,
+  );
+  assert.throws(() => leader.transferLeadership("n3"), /n3 is not a voter/);
+  assert.equal(leader.transferLeadership(), "n2");
+});
+
+// --- adding and promoting at runtime (dissertation §4.1, §4.2.1) ----------------
+
+Deno.test("dissertation §4.1 adding a learner: a joining node learns the configuration from appends and catches up", () => {
+  const c = new Cluster(["n1", "n2", "n3"]);
+  const leader = c.elect("n1");
+  c.commits("n1", "a");
+  c.startJoining("n4");
+  const n4 = c.core("n4");
+  assert.deepEqual(n4.configuration, { voters: [], learners: [] });
+  // A joining node never stands for election.
+  c.tick("n4", 100);
+  assert.equal(n4.role, "follower");
+  assert.equal(n4.term, 0);
+
+  const { index } = leader.proposeConfChange({
+    type: "addLearner",
+    node: "n4",
+  });
+  assert.deepEqual(leader.entryAt(index), {
+    index,
+    term: 1,
+    type: "config",
+    data: '{"voters":["n1","n2","n3"],"learners":["n4"]}',
+  });
+  // In force on the leader as soon as appended (§4.1), before it commits.
+  assert.deepEqual(leader.configuration.learners, ["n4"]);
+  assert.equal(leader.progress().get("n4")?.learner, true);
+  c.deliver();
+  assert.equal(leader.commitIndex, index);
+  // n4 took appends from a leader of a term it had never seen.
+  assert.equal(n4.term, 1);
+  assert.deepEqual(logOf(n4), logOf(leader));
+  assert.deepEqual(n4.configuration, {
+    voters: ["n1", "n2", "n3"],
+    learners: ["n4"],
+  });
+  assert.deepEqual(c.configurations.get("n4"), [n4.configuration]);
+  assert.deepEqual(c.configurations.get("n2"), [n4.configuration]);
+  // The driver's "caught up?" view.
+  assert.deepEqual(leader.progress().get("n4"), {
+    match: leader.lastIndex,
+    next: leader.lastIndex + 1,
+    state: "replicate",
+    learner: true,
+  });
+  assert.deepEqual(
+    [...leader.progress().values()].map((p) => p.learner),
+    [false, false, true],
+  );
+  // State machines skip config entries; they are still committed entries.
+  assert.deepEqual(
+    c.applied.get("n4")!.map((e) => e.type ?? e.data),
+    ["", "a", "config"],
+  );
+});
+
+Deno.test("dissertation §4.2.1 promotion: the learner becomes a voter and the quorum grows to 3 of 4", () => {
+  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const leader = c.elect("n1");
+  const { index } = leader.proposeConfChange({ type: "promote", node: "n4" });
+  c.deliver();
+  assert.equal(leader.commitIndex, index);
+  assert.deepEqual(c.core("n4").voters, ["n1", "n2", "n3", "n4"]);
+  assert.equal(leader.progress().get("n4")?.learner, false);
+  // 2 of 4 voters no longer commit; 3 of 4 do, n4 among them.
+  assert.equal(c.commits("n1", "a", without("n3", "n4")), false);
+  c.deliver(without("n3"));
+  assert.equal(c.commits("n1", "b", without("n3")), true);
+
+  // The promoted node stands for election, and a restart from its disk
+  // recovers the configuration from the log.
+  c.crash("n4");
+  c.restart("n4");
+  assert.deepEqual(c.core("n4").voters, ["n1", "n2", "n3", "n4"]);
+  c.crash("n1");
+  c.expireLease("n2", "n3");
+  c.tick("n4", 15);
+  assert.equal(c.core("n4").role, "leader");
+});
+
+// --- removal (dissertation §4.1, §4.2.2) ----------------------------------------
+
+Deno.test("dissertation §4.1 removing a follower: the leader stops sending to it and the quorum shrinks", () => {
+  const c = new Cluster(["n1", "n2", "n3", "n4"]);
+  const leader = c.elect("n1");
+  c.crash("n4");
+  // 2 of 4 voters are no quorum.
+  assert.equal(c.commits("n1", "a", without("n3")), false);
+  c.deliver();
+  const { index } = leader.proposeConfChange({ type: "remove", node: "n4" });
+  assert.equal(leader.progress().has("n4"), false);
+  const sent = c.deliver();
+  assert.equal(leader.commitIndex, index);
+  assert.equal(sent.some((m) => m.to === "n4"), false);
+  c.tick("n1", 5);
+  assert.equal(c.queue.some((m) => m.to === "n4"), false);
+  // 2 of the 3 remaining voters are.
+  assert.equal(c.commits("n1", "b", without("n3")), true);
+
+  // The removed node's messages are dropped by the members.
+  c.restart("n4");
+  const term = c.core("n2").term;
+  c.core("n2").step({
+    type: "vote",
+    from: "n4",
+    to: "n2",
+    term: term + 5,
+    lastLogIndex: 99,
+    lastLogTerm: 99,
+  });
+  assert.equal(c.core("n2").term, term);
+});
+
+Deno.test("dissertation §4.2.2 removing the leader: it leads without counting itself until the removal commits, then steps down", () => {
+  const c = new Cluster(["n1", "n2", "n3"]);
+  const leader = c.elect("n1");
+  const { index } = leader.proposeConfChange({ type: "remove", node: "n1" });
+  assert.deepEqual(leader.voters, ["n2", "n3"]);
+  // n1 + n2 are a majority of the old configuration, not of the new one.
+  c.deliver(without("n3"));
+  assert.equal(leader.role, "leader");
+  assert.ok(leader.commitIndex < index);
+  // Proposals still go through it meanwhile.
+  leader.propose("during");
+  c.deliver();
+  assert.ok(leader.commitIndex >= index);
+  assert.equal(leader.role, "follower");
+  assert.equal(leader.leader, null);
+  // The others learnt the commit and the data proposed meanwhile.
+  assert.equal(c.core("n2").commitIndex, leader.commitIndex);
+  // The removed node never stands again...
+  c.tick("n1", 100);
+  assert.equal(leader.role, "follower");
+  assert.equal(leader.term, 1);
+  // ...and the rest elect a new leader, which sends it nothing.
+  c.expireLease("n3");
+  const delivered = c.tick("n2", 30);
+  assert.equal(c.core("n2").role, "leader");
+  assert.equal(delivered.some((m) => m.to === "n1"), false);
+  assert.equal(c.commits("n2", "after"), true);
+  assert.deepEqual(
+    c.applied.get("n3")!.map((e) => e.data).filter((d) =>
+      d === "during" || d === "after"
+    ),
+    ["during", "after"],
+  );
+});
+
+// --- refusals -------------------------------------------------------------------
+
+Deno.test("dissertation §4.1 one change at a time: a second change is refused while the first is uncommitted", () => {
+  const c = new Cluster(["n1", "n2", "n3"]);
+  const leader = c.elect("n1");
+  leader.proposeConfChange({ type: "addLearner", node: "n4" });
+  c.deliver(without("n2", "n3"));
+  assert.throws(
+    () => leader.proposeConfChange({ type: "promote", node: "n4" }),
+    refusal(
+      /membership change at index 2 is not committed yet; wait until it commits/,
+    ),
+  );
+  c.tick("n1", 2);
+  leader.proposeConfChange({ type: "remove", node: "n4" });
+});
+
+Deno.test("Ongaro's raft-dev fix: a leader refuses a change until an entry of its term is committed", () => {
+  const c = new Cluster(["n1", "n2", "n3"]);
+  const leader = c.elect("n1", (m) => m.type !== "appendResponse");
+  assert.equal(leader.commitIndex, 0);
+  assert.throws(
+    () => leader.proposeConfChange({ type: "addLearner", node: "n4" }),
+    refusal(/has not yet committed an entry of its term 1; retry shortly/),
+  );
+  c.tick("n1", 1);
+  assert.equal(leader.commitIndex, 1);
+  leader.proposeConfChange({ type: "addLearner", node: "n4" });
+});
+
+Deno.test("dissertation §4.1 refusals: a follower, a transfer, a no-op, the last voter", () => {
+  const c = new Cluster(["n1", "n2"]);
+  const leader = c.elect("n1");
+  assert.throws(
+    () => c.core("n2").proposeConfChange({ type: "remove", node: "n1" }),
+    (e) => e instanceof NotLeaderError && e.leader === "n1",
+  );
+  assert.throws(
+    () => leader.proposeConfChange({ type: "addVoter", node: "n2" }),
+    refusal(/changes nothing/),
+  );
+  leader.proposeConfChange({ type: "remove", node: "n2" });
+  c.deliver();
+  assert.deepEqual(leader.voters, ["n1"]);
+  assert.throws(
+    () => leader.proposeConfChange({ type: "remove", node: "n1" }),
+    refusal(/would leave no voter; add another voter first/),
+  );
+  const solo = new Cluster(["n1", "n2", "n3"]);
+  solo.elect("n1").transferLeadership("n2");
+  assert.throws(
+    () => solo.core("n1").proposeConfChange({ type: "remove", node: "n3" }),
+    (e) => e instanceof LeadershipTransferError,
+  );
+});
+
+// --- truncation (dissertation §4.1) ----------------------------------------------
+
+Deno.test("dissertation §4.1 truncation: a follower whose uncommitted config entry is overwritten returns to the old configuration", () => {
+  const c = new Cluster(["n1", "n2", "n3", "n4", "n5"]);
+  const old = makeConfiguration(["n1", "n2", "n3", "n4", "n5"]);
+  const leader = c.elect("n1");
+  leader.proposeConfChange({ type: "addLearner", node: "n6" });
+  c.deliver((m) => m.from !== "n1" || m.to === "n2");
+  assert.deepEqual(c.core("n2").configuration.learners, ["n6"]);
+  c.crash("n1");
+  // n3, n4, n5 elect n3 without n2's log.
+  c.expireLease("n3", "n4", "n5");
+  c.elect("n3", without("n2"));
+  assert.deepEqual(c.core("n3").configuration, old);
+  c.tick("n3", 2);
+  const n2 = c.core("n2");
+  assert.equal(n2.entryAt(2)?.term, 2);
+  assert.deepEqual(n2.configuration, old);
+  assert.deepEqual(c.configurations.get("n2"), [
+    makeConfiguration(old.voters, ["n6"]),
+    old,
+  ]);
+});
+
+Deno.test("a config entry with malformed data is dropped with its message, not applied", () => {
+  const core = new RaftCore({ id: "n2", voters: ["n1", "n2"] });
+  core.step({
+    type: "append",
+    from: "n1",
+    to: "n2",
+    term: 1,
+    prevLogIndex: 0,
+    prevLogTerm: 0,
+    entries: [{ index: 1, term: 1, data: "{", type: "config" }],
+    commit: 0,
+  });
+  assert.equal(core.lastIndex, 0);
+  assert.deepEqual(core.voters, ["n1", "n2"]);
+});
+
+Deno.test("a node must be a member unless it joins", () => {
+  assert.throws(
+    () => new RaftCore({ id: "n4", voters: ["n1"] }),
+    /n4 is not among voters or learners; list it there, or pass join: true/,
+  );
+  const learner = new RaftCore({ id: "n2", voters: ["n1"], learners: ["n2"] });
+  assert.deepEqual(learner.configuration, { voters: ["n1"], learners: ["n2"] });
+  const recovered = new RaftCore({
+    id: "n9",
+    voters: [],
+    configuration: makeConfiguration(["n1", "n2"]),
+  });
+  assert.deepEqual(recovered.voters, ["n1", "n2"]);
+});
