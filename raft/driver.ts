@@ -113,6 +113,14 @@ export interface RaftDriverOptions<R> {
    * Default: log to stderr.
    */
   onFatal?(error: unknown): void;
+  /**
+   * Prefix of the contexts that tell this driver's reads apart
+   * (`<prefix>:<sequence>`). It must differ between two drivers of one node
+   * id, a restarted node included: a leader's late answer to the previous
+   * incarnation's read would otherwise complete a new read with an old
+   * index. Default: the node id and 8 random bytes (hex).
+   */
+  readContextPrefix?: string;
   /** Default timeout of {@link RaftDriver.propose}, ms. Default 5000. */
   proposeTimeoutMs?: number;
   /** Default timeout of {@link RaftDriver.readIndex}, ms. Default 2000. */
@@ -184,6 +192,7 @@ export class RaftDriver<R = unknown> {
   readonly #proposals = new Map<number, PendingProposal<R>>();
   readonly #reads = new Map<string, PendingRead>();
   readonly #transfers = new Set<TransferWaiter>();
+  readonly #readPrefix: string;
   #readSequence = 0;
   #applied = 0;
   #scheduled = false;
@@ -199,6 +208,8 @@ export class RaftDriver<R = unknown> {
   constructor(options: RaftDriverOptions<R>) {
     this.#options = options;
     this.core = options.core;
+    this.#readPrefix = options.readContextPrefix ??
+      `${options.core.id}.${randomHex(8)}`;
     this.#schedule();
   }
 
@@ -286,7 +297,7 @@ export class RaftDriver<R = unknown> {
    */
   readIndex(options: { timeoutMs?: number } = {}): Promise<number> {
     if (this.#stopped) return Promise.reject(stoppedError());
-    const context = `${this.core.id}:${++this.#readSequence}`;
+    const context = `${this.#readPrefix}:${++this.#readSequence}`;
     const timeoutMs = options.timeoutMs ?? this.#options.readTimeoutMs ??
       2000;
     const promise = new Promise<number>((resolve, reject) => {
@@ -562,6 +573,11 @@ export class RaftDriver<R = unknown> {
       ((e: unknown) => console.error("raft: driver failed, node stopped:", e));
     onFatal(error);
   }
+}
+
+function randomHex(bytes: number): string {
+  const random = crypto.getRandomValues(new Uint8Array(bytes));
+  return Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 function stoppedError(): RaftUnavailableError {
