@@ -35,7 +35,7 @@ function envNumber(name: string): number | undefined {
 
 const replaySeed = envNumber("RAFT_SEED");
 const replayNodes = envNumber("RAFT_NODES");
-const seedCount = envNumber("RAFT_SEEDS") ?? 300;
+const seedCount = envNumber("RAFT_SEEDS") ?? 500;
 const steps = envNumber("RAFT_STEPS") ?? 3000;
 
 /**
