@@ -266,20 +266,25 @@ export class RaftDriver<R = unknown> {
     } catch (error) {
       return Promise.reject(error);
     }
-    this.#schedule();
     const timeoutMs = options.timeoutMs ?? this.#options.proposeTimeoutMs ??
       5000;
-    return new Promise<R>((resolve, reject) => {
-      const timer = this.#options.clock.setTimeout(() => {
-        this.#proposals.delete(index);
-        reject(
-          new RaftUnavailableError(
-            `proposal at index ${index} not committed within ${timeoutMs} ms; it may still commit, retry if the write is idempotent`,
-          ),
-        );
-      }, timeoutMs);
-      this.#proposals.set(index, { term, resolve, reject, timer });
+    // Registered before anything that may let the Ready loop run (a timer
+    // call can drain microtasks): the entry may be applied at once.
+    const promise = new Promise<R>((resolve, reject) => {
+      this.#proposals.set(index, { term, resolve, reject, timer: undefined });
     });
+    const proposal = this.#proposals.get(index)!;
+    proposal.timer = this.#options.clock.setTimeout(() => {
+      if (this.#proposals.get(index) !== proposal) return;
+      this.#proposals.delete(index);
+      proposal.reject(
+        new RaftUnavailableError(
+          `proposal at index ${index} not committed within ${timeoutMs} ms; it may still commit, retry if the write is idempotent`,
+        ),
+      );
+    }, timeoutMs);
+    this.#schedule();
+    return promise;
   }
 
   /**
@@ -301,26 +306,27 @@ export class RaftDriver<R = unknown> {
     const timeoutMs = options.timeoutMs ?? this.#options.readTimeoutMs ??
       2000;
     const promise = new Promise<number>((resolve, reject) => {
-      const timer = this.#options.clock.setTimeout(() => {
-        const read = this.#reads.get(context);
-        this.#reads.delete(context);
-        reject(
-          new RaftUnavailableError(
-            read?.leader === null
-              ? `no leader was elected within ${timeoutMs} ms to confirm the read; retry`
-              : `the leader did not confirm the read within ${timeoutMs} ms; retry`,
-          ),
-        );
-      }, timeoutMs);
       this.#reads.set(context, {
         index: null,
         term: -1,
         leader: null,
         resolve,
         reject,
-        timer,
+        timer: undefined,
       });
     });
+    const read = this.#reads.get(context)!;
+    read.timer = this.#options.clock.setTimeout(() => {
+      if (this.#reads.get(context) !== read) return;
+      this.#reads.delete(context);
+      read.reject(
+        new RaftUnavailableError(
+          read.leader === null
+            ? `no leader was elected within ${timeoutMs} ms to confirm the read; retry`
+            : `the leader did not confirm the read within ${timeoutMs} ms; retry`,
+        ),
+      );
+    }, timeoutMs);
     this.#askReadIndex(context);
     return promise;
   }
@@ -354,11 +360,11 @@ export class RaftDriver<R = unknown> {
       return Promise.reject(error);
     }
     if (target === this.core.id) return Promise.resolve(target);
-    this.#schedule();
     const timeoutMs = options.timeoutMs ?? this.#options.transferTimeoutMs ??
       2000;
     const clock = this.#options.clock;
-    return new Promise<NodeId>((resolve, reject) => {
+    let timer: unknown;
+    const promise = new Promise<NodeId>((resolve, reject) => {
       const waiter: TransferWaiter = {
         check: (state) => {
           if (state.leader === null || state.leader === this.core.id) return;
@@ -372,14 +378,17 @@ export class RaftDriver<R = unknown> {
           reject(error);
         },
       };
-      const timer = clock.setTimeout(() =>
-        waiter.fail(
-          new RaftUnavailableError(
-            `no other node took over leadership (to ${target}) within ${timeoutMs} ms`,
-          ),
-        ), timeoutMs);
       this.#transfers.add(waiter);
     });
+    const waiter = [...this.#transfers].at(-1)!;
+    timer = clock.setTimeout(() =>
+      waiter.fail(
+        new RaftUnavailableError(
+          `no other node took over leadership (to ${target}) within ${timeoutMs} ms`,
+        ),
+      ), timeoutMs);
+    this.#schedule();
+    return promise;
   }
 
   /**

@@ -1,12 +1,13 @@
 /**
  * A Raft consensus library, usable on its own. `RaftCore` is the pure
  * state machine (no I/O, no timers: tick / step / propose / readIndex /
- * ready / advance), modelled on etcd's raft; `RaftNode` drives it with
- * timers, a write-ahead log with fsync, and peers over JSON-RPC:
+ * ready / advance), modelled on etcd's raft; `RaftDriver` runs it on the
+ * storage, network and clock it is given; `RaftNode` assembles that driver
+ * with timers, a write-ahead log with fsync, and peers over JSON-RPC:
  * `PeerTransport` dials them and `servePeers` answers them, each peer
  * connection authenticated by the cluster secret (`peer_auth.ts`,
- * `loadClusterSecret`); `simulator.ts` runs cores through a seeded faulty
- * network for tests.
+ * `loadClusterSecret`); the simulator (`sim/`, `deno task sim`) runs drivers
+ * on seeded faulty disks and networks for tests.
  *
  * @example
  * ```ts
@@ -46,6 +47,17 @@ export type {
   VoteResponse,
 } from "./types.ts";
 export { type Progress, type ProgressState } from "./progress.ts";
+
+// The driver: runs a core on storage, a network and a clock given to it.
+export {
+  type RaftClock,
+  RaftDriver,
+  type RaftDriverOptions,
+  type RaftNetwork,
+  type RaftStorage,
+  realClock,
+  type StorageWrite,
+} from "./driver.ts";
 
 // The Deno driver: the write-ahead log, the data folder, the peer port.
 export {
@@ -89,6 +101,7 @@ export {
   type ClusterConfig,
   ClusterSimulator,
   type FaultConfig,
+  type FaultCounts,
   simulateSeed,
   SimulationError,
   type SimulationOptions,
