@@ -363,25 +363,27 @@ export class RaftDriver<R = unknown> {
     const timeoutMs = options.timeoutMs ?? this.#options.transferTimeoutMs ??
       2000;
     const clock = this.#options.clock;
-    let timer: unknown;
+    const armed: { timer?: unknown } = {};
+    let settle!: { resolve(leader: NodeId): void; reject(error: Error): void };
     const promise = new Promise<NodeId>((resolve, reject) => {
-      const waiter: TransferWaiter = {
-        check: (state) => {
-          if (state.leader === null || state.leader === this.core.id) return;
-          this.#transfers.delete(waiter);
-          clock.clearTimeout(timer);
-          resolve(state.leader);
-        },
-        fail: (error) => {
-          this.#transfers.delete(waiter);
-          clock.clearTimeout(timer);
-          reject(error);
-        },
-      };
-      this.#transfers.add(waiter);
+      settle = { resolve, reject };
     });
-    const waiter = [...this.#transfers].at(-1)!;
-    timer = clock.setTimeout(() =>
+    const waiter: TransferWaiter = {
+      check: (state) => {
+        if (state.leader === null || state.leader === this.core.id) return;
+        this.#transfers.delete(waiter);
+        clock.clearTimeout(armed.timer);
+        settle.resolve(state.leader);
+      },
+      fail: (error) => {
+        this.#transfers.delete(waiter);
+        clock.clearTimeout(armed.timer);
+        settle.reject(error);
+      },
+    };
+    // Registered before the timer call, which may let the Ready loop run.
+    this.#transfers.add(waiter);
+    armed.timer = clock.setTimeout(() =>
       waiter.fail(
         new RaftUnavailableError(
           `no other node took over leadership (to ${target}) within ${timeoutMs} ms`,
