@@ -4,8 +4,8 @@ import {
   NotLeaderError,
   RaftCore,
   type RaftCoreConfig,
-  type Ready,
 } from "./core.ts";
+import { type RaftClock, RaftDriver, type StorageWrite } from "./driver.ts";
 import type {
   AppendRequest,
   Entry,
@@ -37,14 +37,23 @@ function logOf(core: RaftCore): Entry[] {
   return entries;
 }
 
+/** A clock whose time never moves: the tests tick cores by hand. */
+const handClock: RaftClock = {
+  setTimeout: () => undefined,
+  clearTimeout: () => {},
+  defer: () => {}, // flush() runs the drivers' loops
+};
+
 /**
- * Cores that the test connects by hand: `flush()` performs every pending
- * Ready (persist to a disk record, queue the messages, apply), and
+ * Cores that the test connects by hand, each run by the shipping
+ * {@link RaftDriver} on an in-memory disk: `flush()` runs every driver's
+ * Ready loop (persist to a disk record, queue the messages, apply), and
  * `deliver()` hands queued messages to their recipients.
  */
 class Cluster {
   readonly ids: NodeId[];
   readonly cores = new Map<NodeId, RaftCore>();
+  readonly drivers = new Map<NodeId, RaftDriver<void>>();
   readonly disks = new Map<NodeId, Disk>();
   readonly applied = new Map<NodeId, Entry[]>();
   readonly readStates = new Map<NodeId, { context: string; index: number }[]>();
@@ -78,37 +87,47 @@ class Cluster {
 
   #boot(id: NodeId): void {
     const disk = this.disks.get(id)!;
-    this.cores.set(
+    const core = new RaftCore({
       id,
-      new RaftCore({
-        id,
-        voters: this.ids,
-        // Election timeouts of 15 ticks: a follower's lease (10 ticks) ends
-        // before it would campaign.
-        random: () => 0.5,
-        ...this.#config,
-        hardState: disk.hardState,
-        entries: disk.entries.map((e) => ({ ...e })),
+      voters: this.ids,
+      // Election timeouts of 15 ticks: a follower's lease (10 ticks) ends
+      // before it would campaign.
+      random: () => 0.5,
+      ...this.#config,
+      hardState: disk.hardState,
+      entries: disk.entries.map((e) => ({ ...e })),
+    });
+    const applied: Entry[] = [];
+    const readStates: { context: string; index: number }[] = [];
+    this.cores.set(id, core);
+    this.drivers.set(
+      id,
+      new RaftDriver<void>({
+        core,
+        storage: {
+          persist: (write, done) => {
+            persist(disk, write);
+            done();
+          },
+        },
+        network: { send: (messages) => this.queue.push(...messages) },
+        clock: handClock,
+        apply: (entry) => void applied.push(entry),
+        onReady: (ready) => readStates.push(...ready.readStates),
+        onFatal: (error) => {
+          throw error;
+        },
       }),
     );
-    this.applied.set(id, []);
-    this.readStates.set(id, []);
+    this.applied.set(id, applied);
+    this.readStates.set(id, readStates);
     this.down.delete(id);
   }
 
-  /** Performs every running node's pending Ready, in the required order. */
+  /** Runs every running node's driver until nothing is ready. */
   flush(): void {
     for (const id of this.ids) {
-      if (this.down.has(id)) continue;
-      const core = this.cores.get(id)!;
-      while (core.hasReady()) {
-        const ready = core.ready();
-        persist(this.disks.get(id)!, ready);
-        this.queue.push(...ready.leaderMessages, ...ready.messages);
-        this.applied.get(id)!.push(...ready.committedEntries);
-        this.readStates.get(id)!.push(...ready.readStates);
-        core.advance(ready);
-      }
+      if (!this.down.has(id)) this.drivers.get(id)!.process();
     }
   }
 
@@ -177,13 +196,13 @@ class Cluster {
   }
 }
 
-function persist(disk: Disk, ready: Ready): void {
-  if (ready.hardState !== null) disk.hardState = { ...ready.hardState };
-  if (ready.entries.length > 0) {
-    const first = ready.entries[0].index;
+function persist(disk: Disk, write: StorageWrite): void {
+  if (write.hardState !== undefined) disk.hardState = { ...write.hardState };
+  if (write.entries.length > 0) {
+    const first = write.entries[0].index;
     assert.ok(first <= disk.entries.length + 1, "gap in persisted entries");
     disk.entries.length = first - 1;
-    disk.entries.push(...ready.entries.map((e) => ({ ...e })));
+    disk.entries.push(...write.entries.map((e) => ({ ...e })));
   }
 }
 

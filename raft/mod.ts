@@ -6,7 +6,8 @@
  * transfer §3.10, ReadIndex §6.4). Its driver persists each `Ready`, sends
  * its messages, applies committed entries and calls `advance`. It uses
  * Web-standard APIs only and type-checks with the DOM and ESNext libs
- * alone. The Deno driver (timers, the write-ahead log, the data folder,
+ * alone. `RaftDriver` runs a core on the storage, network and clock it
+ * is given (the simulator in `sim/` runs it on seeded faulty ones). The Deno driver (timers, the write-ahead log, the data folder,
  * authenticated peers over TCP) is `@rafter/rpc/raft/deno`.
  *
  * @example
@@ -52,6 +53,17 @@ export type {
   VoteRequest,
   VoteResponse,
 } from "./types.ts";
+// The driver: runs a core on storage, a network and a clock given to it.
+export {
+  type RaftClock,
+  RaftDriver,
+  type RaftDriverOptions,
+  type RaftNetwork,
+  type RaftStorage,
+  RaftUnavailableError,
+  realClock,
+  type StorageWrite,
+} from "./driver.ts";
 export {
   applyConfChange,
   checkTransition,

@@ -1,18 +1,25 @@
 /**
- * The Raft driver: runs a {@link RaftCore} with real time, durable storage
- * and a network. It ticks the core on a timer, persists each Ready to the
- * write-ahead log with fsync before sending the messages that depend on it,
- * applies committed entries to the caller's state machine, and resolves
- * proposals and linearizable reads.
+ * The Deno Raft node: the {@link RaftDriver} assembled with a data folder
+ * (lock and `meta.json`), the write-ahead log as its storage (every write
+ * fsynced before the messages that depend on it are sent), real timers (a
+ * tick every `tickMs`) and a peer transport as its network.
  *
  * @module
  */
 
 import { DataDir } from "./data_dir.ts";
 import type { DirLock } from "./dir_lock.ts";
-import { RaftCore, type Ready, type SoftState } from "./core.ts";
+import { RaftCore, type SoftState } from "./core.ts";
+import {
+  RaftDriver,
+  type RaftStorage,
+  RaftUnavailableError,
+  realClock,
+} from "./driver.ts";
 import type { Entry, Message, NodeId } from "./types.ts";
 import { Wal, type WalOptions } from "./wal.ts";
+
+export { RaftUnavailableError };
 
 /**
  * Where a {@link RaftNode} sends its messages: a `PeerTransport` (the
@@ -97,36 +104,6 @@ export interface RaftStatus {
   lastIndex: number;
 }
 
-/** Thrown when a proposal or read cannot complete; the caller may retry. */
-export class RaftUnavailableError extends Error {
-  /**
-   * Makes the error.
-   *
-   * @param message what failed and what to do.
-   */
-  constructor(message: string) {
-    super(message);
-    this.name = "RaftUnavailableError";
-  }
-}
-
-interface PendingProposal<R> {
-  term: number;
-  resolve(result: R): void;
-  reject(error: Error): void;
-  timer: ReturnType<typeof setTimeout>;
-}
-
-interface PendingRead {
-  index: number | null;
-  /** Term and leader the read was last sent to; null while none is known. */
-  term: number;
-  leader: NodeId | null;
-  resolve(): void;
-  reject(error: Error): void;
-  timer: ReturnType<typeof setTimeout>;
-}
-
 /**
  * A running Raft node. It sends through its `transport`; deliver the
  * messages peers send it with {@link RaftNode.step} (the peer server does,
@@ -160,22 +137,11 @@ interface PendingRead {
  */
 export class RaftNode<R = unknown> {
   readonly #options: RaftNodeOptions<R>;
-  readonly #core: RaftCore;
+  readonly #driver: RaftDriver<R>;
   readonly #wal: Wal;
   readonly #lock: DirLock;
   readonly #transport: RaftTransport;
   readonly #ticker: ReturnType<typeof setInterval>;
-  readonly #proposals = new Map<number, PendingProposal<R>>();
-  readonly #reads = new Map<string, PendingRead>();
-  /** Leadership transfers waiting for another node to lead. */
-  readonly #transfers = new Set<{
-    check(state: SoftState): void;
-    fail(error: Error): void;
-  }>();
-  #readSequence = 0;
-  #applied = 0;
-  #draining = false;
-  #again = false;
   #stopped = false;
 
   private constructor(
@@ -185,15 +151,22 @@ export class RaftNode<R = unknown> {
     lock: DirLock,
   ) {
     this.#options = options;
-    this.#core = core;
     this.#wal = wal;
     this.#lock = lock;
     this.#transport = options.transport;
-    this.#ticker = setInterval(() => {
-      this.#core.tick();
-      this.#schedule();
-    }, options.tickMs ?? 100);
-    this.#schedule();
+    const tickMs = options.tickMs ?? 100;
+    this.#driver = new RaftDriver({
+      core,
+      storage: walStorage(wal),
+      network: options.transport,
+      clock: realClock,
+      apply: options.apply,
+      onSoftState: options.onSoftState,
+      onFatal: (error) => this.#fail(error),
+      // Two election timeouts; the core abandons a transfer after one.
+      transferTimeoutMs: 2 * (options.electionTicks ?? 10) * tickMs,
+    });
+    this.#ticker = setInterval(() => this.#driver.tick(), tickMs);
   }
 
   /**
@@ -263,59 +236,40 @@ export class RaftNode<R = unknown> {
    * validated (`parseMessage`) and sent by the member their `from` names.
    */
   step(messages: readonly Message[]): void {
-    if (this.#stopped) return;
-    for (const message of messages) this.#core.step(message);
-    this.#schedule();
+    this.#driver.step(messages);
   }
 
   /** Current term, role, leader and indexes. */
   get status(): RaftStatus {
-    const soft = this.#core.softState;
+    const core = this.#driver.core;
+    const soft = core.softState;
     return {
       id: this.#options.id,
       term: soft.term,
       role: soft.role,
       leader: soft.leader,
-      commitIndex: this.#core.commitIndex,
-      appliedIndex: this.#applied,
-      lastIndex: this.#core.lastIndex,
+      commitIndex: core.commitIndex,
+      appliedIndex: this.#driver.appliedIndex,
+      lastIndex: core.lastIndex,
     };
   }
 
   /**
    * Replicates `data` and resolves with the state machine's result once the
-   * entry is committed and applied on this node.
+   * entry is committed and applied on this node (see
+   * {@link RaftDriver.propose}).
    *
    * @param options.timeoutMs give up after this long (default 5000 ms); the
    * entry may still commit later.
    * @throws {import("./core.ts").NotLeaderError} (rejects at once) when this node is not the
    * leader.
-   * @throws {RaftUnavailableError} when leadership was lost before the entry
-   * committed, the timeout passed, or the node stopped.
+   * @throws {RaftUnavailableError} at once when this node loses leadership
+   * before the entry committed (it may still commit: retry if the write is
+   * idempotent); when a new leader's entry replaced it, the timeout passed,
+   * or the node stopped.
    */
   propose(data: string, options: { timeoutMs?: number } = {}): Promise<R> {
-    if (this.#stopped) {
-      return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
-    }
-    let index: number, term: number;
-    try {
-      ({ index, term } = this.#core.propose(data));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    this.#schedule();
-    const timeoutMs = options.timeoutMs ?? 5000;
-    return new Promise<R>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#proposals.delete(index);
-        reject(
-          new RaftUnavailableError(
-            `proposal at index ${index} not committed within ${timeoutMs} ms; it may still commit, retry if the write is idempotent`,
-          ),
-        );
-      }, timeoutMs);
-      this.#proposals.set(index, { term, resolve, reject, timer });
-    });
+    return this.#driver.propose(data, options);
   }
 
   /**
@@ -342,43 +296,7 @@ export class RaftNode<R = unknown> {
   transferLeadership(
     options: { target?: NodeId; timeoutMs?: number } = {},
   ): Promise<NodeId> {
-    if (this.#stopped) {
-      return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
-    }
-    let target: NodeId;
-    try {
-      target = this.#core.transferLeadership(options.target);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    if (target === this.#options.id) return Promise.resolve(target);
-    this.#schedule();
-    const timeoutMs = options.timeoutMs ??
-      2 * (this.#options.electionTicks ?? 10) * (this.#options.tickMs ?? 100);
-    return new Promise<NodeId>((resolve, reject) => {
-      const waiter = {
-        check: (state: SoftState) => {
-          if (state.leader === null || state.leader === this.#options.id) {
-            return;
-          }
-          this.#transfers.delete(waiter);
-          clearTimeout(timer);
-          resolve(state.leader);
-        },
-        fail: (error: Error) => {
-          this.#transfers.delete(waiter);
-          clearTimeout(timer);
-          reject(error);
-        },
-      };
-      const timer = setTimeout(() =>
-        waiter.fail(
-          new RaftUnavailableError(
-            `no other node took over leadership (to ${target}) within ${timeoutMs} ms`,
-          ),
-        ), timeoutMs);
-      this.#transfers.add(waiter);
-    });
+    return this.#driver.transferLeadership(options);
   }
 
   /**
@@ -392,46 +310,8 @@ export class RaftNode<R = unknown> {
    * @throws {RaftUnavailableError} when no leader confirmed in time, or the
    * node stopped.
    */
-  readBarrier(options: { timeoutMs?: number } = {}): Promise<void> {
-    if (this.#stopped) {
-      return Promise.reject(new RaftUnavailableError("the Raft node stopped"));
-    }
-    const context = `${this.#options.id}:${++this.#readSequence}`;
-    const timeoutMs = options.timeoutMs ?? 2000;
-    const promise = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const read = this.#reads.get(context);
-        this.#reads.delete(context);
-        reject(
-          new RaftUnavailableError(
-            read?.leader === null
-              ? `no leader was elected within ${timeoutMs} ms to confirm the read; retry`
-              : `the leader did not confirm the read within ${timeoutMs} ms; retry`,
-          ),
-        );
-      }, timeoutMs);
-      this.#reads.set(context, {
-        index: null,
-        term: -1,
-        leader: null,
-        resolve,
-        reject,
-        timer,
-      });
-    });
-    this.#askReadIndex(context);
-    return promise;
-  }
-
-  /** Sends a pending read to the current leader, if one is known. */
-  #askReadIndex(context: string): void {
-    const read = this.#reads.get(context);
-    const { term, leader } = this.#core.softState;
-    if (read === undefined || read.index !== null || leader === null) return;
-    read.term = term;
-    read.leader = leader;
-    this.#core.readIndex(context);
-    this.#schedule();
+  async readBarrier(options: { timeoutMs?: number } = {}): Promise<void> {
+    await this.#driver.readIndex(options);
   }
 
   /**
@@ -443,19 +323,7 @@ export class RaftNode<R = unknown> {
     this.#stopped = true;
     clearInterval(this.#ticker);
     this.#transport.close();
-    const error = new RaftUnavailableError("the Raft node stopped");
-    for (const proposal of this.#proposals.values()) {
-      clearTimeout(proposal.timer);
-      proposal.reject(error);
-    }
-    this.#proposals.clear();
-    for (const read of this.#reads.values()) {
-      clearTimeout(read.timer);
-      read.reject(error);
-    }
-    this.#reads.clear();
-    for (const transfer of [...this.#transfers]) transfer.fail(error);
-    while (this.#draining) await new Promise((r) => setTimeout(r, 1));
+    await this.#driver.stop();
     try {
       await this.#wal.close();
     } finally {
@@ -463,108 +331,19 @@ export class RaftNode<R = unknown> {
     }
   }
 
-  #schedule(): void {
-    if (this.#draining) {
-      this.#again = true;
-      return;
-    }
-    this.#draining = true;
-    queueMicrotask(() => this.#drain());
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      do {
-        this.#again = false;
-        while (!this.#stopped && this.#core.hasReady()) {
-          await this.#handle(this.#core.ready());
-        }
-      } while (this.#again && !this.#stopped);
-    } catch (error) {
-      this.#draining = false;
-      this.#fail(error);
-      return;
-    }
-    this.#draining = false;
-  }
-
-  /** Persist → send → apply → serve reads → advance (the Ready contract). */
-  async #handle(ready: Ready): Promise<void> {
-    if (ready.snapshot !== null) {
-      // No RaftNode compacts its log yet, so no leader sends snapshots.
-      throw new Error(
-        `received a snapshot at index ${ready.snapshot.index}, which this driver cannot install yet`,
-      );
-    }
-    if (ready.hardState !== null || ready.entries.length > 0) {
-      await this.#wal.append({
-        hardState: ready.hardState ?? undefined,
-        entries: ready.entries,
-      });
-    }
-    if (this.#stopped) return;
-    // leaderMessages may go before the fsync (dissertation §10.2.1); for
-    // now they go with the rest.
-    this.#transport.send([...ready.leaderMessages, ...ready.messages]);
-    for (const entry of ready.committedEntries) this.#apply(entry);
-    for (const state of ready.readStates) {
-      const read = this.#reads.get(state.context);
-      if (read !== undefined) read.index ??= state.index;
-    }
-    this.#serveReads();
-    if (ready.softState !== null) this.#onSoftState(ready.softState);
-    this.#core.advance(ready);
-  }
-
-  #apply(entry: Entry): void {
-    const result = this.#options.apply(entry);
-    this.#applied = entry.index;
-    const proposal = this.#proposals.get(entry.index);
-    if (proposal === undefined) return;
-    this.#proposals.delete(entry.index);
-    clearTimeout(proposal.timer);
-    if (proposal.term === entry.term) {
-      proposal.resolve(result);
-    } else {
-      proposal.reject(
-        new RaftUnavailableError(
-          `proposal at index ${entry.index} was replaced by a new leader's entry; retry`,
-        ),
-      );
-    }
-  }
-
-  #serveReads(): void {
-    for (const [context, read] of this.#reads) {
-      if (read.index !== null && read.index <= this.#applied) {
-        this.#reads.delete(context);
-        clearTimeout(read.timer);
-        read.resolve();
-      }
-    }
-  }
-
-  #onSoftState(state: SoftState): void {
-    // Reads waiting for a leader's confirmation go to the new leader: the
-    // old one (or the core, on a change of role) dropped them. An answer the
-    // old leader still sends is valid too: it confirmed its leadership after
-    // the read began.
-    for (const [context, read] of this.#reads) {
-      if (
-        read.index === null &&
-        (read.term !== state.term || read.leader !== state.leader)
-      ) {
-        read.leader = null;
-        this.#askReadIndex(context);
-      }
-    }
-    for (const transfer of [...this.#transfers]) transfer.check(state);
-    this.#options.onSoftState?.(state);
-  }
-
   #fail(error: unknown): void {
     const onFatal = this.#options.onFatal ??
       ((e: unknown) => console.error("raft: storage failed, node stopped:", e));
     this.stop().catch(() => {}).finally(() => onFatal(error));
   }
+}
+
+/** The write-ahead log as a {@link RaftStorage}: done once fsynced. */
+function walStorage(wal: Wal): RaftStorage {
+  return {
+    persist(write, done) {
+      wal.append({ hardState: write.hardState, entries: write.entries })
+        .then(() => done(), (error) => done(error ?? new Error("WAL failed")));
+    },
+  };
 }

@@ -1,12 +1,13 @@
 /**
- * Randomized whole-cluster tests of the Raft core on the deterministic
- * simulator (see `simulator.ts`): many seeds, each a different mix of message
+ * Randomized whole-cluster tests of the Raft driver and core on the
+ * deterministic simulator (see `cluster.ts`): many seeds, each a different mix of message
  * loss, duplication, reordering, partitions and crashes, with Raft's safety
  * properties checked after every step and liveness after healing.
  *
  * Replay one seed (with a trace of its last events on failure):
  *
- *     RAFT_SEED=17 RAFT_NODES=5 deno test -A raft/simulation_test.ts
+ *     RAFT_SEED=17 RAFT_NODES=5 deno test -A raft/sim/simulation_test.ts
+ *     deno task sim --nodes 5 --from 17 --seeds 1 --steps 3000 --trace 300
  *
  * Run more seeds: `RAFT_SEEDS=5000` (per cluster size); longer runs:
  * `RAFT_STEPS=5000` (fault-phase steps per seed).
@@ -15,13 +16,9 @@
  */
 
 import assert from "node:assert/strict";
-import { RaftCore, type RaftCoreConfig, type Ready } from "./core.ts";
-import {
-  ClusterSimulator,
-  simulateSeed,
-  type SimulationOptions,
-  type SimulationResult,
-} from "./simulator.ts";
+import { RaftCore, type RaftCoreConfig, type Ready } from "../core.ts";
+import { ClusterSimulator, simulateSeed } from "./cluster.ts";
+import type { SimulationOptions, SimulationResult } from "./scenario.ts";
 
 function envNumber(name: string): number | undefined {
   const permission = Deno.permissions.querySync({
@@ -38,19 +35,22 @@ function envNumber(name: string): number | undefined {
 
 const replaySeed = envNumber("RAFT_SEED");
 const replayNodes = envNumber("RAFT_NODES");
-const seedCount = envNumber("RAFT_SEEDS") ?? 300;
+const seedCount = envNumber("RAFT_SEEDS") ?? 500;
 const steps = envNumber("RAFT_STEPS") ?? 3000;
 
 /**
  * Runs seeds `1..count` on a cluster of `nodes`; fails listing every failing
  * seed, with the first failure's message (which says how to replay it).
  */
-function runSeeds(nodes: number, count: number): SimulationResult[] {
+async function runSeeds(
+  nodes: number,
+  count: number,
+): Promise<SimulationResult[]> {
   const results: SimulationResult[] = [];
   const failures: { seed: number; message: string }[] = [];
   for (let seed = 1; seed <= count; seed++) {
     try {
-      results.push(simulateSeed(seed, nodes, { steps }));
+      results.push(await simulateSeed(seed, nodes, { steps }));
     } catch (error) {
       failures.push({ seed, message: (error as Error).message });
     }
@@ -83,8 +83,8 @@ function assertExercised(results: SimulationResult[]): void {
 
 if (replaySeed !== undefined) {
   for (const nodes of replayNodes === undefined ? [3, 5] : [replayNodes]) {
-    Deno.test(`simulation replay: seed ${replaySeed}, ${nodes} nodes`, () => {
-      const result = simulateSeed(replaySeed, nodes, {
+    Deno.test(`simulation replay: seed ${replaySeed}, ${nodes} nodes`, async () => {
+      const result = await simulateSeed(replaySeed, nodes, {
         steps,
         traceLines: 300,
       });
@@ -92,22 +92,25 @@ if (replaySeed !== undefined) {
     });
   }
 } else {
-  Deno.test(`simulation: ${seedCount} seeds with 3 nodes`, () => {
-    assertExercised(runSeeds(3, seedCount));
+  Deno.test(`simulation: ${seedCount} seeds with 3 nodes`, async () => {
+    assertExercised(await runSeeds(3, seedCount));
   });
 
-  Deno.test(`simulation: ${seedCount} seeds with 5 nodes`, () => {
-    assertExercised(runSeeds(5, seedCount));
+  Deno.test(`simulation: ${seedCount} seeds with 5 nodes`, async () => {
+    assertExercised(await runSeeds(5, seedCount));
   });
 }
 
-Deno.test("simulation: §3.10 leadership transfers injected under every fault mix keep safety and liveness", () => {
+Deno.test("simulation: §3.10 leadership transfers injected under every fault mix keep safety and liveness", async () => {
   const count = Math.max(50, Math.floor(seedCount / 3));
   for (const nodes of [3, 5]) {
     const results: SimulationResult[] = [];
     for (let seed = 1; seed <= count; seed++) {
       results.push(
-        simulateSeed(seed, nodes, { steps, cluster: { transferRate: 0.02 } }),
+        await simulateSeed(seed, nodes, {
+          steps,
+          cluster: { transferRate: 0.02 },
+        }),
       );
     }
     const transfers = results.reduce((t, r) => t + r.transfers, 0);
@@ -115,6 +118,16 @@ Deno.test("simulation: §3.10 leadership transfers injected under every fault mi
     assertExercised(results);
   }
 });
+
+/** Fault rates that inject nothing. */
+const noFaults = {
+  lossRate: 0,
+  duplicateRate: 0,
+  partitionRate: 0,
+  crashRate: 0,
+  asymmetricRate: 0,
+  flapRate: 0,
+};
 
 /** A 3-node simulator driven by hand, with no faults of its own. */
 function faultless(
@@ -125,12 +138,12 @@ function faultless(
     seed,
     nodes: 3,
     steps: 0,
-    faults: { lossRate: 0, duplicateRate: 0, partitionRate: 0, crashRate: 0 },
+    faults: noFaults,
     cluster,
   });
 }
 
-Deno.test("simulation: §3.10 a transfer in a quiet cluster hands leadership to the target", () => {
+Deno.test("simulation: §3.10 a transfer in a quiet cluster hands leadership to the target", async () => {
   const sim = faultless(11, {
     transferRate: 0,
     electionTicks: 10,
@@ -145,18 +158,18 @@ Deno.test("simulation: §3.10 a transfer in a quiet cluster hands leadership to 
   assert.equal(sim.core(target)!.role, "leader");
   assert.equal(sim.core(target)!.term, term + 1);
   sim.heal();
-  sim.settle(3000);
+  await sim.settle(3000);
 });
 
-Deno.test("simulation: a seed replays exactly", () => {
-  const a = simulateSeed(7, 5, { steps: 800 });
-  const b = simulateSeed(7, 5, { steps: 800 });
+Deno.test("simulation: a seed replays exactly", async () => {
+  const a = await simulateSeed(7, 5, { steps: 800 });
+  const b = await simulateSeed(7, 5, { steps: 800 });
   assert.deepEqual(a, b);
-  const c = simulateSeed(8, 5, { steps: 800 });
+  const c = await simulateSeed(8, 5, { steps: 800 });
   assert.notDeepEqual(a, c);
 });
 
-Deno.test("simulation: the simulator can be driven by hand", () => {
+Deno.test("simulation: the simulator can be driven by hand", async () => {
   const sim = faultless(3);
   for (let i = 0; i < 300; i++) sim.step();
   const leader = sim.nodeIds.find((id) => sim.core(id)?.role === "leader");
@@ -165,7 +178,7 @@ Deno.test("simulation: the simulator can be driven by hand", () => {
   sim.crash(sim.nodeIds.find((id) => id !== leader)!);
   for (let i = 0; i < 300; i++) sim.step();
   sim.heal();
-  sim.settle(3000);
+  await sim.settle(3000);
   assert.ok(sim.appliedLog.length > 0);
   for (const id of sim.nodeIds) {
     assert.deepEqual(
@@ -178,13 +191,13 @@ Deno.test("simulation: the simulator can be driven by hand", () => {
 // --- the checks catch broken cores -------------------------------------------
 
 /** A simulation whose cores are built by `create`; returns its error. */
-function failureWith(
+async function failureWith(
   create: (config: RaftCoreConfig) => RaftCore,
   options: Partial<SimulationOptions> = {},
-): string {
+): Promise<string> {
   for (let seed = 1; seed <= 20; seed++) {
     try {
-      new ClusterSimulator({
+      await new ClusterSimulator({
         seed,
         nodes: 3,
         steps: 1000,
@@ -198,7 +211,7 @@ function failureWith(
   return "no failure";
 }
 
-Deno.test("simulation: a core that never persists its vote is caught", () => {
+Deno.test("simulation: a core that never persists its vote is caught", async () => {
   class Forgetful extends RaftCore {
     override ready(): Ready {
       const ready = super.ready();
@@ -208,13 +221,16 @@ Deno.test("simulation: a core that never persists its vote is caught", () => {
       return ready;
     }
   }
-  const message = failureWith((config) => new Forgetful(config));
+  const message = await failureWith((config) => new Forgetful(config));
   assert.match(message, /^seed \d+ \(3 nodes\) step \d+: /);
   assert.match(message, /before the vote is durable/);
-  assert.match(message, /RAFT_SEED=\d+ RAFT_NODES=3/);
+  assert.match(
+    message,
+    /replay: deno task sim --nodes 3 --from \d+ --seeds 1 --steps 1000/,
+  );
 });
 
-Deno.test("simulation: a core that applies a wrong entry is caught", () => {
+Deno.test("simulation: a core that applies a wrong entry is caught", async () => {
   class Corrupt extends RaftCore {
     override ready(): Ready {
       const ready = super.ready();
@@ -226,11 +242,11 @@ Deno.test("simulation: a core that applies a wrong entry is caught", () => {
       return ready;
     }
   }
-  const message = failureWith((config) => new Corrupt(config));
+  const message = await failureWith((config) => new Corrupt(config));
   assert.match(message, /n2 applies entry 3 that is not durable/);
 });
 
-Deno.test("simulation: a core that answers reads at once is caught", () => {
+Deno.test("simulation: a core that answers reads at once is caught", async () => {
   class Hasty extends RaftCore {
     #answers: { context: string; index: number }[] = [];
     override readIndex(context: string): void {
@@ -247,7 +263,7 @@ Deno.test("simulation: a core that answers reads at once is caught", () => {
       return ready;
     }
   }
-  const message = failureWith((config) => new Hasty(config), {
+  const message = await failureWith((config) => new Hasty(config), {
     cluster: { readRate: 0.5 },
   });
   assert.match(message, /ReadIndex not linearizable/);
@@ -276,7 +292,7 @@ function rejoinAfterPartition(
     seed,
     nodes,
     steps: 0,
-    faults: { lossRate: 0, duplicateRate: 0, partitionRate: 0, crashRate: 0 },
+    faults: noFaults,
     cluster: { preVote, checkQuorum: true, transferRate: 0 },
   });
   const leaderOf = () =>
@@ -317,9 +333,9 @@ Deno.test(
         assert.equal(on.termAfter, on.termBefore, `seed ${seed}`);
         assert.equal(on.leaderAfter, on.leaderBefore, `seed ${seed}`);
 
-        // Without PreVote the same run does both: the check can fail.
+        // Without PreVote the same run does both: the check can fail. (Its
+        // first election may take more terms: a split vote PreVote avoids.)
         const off = rejoinAfterPartition(seed, nodes, false);
-        assert.equal(off.termBefore, on.termBefore, `seed ${seed}`);
         assert.ok(off.termAlone > off.termBefore + 5, `seed ${seed}`);
         assert.ok(off.termAfter > off.termBefore, `seed ${seed}`);
       }

@@ -1,0 +1,605 @@
+/**
+ * The one Raft driver: runs a pure {@link RaftCore} on storage, a network
+ * and a clock that the caller provides, so the Deno node (`node.ts`: a
+ * write-ahead log, real timers, TCP peers), the deterministic simulator
+ * (`sim/`: simulated disks and network, a virtual clock) and the core's unit
+ * tests all run the same loop.
+ *
+ * The loop follows the core's Ready contract (etcd's raft model): take a
+ * {@link Ready}, persist its hard state and entries (and wait until they are
+ * durable), send its messages, apply its committed entries, serve the reads
+ * they complete, report the soft state, then `advance()`. It also holds what
+ * waits on the log: pending proposals (resolved with the state machine's
+ * result when their entry is applied in their term, rejected when a new
+ * leader's entry replaced it or this node lost leadership), linearizable
+ * reads (ReadIndex, Raft dissertation §6.4) and leadership-transfer waiters
+ * (dissertation §3.10).
+ *
+ * Nothing here uses real time or I/O: storage completion is a callback, and
+ * the driver runs its loop when the clock's `defer` says so. A simulator can
+ * therefore run many drivers in one process, complete disk writes when it
+ * chooses, crash a node with its unfinished writes lost, and replay a seed
+ * exactly.
+ *
+ * @module
+ */
+
+import type { RaftCore, Ready, SoftState } from "./core.ts";
+import type { Entry, HardState, Message, NodeId } from "./types.ts";
+
+/** What one Ready asks storage to make durable. */
+export interface StorageWrite {
+  /** New term, vote and commit index, or undefined when unchanged. */
+  hardState?: HardState;
+  /**
+   * Entries to append. When the first index is at or below the last stored
+   * index, the stored log from that index on is replaced first (a conflict,
+   * Raft paper §5.3).
+   */
+  entries: Entry[];
+}
+
+/**
+ * Durable storage of the hard state and the log (Raft paper Figure 2,
+ * "Persistent state"). One write is in flight at a time: the driver waits
+ * for `done` before the next `persist`.
+ */
+export interface RaftStorage {
+  /**
+   * Starts making `write` durable (written and fsynced) and calls `done()`
+   * once it is, or `done(error)` when it failed (the driver then stops and
+   * reports the error, since it can no longer promise durability). `done` may
+   * be called before `persist` returns (in-memory storage), or later (a
+   * write-ahead log; a simulated disk when the simulator decides).
+   */
+  persist(write: StorageWrite, done: (error?: unknown) => void): void;
+}
+
+/** Where the driver sends its messages. */
+export interface RaftNetwork {
+  /** Queues messages for their `to`; never blocks, may drop. */
+  send(messages: readonly Message[]): void;
+}
+
+/** The driver's time and scheduling. */
+export interface RaftClock {
+  /** Calls `callback` once after `ms` milliseconds; returns a handle. */
+  setTimeout(callback: () => void, ms: number): unknown;
+  /** Cancels a timer `setTimeout` returned; a fired or unknown one is ignored. */
+  clearTimeout(handle: unknown): void;
+  /**
+   * Calls `callback` soon, after the current call stack (real time:
+   * `queueMicrotask`; a simulator: at the point of its step it chooses).
+   * The driver runs its Ready loop there, so the work of several inputs is
+   * batched into one Ready.
+   */
+  defer(callback: () => void): void;
+}
+
+/** Real time: the global timers and `queueMicrotask`. */
+export const realClock: RaftClock = {
+  setTimeout: (callback, ms) => setTimeout(callback, ms),
+  clearTimeout: (handle) => clearTimeout(handle as number),
+  defer: (callback) => queueMicrotask(callback),
+};
+
+/** Settings of a {@link RaftDriver}. */
+export interface RaftDriverOptions<R> {
+  /** The consensus core to run; the driver owns it from now on. */
+  core: RaftCore;
+  /** Where hard state and entries are made durable. */
+  storage: RaftStorage;
+  /** Where messages go. */
+  network: RaftNetwork;
+  /** Timers for timeouts, and when to run the loop. */
+  clock: RaftClock;
+  /**
+   * Applies one committed entry to the state machine and returns the result
+   * the proposer receives. Called in log order, once per entry per driver
+   * (a core rebuilt from storage re-emits its log from index 1). Entries
+   * whose `data` is "" are the leaders' empty entries (Raft paper §8).
+   */
+  apply(entry: Entry): R;
+  /** Called when the term, role or leader changes. */
+  onSoftState?(state: SoftState): void;
+  /**
+   * Called once with each Ready, before it is handled (tracing; tests that
+   * watch read states).
+   */
+  onReady?(ready: Ready): void;
+  /**
+   * Called when storage failed or `apply` threw: the driver has stopped
+   * taking work (pending proposals, reads and transfers are rejected).
+   * Default: log to stderr.
+   */
+  onFatal?(error: unknown): void;
+  /**
+   * Prefix of the contexts that tell this driver's reads apart
+   * (`<prefix>:<sequence>`). It must differ between two drivers of one node
+   * id, a restarted node included: a leader's late answer to the previous
+   * incarnation's read would otherwise complete a new read with an old
+   * index. Default: the node id and 8 random bytes (hex).
+   */
+  readContextPrefix?: string;
+  /** Default timeout of {@link RaftDriver.propose}, ms. Default 5000. */
+  proposeTimeoutMs?: number;
+  /** Default timeout of {@link RaftDriver.readIndex}, ms. Default 2000. */
+  readTimeoutMs?: number;
+  /** Default timeout of {@link RaftDriver.transferLeadership}, ms. Default 2000. */
+  transferTimeoutMs?: number;
+}
+
+/** Thrown when a proposal or read cannot complete; the caller may retry. */
+export class RaftUnavailableError extends Error {
+  /**
+   * Makes the error.
+   *
+   * @param message what failed and what to do.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "RaftUnavailableError";
+  }
+}
+
+interface PendingProposal<R> {
+  term: number;
+  resolve(result: R): void;
+  reject(error: Error): void;
+  timer: unknown;
+}
+
+interface PendingRead {
+  index: number | null;
+  /** Term and leader the read was last sent to; null while none is known. */
+  term: number;
+  leader: NodeId | null;
+  resolve(index: number): void;
+  reject(error: Error): void;
+  timer: unknown;
+}
+
+interface TransferWaiter {
+  check(state: SoftState): void;
+  fail(error: Error): void;
+}
+
+/**
+ * Runs one {@link RaftCore} on the given storage, network and clock. Feed it
+ * ticks ({@link tick}) and peers' messages ({@link step}); ask it to
+ * {@link propose}, {@link readIndex} and {@link transferLeadership}.
+ *
+ * @example A single node on in-memory storage
+ * ```ts
+ * import { RaftCore } from "./core.ts";
+ * import { RaftDriver, realClock } from "./driver.ts";
+ * const driver = new RaftDriver({
+ *   core: new RaftCore({ id: "n1", voters: ["n1"] }),
+ *   storage: { persist: (_write, done) => done() },
+ *   network: { send: () => {} },
+ *   clock: realClock,
+ *   apply: (entry) => entry.data.length,
+ * });
+ * driver.core.campaign();
+ * console.log(await driver.propose("hello")); // 5
+ * await driver.stop();
+ * ```
+ */
+export class RaftDriver<R = unknown> {
+  /** The core being driven (read its state; feed it through the driver). */
+  readonly core: RaftCore;
+  readonly #options: RaftDriverOptions<R>;
+  readonly #proposals = new Map<number, PendingProposal<R>>();
+  readonly #reads = new Map<string, PendingRead>();
+  readonly #transfers = new Set<TransferWaiter>();
+  readonly #readPrefix: string;
+  #readSequence = 0;
+  #applied = 0;
+  #scheduled = false;
+  /** A Ready whose write is in flight, or null. */
+  #persisting: Ready | null = null;
+  #idle: (() => void) | null = null;
+  #stopped = false;
+
+  /**
+   * Starts driving `options.core`; the first Ready is handled at the
+   * clock's next `defer`.
+   */
+  constructor(options: RaftDriverOptions<R>) {
+    this.#options = options;
+    this.core = options.core;
+    this.#readPrefix = options.readContextPrefix ??
+      `${options.core.id}.${randomHex(8)}`;
+    this.#schedule();
+  }
+
+  /** Highest log index applied to the state machine by this driver. */
+  get appliedIndex(): number {
+    return this.#applied;
+  }
+
+  /** True once {@link stop} was called or a fatal error stopped the driver. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** True while a write is in flight to storage. */
+  get persisting(): boolean {
+    return this.#persisting !== null;
+  }
+
+  /** Advances the core's logical clock by one tick (Raft paper §5.2 timeouts). */
+  tick(): void {
+    if (this.#stopped) return;
+    this.core.tick();
+    this.#schedule();
+  }
+
+  /**
+   * Delivers messages from peers to the core. The caller vouches for them:
+   * validated and sent by the member their `from` names.
+   */
+  step(messages: readonly Message[]): void {
+    if (this.#stopped) return;
+    for (const message of messages) this.core.step(message);
+    this.#schedule();
+  }
+
+  /**
+   * Replicates `data` and resolves with the state machine's result once the
+   * entry is committed and applied here.
+   *
+   * @param options.timeoutMs give up after this long (default
+   * `proposeTimeoutMs`, 5000 ms); the entry may still commit later.
+   * @throws {import("./core.ts").NotLeaderError} (rejects at once) when this node is not the
+   * leader (a `LeadershipTransferError` while it hands leadership over).
+   * @throws {RaftUnavailableError} at once when this node loses leadership
+   * before the entry is applied (it may still commit: retry if the write is
+   * idempotent), when a new leader's entry replaced it, when the timeout
+   * passed, or when the driver stopped.
+   */
+  propose(data: string, options: { timeoutMs?: number } = {}): Promise<R> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    let index: number, term: number;
+    try {
+      ({ index, term } = this.core.propose(data));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const timeoutMs = options.timeoutMs ?? this.#options.proposeTimeoutMs ??
+      5000;
+    // Registered before anything that may let the Ready loop run (a timer
+    // call can drain microtasks): the entry may be applied at once.
+    const promise = new Promise<R>((resolve, reject) => {
+      this.#proposals.set(index, { term, resolve, reject, timer: undefined });
+    });
+    const proposal = this.#proposals.get(index)!;
+    proposal.timer = this.#options.clock.setTimeout(() => {
+      if (this.#proposals.get(index) !== proposal) return;
+      this.#proposals.delete(index);
+      proposal.reject(
+        new RaftUnavailableError(
+          `proposal at index ${index} not committed within ${timeoutMs} ms; it may still commit, retry if the write is idempotent`,
+        ),
+      );
+    }, timeoutMs);
+    this.#schedule();
+    return promise;
+  }
+
+  /**
+   * A linearizable read barrier (ReadIndex, Raft dissertation §6.4):
+   * resolves with a read index once this node's state machine has applied
+   * it, so a read served then reflects every write committed before the
+   * call. While no leader is known it waits for one; when the leader
+   * changes it asks the new one, all within the timeout.
+   *
+   * @param options.timeoutMs give up after this long (default
+   * `readTimeoutMs`, 2000 ms).
+   * @returns the read index (a log index, already applied here).
+   * @throws {RaftUnavailableError} when no leader confirmed in time, or the
+   * driver stopped.
+   */
+  readIndex(options: { timeoutMs?: number } = {}): Promise<number> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    const context = `${this.#readPrefix}:${++this.#readSequence}`;
+    const timeoutMs = options.timeoutMs ?? this.#options.readTimeoutMs ??
+      2000;
+    const promise = new Promise<number>((resolve, reject) => {
+      this.#reads.set(context, {
+        index: null,
+        term: -1,
+        leader: null,
+        resolve,
+        reject,
+        timer: undefined,
+      });
+    });
+    const read = this.#reads.get(context)!;
+    read.timer = this.#options.clock.setTimeout(() => {
+      if (this.#reads.get(context) !== read) return;
+      this.#reads.delete(context);
+      read.reject(
+        new RaftUnavailableError(
+          read.leader === null
+            ? `no leader was elected within ${timeoutMs} ms to confirm the read; retry`
+            : `the leader did not confirm the read within ${timeoutMs} ms; retry`,
+        ),
+      );
+    }, timeoutMs);
+    this.#askReadIndex(context);
+    return promise;
+  }
+
+  /**
+   * Hands leadership to another voter (Raft dissertation §3.10, see
+   * {@link RaftCore.transferLeadership}) and waits until another node
+   * leads. Meanwhile proposals fail at once with `LeadershipTransferError`.
+   *
+   * @param options.target the voter to hand over to; default the most up
+   * to date.
+   * @param options.timeoutMs give up after this long (default
+   * `transferTimeoutMs`, 2000 ms).
+   * @returns the new leader's id (this node's own id when it is the only
+   * voter named).
+   * @throws {import("./core.ts").NotLeaderError} (rejects at once) when this node is not the
+   * leader.
+   * @throws {RangeError} (rejects at once) when `target` is not a voter or
+   * there is no other voter.
+   * @throws {RaftUnavailableError} when no other node took over in time, or
+   * the driver stopped.
+   */
+  transferLeadership(
+    options: { target?: NodeId; timeoutMs?: number } = {},
+  ): Promise<NodeId> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    let target: NodeId;
+    try {
+      target = this.core.transferLeadership(options.target);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (target === this.core.id) return Promise.resolve(target);
+    const timeoutMs = options.timeoutMs ?? this.#options.transferTimeoutMs ??
+      2000;
+    const clock = this.#options.clock;
+    const armed: { timer?: unknown } = {};
+    let settle!: { resolve(leader: NodeId): void; reject(error: Error): void };
+    const promise = new Promise<NodeId>((resolve, reject) => {
+      settle = { resolve, reject };
+    });
+    const waiter: TransferWaiter = {
+      check: (state) => {
+        if (state.leader === null || state.leader === this.core.id) return;
+        this.#transfers.delete(waiter);
+        clock.clearTimeout(armed.timer);
+        settle.resolve(state.leader);
+      },
+      fail: (error) => {
+        this.#transfers.delete(waiter);
+        clock.clearTimeout(armed.timer);
+        settle.reject(error);
+      },
+    };
+    // Registered before the timer call, which may let the Ready loop run.
+    this.#transfers.add(waiter);
+    armed.timer = clock.setTimeout(() =>
+      waiter.fail(
+        new RaftUnavailableError(
+          `no other node took over leadership (to ${target}) within ${timeoutMs} ms`,
+        ),
+      ), timeoutMs);
+    this.#schedule();
+    return promise;
+  }
+
+  /**
+   * Runs the Ready loop now, until nothing is ready or a write is in flight.
+   * The clock's `defer` calls it; a test harness may call it directly.
+   */
+  process(): void {
+    this.#scheduled = false;
+    try {
+      while (
+        !this.#stopped && this.#persisting === null && this.core.hasReady()
+      ) {
+        this.#handle(this.core.ready());
+      }
+    } catch (error) {
+      this.#fatal(error);
+    }
+  }
+
+  /**
+   * Stops taking work and rejects pending proposals, reads and transfers
+   * with `RaftUnavailableError`; resolves once no write is in flight (a
+   * write in flight still completes; what it made durable stays). Safe to
+   * call twice. Closing storage and network is the caller's part.
+   */
+  stop(): Promise<void> {
+    if (!this.#stopped) {
+      this.#stopped = true;
+      this.#rejectAll(stoppedError());
+    }
+    if (this.#persisting === null) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const previous = this.#idle;
+      this.#idle = () => {
+        previous?.();
+        resolve();
+      };
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#stopped) return;
+    this.#scheduled = true;
+    this.#options.clock.defer(() => this.process());
+  }
+
+  /** One Ready: persist → send → apply → serve reads → soft state → advance. */
+  #handle(ready: Ready): void {
+    this.#options.onReady?.(ready);
+    if (ready.snapshot !== null) {
+      throw new Error(
+        `received a snapshot at index ${ready.snapshot.index}, which this driver cannot install yet`,
+      );
+    }
+    // Dissertation §10.2.1: a leader's appends to followers go out now,
+    // in parallel with its own write (the core counts its own copy toward
+    // commit only once advance() says it is durable); every other message
+    // waits for durability below.
+    if (ready.leaderMessages.length > 0) {
+      this.#options.network.send(ready.leaderMessages);
+    }
+    if (ready.hardState === null && ready.entries.length === 0) {
+      this.#afterPersist(ready);
+      return;
+    }
+    this.#persisting = ready;
+    let returned = false, durableEarly = false;
+    this.#options.storage.persist({
+      hardState: ready.hardState ?? undefined,
+      entries: ready.entries,
+    }, (error) => {
+      if (this.#persisting !== ready) return; // called twice: ignore
+      this.#persisting = null;
+      if (error !== undefined) {
+        this.#fatal(error);
+      } else if (this.#stopped) {
+        // Durable, but nobody listens: send and apply nothing.
+      } else if (!returned) {
+        durableEarly = true; // synchronous storage: continue below
+        return;
+      } else {
+        try {
+          this.#afterPersist(ready);
+        } catch (failure) {
+          this.#fatal(failure);
+        }
+        this.process();
+      }
+      const idle = this.#idle;
+      this.#idle = null;
+      idle?.();
+    });
+    returned = true;
+    if (durableEarly) this.#afterPersist(ready);
+  }
+
+  #afterPersist(ready: Ready): void {
+    this.#options.network.send(ready.messages);
+    for (const entry of ready.committedEntries) this.#apply(entry);
+    for (const state of ready.readStates) {
+      const read = this.#reads.get(state.context);
+      if (read !== undefined) read.index ??= state.index;
+    }
+    this.#serveReads();
+    if (ready.softState !== null) this.#onSoftState(ready.softState);
+    this.core.advance(ready);
+  }
+
+  #apply(entry: Entry): void {
+    const result = this.#options.apply(entry);
+    this.#applied = entry.index;
+    const proposal = this.#proposals.get(entry.index);
+    if (proposal === undefined) return;
+    this.#proposals.delete(entry.index);
+    this.#options.clock.clearTimeout(proposal.timer);
+    if (proposal.term === entry.term) {
+      proposal.resolve(result);
+    } else {
+      proposal.reject(
+        new RaftUnavailableError(
+          `proposal at index ${entry.index} was replaced by a new leader's entry; retry`,
+        ),
+      );
+    }
+  }
+
+  #serveReads(): void {
+    for (const [context, read] of this.#reads) {
+      if (read.index !== null && read.index <= this.#applied) {
+        this.#reads.delete(context);
+        this.#options.clock.clearTimeout(read.timer);
+        read.resolve(read.index);
+      }
+    }
+  }
+
+  /** Sends a pending read to the current leader, if one is known. */
+  #askReadIndex(context: string): void {
+    const read = this.#reads.get(context);
+    const { term, leader } = this.core.softState;
+    if (read === undefined || read.index !== null || leader === null) return;
+    read.term = term;
+    read.leader = leader;
+    this.core.readIndex(context);
+    this.#schedule();
+  }
+
+  #onSoftState(state: SoftState): void {
+    // A leader that lost leadership (or led again in a later term, having
+    // lost it in between) fails its pending proposals now: their entries
+    // may still commit under the next leader, or be replaced; the proposer
+    // learns which only by retrying (idempotently) or reading.
+    for (const [index, proposal] of this.#proposals) {
+      if (state.role === "leader" && state.term === proposal.term) continue;
+      this.#proposals.delete(index);
+      this.#options.clock.clearTimeout(proposal.timer);
+      proposal.reject(
+        new RaftUnavailableError(
+          `leadership lost (term ${proposal.term}) before the proposal at index ${index} committed; it may still commit, retry if the write is idempotent`,
+        ),
+      );
+    }
+    // Reads waiting for a leader's confirmation go to the new leader: the
+    // old one (or the core, on a change of role) dropped them. An answer the
+    // old leader still sends is valid too: it confirmed its leadership after
+    // the read began.
+    for (const [context, read] of this.#reads) {
+      if (
+        read.index === null &&
+        (read.term !== state.term || read.leader !== state.leader)
+      ) {
+        read.leader = null;
+        this.#askReadIndex(context);
+      }
+    }
+    for (const transfer of [...this.#transfers]) transfer.check(state);
+    this.#options.onSoftState?.(state);
+  }
+
+  #rejectAll(error: Error): void {
+    const clock = this.#options.clock;
+    for (const proposal of this.#proposals.values()) {
+      clock.clearTimeout(proposal.timer);
+      proposal.reject(error);
+    }
+    this.#proposals.clear();
+    for (const read of this.#reads.values()) {
+      clock.clearTimeout(read.timer);
+      read.reject(error);
+    }
+    this.#reads.clear();
+    for (const transfer of [...this.#transfers]) transfer.fail(error);
+  }
+
+  #fatal(error: unknown): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#rejectAll(stoppedError());
+    const onFatal = this.#options.onFatal ??
+      ((e: unknown) => console.error("raft: driver failed, node stopped:", e));
+    onFatal(error);
+  }
+}
+
+function randomHex(bytes: number): string {
+  const random = crypto.getRandomValues(new Uint8Array(bytes));
+  return Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function stoppedError(): RaftUnavailableError {
+  return new RaftUnavailableError("the Raft node stopped");
+}

@@ -1,0 +1,147 @@
+/**
+ * A simulated disk: a {@link RaftStorage} whose writes become durable only
+ * when the simulator completes them (a slow disk is one the simulator
+ * completes late). A crash drops the write in flight, or tears it: like the
+ * write-ahead log, a write is the entries then the hard state as one
+ * sequence of records, and a torn write keeps a prefix of the entries and
+ * never the hard state. A crash may also strike after the write became
+ * durable but before the driver heard so (nothing of that Ready was sent).
+ *
+ * The disk also checks what the core asks it to write: no gap in the log,
+ * no committed entry overwritten, no commit index beyond the log.
+ *
+ * @module
+ */
+
+import type { RaftStorage, StorageWrite } from "../driver.ts";
+import type { Entry, HardState } from "../types.ts";
+
+/** What a node's driver has made durable. */
+export interface SimulatedDisk {
+  /** Last persisted hard state, if any was ever written. */
+  hardState: HardState | undefined;
+  /** The persisted log, contiguous from index 1. */
+  entries: Entry[];
+}
+
+/** How a crash treats the write in flight. */
+export type CrashedWrite =
+  | { kind: "none" }
+  | { kind: "lost"; entries: number }
+  | { kind: "torn"; kept: number; entries: number }
+  | { kind: "durable, unacknowledged" };
+
+/**
+ * One node's disk; it outlives the node's crashes.
+ *
+ * @example
+ * ```ts
+ * import { SimDisk } from "./disk.ts";
+ * const disk = new SimDisk((detail) => { throw new Error(detail); });
+ * let durable = false;
+ * disk.persist({ entries: [{ index: 1, term: 1, data: "" }] }, () => durable = true);
+ * console.log(durable, disk.durable.entries.length); // false 0
+ * disk.complete();
+ * console.log(durable, disk.durable.entries.length); // true 1
+ * ```
+ */
+export class SimDisk implements RaftStorage {
+  /** What survives a crash. Live: do not modify. */
+  readonly durable: SimulatedDisk = { hardState: undefined, entries: [] };
+  readonly #fail: (detail: string) => never;
+  #pending: { write: StorageWrite; done: (error?: unknown) => void } | null =
+    null;
+
+  /**
+   * Makes an empty disk.
+   *
+   * @param fail reports a write the core should never have asked for.
+   */
+  constructor(fail: (detail: string) => never) {
+    this.#fail = fail;
+  }
+
+  /** True while a write waits for the simulator to complete it. */
+  get pending(): boolean {
+    return this.#pending !== null;
+  }
+
+  /** Accepts a write; it becomes durable at {@link complete}. */
+  persist(write: StorageWrite, done: (error?: unknown) => void): void {
+    if (this.#pending !== null) {
+      this.#fail("a second write was started before the first completed");
+    }
+    this.#pending = {
+      write: {
+        hardState: write.hardState && { ...write.hardState },
+        entries: write.entries.map((e) => ({ ...e })),
+      },
+      done,
+    };
+  }
+
+  /** Makes the write in flight durable and tells the driver. */
+  complete(): void {
+    const pending = this.#pending;
+    if (pending === null) return;
+    this.#pending = null;
+    this.#write(pending.write);
+    pending.done();
+  }
+
+  /**
+   * The node crashed: the write in flight is lost, torn (`torn` entries
+   * kept, 0 ≤ torn ≤ its entry count) or durable without the driver knowing.
+   */
+  crash(mode: "lost" | "torn" | "durable", torn = 0): CrashedWrite {
+    const pending = this.#pending;
+    this.#pending = null;
+    if (pending === null) return { kind: "none" };
+    const entries = pending.write.entries.length;
+    if (mode === "durable") {
+      this.#write(pending.write);
+      return { kind: "durable, unacknowledged" };
+    }
+    if (mode === "torn" && torn > 0) {
+      this.#write({ entries: pending.write.entries.slice(0, torn) });
+      return { kind: "torn", kept: Math.min(torn, entries), entries };
+    }
+    return { kind: "lost", entries };
+  }
+
+  #write(write: StorageWrite): void {
+    const disk = this.durable;
+    const oldCommit = disk.hardState?.commit ?? 0;
+    if (write.hardState !== undefined) disk.hardState = write.hardState;
+    if (write.entries.length > 0) {
+      const first = write.entries[0].index;
+      if (first > disk.entries.length + 1) {
+        this.#fail(
+          `Ready entries start at ${first}, after a gap ` +
+            `(disk holds ${disk.entries.length})`,
+        );
+      }
+      for (const entry of write.entries) {
+        const old = disk.entries[entry.index - 1];
+        if (
+          entry.index <= oldCommit &&
+          (old.term !== entry.term || old.data !== entry.data)
+        ) {
+          this.#fail(
+            `Ready overwrites persisted committed entry ` +
+              `${entry.index} (persisted commit ${oldCommit})`,
+          );
+        }
+      }
+      disk.entries.length = first - 1;
+      for (const entry of write.entries) disk.entries.push(entry);
+    }
+    const commit = disk.hardState?.commit ?? 0;
+    if (commit > disk.entries.length) {
+      this.#fail(
+        `persisted commit ${commit} beyond its persisted log ` +
+          `(${disk.entries.length})`,
+      );
+    }
+  }
+}
