@@ -189,12 +189,13 @@ function requireEntries(
       entry.index !== prevLogIndex + 1 + i ||
       typeof entry.term !== "number" || !Number.isSafeInteger(entry.term) ||
       entry.term < previousTerm || entry.term > term ||
-      typeof entry.data !== "string"
+      typeof entry.data !== "string" ||
+      (entry.type !== undefined && entry.type !== "config")
     ) {
       throw new TypeError(
         `Raft message entry ${i} must be { index: ${
           prevLogIndex + 1 + i
-        }, term: ${previousTerm}..${term}, data: string }`,
+        }, term: ${previousTerm}..${term}, data: string, type?: "config" }`,
       );
     }
     previousTerm = entry.term;

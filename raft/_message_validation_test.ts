@@ -23,6 +23,12 @@ const valid: Message[] = [
       { index: 5, term: 2, data: "" },
       { index: 6, term: 3, data: "x" },
       { index: 7, term: 3, data: '{"op":"bind"}' },
+      {
+        index: 8,
+        term: 3,
+        data: '{"voters":["n1"],"learners":[]}',
+        type: "config",
+      },
     ],
     commit: 5,
   },
@@ -145,6 +151,20 @@ Deno.test("valid messages of every type pass unchanged", () => {
   assert.equal(types.size, 11);
 });
 
+Deno.test("an entry type other than config is refused", () => {
+  const append = {
+    type: "append",
+    from: "n1",
+    to: "n2",
+    term: 3,
+    prevLogIndex: 0,
+    prevLogTerm: 0,
+    entries: [{ index: 1, term: 3, data: "", type: "snapshot" }],
+    commit: 0,
+  };
+  assert.throws(() => parseMessage(append), /type\?: "config"/);
+});
+
 Deno.test("a message that is not an object is refused", () => {
   for (const value of [null, undefined, 3, "vote", true, [valid[0]]]) {
     refuses(value, "a Raft message must be an object");
@@ -252,7 +272,7 @@ Deno.test("append entries must be an array of entries", () => {
   const base = valid[2] as Extract<Message, { type: "append" }>;
   const entryMessage = (entries: unknown[]) => ({ ...base, entries });
   const first =
-    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }";
+    'Raft message entry 0 must be { index: 5, term: 2..3, data: string, type?: "config" }';
   for (const bad of [null, 5, "x", [5, 2, ""]]) {
     refuses(entryMessage([bad]), first);
   }
@@ -269,11 +289,11 @@ Deno.test("entries with gaps or out of place are refused", () => {
   // The first entry must follow prevLogIndex (4).
   refuses(
     entryMessage([{ index: 4, term: 2, data: "" }]),
-    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+    'Raft message entry 0 must be { index: 5, term: 2..3, data: string, type?: "config" }',
   );
   refuses(
     entryMessage([{ index: 6, term: 2, data: "" }]),
-    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+    'Raft message entry 0 must be { index: 5, term: 2..3, data: string, type?: "config" }',
   );
   // A gap after the first.
   refuses(
@@ -281,7 +301,7 @@ Deno.test("entries with gaps or out of place are refused", () => {
       { index: 5, term: 2, data: "" },
       { index: 7, term: 2, data: "" },
     ]),
-    "Raft message entry 1 must be { index: 6, term: 2..3, data: string }",
+    'Raft message entry 1 must be { index: 6, term: 2..3, data: string, type?: "config" }',
   );
   // A repeated index.
   refuses(
@@ -289,7 +309,7 @@ Deno.test("entries with gaps or out of place are refused", () => {
       { index: 5, term: 2, data: "" },
       { index: 5, term: 2, data: "" },
     ]),
-    "Raft message entry 1 must be { index: 6, term: 2..3, data: string }",
+    'Raft message entry 1 must be { index: 6, term: 2..3, data: string, type?: "config" }',
   );
 });
 
@@ -303,7 +323,7 @@ Deno.test("entries with decreasing terms are refused", () => {
         { index: 6, term: 2, data: "" },
       ],
     },
-    "Raft message entry 1 must be { index: 6, term: 3..3, data: string }",
+    'Raft message entry 1 must be { index: 6, term: 3..3, data: string, type?: "config" }',
   );
   // Term 0 is never an entry's term.
   refuses(
@@ -313,7 +333,7 @@ Deno.test("entries with decreasing terms are refused", () => {
       prevLogTerm: 0,
       entries: [{ index: 1, term: 0, data: "" }],
     },
-    "Raft message entry 0 must be { index: 1, term: 1..3, data: string }",
+    'Raft message entry 0 must be { index: 1, term: 1..3, data: string, type?: "config" }',
   );
 });
 
@@ -323,7 +343,7 @@ Deno.test("entries older than the entry they follow are refused", () => {
   const base = valid[2] as Extract<Message, { type: "append" }>;
   refuses(
     { ...base, entries: [{ index: 5, term: 1, data: "" }] },
-    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+    'Raft message entry 0 must be { index: 5, term: 2..3, data: string, type?: "config" }',
   );
 });
 
@@ -331,7 +351,7 @@ Deno.test("entries with a term above the message's term are refused", () => {
   const base = valid[2] as Extract<Message, { type: "append" }>;
   refuses(
     { ...base, entries: [{ index: 5, term: 4, data: "" }] },
-    "Raft message entry 0 must be { index: 5, term: 2..3, data: string }",
+    'Raft message entry 0 must be { index: 5, term: 2..3, data: string, type?: "config" }',
   );
   refuses(
     {
@@ -341,7 +361,7 @@ Deno.test("entries with a term above the message's term are refused", () => {
         { index: 6, term: 4, data: "" },
       ],
     },
-    "Raft message entry 1 must be { index: 6, term: 3..3, data: string }",
+    'Raft message entry 1 must be { index: 6, term: 3..3, data: string, type?: "config" }',
   );
 });
 

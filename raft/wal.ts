@@ -18,7 +18,8 @@
  * (CRC-32C, RFC 3720), where the payload is UTF-8 JSON, one of
  * - `{"t":"h","term":n,"vote":string|null,"commit":n}`: a hard state; the
  *   last one in the log wins;
- * - `{"t":"e","index":n,"term":n,"data":string}`: one log entry. An entry
+ * - `{"t":"e","index":n,"term":n,"data":string,"type"?:"config"}`: one log
+ *   entry (`type` only on a membership change, see `Entry.type`). An entry
  *   whose index is at or below the current last index first drops every entry
  *   from that index on (the log truncation after a conflict, Raft §5.3);
  * - `{"t":"s","index":n,"term":n}`: a snapshot marker: the entries up to
@@ -986,7 +987,8 @@ class Replay {
     } else if (r.t === "e") {
       if (
         !isCount(r.index) || r.index < 1 || !isCount(r.term) ||
-        typeof r.data !== "string"
+        typeof r.data !== "string" ||
+        (r.type !== undefined && r.type !== "config")
       ) {
         return bad("the entry record has the wrong shape");
       }
@@ -1006,7 +1008,11 @@ class Replay {
           `entry index ${r.index} leaves a gap after last index ${this.last}`,
         );
       }
-      this.log.push({ index: r.index, term: r.term, data: r.data });
+      this.log.push(
+        r.type === "config"
+          ? { index: r.index, term: r.term, data: r.data, type: "config" }
+          : { index: r.index, term: r.term, data: r.data },
+      );
     } else if (r.t === "s") {
       if (!isCount(r.index) || !isCount(r.term)) {
         return bad("the snapshot marker has the wrong shape");
@@ -1139,7 +1145,7 @@ async function importLegacy(
         bytes = 0;
       };
       for (const e of recovered.entries) {
-        const p = json({ t: "e", index: e.index, term: e.term, data: e.data });
+        const p = json(entryRecord(e));
         parts.push(p);
         bytes += p.length;
         if (bytes >= IMPORT_CHUNK_BYTES) await flush();
@@ -1185,6 +1191,18 @@ async function createSegment(path: string, dir: string): Promise<void> {
  * Checks an update's shape and the contiguity of its entries, and encodes
  * its records.
  */
+/** An entry's record; `type` is written only for config entries. */
+function entryRecord(e: Entry): Record<string, unknown> {
+  const record: Record<string, unknown> = {
+    t: "e",
+    index: e.index,
+    term: e.term,
+    data: e.data,
+  };
+  if (e.type === "config") record.type = "config";
+  return record;
+}
+
 function encodeUpdate(update: WalUpdate): Batch {
   if (typeof update !== "object" || update === null) {
     throw new TypeError(
@@ -1198,10 +1216,11 @@ function encodeUpdate(update: WalUpdate): Batch {
   for (const e of entries) {
     if (
       typeof e !== "object" || e === null || !isCount(e.index) ||
-      e.index < 1 || !isCount(e.term) || typeof e.data !== "string"
+      e.index < 1 || !isCount(e.term) || typeof e.data !== "string" ||
+      (e.type !== undefined && e.type !== "config")
     ) {
       throw new TypeError(
-        `Wal.append: an entry must be { index: integer >= 1, term: integer >= 0, data: string }, got ${
+        `Wal.append: an entry must be { index: integer >= 1, term: integer >= 0, data: string, type?: "config" }, got ${
           safeJson(e)
         }`,
       );
@@ -1221,7 +1240,7 @@ function encodeUpdate(update: WalUpdate): Batch {
 
   const chunks: Chunk[] = entries.map((e) => ({
     bytes: frameRecords([
-      json({ t: "e", index: e.index, term: e.term, data: e.data }),
+      json(entryRecord(e)),
     ], crc32c),
     index: e.index,
   }));

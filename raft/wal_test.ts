@@ -127,6 +127,30 @@ Deno.test("hard states and entries round-trip across close and reopen", async ()
   });
 });
 
+Deno.test("dissertation §4.1 a membership change entry keeps its type across a restart; an unknown type is refused", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    const config: Entry = {
+      index: 1,
+      term: 1,
+      data: '{"voters":["n1","n2"],"learners":[]}',
+      type: "config",
+    };
+    await wal.append({ entries: [config, entry(2, 1)] });
+    await assert.rejects(
+      wal.append({
+        entries: [{ index: 3, term: 1, data: "", type: "other" } as never],
+      }),
+      /type\?: "config"/,
+    );
+    await wal.close();
+    await expectState(dir, { term: 0, vote: null, commit: 0 }, [
+      config,
+      entry(2, 1),
+    ]);
+  });
+});
+
 Deno.test("an empty update writes nothing", async () => {
   await withTempDir(async (dir) => {
     const { wal } = await Wal.open(dir);
