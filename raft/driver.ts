@@ -24,6 +24,11 @@
  * @module
  */
 
+import {
+  type ConfChange,
+  type Configuration,
+  decodeConfiguration,
+} from "./configuration.ts";
 import type { RaftCore, Ready, SoftState } from "./core.ts";
 import type { Entry, HardState, Message, NodeId } from "./types.ts";
 
@@ -98,10 +103,19 @@ export interface RaftDriverOptions<R> {
    * the proposer receives. Called in log order, once per entry per driver
    * (a core rebuilt from storage re-emits its log from index 1). Entries
    * whose `data` is "" are the leaders' empty entries (Raft paper §8).
+   * Membership change entries (`type: "config"`) are not passed here.
    */
   apply(entry: Entry): R;
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
+  /**
+   * Called when this node's configuration (voters and learners) changed:
+   * a membership change entry reached its log, or a truncation undid one
+   * (Raft dissertation §4.1: a node uses the latest configuration in its
+   * log, committed or not). Called before the Ready's messages are sent,
+   * so that a connection to a new member can be opened first.
+   */
+  onConfiguration?(configuration: Configuration): void;
   /**
    * Called once with each Ready, before it is handled (tracing; tests that
    * watch read states).
@@ -142,9 +156,9 @@ export class RaftUnavailableError extends Error {
   }
 }
 
-interface PendingProposal<R> {
+interface PendingProposal {
   term: number;
-  resolve(result: R): void;
+  resolve(result: unknown): void;
   reject(error: Error): void;
   timer: unknown;
 }
@@ -189,7 +203,7 @@ export class RaftDriver<R = unknown> {
   /** The core being driven (read its state; feed it through the driver). */
   readonly core: RaftCore;
   readonly #options: RaftDriverOptions<R>;
-  readonly #proposals = new Map<number, PendingProposal<R>>();
+  readonly #proposals = new Map<number, PendingProposal>();
   readonly #reads = new Map<string, PendingRead>();
   readonly #transfers = new Set<TransferWaiter>();
   readonly #readPrefix: string;
@@ -266,12 +280,51 @@ export class RaftDriver<R = unknown> {
     } catch (error) {
       return Promise.reject(error);
     }
-    const timeoutMs = options.timeoutMs ?? this.#options.proposeTimeoutMs ??
-      5000;
+    return this.#track<R>(index, term, options.timeoutMs);
+  }
+
+  /**
+   * Proposes a membership change (Raft dissertation §4.1: one server at a
+   * time; learners §4.2.1; see `RaftCore.proposeConfChange`) and resolves
+   * with the new configuration once its entry is committed and applied
+   * here. The change takes effect on each member as soon as the entry
+   * reaches its log; the state machine's `apply` never sees it.
+   *
+   * @param options.timeoutMs give up after this long (default
+   * `proposeTimeoutMs`, 5000 ms); the change may still commit later.
+   * @throws {import("./core.ts").NotLeaderError} (rejects at once) on a
+   * non-leader, or as `LeadershipTransferError` during a transfer.
+   * @throws {import("./configuration.ts").ConfChangeError} (rejects at
+   * once) when the change is refused (another one is pending, nothing
+   * changes, more than one voter changes, ...).
+   * @throws {RaftUnavailableError} as for {@link propose}.
+   */
+  proposeConfChange(
+    change: ConfChange,
+    options: { timeoutMs?: number } = {},
+  ): Promise<Configuration> {
+    if (this.#stopped) return Promise.reject(stoppedError());
+    let index: number, term: number;
+    try {
+      ({ index, term } = this.core.proposeConfChange(change));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#track<Configuration>(index, term, options.timeoutMs);
+  }
+
+  /** Waits for the entry at `index` of `term` to be applied. */
+  #track<T>(index: number, term: number, timeoutMs?: number): Promise<T> {
+    const ms = timeoutMs ?? this.#options.proposeTimeoutMs ?? 5000;
     // Registered before anything that may let the Ready loop run (a timer
     // call can drain microtasks): the entry may be applied at once.
-    const promise = new Promise<R>((resolve, reject) => {
-      this.#proposals.set(index, { term, resolve, reject, timer: undefined });
+    const promise = new Promise<T>((resolve, reject) => {
+      this.#proposals.set(index, {
+        term,
+        resolve: resolve as (result: unknown) => void,
+        reject,
+        timer: undefined,
+      });
     });
     const proposal = this.#proposals.get(index)!;
     proposal.timer = this.#options.clock.setTimeout(() => {
@@ -279,10 +332,10 @@ export class RaftDriver<R = unknown> {
       this.#proposals.delete(index);
       proposal.reject(
         new RaftUnavailableError(
-          `proposal at index ${index} not committed within ${timeoutMs} ms; it may still commit, retry if the write is idempotent`,
+          `proposal at index ${index} not committed within ${ms} ms; it may still commit, retry if the write is idempotent`,
         ),
       );
-    }, timeoutMs);
+    }, ms);
     this.#schedule();
     return promise;
   }
@@ -445,6 +498,10 @@ export class RaftDriver<R = unknown> {
         `received a snapshot at index ${ready.snapshot.index}, which this driver cannot install yet`,
       );
     }
+    if (ready.configuration !== null) {
+      // First, so that connections to new members exist for what follows.
+      this.#options.onConfiguration?.(ready.configuration);
+    }
     // Dissertation §10.2.1: a leader's appends to followers go out now,
     // in parallel with its own write (the core counts its own copy toward
     // commit only once advance() says it is durable); every other message
@@ -500,7 +557,9 @@ export class RaftDriver<R = unknown> {
   }
 
   #apply(entry: Entry): void {
-    const result = this.#options.apply(entry);
+    const result = entry.type === "config"
+      ? decodeConfiguration(entry.data)
+      : this.#options.apply(entry);
     this.#applied = entry.index;
     const proposal = this.#proposals.get(entry.index);
     if (proposal === undefined) return;

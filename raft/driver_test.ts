@@ -131,6 +131,53 @@ Deno.test("§5.2 a proposal pending on a leader that loses leadership fails at o
   );
 });
 
+Deno.test("dissertation §4.1 proposeConfChange resolves with the new configuration; apply never sees the entry; onConfiguration reports it first", async () => {
+  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const seen: string[] = [];
+  const applied: string[] = [];
+  const driver = new RaftDriver({
+    core: new RaftCore({ id: "n1", voters: ["n1", "n2", "n3"] }),
+    storage: instant,
+    network: {
+      send: (messages) => {
+        seen.push(...messages.map((m) => `send ${m.type} ${m.to}`));
+        nodes.queue.push(...messages);
+      },
+    },
+    clock: nodes.clock,
+    apply: (entry) => {
+      applied.push(entry.data);
+      return entry.data;
+    },
+    onConfiguration: (c) =>
+      seen.push(`config ${c.voters.join(",")} / ${c.learners.join(",")}`),
+  });
+  nodes.drivers.set("n1", driver);
+  driver.core.campaign();
+  nodes.deliver();
+  const x = driver.propose("x");
+  nodes.deliver();
+  assert.equal(await x, "x");
+  const change = driver.proposeConfChange({ type: "addLearner", node: "n4" });
+  nodes.deliver((m) => m.to !== "n4");
+  assert.deepEqual(await change, {
+    voters: ["n1", "n2", "n3"],
+    learners: ["n4"],
+  });
+  assert.deepEqual(applied, ["", "x"]);
+  const config = seen.indexOf("config n1,n2,n3 / n4");
+  assert.ok(config >= 0, seen.join("; "));
+  assert.ok(
+    seen.indexOf("send append n4") > config,
+    "the new learner is sent appends only after onConfiguration",
+  );
+  // A second change while none is pending is fine; a refused one rejects.
+  await assert.rejects(
+    driver.proposeConfChange({ type: "addLearner", node: "n4" }),
+    /ConfChangeError|already|nothing/i,
+  );
+});
+
 Deno.test("a proposal on a follower rejects at once with NotLeaderError", async () => {
   const nodes = new Nodes(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
