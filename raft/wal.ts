@@ -305,6 +305,15 @@ export interface WalUpdate {
    * replaces the entries from that index on.
    */
   entries?: Entry[];
+  /**
+   * Whether the records must be fdatasynced before the promise resolves.
+   * `false` only suits a hard state whose term and vote are unchanged (a
+   * new commit index, which Raft keeps in volatile state; etcd's raft calls
+   * this MustSync): its records are written at once and become durable with
+   * the next synced append or a segment roll; after a crash it may be lost,
+   * never torn into a later record. Default true.
+   */
+  sync?: boolean;
 }
 
 /** One framed record; `index` is the entry's index, null for others. */
@@ -315,6 +324,8 @@ interface Chunk {
 
 /** One append, encoded and checked except for its fit with the log. */
 interface Batch {
+  /** Whether the batch must be fdatasynced (WalUpdate.sync). */
+  sync: boolean;
   firstIndex: number | null;
   lastIndex: number;
   hardState: HardState | null;
@@ -377,6 +388,8 @@ export class Wal {
   #closing = false;
   /** Set when a write or sync failed: the segment's tail is then unknown. */
   #failure: WalWriteError | null = null;
+  /** Records were written to the current segment after its last sync. */
+  #unsynced = false;
   #stats: WalStats;
 
   private constructor(
@@ -582,7 +595,8 @@ export class Wal {
    * may reuse its objects at once.
    *
    * @param update The hard state and/or entries to persist.
-   * @returns Resolves once the records are durable on disk.
+   * @returns Resolves once the records are durable on disk (with
+   *   `update.sync: false`, once they are written).
    * @throws {TypeError} If the entries leave a gap (first index above
    *   `lastIndex + 1`, or indexes not consecutive), start at or below the
    *   snapshot's index, or an entry or the hard state has the wrong shape
@@ -702,6 +716,11 @@ export class Wal {
     }
     const file = this.#file;
     this.#file = null;
+    if (file !== null && this.#unsynced && this.#failure === null) {
+      // Records appended with sync: false become durable on a clean close.
+      await file.syncData().catch(() => {});
+      this.#unsynced = false;
+    }
     file?.close();
   }
 
@@ -805,8 +824,9 @@ export class Wal {
     if (accepted.length === 0) return;
     try {
       const chunks = accepted.flatMap((item) => item.batch.chunks);
-      if (this.#groupCommit) {
-        await this.#writeDurably(concat(chunks.map((c) => c.bytes)));
+      const sync = accepted.some((item) => item.batch.sync);
+      if (this.#groupCommit || !sync) {
+        await this.#writeDurably(concat(chunks.map((c) => c.bytes)), sync);
         this.#lastIndex = last;
       } else {
         // Every entry record on its own; a hard state joins the entry before.
@@ -879,19 +899,31 @@ export class Wal {
    * full) and fdatasyncs. On failure marks the log failed and throws a
    * {@link WalWriteError}.
    */
-  async #writeDurably(bytes: Uint8Array): Promise<void> {
+  /**
+   * Writes `bytes` at the end of the current segment (rolling to a new one
+   * first when it is full) and, unless `sync` is false, fdatasyncs.
+   */
+  async #writeDurably(bytes: Uint8Array, sync = true): Promise<void> {
     let current = this.#segments[this.#segments.length - 1];
     let operation = "write";
     try {
       if (current.size >= this.#segmentBytes) {
+        if (this.#unsynced) {
+          // The segment's last records were written without a sync.
+          operation = "fdatasync";
+          await this.#file!.syncData();
+          this.#unsynced = false;
+        }
         operation = "start of a new segment";
         current = await this.#roll(current);
         operation = "write";
       }
       this.#stats.writes++;
       await writeAll(this.#file!, bytes);
-      operation = "fdatasync";
-      await this.#file!.syncData();
+      if (sync) {
+        operation = "fdatasync";
+        await this.#file!.syncData();
+      }
     } catch (err) {
       this.#failure = asWriteError(
         current.path,
@@ -900,9 +932,14 @@ export class Wal {
       ) as WalWriteError;
       throw this.#failure;
     }
-    this.#stats.syncs++;
     this.#stats.bytes += bytes.length;
     current.size += bytes.length;
+    if (!sync) {
+      this.#unsynced = true;
+      return;
+    }
+    this.#unsynced = false;
+    this.#stats.syncs++;
     try {
       this.#onSync?.();
     } catch {
@@ -1253,6 +1290,7 @@ function encodeUpdate(update: WalUpdate): Batch {
     });
   }
   return {
+    sync: update.sync !== false,
     firstIndex: entries.length > 0 ? entries[0].index : null,
     lastIndex: entries.length > 0 ? entries[entries.length - 1].index : 0,
     hardState,

@@ -151,6 +151,42 @@ Deno.test("dissertation §4.1 a membership change entry keeps its type across a 
   });
 });
 
+Deno.test("sync: false writes a commit-only hard state without an fdatasync; the next synced append or close makes it durable", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({
+      entries: [entry(1, 1)],
+      hardState: { term: 1, vote: "n1", commit: 0 },
+    });
+    assert.equal(wal.stats.syncs, 1);
+    await wal.append({
+      hardState: { term: 1, vote: "n1", commit: 1 },
+      sync: false,
+    });
+    assert.equal(wal.stats.syncs, 1, "no fdatasync for a commit-only change");
+    assert.equal(wal.stats.writes, 2);
+    // A synced append in the same group syncs the unsynced one with it.
+    await Promise.all([
+      wal.append({
+        hardState: { term: 1, vote: "n1", commit: 1 },
+        sync: false,
+      }),
+      wal.append({ entries: [entry(2, 1)] }),
+    ]);
+    assert.equal(wal.stats.syncs, 2);
+    await wal.append({
+      hardState: { term: 1, vote: "n1", commit: 2 },
+      sync: false,
+    });
+    assert.equal(wal.stats.syncs, 2);
+    await wal.close();
+    await expectState(dir, { term: 1, vote: "n1", commit: 2 }, [
+      entry(1, 1),
+      entry(2, 1),
+    ]);
+  });
+});
+
 Deno.test("an empty update writes nothing", async () => {
   await withTempDir(async (dir) => {
     const { wal } = await Wal.open(dir);
