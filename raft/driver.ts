@@ -42,6 +42,14 @@ export interface StorageWrite {
    * Raft paper §5.3).
    */
   entries: Entry[];
+  /**
+   * False when the write holds no entries and the hard state's term and
+   * vote are unchanged (only the commit index moved, which Raft keeps in
+   * volatile state): storage may then write it without an fsync and call
+   * `done` at once (etcd's raft calls this MustSync). True (or absent)
+   * otherwise.
+   */
+  mustSync?: boolean;
 }
 
 /**
@@ -214,6 +222,9 @@ export class RaftDriver<R = unknown> {
   #persisting: Ready | null = null;
   #idle: (() => void) | null = null;
   #stopped = false;
+  /** Term and vote last handed to storage (to tell MustSync). */
+  #storedTerm: number;
+  #storedVote: NodeId | null;
 
   /**
    * Starts driving `options.core`; the first Ready is handled at the
@@ -224,6 +235,8 @@ export class RaftDriver<R = unknown> {
     this.core = options.core;
     this.#readPrefix = options.readContextPrefix ??
       `${options.core.id}.${randomHex(8)}`;
+    this.#storedTerm = options.core.hardState.term;
+    this.#storedVote = options.core.hardState.vote;
     this.#schedule();
   }
 
@@ -515,9 +528,18 @@ export class RaftDriver<R = unknown> {
     }
     this.#persisting = ready;
     let returned = false, durableEarly = false;
+    const hard = ready.hardState;
+    const mustSync = ready.entries.length > 0 ||
+      (hard !== null &&
+        (hard.term !== this.#storedTerm || hard.vote !== this.#storedVote));
+    if (hard !== null) {
+      this.#storedTerm = hard.term;
+      this.#storedVote = hard.vote;
+    }
     this.#options.storage.persist({
-      hardState: ready.hardState ?? undefined,
+      hardState: hard ?? undefined,
       entries: ready.entries,
+      mustSync,
     }, (error) => {
       if (this.#persisting !== ready) return; // called twice: ignore
       this.#persisting = null;

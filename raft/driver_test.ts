@@ -178,6 +178,28 @@ Deno.test("dissertation §4.1 proposeConfChange resolves with the new configurat
   );
 });
 
+Deno.test("MustSync: a write whose only change is the commit index is marked mustSync false; entries, a new term or a vote are not", () => {
+  const storage = new HeldStorage();
+  const driver = new RaftDriver({
+    core: new RaftCore({ id: "n1", voters: ["n1"] }),
+    storage,
+    network: { send: () => {} },
+    clock: new HandClock(),
+    apply: () => undefined,
+  });
+  driver.core.campaign(); // term 1, vote n1, the leader's empty entry
+  driver.process();
+  assert.equal(storage.writes.length, 1);
+  assert.equal(storage.writes[0].mustSync, true);
+  storage.complete();
+  driver.process(); // the entry is durable: it commits (commit 0 -> 1)
+  const last = storage.writes.at(-1)!;
+  assert.equal(storage.writes.length, 2);
+  assert.deepEqual(last.entries, []);
+  assert.equal(last.hardState?.commit, 1);
+  assert.equal(last.mustSync, false);
+});
+
 Deno.test("a proposal on a follower rejects at once with NotLeaderError", async () => {
   const nodes = new Nodes(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
@@ -202,6 +224,7 @@ Deno.test("Raft paper Figure 2: nothing is sent or applied before the write is d
   assert.deepEqual(storage.writes, [{
     hardState: { term: 1, vote: "n1", commit: 0 },
     entries: [],
+    mustSync: true,
   }]);
   assert.equal(driver.persisting, true);
   assert.equal(sent.length, 0, "no vote request before the vote is durable");

@@ -342,7 +342,11 @@ export class RaftNode<R = unknown> {
 function walStorage(wal: Wal): RaftStorage {
   return {
     persist(write, done) {
-      wal.append({ hardState: write.hardState, entries: write.entries })
+      wal.append({
+        hardState: write.hardState,
+        entries: write.entries,
+        sync: write.mustSync !== false,
+      })
         .then(() => done(), (error) => done(error ?? new Error("WAL failed")));
     },
   };
