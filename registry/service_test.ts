@@ -794,6 +794,7 @@ Deno.test("registry.status reports consensus, revision, leases, watches and the 
       peerUrl: node.peerUrl,
       term: 0,
       role: "leader",
+      kind: "voter",
       leader: "n1",
       leaderUrl: node.url,
       // Index 1 is the leader's empty entry, 2 the bind, 3 the grant.
@@ -941,6 +942,7 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       peerUrl: peerUrl1,
       term: 2,
       role: "follower",
+      kind: "voter",
       leader: "n2",
       leaderUrl: url2,
       commitIndex: 0,
