@@ -645,9 +645,26 @@ class RegistryService {
   async #changeMembers(change: ConfChange): Promise<Configuration> {
     const raft = this.#context.raft;
     try {
-      return await raft.proposeConfChange(change, {
-        timeoutMs: this.#context.writeTimeoutMs ?? 3000,
-      });
+      // A new leader takes no change before an entry of its term commits
+      // (within a round trip): wait for that here, up to an election
+      // timeout, rather than answer "retry".
+      const deadline = performance.now() + this.#context.electionTimeoutMs;
+      for (let attempt = 0;; attempt++) {
+        try {
+          return await raft.proposeConfChange(change, {
+            timeoutMs: this.#context.writeTimeoutMs ?? 3000,
+          });
+        } catch (error) {
+          if (
+            !(error instanceof ConfChangeError) ||
+            !/has not yet committed/.test(error.message) ||
+            performance.now() >= deadline || attempt >= 100
+          ) {
+            throw error;
+          }
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      }
     } catch (error) {
       if (error instanceof ConfChangeError) {
         // One change at a time (§4.1), and none before the leader's first
