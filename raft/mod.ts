@@ -67,6 +67,7 @@ export {
 export {
   applyConfChange,
   checkTransition,
+  clientUrlOf,
   type ConfChange,
   ConfChangeError,
   configEntries,
@@ -81,6 +82,8 @@ export {
   latestConfiguration,
   makeConfiguration,
   membersOf,
+  type MemberUrls,
+  peerUrlOf,
   quorumSize,
   sameConfiguration,
 } from "./configuration.ts";

@@ -16,6 +16,14 @@ import {
   RaftUnavailableError,
   realClock,
 } from "./driver.ts";
+import {
+  type ConfChange,
+  type Configuration,
+  isMember,
+  makeConfiguration,
+  membersOf,
+} from "./configuration.ts";
+import type { MemberProgress } from "./core.ts";
 import type { Entry, Message, NodeId } from "./types.ts";
 import { Wal, type WalOptions } from "./wal.ts";
 
@@ -30,6 +38,14 @@ export interface RaftTransport {
   send(messages: readonly Message[]): void;
   /** Closes the connections; later sends are dropped. */
   close(): void;
+  /**
+   * Follows a membership change: `peers` is every member's id → peer URL
+   * after it (this node included; members whose URL is unknown are left
+   * out). Connect to the new ones, drop the removed ones. Called at start
+   * with the configuration recovered from the log, then on every change
+   * (see `PeerTransport.updateMembers`). Default: nothing.
+   */
+  updateMembers?(peers: Readonly<Record<NodeId, string>>): void;
 }
 
 /** Settings of a {@link RaftNode}. */
@@ -38,9 +54,33 @@ export interface RaftNodeOptions<R> {
   id: NodeId;
   /**
    * Every voter's id → its peer URL (`tcp://host:port` of its peer port),
-   * this node included. The keys are the voters.
+   * this node included: the bootstrap configuration (its keys are the
+   * voters, its values their `peerUrls`). Used when the folder is new; at
+   * a restart the configuration is the latest in the log (Raft
+   * dissertation §4.1), falling back to this one only for a log without
+   * config entries. With `join`, the members known when joining (their
+   * URLs only fill in what the log does not say).
    */
   peers: Readonly<Record<NodeId, string>>;
+  /**
+   * A node joining a running cluster (dissertation §4.2.1): it starts with
+   * an empty configuration and learns it from the leader's appends, once
+   * the cluster added it (as a learner). Needs `clusterId`.
+   * @default false
+   */
+  join?: boolean;
+  /**
+   * The id of the cluster joined (16 hex digits, as the cluster tells it),
+   * recorded in the new data folder instead of a bootstrap id; a folder of
+   * another cluster is refused. Required with `join`.
+   */
+  clusterId?: string;
+  /**
+   * Called with the new configuration when a membership change reaches
+   * this node's log (committed or not; §4.1), after the transport was
+   * updated and before the messages that depend on it go out.
+   */
+  onConfiguration?(configuration: Configuration): void;
   /**
    * Carries this node's messages to its peers (messages from peers come in
    * through {@link RaftNode.step}). The node owns it from then on: it closes
@@ -102,6 +142,13 @@ export interface RaftStatus {
   appliedIndex: number;
   /** Index of the last entry in this node's log. */
   lastIndex: number;
+  /**
+   * Whether this node is in its current configuration (false for a node
+   * that joins and was not added yet, and for a removed node that knows).
+   */
+  member: boolean;
+  /** Whether this node is a learner (non-voting member, §4.2.1). */
+  learner: boolean;
 }
 
 /**
@@ -162,11 +209,27 @@ export class RaftNode<R = unknown> {
       clock: realClock,
       apply: options.apply,
       onSoftState: options.onSoftState,
+      onConfiguration: (configuration) => {
+        this.#followMembers(configuration);
+        options.onConfiguration?.(configuration);
+      },
       onFatal: (error) => this.#fail(error),
       // Two election timeouts; the core abandons a transfer after one.
       transferTimeoutMs: 2 * (options.electionTicks ?? 10) * tickMs,
     });
+    this.#followMembers(core.configuration);
     this.#ticker = setInterval(() => this.#driver.tick(), tickMs);
+  }
+
+  /** Hands the members' peer URLs to the transport (see {@link peerUrlsOf}). */
+  #followMembers(configuration: Configuration): void {
+    // A joining node that has not learnt a configuration yet keeps the
+    // members it was told of: the leader's appends come from one of them.
+    this.#transport.updateMembers?.(
+      configuration.voters.length === 0
+        ? { ...this.#options.peers }
+        : peerUrlsOf(configuration, this.#options.peers),
+    );
   }
 
   /**
@@ -191,18 +254,26 @@ export class RaftNode<R = unknown> {
   }
 
   static async #open<R>(options: RaftNodeOptions<R>): Promise<RaftNode<R>> {
-    if (!(options.id in options.peers)) {
+    if (options.join && options.clusterId === undefined) {
+      throw new Error(
+        "a node that joins a cluster needs the cluster's id (clusterId); ask a member for it",
+      );
+    }
+    if (!options.join && !(options.id in options.peers)) {
       throw new Error(
         `node id "${options.id}" is not among the peers (${
           Object.keys(options.peers).join(", ")
         }); list every voter, this node included`,
       );
     }
-    const dataDir = await DataDir.open(options.dataDir, {
-      memberId: options.id,
-      members: options.peers,
-      clusterToken: options.clusterToken,
-    });
+    const dataDir = await DataDir.open(
+      options.dataDir,
+      options.join ? { memberId: options.id, clusterId: options.clusterId } : {
+        memberId: options.id,
+        members: options.peers,
+        clusterToken: options.clusterToken,
+      },
+    );
     try {
       const { wal, hardState, entries, snapshot } = await Wal.open(
         dataDir.walDir,
@@ -217,7 +288,15 @@ export class RaftNode<R = unknown> {
       }
       const core = new RaftCore({
         id: options.id,
-        voters: Object.keys(options.peers),
+        voters: [],
+        // The bootstrap configuration, with the voters' URLs; the log's
+        // latest config entry replaces it (§4.1). A joining node has none.
+        configuration: options.join ? makeConfiguration([]) : makeConfiguration(
+          Object.keys(options.peers),
+          [],
+          { peerUrls: options.peers },
+        ),
+        join: options.join,
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
         preVote: options.preVote,
@@ -251,7 +330,51 @@ export class RaftNode<R = unknown> {
       commitIndex: core.commitIndex,
       appliedIndex: this.#driver.appliedIndex,
       lastIndex: core.lastIndex,
+      member: isMember(core.configuration, this.#options.id),
+      learner: core.configuration.learners.includes(this.#options.id),
     };
+  }
+
+  /**
+   * The current configuration: the latest in this node's log, committed or
+   * not (Raft dissertation §4.1), with the members' URLs.
+   */
+  get configuration(): Configuration {
+    return this.#driver.core.configuration;
+  }
+
+  /**
+   * On the leader, each other member's replication progress (match and
+   * next index, pacing state, learner or not); empty on other nodes. See
+   * `RaftCore.progress`.
+   */
+  progress(): ReadonlyMap<NodeId, MemberProgress> {
+    return this.#driver.core.progress();
+  }
+
+  /**
+   * Proposes a single-server membership change (dissertation §4.1; learners
+   * §4.2.1; removing the leader §4.2.2) and resolves with the new
+   * configuration once it is committed and applied here (see
+   * {@link RaftDriver.proposeConfChange}). An `addLearner` or `addVoter`
+   * change should carry the node's `peerUrl` (and `clientUrl`), so every
+   * member learns where it is.
+   *
+   * @param options.timeoutMs give up after this long (default 5000 ms); the
+   * change may still commit later.
+   * @throws {import("./core.ts").NotLeaderError} (at once) on a non-leader.
+   * @throws {import("./configuration.ts").ConfChangeError} (at once) when
+   * the change is refused: another change is not committed yet
+   * (retryable), the leader has not committed an entry of its term yet
+   * (retryable), or the change does not apply (unknown member, no voter
+   * left, nothing changes).
+   * @throws {RaftUnavailableError} as for {@link propose}.
+   */
+  proposeConfChange(
+    change: ConfChange,
+    options: { timeoutMs?: number } = {},
+  ): Promise<Configuration> {
+    return this.#driver.proposeConfChange(change, options);
   }
 
   /**
@@ -336,6 +459,30 @@ export class RaftNode<R = unknown> {
       ((e: unknown) => console.error("raft: storage failed, node stopped:", e));
     this.stop().catch(() => {}).finally(() => onFatal(error));
   }
+}
+
+/**
+ * Every member's peer URL: the configuration's own, else the one in
+ * `known` (the bootstrap `peers`); members with neither are left out.
+ *
+ * @example
+ * ```ts
+ * import { makeConfiguration } from "./configuration.ts";
+ * import { peerUrlsOf } from "./node.ts";
+ * const config = makeConfiguration(["n1", "n2"], ["n3"], { peerUrls: { n3: "tcp://h:3" } });
+ * console.log(peerUrlsOf(config, { n1: "tcp://h:1" })); // { n1: "tcp://h:1", n3: "tcp://h:3" }
+ * ```
+ */
+export function peerUrlsOf(
+  configuration: Configuration,
+  known: Readonly<Record<NodeId, string>> = {},
+): Record<NodeId, string> {
+  const peers: Record<NodeId, string> = {};
+  for (const id of membersOf(configuration)) {
+    const url = configuration.peerUrls?.[id] ?? known[id];
+    if (url !== undefined) peers[id] = url;
+  }
+  return peers;
 }
 
 /** The write-ahead log as a {@link RaftStorage}: done once fsynced. */
