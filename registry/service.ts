@@ -612,7 +612,12 @@ class RegistryService {
     return this.#memberList();
   }
 
-  /** Promotes a learner, or removes a member (the leader too, §4.2.2). */
+  /**
+   * Promotes a learner, or removes a member. Removing the leader itself
+   * first hands leadership over (dissertation §3.10) and answers NOT_LEADER
+   * naming the new leader, which the client asks again; only when no voter
+   * takes over does the leader remove itself (§4.2.2).
+   */
   async #memberChange(
     args: unknown[],
     method: string,
@@ -631,6 +636,25 @@ class RegistryService {
       );
     }
     const self = this.#context.raft.status.id;
+    if (type === "remove" && id === self && config.voters.length > 1) {
+      // Removing the leader: hand leadership to another voter first
+      // (dissertation §3.10), so that the cluster does not wait an election
+      // timeout once the removal commits (§4.2.2); the new leader then
+      // removes this node (the client follows NOT_LEADER). If no one takes
+      // over in time, this leader removes itself and steps down.
+      let leader: string | null = null;
+      try {
+        leader = await this.#context.raft.transferLeadership({
+          timeoutMs: 2 * this.#context.electionTimeoutMs,
+        });
+      } catch {
+        leader = null;
+      }
+      if (leader !== null && leader !== self) {
+        throw this.#rpcError(new NotLeaderError(leader), "write");
+      }
+      this.#requireLeader();
+    }
     await this.#changeMembers({ type, node: id });
     if (type === "remove" && id !== self) this.#context.memberRemoved(id);
     if (type === "remove" && id === self) {
