@@ -1016,7 +1016,7 @@ export class RaftCore {
       index,
       term,
       data,
-      configuration: this.#configurationAt(index),
+      configuration: this.configurationAt(index),
     };
     this.#log.compact(compactTo);
     this.#foldConfigurations(compactTo);
@@ -1032,10 +1032,19 @@ export class RaftCore {
   }
 
   /**
-   * The configuration in force at `index` (>= the log's snapshot point):
-   * the latest config entry at or below it, else the base configuration.
+   * The configuration in force at `index`: the latest config entry at or
+   * below it, else the configuration the log starts with (dissertation
+   * §5.1; what a snapshot at `index` records).
+   *
+   * @throws {RangeError} when `index` is below {@link snapshotPoint} (the
+   * entries there are compacted).
    */
-  #configurationAt(index: number): Configuration {
+  configurationAt(index: number): Configuration {
+    if (index < this.#log.snapshot.index) {
+      throw new RangeError(
+        `index ${index} is compacted (the log starts after ${this.#log.snapshot.index})`,
+      );
+    }
     let found = this.#baseConfiguration;
     for (const entry of this.#configEntries) {
       if (entry.index > index) break;
