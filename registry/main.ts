@@ -70,6 +70,12 @@ prove the cluster secret).
   --election-ticks N election timeout in ticks (default 10, at least 2)
   --history-events N changes kept for watches to resume from (default 10000;
                      the same on every node); older ones answer COMPACTED
+  --snapshot-entries N
+                     snapshot the registry and compact the log every N
+                     applied entries (default 10000)
+  --snapshot-trailing N
+                     log entries kept before a snapshot for slow followers
+                     (default 5000, at most --snapshot-entries)
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -100,6 +106,10 @@ export interface RegistryArgs {
   electionTicks: number;
   /** Events kept for watches. */
   historyEvents: number;
+  /** Applied entries between two snapshots. */
+  snapshotEntries: number;
+  /** Entries kept before a snapshot, or undefined for the default. */
+  snapshotTrailing: number | undefined;
   /** Exit when standard input closes. */
   watchStdin: boolean;
 }
@@ -135,6 +145,8 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "tick-ms": { type: "string" },
       "election-ticks": { type: "string" },
       "history-events": { type: "string" },
+      "snapshot-entries": { type: "string" },
+      "snapshot-trailing": { type: "string" },
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -260,6 +272,19 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "--history-events",
       10_000,
     ),
+    snapshotEntries: positiveInteger(
+      values["snapshot-entries"],
+      "--snapshot-entries",
+      10_000,
+    ),
+    snapshotTrailing: values["snapshot-trailing"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["snapshot-trailing"],
+        "--snapshot-trailing",
+        5_000,
+        0,
+      ),
     watchStdin: values["watch-stdin"] ?? false,
   };
 }
@@ -358,6 +383,8 @@ export async function runRegistry(argv: string[]): Promise<number> {
       tickMs: args.tickMs,
       electionTicks: args.electionTicks,
       historyEvents: args.historyEvents,
+      snapshotEntries: args.snapshotEntries,
+      snapshotTrailingEntries: args.snapshotTrailing,
       log,
       onFatal: (error) => {
         fatal = error;

@@ -16,6 +16,8 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     tickMs: 100,
     electionTicks: 10,
     historyEvents: 10_000,
+    snapshotEntries: 10_000,
+    snapshotTrailing: undefined,
     watchStdin: false,
   });
 });
@@ -45,6 +47,10 @@ Deno.test("parseRegistryArgs: every option", () => {
       "5",
       "--history-events",
       "500",
+      "--snapshot-entries",
+      "2000",
+      "--snapshot-trailing",
+      "0",
       "--watch-stdin",
     ]),
     {
@@ -63,6 +69,8 @@ Deno.test("parseRegistryArgs: every option", () => {
       tickMs: 20,
       electionTicks: 5,
       historyEvents: 500,
+      snapshotEntries: 2000,
+      snapshotTrailing: 0,
       watchStdin: true,
     },
   );
