@@ -1481,6 +1481,15 @@ export class RaftCore {
   #sendSnapshotChunk(peer: NodeId, progress: Progress): void {
     const transfer = progress.transfer!;
     if (transfer.inflight) return;
+    if (
+      transfer.offset === 0 && this.#snapshot !== null &&
+      this.#snapshot.index > transfer.snapshot.index
+    ) {
+      // Nothing of it was taken yet, and a newer snapshot exists (the
+      // follower was down while this leader took more): send the newest,
+      // so the follower does not install a stale one and then need another.
+      transfer.snapshot = this.#snapshot;
+    }
     const { snapshot, offset } = transfer;
     const data = snapshot.data.slice(offset, offset + this.#snapshotChunkChars);
     this.#send<InstallSnapshotRequest>({

@@ -552,3 +552,23 @@ Deno.test("§7 receiver rule 6 with membership: a config entry kept after the sn
   assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
   assert.deepEqual(core.snapshotConfiguration, config(["n1", "n2"]));
 });
+
+Deno.test("§7 InstallSnapshot: a transfer not yet started sends the newest snapshot, not the one the follower first needed", () => {
+  const c = behindCompacted(1 << 20);
+  const leader = c.core("n1");
+  // The first chunk is lost: the transfer starts, nothing is acknowledged.
+  const noChunks = (m: Message) => m.type !== "installSnapshot";
+  c.tick("n1", 1, noChunks);
+  const first = leader.progressOf("n3")!.snapshotIndex;
+  assert.equal(first, leader.snapshotPoint.index);
+  for (let i = 0; i < 5; i++) leader.propose(`b${i}`);
+  c.deliver(noChunks);
+  c.snapshot("n1");
+  const newest = leader.snapshotPoint.index;
+  assert.ok(newest > first!);
+  // The unanswered chunk is sent again after an election timeout.
+  c.tick("n1", 12);
+  const installed = c.readys.get("n3")!.filter((r) => r.snapshot !== null);
+  assert.deepEqual(installed.map((r) => r.snapshot!.index), [newest]);
+  assert.deepEqual(c.machines.get("n3"), c.machines.get("n1"));
+});

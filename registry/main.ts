@@ -76,6 +76,9 @@ prove the cluster secret).
   --snapshot-trailing N
                      log entries kept before a snapshot for slow followers
                      (default 5000, at most --snapshot-entries)
+  --wal-segment-bytes N
+                     size of a write-ahead log segment (default 67108864);
+                     segments a snapshot covers are deleted
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -110,6 +113,8 @@ export interface RegistryArgs {
   snapshotEntries: number;
   /** Entries kept before a snapshot, or undefined for the default. */
   snapshotTrailing: number | undefined;
+  /** WAL segment size, bytes, or undefined for the default. */
+  walSegmentBytes: number | undefined;
   /** Exit when standard input closes. */
   watchStdin: boolean;
 }
@@ -147,6 +152,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "history-events": { type: "string" },
       "snapshot-entries": { type: "string" },
       "snapshot-trailing": { type: "string" },
+      "wal-segment-bytes": { type: "string" },
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -285,6 +291,14 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
         5_000,
         0,
       ),
+    walSegmentBytes: values["wal-segment-bytes"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["wal-segment-bytes"],
+        "--wal-segment-bytes",
+        64 << 20,
+        4096,
+      ),
     watchStdin: values["watch-stdin"] ?? false,
   };
 }
@@ -385,6 +399,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
       historyEvents: args.historyEvents,
       snapshotEntries: args.snapshotEntries,
       snapshotTrailingEntries: args.snapshotTrailing,
+      walSegmentBytes: args.walSegmentBytes,
       log,
       onFatal: (error) => {
         fatal = error;

@@ -18,6 +18,7 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     historyEvents: 10_000,
     snapshotEntries: 10_000,
     snapshotTrailing: undefined,
+    walSegmentBytes: undefined,
     watchStdin: false,
   });
 });
@@ -51,6 +52,8 @@ Deno.test("parseRegistryArgs: every option", () => {
       "2000",
       "--snapshot-trailing",
       "0",
+      "--wal-segment-bytes",
+      "1048576",
       "--watch-stdin",
     ]),
     {
@@ -71,6 +74,7 @@ Deno.test("parseRegistryArgs: every option", () => {
       historyEvents: 500,
       snapshotEntries: 2000,
       snapshotTrailing: 0,
+      walSegmentBytes: 1_048_576,
       watchStdin: true,
     },
   );

@@ -166,6 +166,11 @@ export interface RegistryNodeOptions {
    * behind. @default the smaller of 5_000 and `snapshotEntries`
    */
   snapshotTrailingEntries?: number;
+  /**
+   * Size after which the write-ahead log starts a new segment, bytes; a
+   * segment a snapshot covers is deleted. @default 64 MiB
+   */
+  walSegmentBytes?: number;
   /** Most health-check probes under way at once on the leader. @default 64 */
   maxConcurrentProbes?: number;
   /**
@@ -418,6 +423,9 @@ export async function startRegistryNode(
       electionTicks,
       preVote: options.preVote,
       restore,
+      walOptions: options.walSegmentBytes === undefined
+        ? undefined
+        : { segmentBytes: options.walSegmentBytes },
       snapshot: {
         take: () => JSON.stringify(snapshotOf(lastApplied)),
         everyEntries: snapshotEntries,
