@@ -380,6 +380,23 @@ function snapshotCluster(
   return nodes;
 }
 
+/** Delivers `queue` until quiet (at most 200 rounds), dropping what `keep` rejects. */
+function deliverQueue(
+  clock: HandClock,
+  queue: Message[],
+  nodes: Map<NodeId, SnapNode>,
+  keep: (m: Message) => boolean,
+): void {
+  for (let round = 0; round < 200; round++) {
+    clock.run();
+    if (queue.length === 0) return;
+    for (const m of queue.splice(0).filter(keep)) {
+      nodes.get(m.to)!.driver.step([m]);
+    }
+  }
+  throw new Error("messages never stopped flowing");
+}
+
 Deno.test("§7 the driver snapshots every N applied entries; storage has it durable before the core does, and the log keeps trailingEntries", () => {
   const storage = new HeldStorage();
   const clock = new HandClock();
@@ -447,16 +464,8 @@ Deno.test("§7 InstallSnapshot through the driver: the follower stores the snaps
     clock,
     queue,
   );
-  const deliver = (keep: (m: Message) => boolean) => {
-    for (let round = 0; round < 200; round++) {
-      clock.run();
-      if (queue.length === 0) return;
-      for (const m of queue.splice(0).filter(keep)) {
-        nodes.get(m.to)!.driver.step([m]);
-      }
-    }
-    throw new Error("messages never stopped flowing");
-  };
+  const deliver = (keep: (m: Message) => boolean) =>
+    deliverQueue(clock, queue, nodes, keep);
   const leader = nodes.get("n1")!.driver;
   leader.core.campaign();
   deliver(() => true);
@@ -504,15 +513,8 @@ Deno.test("§7 a driver without restore() stops with a clear error when the lead
     queue,
     { id: "n3", errors },
   );
-  const deliver = (keep: (m: Message) => boolean) => {
-    for (let round = 0; round < 200; round++) {
-      clock.run();
-      if (queue.length === 0) return;
-      for (const m of queue.splice(0).filter(keep)) {
-        nodes.get(m.to)!.driver.step([m]);
-      }
-    }
-  };
+  const deliver = (keep: (m: Message) => boolean) =>
+    deliverQueue(clock, queue, nodes, keep);
   const leader = nodes.get("n1")!.driver;
   leader.core.campaign();
   deliver(() => true);

@@ -121,6 +121,28 @@ async function names(dir: string): Promise<string[]> {
   return (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort();
 }
 
+/**
+ * Runs `test` on a fresh 3-node cluster (snapshots every SNAPSHOT_ENTRIES)
+ * with its leader elected; stops everything after.
+ */
+async function withCluster(
+  test: (
+    cluster: LocalCluster,
+    leader: string,
+    pool: ConnectionPool,
+  ) => Promise<void>,
+): Promise<void> {
+  const cluster = newCluster();
+  const pool = new ConnectionPool();
+  try {
+    await cluster.startRegistry(3);
+    await test(cluster, await cluster.waitForLeader(15_000), pool);
+  } finally {
+    pool.close();
+    await cluster.stop();
+  }
+}
+
 function merge(
   into: Map<string, string[]>,
   from: Map<string, string[]>,
@@ -130,12 +152,8 @@ function merge(
   }
 }
 
-Deno.test("§7 a node down during 50,000 binds catches up through InstallSnapshot and serves every acknowledged bind", async () => {
-  const cluster = newCluster();
-  const pool = new ConnectionPool();
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader(15_000);
+Deno.test("§7 a node down during 50,000 binds catches up through InstallSnapshot and serves every acknowledged bind", () =>
+  withCluster(async (cluster, leader, pool) => {
     const down = [...cluster.registry.keys()].find((id) => id !== leader)!;
     await cluster.kill(down, "SIGKILL");
     const registry = new RegistryClient(
@@ -175,18 +193,10 @@ Deno.test("§7 a node down during 50,000 binds catches up through InstallSnapsho
     );
     await assertServes(registry, cluster.registry.get(down)!, acked, down);
     registry.close();
-  } finally {
-    pool.close();
-    await cluster.stop();
-  }
-});
+  }));
 
-Deno.test("§7 a node whose data folder was deleted rejoins through a snapshot, without leading, and has every acknowledged bind", async () => {
-  const cluster = newCluster();
-  const pool = new ConnectionPool();
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader(15_000);
+Deno.test("§7 a node whose data folder was deleted rejoins through a snapshot, without leading, and has every acknowledged bind", () =>
+  withCluster(async (cluster, leader, pool) => {
     const registry = new RegistryClient(cluster.registryUrls, pool);
     const acked = new Map<string, string[]>();
     const first = await bindMany(registry, "a", 3_000);
@@ -225,18 +235,10 @@ Deno.test("§7 a node whose data folder was deleted rejoins through a snapshot, 
     await assertServes(registry, cluster.registry.get(lost)!, acked, lost);
     others.close();
     registry.close();
-  } finally {
-    pool.close();
-    await cluster.stop();
-  }
-});
+  }));
 
-Deno.test("§7 a restart after many snapshots loads the newest and replays only the log after it; the data folder stays small", async () => {
-  const cluster = newCluster();
-  const pool = new ConnectionPool();
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader(15_000);
+Deno.test("§7 a restart after many snapshots loads the newest and replays only the log after it; the data folder stays small", () =>
+  withCluster(async (cluster, leader, pool) => {
     const registry = new RegistryClient(cluster.registryUrls, pool);
     const { acked, failed } = await bindMany(registry, "r", 20_000);
     assert.deepEqual(failed.slice(0, 5), []);
@@ -288,8 +290,4 @@ Deno.test("§7 a restart after many snapshots loads the newest and replays only 
     );
     await assertServes(registry, cluster.registry.get(node)!, acked, node);
     registry.close();
-  } finally {
-    pool.close();
-    await cluster.stop();
-  }
-});
+  }));
