@@ -258,6 +258,13 @@ export class RaftNode<R = unknown> {
             );
           }
           options.restore(start.snapshot);
+          if (start.markLog) {
+            // The snapshot was saved but the crash came before the log was
+            // marked (an install from the leader): mark it now, so appends
+            // continue at the snapshot's index + 1.
+            const { index, term } = start.snapshot;
+            await wal.compact({ index, term }, { discardAfter: true });
+          }
         }
       } catch (error) {
         await wal.close();
@@ -424,7 +431,9 @@ function nodeStorage(wal: Wal, snapshots: SnapshotStore): RaftStorage {
  * configuration in its meta) and the log entries after it, or null without
  * a snapshot. Entries after the snapshot are dropped when the log's entry
  * at the snapshot's index has another term (an install that crashed before
- * its log was marked; receiver rule 7).
+ * its log was marked; receiver rule 7); `markLog` then says the log must
+ * be marked as starting after the snapshot, as it does when the log ends
+ * before the snapshot's index.
  *
  * @throws {Error} when the log starts after the newest snapshot, or a
  * snapshot's meta holds no configuration.
@@ -434,7 +443,7 @@ function startFromSnapshot(
   marker: WalSnapshotMarker | null,
   entries: Entry[],
   walDir: string,
-): { snapshot: Snapshot; entries: Entry[] } | null {
+): { snapshot: Snapshot; entries: Entry[]; markLog: boolean } | null {
   if (marker !== null && marker.index > (stored?.index ?? 0)) {
     throw new Error(
       `the write-ahead log in ${walDir} starts after index ${marker.index}, but ${
@@ -460,6 +469,8 @@ function startFromSnapshot(
     );
   }
   const at = entries.find((e) => e.index === stored.index);
+  const conflict = at !== undefined && at.term !== stored.term;
+  const logEnd = entries.at(-1)?.index ?? marker?.index ?? 0;
   return {
     snapshot: {
       index: stored.index,
@@ -467,8 +478,7 @@ function startFromSnapshot(
       data: stored.data,
       configuration,
     },
-    entries: at !== undefined && at.term !== stored.term
-      ? []
-      : entries.filter((e) => e.index > stored.index),
+    entries: conflict ? [] : entries.filter((e) => e.index > stored.index),
+    markLog: conflict || logEnd < stored.index,
   };
 }

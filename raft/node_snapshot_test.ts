@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { freePorts, waitFor } from "./_test_util.ts";
 import { RaftNode, type RaftTransport } from "./node.ts";
 import type { SnapshotPolicy } from "./driver.ts";
-import { SnapshotCorruptError } from "./snapshot_store.ts";
+import { SnapshotCorruptError, SnapshotStore } from "./snapshot_store.ts";
 import type { Entry, Snapshot } from "./types.ts";
 
 /** One node of a single-node cluster whose state machine is a list. */
@@ -143,5 +143,42 @@ Deno.test("§7 a corrupt newest snapshot file, or a snapshot without restore(), 
     bytes[bytes.length - 3] ^= 0xff;
     await Deno.writeFile(path, bytes);
     await assert.rejects(startSingle(dir), SnapshotCorruptError);
+  });
+});
+
+Deno.test("§7 a snapshot saved beyond the end of the log (a crash before an install marked the log) is loaded, and the log continues after it", async () => {
+  await withDir(async (dir) => {
+    const first = await startSingle(dir, null);
+    for (let i = 1; i <= 3; i++) await first.node.propose(`v${i}`);
+    const { lastIndex, term } = first.node.status;
+    await first.node.stop();
+    // What an install from a leader leaves when the process dies between
+    // saving the snapshot and marking the log.
+    const store = await SnapshotStore.open(`${dir}/snap`);
+    await store.save({
+      index: lastIndex + 5,
+      term,
+      meta: { configuration: { voters: ["n1"], learners: [] } },
+      data: JSON.stringify(["from", "the", "leader"]),
+    });
+    const second = await startSingle(dir, null);
+    try {
+      assert.deepEqual(second.restored.map((s) => s.index), [lastIndex + 5]);
+      assert.equal(
+        await second.node.propose("next"),
+        lastIndex + 7,
+        "after the snapshot and the new leader's empty entry",
+      );
+      assert.deepEqual(second.state, ["from", "the", "leader", "next"]);
+    } finally {
+      await second.node.stop();
+    }
+    const third = await startSingle(dir, null);
+    try {
+      await waitFor(() => third.state.length === 4, "the replay");
+      assert.deepEqual(third.state, ["from", "the", "leader", "next"]);
+    } finally {
+      await third.node.stop();
+    }
   });
 });
