@@ -654,6 +654,11 @@ export interface RegistryStatus {
   commitIndex: number;
   /** Highest Raft log index applied to this node's registry state. */
   appliedIndex: number;
+  /**
+   * Index of this node's newest snapshot (taken here or installed from the
+   * leader; Raft paper §7); 0 for none.
+   */
+  snapshotIndex: number;
   /** Registry revision applied on this node. */
   revision: number;
   /** Oldest revision whose events this node holds for watches. */

@@ -62,6 +62,7 @@ export {
   type RaftStorage,
   RaftUnavailableError,
   realClock,
+  type SnapshotPolicy,
   type StorageWrite,
 } from "./driver.ts";
 export {

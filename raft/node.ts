@@ -1,8 +1,13 @@
 /**
  * The Deno Raft node: the {@link RaftDriver} assembled with a data folder
- * (lock and `meta.json`), the write-ahead log as its storage (every write
- * fsynced before the messages that depend on it are sent), real timers (a
- * tick every `tickMs`) and a peer transport as its network.
+ * (lock and `meta.json`), the write-ahead log and the snapshot files as its
+ * storage (every write fsynced before the messages that depend on it are
+ * sent), real timers (a tick every `tickMs`) and a peer transport as its
+ * network.
+ *
+ * A restart loads the newest snapshot in `<dataDir>/snap` (the state
+ * machine is restored from it first) and replays only the log after it
+ * (Raft paper §7).
  *
  * @module
  */
@@ -24,8 +29,10 @@ import {
   membersOf,
 } from "./configuration.ts";
 import type { MemberProgress } from "./core.ts";
-import type { Entry, Message, NodeId } from "./types.ts";
-import { Wal, type WalOptions } from "./wal.ts";
+import type { SnapshotPolicy, StorageWrite } from "./driver.ts";
+import { SnapshotStore, type StoredSnapshot } from "./snapshot_store.ts";
+import type { Entry, Message, NodeId, Snapshot } from "./types.ts";
+import { Wal, type WalOptions, type WalSnapshotMarker } from "./wal.ts";
 
 export { RaftUnavailableError };
 
@@ -97,10 +104,26 @@ export interface RaftNodeOptions<R> {
   /**
    * Applies one committed entry to the state machine and returns the result
    * the proposer receives. Called in log order, exactly once per entry per
-   * process lifetime (after a restart the log is applied again from index
-   * 1). Entries whose `data` is "" are the leaders' empty entries.
+   * process lifetime (after a restart the log is applied again from the
+   * newest snapshot's index + 1, or from index 1 without one). Entries
+   * whose `data` is "" are the leaders' empty entries.
    */
   apply(entry: Entry): R;
+  /**
+   * Replaces the state machine's state with a snapshot's `data` (what
+   * `snapshot.take()` returned, here or on the leader): at start when the
+   * data folder holds a snapshot, and when this node installs one from the
+   * leader (Raft paper §7). Required with `snapshot`, and for any node of a
+   * cluster whose members compact their logs.
+   */
+  restore?(snapshot: Snapshot): void;
+  /**
+   * Automatic snapshots and log compaction (see `SnapshotPolicy`: take,
+   * everyEntries default 10,000, everyBytes default 64 Mi, trailingEntries
+   * default 5,000). Snapshot files go to `<dataDir>/snap`. Without it this
+   * node never compacts its log.
+   */
+  snapshot?: SnapshotPolicy;
   /** Milliseconds per tick. Default 100. */
   tickMs?: number;
   /** Election timeout in ticks (randomized up to twice this). Default 10. */
@@ -149,6 +172,11 @@ export interface RaftStatus {
   member: boolean;
   /** Whether this node is a learner (non-voting member, §4.2.1). */
   learner: boolean;
+  /**
+   * Index of the newest durable snapshot (taken here, installed from the
+   * leader, or loaded at start); 0 for none.
+   */
+  snapshotIndex: number;
 }
 
 /**
@@ -195,6 +223,7 @@ export class RaftNode<R = unknown> {
     options: RaftNodeOptions<R>,
     core: RaftCore,
     wal: Wal,
+    snapshots: SnapshotStore,
     lock: DirLock,
   ) {
     this.#options = options;
@@ -204,10 +233,12 @@ export class RaftNode<R = unknown> {
     const tickMs = options.tickMs ?? 100;
     this.#driver = new RaftDriver({
       core,
-      storage: walStorage(wal),
+      storage: nodeStorage(wal, snapshots),
       network: options.transport,
       clock: realClock,
       apply: options.apply,
+      restore: options.restore,
+      snapshot: options.snapshot,
       onSoftState: options.onSoftState,
       onConfiguration: (configuration) => {
         this.#followMembers(configuration);
@@ -236,8 +267,11 @@ export class RaftNode<R = unknown> {
    * Opens (or creates) the data folder, reloads the persisted term, vote
    * and log, and starts ticking.
    *
-   * @throws {Error} when `id` is not in `peers`, or when the log is corrupt
-   * (see `WalCorruptError`).
+   * @throws {Error} when `id` is not in `peers`, when the log is corrupt
+   * (see `WalCorruptError`), when the newest snapshot file is corrupt (see
+   * `SnapshotCorruptError`), when the log starts after the newest snapshot
+   * (snapshot files are missing), or when the folder holds a snapshot and
+   * no `restore` was given.
    * @throws {import("./data_dir.ts").DataDirMismatchError} when the folder
    * belongs to another member id or cluster.
    * @throws {DataDirInUseError} when another process or node holds the
@@ -275,16 +309,36 @@ export class RaftNode<R = unknown> {
       },
     );
     try {
-      const { wal, hardState, entries, snapshot } = await Wal.open(
+      const snapshots = await SnapshotStore.open(dataDir.snapDir);
+      const stored = await snapshots.latest();
+      const { wal, hardState, entries, snapshot: marker } = await Wal.open(
         dataDir.walDir,
         { ...options.walOptions, legacyFile: dataDir.legacyWalFile },
       );
-      if (snapshot !== null) {
+      let start: ReturnType<typeof startFromSnapshot>;
+      try {
+        start = startFromSnapshot(stored, marker, entries, dataDir.walDir);
+        if (start !== null) {
+          if (options.restore === undefined) {
+            throw new Error(
+              `the data folder holds a snapshot (${stored!.path}, index ${
+                stored!.index
+              }), ` +
+                "but no restore() was given to load it into the state machine; pass RaftNodeOptions.restore",
+            );
+          }
+          options.restore(start.snapshot);
+          if (start.markLog) {
+            // The snapshot was saved but the crash came before the log was
+            // marked (an install from the leader): mark it now, so appends
+            // continue at the snapshot's index + 1.
+            const { index, term } = start.snapshot;
+            await wal.compact({ index, term }, { discardAfter: true });
+          }
+        }
+      } catch (error) {
         await wal.close();
-        throw new Error(
-          `the write-ahead log in ${dataDir.walDir} starts after a snapshot (index ${snapshot.index}), ` +
-            `but snapshots are not supported by this driver yet; run a version that supports them`,
-        );
+        throw error;
       }
       const core = new RaftCore({
         id: options.id,
@@ -301,9 +355,13 @@ export class RaftNode<R = unknown> {
         heartbeatTicks: options.heartbeatTicks,
         preVote: options.preVote,
         hardState,
-        entries,
+        entries: start?.entries ?? entries,
+        ...(start !== null && {
+          snapshot: start.snapshot,
+          configuration: start.snapshot.configuration,
+        }),
       });
-      return new RaftNode(options, core, wal, dataDir);
+      return new RaftNode(options, core, wal, snapshots, dataDir);
     } catch (error) {
       dataDir.release();
       throw error;
@@ -332,6 +390,7 @@ export class RaftNode<R = unknown> {
       lastIndex: core.lastIndex,
       member: isMember(core.configuration, this.#options.id),
       learner: core.configuration.learners.includes(this.#options.id),
+      snapshotIndex: this.#driver.snapshotIndex,
     };
   }
 
@@ -485,16 +544,91 @@ export function peerUrlsOf(
   return peers;
 }
 
-/** The write-ahead log as a {@link RaftStorage}: done once fsynced. */
-function walStorage(wal: Wal): RaftStorage {
+/**
+ * The write-ahead log and the snapshot files as a {@link RaftStorage}: a
+ * snapshot is saved (its file fsynced and renamed into place) before the
+ * log is marked as starting after `compactTo`; done once all is fsynced.
+ */
+function nodeStorage(wal: Wal, snapshots: SnapshotStore): RaftStorage {
+  const write = async (w: StorageWrite): Promise<void> => {
+    if (w.snapshot !== undefined) {
+      const { index, term, data, configuration } = w.snapshot;
+      await snapshots.save({ index, term, meta: { configuration }, data });
+      await wal.compact(w.compactTo ?? { index, term }, {
+        discardAfter: w.discardLog === true,
+      });
+    }
+    if (w.entries.length > 0 || w.hardState !== undefined) {
+      await wal.append({
+        hardState: w.hardState,
+        entries: w.entries,
+        sync: w.mustSync !== false,
+      });
+    }
+  };
   return {
-    persist(write, done) {
-      wal.append({
-        hardState: write.hardState,
-        entries: write.entries,
-        sync: write.mustSync !== false,
-      })
-        .then(() => done(), (error) => done(error ?? new Error("WAL failed")));
+    persist(w, done) {
+      write(w).then(
+        () => done(),
+        (error) => done(error ?? new Error("storage failed")),
+      );
     },
+  };
+}
+
+/**
+ * What a restart starts from (Raft paper §7): the newest snapshot (with the
+ * configuration in its meta) and the log entries after it, or null without
+ * a snapshot. Entries after the snapshot are dropped when the log's entry
+ * at the snapshot's index has another term (an install that crashed before
+ * its log was marked; receiver rule 7); `markLog` then says the log must
+ * be marked as starting after the snapshot, as it does when the log ends
+ * before the snapshot's index.
+ *
+ * @throws {Error} when the log starts after the newest snapshot, or a
+ * snapshot's meta holds no configuration.
+ */
+function startFromSnapshot(
+  stored: StoredSnapshot | null,
+  marker: WalSnapshotMarker | null,
+  entries: Entry[],
+  walDir: string,
+): { snapshot: Snapshot; entries: Entry[]; markLog: boolean } | null {
+  if (marker !== null && marker.index > (stored?.index ?? 0)) {
+    throw new Error(
+      `the write-ahead log in ${walDir} starts after index ${marker.index}, but ${
+        stored === null
+          ? "there is no snapshot file"
+          : `the newest snapshot file (${stored.path}) is at index ${stored.index}`
+      }: snapshot files are missing and the state up to ${marker.index} is lost. ` +
+        "Restore the snapshot folder from a backup, or move the data folder aside, wait until the other nodes have a leader, " +
+        "then restart this node empty so it catches up from the leader",
+    );
+  }
+  if (stored === null) return null;
+  const configuration = (stored.meta as { configuration?: Configuration })
+    ?.configuration;
+  if (
+    typeof configuration !== "object" || configuration === null ||
+    !Array.isArray(configuration.voters) ||
+    !Array.isArray(configuration.learners)
+  ) {
+    throw new Error(
+      `snapshot file ${stored.path} has no configuration in its meta (written by an incompatible version?); ` +
+        "move the data folder aside and restart this node empty so it catches up from the leader",
+    );
+  }
+  const at = entries.find((e) => e.index === stored.index);
+  const conflict = at !== undefined && at.term !== stored.term;
+  const logEnd = entries.at(-1)?.index ?? marker?.index ?? 0;
+  return {
+    snapshot: {
+      index: stored.index,
+      term: stored.term,
+      data: stored.data,
+      configuration,
+    },
+    entries: conflict ? [] : entries.filter((e) => e.index > stored.index),
+    markLog: conflict || logEnd < stored.index,
   };
 }

@@ -138,6 +138,7 @@ Deno.test("a single node elects itself, and propose resolves with the apply resu
       lastIndex: 6,
       member: true,
       learner: false,
+      snapshotIndex: 0,
     });
     assert.equal(status.term, 1);
     // A linearizable read barrier on the leader resolves.
@@ -330,6 +331,7 @@ Deno.test("propose on a follower rejects with NotLeaderError; a read with no lea
       lastIndex: 0,
       member: true,
       learner: false,
+      snapshotIndex: 0,
     });
   } finally {
     await stopMember(member);

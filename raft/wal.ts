@@ -22,7 +22,8 @@
  *   entry (`type` only on a membership change, see `Entry.type`). An entry
  *   whose index is at or below the current last index first drops every entry
  *   from that index on (the log truncation after a conflict, Raft §5.3);
- * - `{"t":"s","index":n,"term":n}`: a snapshot marker: the entries up to
+ * - `{"t":"s","index":n,"term":n[,"reset":true]}`: a snapshot marker (with
+ *   `reset`, the entries after it are dropped too): the entries up to
  *   `index` (whose term is `term`) are covered by a snapshot kept elsewhere
  *   (Raft §7); the log continues at `index + 1`.
  *
@@ -343,6 +344,7 @@ type Item =
   | {
     kind: "compact";
     marker: WalSnapshotMarker;
+    discardAfter: boolean;
     resolve(): void;
     reject(err: unknown): void;
   };
@@ -649,6 +651,10 @@ export class Wal {
    * and only the entries after it.
    *
    * @param snapshot The snapshot's last index and its term.
+   * @param options.discardAfter also drop every entry after `snapshot.index`
+   *   (a follower that installed a snapshot its log disagrees with at that
+   *   index, Raft paper §7 receiver rule 7): `lastIndex` becomes
+   *   `snapshot.index`. Default false.
    * @returns Resolves once the marker is durable and covered segments are
    *   deleted.
    * @throws {TypeError} If `index` or `term` is not a safe integer >= 0, or
@@ -671,7 +677,10 @@ export class Wal {
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  compact(snapshot: WalSnapshotMarker): Promise<void> {
+  compact(
+    snapshot: WalSnapshotMarker,
+    options: { discardAfter?: boolean } = {},
+  ): Promise<void> {
     if (
       typeof snapshot !== "object" || snapshot === null ||
       !isCount(snapshot.index) || !isCount(snapshot.term)
@@ -688,6 +697,7 @@ export class Wal {
     return this.#enqueue((resolve, reject) => ({
       kind: "compact",
       marker,
+      discardAfter: options.discardAfter === true,
       resolve,
       reject,
     }));
@@ -857,7 +867,7 @@ export class Wal {
     item: Extract<Item, { kind: "compact" }>,
   ): Promise<void> {
     if (this.#failure !== null) return item.reject(this.#refusal());
-    const { marker } = item;
+    const { marker, discardAfter } = item;
     if (this.#snapshot !== null && marker.index < this.#snapshot.index) {
       return item.reject(
         new TypeError(
@@ -867,7 +877,11 @@ export class Wal {
     }
     const h = this.#hardState;
     const bytes = frameRecords([
-      json({ t: "s", index: marker.index, term: marker.term }),
+      json(
+        discardAfter
+          ? { t: "s", index: marker.index, term: marker.term, reset: true }
+          : { t: "s", index: marker.index, term: marker.term },
+      ),
       hardStateRecord(h),
     ], crc32c);
     try {
@@ -876,7 +890,9 @@ export class Wal {
       return item.reject(err);
     }
     this.#snapshot = marker;
-    if (marker.index > this.#lastIndex) this.#lastIndex = marker.index;
+    if (discardAfter || marker.index > this.#lastIndex) {
+      this.#lastIndex = marker.index;
+    }
     let removed = 0;
     try {
       while (
@@ -1060,7 +1076,7 @@ class Replay {
         );
       }
       this.snapshot = { index: r.index, term: r.term };
-      if (r.index >= this.last) {
+      if (r.index >= this.last || r.reset === true) {
         this.log = [];
         this.logStart = r.index + 1;
       } else if (r.index >= this.logStart) {

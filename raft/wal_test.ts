@@ -1276,3 +1276,37 @@ Deno.test({
     });
   },
 });
+
+Deno.test("§7 receiver rule 7: a snapshot marker with discardAfter drops the entries after it, at once and after a restart", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir, { segmentBytes: 300 });
+    await fill(wal, 1, 10, 1);
+    // The leader's snapshot at 6 has term 2: this log disagrees there.
+    await wal.compact({ index: 6, term: 2 }, { discardAfter: true });
+    assert.equal(wal.lastIndex, 6);
+    await wal.close();
+    const r = await Wal.open(dir);
+    assert.deepEqual(r.snapshot, { index: 6, term: 2 });
+    assert.deepEqual(r.entries, []);
+    assert.equal(r.wal.lastIndex, 6);
+    await r.wal.append({ entries: [entry(7, 2)] });
+    await r.wal.close();
+    const again = await Wal.open(dir);
+    assert.deepEqual(again.entries, [entry(7, 2)]);
+    await again.wal.close();
+    // Without discardAfter the entries after the marker stay (rule 6).
+    const kept = await Deno.makeTempDir();
+    try {
+      const { wal: other } = await Wal.open(kept);
+      await fill(other, 1, 10, 1);
+      await other.compact({ index: 6, term: 1 });
+      assert.equal(other.lastIndex, 10);
+      await other.close();
+      const reopened = await Wal.open(kept);
+      assert.deepEqual(reopened.entries, range(7, 10));
+      await reopened.wal.close();
+    } finally {
+      await Deno.remove(kept, { recursive: true });
+    }
+  });
+});

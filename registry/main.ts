@@ -93,6 +93,15 @@ prove the cluster secret).
   --election-ticks N election timeout in ticks (default 10, at least 2)
   --history-events N changes kept for watches to resume from (default 10000;
                      the same on every node); older ones answer COMPACTED
+  --snapshot-entries N
+                     snapshot the registry and compact the log every N
+                     applied entries (default 10000)
+  --snapshot-trailing N
+                     log entries kept before a snapshot for slow followers
+                     (default 5000, at most --snapshot-entries)
+  --wal-segment-bytes N
+                     size of a write-ahead log segment (default 67108864);
+                     segments a snapshot covers are deleted
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -125,6 +134,12 @@ export interface RegistryArgs {
   electionTicks: number;
   /** Events kept for watches. */
   historyEvents: number;
+  /** Applied entries between two snapshots. */
+  snapshotEntries: number;
+  /** Entries kept before a snapshot, or undefined for the default. */
+  snapshotTrailing: number | undefined;
+  /** WAL segment size, bytes, or undefined for the default. */
+  walSegmentBytes: number | undefined;
   /** Exit when standard input closes. */
   watchStdin: boolean;
 }
@@ -161,6 +176,9 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "tick-ms": { type: "string" },
       "election-ticks": { type: "string" },
       "history-events": { type: "string" },
+      "snapshot-entries": { type: "string" },
+      "snapshot-trailing": { type: "string" },
+      "wal-segment-bytes": { type: "string" },
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -312,6 +330,27 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "--history-events",
       10_000,
     ),
+    snapshotEntries: positiveInteger(
+      values["snapshot-entries"],
+      "--snapshot-entries",
+      10_000,
+    ),
+    snapshotTrailing: values["snapshot-trailing"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["snapshot-trailing"],
+        "--snapshot-trailing",
+        5_000,
+        0,
+      ),
+    walSegmentBytes: values["wal-segment-bytes"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["wal-segment-bytes"],
+        "--wal-segment-bytes",
+        64 << 20,
+        4096,
+      ),
     watchStdin: values["watch-stdin"] ?? false,
   };
 }
@@ -419,6 +458,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
       tickMs: args.tickMs,
       electionTicks: args.electionTicks,
       historyEvents: args.historyEvents,
+      snapshotEntries: args.snapshotEntries,
+      snapshotTrailingEntries: args.snapshotTrailing,
+      walSegmentBytes: args.walSegmentBytes,
       log,
       onFatal: (error) => {
         fatal = error;

@@ -17,6 +17,9 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     tickMs: 100,
     electionTicks: 10,
     historyEvents: 10_000,
+    snapshotEntries: 10_000,
+    snapshotTrailing: undefined,
+    walSegmentBytes: undefined,
     watchStdin: false,
   });
 });
@@ -46,6 +49,12 @@ Deno.test("parseRegistryArgs: every option", () => {
       "5",
       "--history-events",
       "500",
+      "--snapshot-entries",
+      "2000",
+      "--snapshot-trailing",
+      "0",
+      "--wal-segment-bytes",
+      "1048576",
       "--watch-stdin",
     ]),
     {
@@ -65,6 +74,9 @@ Deno.test("parseRegistryArgs: every option", () => {
       tickMs: 20,
       electionTicks: 5,
       historyEvents: 500,
+      snapshotEntries: 2000,
+      snapshotTrailing: 0,
+      walSegmentBytes: 1_048_576,
       watchStdin: true,
     },
   );

@@ -21,6 +21,7 @@ import type { Configuration } from "../raft/configuration.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";
 import { DataDirInUseError } from "../raft/dir_lock.ts";
 import type { SoftState } from "../raft/core.ts";
+import type { Snapshot } from "../raft/types.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
 import { PeerDirectory } from "../raft/peer_directory.ts";
 import { type PeerServer, servePeers } from "../raft/peer_server.ts";
@@ -163,6 +164,22 @@ export interface RegistryNodeOptions {
   historyEvents?: number;
   /** Limits of the watches this node serves. */
   watch?: Omit<WatchHubOptions, "now">;
+  /**
+   * Take a snapshot of the registry (its state and the leases' remaining
+   * times, {@link RegistryNode.snapshot}) and compact the log every this
+   * many applied entries (Raft paper §7). @default 10_000
+   */
+  snapshotEntries?: number;
+  /**
+   * Log entries kept before a snapshot's index for followers slightly
+   * behind. @default the smaller of 5_000 and `snapshotEntries`
+   */
+  snapshotTrailingEntries?: number;
+  /**
+   * Size after which the write-ahead log starts a new segment, bytes; a
+   * segment a snapshot covers is deleted. @default 64 MiB
+   */
+  walSegmentBytes?: number;
   /** Most health-check probes under way at once on the leader. @default 64 */
   maxConcurrentProbes?: number;
   /**
@@ -407,6 +424,40 @@ export async function startRegistryNode(
       }`,
     );
   };
+  // The last registry entry applied (a snapshot's, after a restore).
+  let lastApplied = 0;
+  const snapshotOf = (index: number): RegistryNodeSnapshot => ({
+    index,
+    state: state.snapshot(),
+    leaseRemainingMs: leases.remainingTimes(),
+  });
+  /**
+   * Replaces the registry, in place, with a Raft snapshot's (at start, or
+   * installed from the leader): state, lease timing (each lease keeps the
+   * time it had left, at least minTtlMs), local bindings of leases gone.
+   */
+  const restore = (snapshot: Snapshot): void => {
+    const taken = JSON.parse(snapshot.data) as RegistryNodeSnapshot;
+    state.load(taken.state);
+    const kept = new Set(state.leases().map((lease) => lease.id));
+    for (const [lease] of leases.remainingTimes()) {
+      leases.removed(lease);
+      if (!kept.has(lease)) local.leaseEnded(lease);
+    }
+    for (const lease of state.leases()) leases.granted(lease.id, lease.ttlMs);
+    leases.restoreTimes(taken.leaseRemainingMs, minTtlMs);
+    lastApplied = snapshot.index;
+    checker.update(state.checkedBindings());
+    fanOut();
+    log(
+      `${id}: ${
+        started.raft === undefined
+          ? "loaded the snapshot"
+          : "installed a snapshot from the leader"
+      } at index ${snapshot.index} (revision ${state.revision}, ${state.leaseCount} lease(s))`,
+    );
+  };
+  const snapshotEntries = options.snapshotEntries ?? 10_000;
   try {
     started.raft = await RaftNode.start<ApplyResult>({
       id,
@@ -420,7 +471,18 @@ export async function startRegistryNode(
       join: options.join !== undefined,
       clusterId: options.join?.clusterId,
       onConfiguration: (configuration) => onConfiguration(configuration),
+      restore,
+      walOptions: options.walSegmentBytes === undefined
+        ? undefined
+        : { segmentBytes: options.walSegmentBytes },
+      snapshot: {
+        take: () => JSON.stringify(snapshotOf(lastApplied)),
+        everyEntries: snapshotEntries,
+        trailingEntries: options.snapshotTrailingEntries ??
+          Math.min(5_000, snapshotEntries),
+      },
       apply: (entry) => {
+        lastApplied = entry.index;
         const outcome = state.apply(entry.data);
         const change = outcome.change;
         if (change !== null) {
@@ -512,6 +574,7 @@ export async function startRegistryNode(
         : directory.clientUrl(raftStatus.leader),
       commitIndex: raftStatus.commitIndex,
       appliedIndex: raftStatus.appliedIndex,
+      snapshotIndex: raftStatus.snapshotIndex,
       revision: state.revision,
       compactRevision: state.compactRevision,
       leases: state.leaseCount,
@@ -639,11 +702,7 @@ export async function startRegistryNode(
     watches,
     local,
     minTtlMs,
-    snapshot: () => ({
-      index: node.status.appliedIndex,
-      state: state.snapshot(),
-      leaseRemainingMs: leases.remainingTimes(),
-    }),
+    snapshot: () => snapshotOf(node.status.appliedIndex),
     server: clientServer,
     peerServer: peerPort,
     transport,

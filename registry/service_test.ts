@@ -801,6 +801,7 @@ Deno.test("registry.status reports consensus, revision, leases, watches and the 
       // Index 1 is the leader's empty entry, 2 the bind, 3 the grant.
       commitIndex: 3,
       appliedIndex: 3,
+      snapshotIndex: 0,
       revision: 1,
       compactRevision: 1,
       leases: 1,
@@ -948,6 +949,7 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       leaderUrl: url2,
       commitIndex: 0,
       appliedIndex: 0,
+      snapshotIndex: 0,
       revision: 0,
       compactRevision: 1,
       leases: 0,
