@@ -127,6 +127,9 @@ const noFaults = {
   crashRate: 0,
   asymmetricRate: 0,
   flapRate: 0,
+  diskFullRate: 0,
+  membershipRate: 0,
+  spareNodes: 0,
 };
 
 /** A 3-node simulator driven by hand, with no faults of its own. */
