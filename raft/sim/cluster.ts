@@ -38,7 +38,7 @@ import type { Entry, NodeId } from "../types.ts";
 import { type NodeView, type Proposal, SafetyChecker } from "./checkers.ts";
 import { SimClock } from "./clock.ts";
 import { DiskFullError, SimDisk, type SimulatedDisk } from "./disk.ts";
-import { makeConfiguration, membersOf } from "../configuration.ts";
+import { makeConfiguration } from "../configuration.ts";
 import { MembershipChecker } from "./membership_checker.ts";
 import { MembershipOperator } from "./operator.ts";
 import { SimNetwork } from "./network.ts";
@@ -239,6 +239,19 @@ export class ClusterSimulator {
     this.#log(`partition ${JSON.stringify(groups)}`);
   }
 
+  /**
+   * Fills a started node's disk for `steps` steps (or until {@link heal}):
+   * its writes fail with ENOSPC, its driver stops, and it restarts from its
+   * durable disk after a downtime.
+   */
+  fillDisk(id: NodeId, steps: number): void {
+    const node = this.#node(id);
+    node.store.setFull(true);
+    node.diskFullUntil = this.#now + steps;
+    this.#faultCounts.diskFull++;
+    this.#log(`${id} disk full until ${node.diskFullUntil}`);
+  }
+
   /** Cuts the link from `from` to `to` only, until {@link heal}. */
   cutOneWay(from: NodeId, to: NodeId): void {
     this.#network.cutOneWay(from, to);
@@ -288,7 +301,8 @@ export class ClusterSimulator {
         }
       }
       this.#network.deliver(now, (message) => {
-        this.#node(message.to).driver?.step([message]);
+        // A message to an id that is no node of the run is lost.
+        this.#byId.get(message.to)?.driver?.step([message]);
       });
       for (const node of this.#nodes) {
         node.clock?.advance(now);
@@ -781,11 +795,7 @@ export class ClusterSimulator {
       n.driver !== null && !n.store.full
     );
     if (running.length === 0) return;
-    const node = rng.pick(running);
-    node.store.setFull(true);
-    node.diskFullUntil = this.#now + rng.int(20, 300);
-    this.#faultCounts.diskFull++;
-    this.#log(`${node.id} disk full until ${node.diskFullUntil}`);
+    this.fillDisk(rng.pick(running).id, rng.int(20, 300));
   }
 
   /**
