@@ -904,7 +904,14 @@ export class RaftCore {
       isMember(this.#configuration, this.id) &&
       !isMember(this.#configuration, message.from) &&
       message.from !== this.#leader &&
-      message.type !== "append" && message.type !== "installSnapshot"
+      message.type !== "append" && message.type !== "installSnapshot" &&
+      // So is a candidate whose log is at least as up to date as this
+      // node's: it may hold the configuration this node missed, which
+      // makes this node one of its voters (without that vote neither might
+      // ever be elected). A removed node's log is behind the members' that
+      // hold its removal, so it stays unheard.
+      !((message.type === "vote" || message.type === "preVote") &&
+        this.#log.isUpToDate(message.lastLogIndex, message.lastLogTerm))
     ) {
       this.#stats.droppedNotMember++;
       return;

@@ -623,3 +623,43 @@ Deno.test("dissertation §4.2.2 a leader deposed before its removal commits stan
   assert.equal(c.commits("n2", "after"), true);
   assert.equal(n1.role, "follower");
 });
+
+Deno.test("dissertation §4.1 a voter with a stale configuration hears a candidate outside it whose log is at least as up to date", () => {
+  // n5 missed the changes that made n2 a voter (its configuration is
+  // {n3, n5}); n2's configuration is {n2, n5}, so n2 needs n5's vote. Were
+  // n5 to drop n2's requests, neither could ever be elected.
+  const n5 = new RaftCore({
+    id: "n5",
+    voters: ["n3", "n5"],
+    random: () => 0.5,
+    hardState: { term: 3, vote: null, commit: 1 },
+    entries: [{ index: 1, term: 1, data: "" }],
+  });
+  const request = {
+    from: "n2",
+    to: "n5",
+    term: 4,
+    lastLogIndex: 2,
+    lastLogTerm: 3,
+  } as const;
+  n5.step({ type: "preVote", ...request });
+  n5.step({ type: "vote", ...request });
+  const ready = n5.ready();
+  assert.deepEqual(
+    ready.messages.map((m) => [m.type, m.to, "granted" in m && m.granted]),
+    [["preVoteResponse", "n2", true], ["voteResponse", "n2", true]],
+  );
+  assert.equal(n5.term, 4);
+  // A node outside its configuration whose log is behind stays unheard.
+  n5.advance(ready);
+  n5.step({
+    type: "vote",
+    ...request,
+    from: "n9",
+    term: 9,
+    lastLogIndex: 0,
+    lastLogTerm: 0,
+  });
+  assert.equal(n5.term, 4);
+  assert.equal(n5.stats.droppedNotMember, 1);
+});

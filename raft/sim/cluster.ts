@@ -9,8 +9,14 @@
  *
  * A crash loses all volatile state and the write in flight (or tears it, or
  * strikes after it was durable but before the driver knew); a restarted
- * node is rebuilt from its disk alone; messages that reach it while it is
- * down are dropped.
+ * node is rebuilt from its disk alone (its configuration too: the latest
+ * config entry of its persisted log); messages that reach it while it is
+ * down are dropped. A full disk fails writes with ENOSPC: the driver stops
+ * (onFatal) and the node restarts from its disk later. In a seeded half of
+ * the runs an operator (`operator.ts`) changes the membership meanwhile:
+ * spare nodes join empty as learners and are promoted, voters (the leader
+ * too) are removed and added again; `membership_checker.ts` checks that no
+ * two configurations that follow each other have disjoint majorities.
  *
  * Raft's safety properties (see `checkers.ts`) are checked after every
  * step, and a run ends with a liveness check once every fault is healed.
@@ -336,8 +342,11 @@ export class ClusterSimulator {
 
   /**
    * After {@link heal}: steps until the cluster is live or `maxSteps` pass.
-   * Live means exactly one leader, in the highest term; every node applied
+   * Live means exactly one leader, a voter of its configuration, in the
+   * highest term of its members; every member (voter or learner) applied
    * the leader's whole log; a proposal made after healing was committed.
+   * Nodes outside the leader's configuration (removed, or never added) are
+   * not waited for.
    * Lets promise callbacks (acknowledged proposals, served reads) run, and
    * checks them, after every step.
    *
@@ -375,7 +384,9 @@ export class ClusterSimulator {
       await this.flush();
     }
     this.heal();
-    const settleSteps = await this.settle(this.#options.settleSteps ?? 6000);
+    const settleSteps = await this.settle(
+      this.#options.settleSteps ?? 6000 + this.#catchUpAllowance(),
+    );
     const terms = this.#startedNodes().map((n) => n.core!.term);
     const net = this.#network.stats;
     return {
@@ -880,6 +891,23 @@ export class ClusterSimulator {
     if (learners.length === 0) return false;
     const floor = leader.commitIndex - 4 * this.cluster.maxUncommitted;
     return learners.some((id) => (leader.progressOf(id)?.match ?? 0) < floor);
+  }
+
+  /**
+   * Extra settling steps in runs with membership changes: a node added
+   * late, or added again after a long absence, catches up entry by entry
+   * (no snapshots yet), up to maxEntriesPerAppend entries per round trip,
+   * from as far behind as the applied record is long.
+   */
+  #catchUpAllowance(): number {
+    if (this.faults.membershipRate === 0) return 0;
+    let behind = 0;
+    for (const node of this.#startedNodes()) {
+      const last = node.core?.lastIndex ?? node.disk.entries.length;
+      behind = Math.max(behind, this.#checker.applied.length - last);
+    }
+    const roundTrip = 2 * this.cluster.maxDelay + 2;
+    return Math.ceil(behind / this.cluster.maxEntriesPerAppend) * roundTrip;
   }
 
   #membershipSummary(): SimulationResult["membership"] {

@@ -133,7 +133,12 @@ export interface SimulationOptions {
   nodes: number;
   /** Steps run with faults active, before healing. */
   steps: number;
-  /** Most steps to reach liveness after healing. Default 6000. */
+  /**
+   * Most steps to reach liveness after healing. Default 6000, plus, in runs
+   * with membership changes, time for the node furthest behind to catch up
+   * (`maxEntriesPerAppend` entries per round trip of `2 × maxDelay + 2`
+   * steps: without snapshots a late joiner replays the whole log).
+   */
   settleSteps?: number;
   /** Fault intensities; unspecified fields come from {@link scenarioForSeed}. */
   faults?: Partial<FaultConfig>;
