@@ -664,7 +664,7 @@ export class RaftCore {
       this.#electionElapsed++;
       if (
         this.#electionElapsed >= this.#randomizedElectionTimeout &&
-        this.#mayStand() // learners and non-members never stand (§4.2.1)
+        this.#mayStand() // learners, non-members never stand (§4.2.1, §4.2.2)
       ) {
         if (this.#preVote) this.#preCampaign();
         else this.campaign();

@@ -10,6 +10,10 @@
  *   (or, now and then, give up and remove a learner that does not);
  * - remove a voter, sometimes the leader itself.
  *
+ * A removed node is not stopped: it runs on (crashes, restarts) with its
+ * stale configuration, as a forgotten process would, and must not disrupt
+ * the members.
+ *
  * Bounds: at least 1 voter (the core refuses to remove the last one), at
  * most {@link maxMembers} voters and learners, one change at a time. A
  * refused proposal (`ConfChangeError`, `NotLeaderError`) or one that times
