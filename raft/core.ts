@@ -668,7 +668,7 @@ export class RaftCore {
       this.#electionElapsed++;
       if (
         this.#electionElapsed >= this.#randomizedElectionTimeout &&
-        this.#isVoter(this.id) // learners and non-members never stand (§4.2.1)
+        this.#mayStand() // learners, non-members never stand (§4.2.1, §4.2.2)
       ) {
         if (this.#preVote) this.#preCampaign();
         else this.campaign();
@@ -691,7 +691,7 @@ export class RaftCore {
    * a leader asked for (a {@link TimeoutNowRequest}).
    */
   #campaign(transfer: boolean): void {
-    if (this.#role === "leader" || !this.#isVoter(this.id)) return;
+    if (this.#role === "leader" || !this.#mayStand()) return;
     this.#becomeCandidate();
     if (this.#countVotes(true) >= this.#quorum) {
       this.#becomeLeader();
@@ -786,7 +786,7 @@ export class RaftCore {
     this.#leader = null;
     this.#preCandidate = true;
     this.#resetTimers();
-    this.#votes = new Map([[this.id, true]]);
+    this.#votes = this.#ownVote();
     if (this.#countVotes(true) >= this.#quorum) {
       this.campaign();
       return;
@@ -902,9 +902,20 @@ export class RaftCore {
       // Non-members are ignored, except the leader this node follows (it
       // leads on while its own removal commits, dissertation §4.2.2); a
       // node in no configuration (joining, or removed) takes any leader.
+      // A leader's appends and snapshots are heard from anyone: this node's
+      // configuration may be stale (it missed the change that added the
+      // leader, §4.1), and following the leader of a term is always safe.
       isMember(this.#configuration, this.id) &&
       !isMember(this.#configuration, message.from) &&
-      message.from !== this.#leader
+      message.from !== this.#leader &&
+      message.type !== "append" && message.type !== "installSnapshot" &&
+      // So is a candidate whose log is at least as up to date as this
+      // node's: it may hold the configuration this node missed, which
+      // makes this node one of its voters (without that vote neither might
+      // ever be elected). A removed node's log is behind the members' that
+      // hold its removal, so it stays unheard.
+      !((message.type === "vote" || message.type === "preVote") &&
+        this.#log.isUpToDate(message.lastLogIndex, message.lastLogTerm))
     ) {
       this.#stats.droppedNotMember++;
       return;
@@ -1093,14 +1104,22 @@ export class RaftCore {
     const softState = this.softState;
     const snapshot = this.#pendingSnapshot;
     const applyFrom = Math.max(this.#appliedCursor, snapshot?.index ?? 0) + 1;
+    // A leader's messages may leave before its own write only once its term
+    // is durable: a single voter wins its election in the Ready that raises
+    // its term, and after a crash before that write it could lead the same
+    // term again with other entries at the same indices (§10.2.1 lets the
+    // leader write its log in parallel, not its term).
+    const termDurable = this.#term === this.#persistedHardState.term;
     const ready: Ready = {
       hardState: sameHardState(hardState, this.#persistedHardState)
         ? null
         : hardState,
       entries: this.#log.unstableEntries(),
       snapshot,
-      leaderMessages: this.#leaderMessages,
-      messages: this.#messages,
+      leaderMessages: termDurable ? this.#leaderMessages : [],
+      messages: termDurable
+        ? this.#messages
+        : [...this.#leaderMessages, ...this.#messages],
       committedEntries: applyFrom > this.#commit
         ? []
         : this.#log.slice(applyFrom, this.#commit),
@@ -1163,6 +1182,29 @@ export class RaftCore {
 
   #isVoter(id: NodeId): boolean {
     return isVoter(this.#configuration, id);
+  }
+
+  /**
+   * Whether this node may stand for election: it is a voter, or it is
+   * being removed by a config entry not committed yet (dissertation
+   * §4.2.2: a server not in the new configuration may still time out and
+   * lead until the change commits). The latter matters when this node alone
+   * holds that entry: the new configuration's voters cannot elect one of
+   * their own, as this node refuses them its vote for their shorter logs.
+   * Its election counts the votes of its configuration's voters only.
+   */
+  #mayStand(): boolean {
+    if (this.#isVoter(this.id)) return true;
+    const known = this.#configEntries;
+    const latest = known.at(-1);
+    if (latest === undefined || latest.index <= this.#commit) return false;
+    const before = known.at(-2)?.configuration ?? this.#baseConfiguration;
+    return isVoter(before, this.id);
+  }
+
+  /** A candidate's own vote, counted only when it is a voter. */
+  #ownVote(): Map<NodeId, boolean> {
+    return new Map(this.#isVoter(this.id) ? [[this.id, true]] : []);
   }
 
   /**
@@ -1236,7 +1278,7 @@ export class RaftCore {
     this.#preCandidate = false;
     this.#leader = null;
     this.#resetTimers();
-    this.#votes = new Map([[this.id, true]]);
+    this.#votes = this.#ownVote();
     this.#dropReads();
   }
 

@@ -533,3 +533,133 @@ Deno.test("a node must be a member unless it joins", () => {
   });
   assert.deepEqual(recovered.voters, ["n1", "n2"]);
 });
+
+Deno.test("dissertation §10.2.1 with one voter: a leader elected in one Ready sends its learners nothing of a term its disk does not hold yet", () => {
+  // n1 is the only voter and n2 a learner: n1 stands and wins in the same
+  // Ready that raises its term. Were its appends to n2 sent before that
+  // term is durable, a crash before the write would let n1 lead the same
+  // term again after restart with different entries at the same indices.
+  const core = new RaftCore({
+    id: "n1",
+    voters: ["n1"],
+    learners: ["n2"],
+    random: () => 0.5,
+    preVote: false,
+  });
+  for (let i = 0; i < 40 && core.role !== "leader"; i++) core.tick();
+  assert.equal(core.role, "leader");
+  const ready = core.ready();
+  assert.equal(ready.hardState?.term, 1);
+  assert.deepEqual(ready.leaderMessages, []);
+  const appends = ready.messages.filter((m) => m.type === "append");
+  assert.deepEqual(appends.map((m) => [m.to, m.term]), [["n2", 1]]);
+  core.advance(ready);
+  // Once the term is durable, appends go out before the leader's own write.
+  const learner = new RaftCore({
+    id: "n2",
+    voters: ["n1"],
+    learners: ["n2"],
+    random: () => 0.5,
+  });
+  for (const message of appends) learner.step(message);
+  const answer = learner.ready();
+  learner.advance(answer);
+  for (const message of answer.messages) core.step(message);
+  if (core.hasReady()) core.advance(core.ready());
+  core.propose("x");
+  const next = core.ready();
+  assert.equal(next.hardState, null);
+  assert.deepEqual(
+    next.leaderMessages.filter((m) => m.type === "append").map((m) => m.to),
+    ["n2"],
+  );
+});
+
+Deno.test("dissertation §4.1 a follower that missed the change adding the leader still follows that leader and catches up", () => {
+  const c = new Cluster(["n1", "n2", "n3"]);
+  const leader = c.elect("n1");
+  c.startJoining("n4");
+  const cut = without("n3");
+  leader.proposeConfChange({ type: "addLearner", node: "n4" });
+  c.deliver(cut);
+  leader.proposeConfChange({ type: "promote", node: "n4" });
+  c.deliver(cut);
+  // n3 missed both changes: n4 is not in its configuration.
+  assert.deepEqual(c.core("n3").voters, ["n1", "n2", "n3"]);
+  leader.transferLeadership("n4");
+  c.deliver(cut);
+  const n4 = c.core("n4");
+  assert.equal(n4.role, "leader");
+  // n4's appends reach n3: it must not drop them as coming from a
+  // non-member, or it never learns the changes (nor anything after).
+  assert.equal(c.commits("n4", "after"), true);
+  c.tick("n4", 3);
+  assert.equal(c.core("n3").leader, "n4");
+  assert.deepEqual(logOf(c.core("n3")), logOf(n4));
+  assert.deepEqual(c.core("n3").voters, ["n1", "n2", "n3", "n4"]);
+});
+
+Deno.test("dissertation §4.2.2 a leader deposed before its removal commits stands again, so the new configuration can commit it", () => {
+  const c = new Cluster(["n1", "n2"]);
+  c.elect("n1").proposeConfChange({ type: "remove", node: "n1" });
+  c.flush();
+  c.queue = []; // n2 never hears of the removal: n1 crashes with it on disk
+  c.crash("n1");
+  c.restart("n1");
+  const n1 = c.core("n1");
+  assert.deepEqual(n1.voters, ["n2"]);
+  // n2 (still in {n1, n2}) stands, and n1 refuses it: n1's log is longer.
+  c.tick("n2", 40);
+  assert.notEqual(c.core("n2").role, "leader");
+  // Only n1 holds the entry that makes n2 the sole voter: n1 must stand
+  // again (counting n2's vote, not its own), or nobody ever leads.
+  for (let i = 0; i < 200; i++) {
+    c.tick(i % 2 === 0 ? "n1" : "n2");
+    if (c.core("n2").role === "leader") break;
+  }
+  const n2 = c.core("n2");
+  assert.equal(n2.role, "leader");
+  assert.deepEqual(n2.voters, ["n2"]);
+  assert.equal(c.commits("n2", "after"), true);
+  assert.equal(n1.role, "follower");
+});
+
+Deno.test("dissertation §4.1 a voter with a stale configuration hears a candidate outside it whose log is at least as up to date", () => {
+  // n5 missed the changes that made n2 a voter (its configuration is
+  // {n3, n5}); n2's configuration is {n2, n5}, so n2 needs n5's vote. Were
+  // n5 to drop n2's requests, neither could ever be elected.
+  const n5 = new RaftCore({
+    id: "n5",
+    voters: ["n3", "n5"],
+    random: () => 0.5,
+    hardState: { term: 3, vote: null, commit: 1 },
+    entries: [{ index: 1, term: 1, data: "" }],
+  });
+  const request = {
+    from: "n2",
+    to: "n5",
+    term: 4,
+    lastLogIndex: 2,
+    lastLogTerm: 3,
+  } as const;
+  n5.step({ type: "preVote", ...request });
+  n5.step({ type: "vote", ...request });
+  const ready = n5.ready();
+  assert.deepEqual(
+    ready.messages.map((m) => [m.type, m.to, "granted" in m && m.granted]),
+    [["preVoteResponse", "n2", true], ["voteResponse", "n2", true]],
+  );
+  assert.equal(n5.term, 4);
+  // A node outside its configuration whose log is behind stays unheard.
+  n5.advance(ready);
+  n5.step({
+    type: "vote",
+    ...request,
+    from: "n9",
+    term: 9,
+    lastLogIndex: 0,
+    lastLogTerm: 0,
+  });
+  assert.equal(n5.term, 4);
+  assert.equal(n5.stats.droppedNotMember, 1);
+});

@@ -18,6 +18,7 @@
  * @module
  */
 
+import { isVoter, membersOf } from "../configuration.ts";
 import type { RaftCore } from "../core.ts";
 import type { Entry, Message, NodeId } from "../types.ts";
 import type { SimulatedDisk } from "./disk.ts";
@@ -156,7 +157,9 @@ export class SafetyChecker {
           `${node.id} applies ${entry.index} beyond the applied record`,
         );
       }
-      if (entry.data !== "") {
+      // Config entries may repeat a configuration (a node removed, then
+      // added again); only client payloads are unique.
+      if (entry.data !== "" && entry.type !== "config") {
         const earlier = this.#appliedData.get(entry.data);
         if (earlier !== undefined) {
           this.#fail(
@@ -320,9 +323,12 @@ export class SafetyChecker {
   }
 
   /**
-   * Liveness after healing: null when exactly one leader leads in the
-   * highest term, has committed its whole log, every node applied it, and
-   * a proposal made after healing was committed; else why not.
+   * Liveness after healing: null when exactly one node leads, it is a voter
+   * of its configuration and in the highest term of its members, it has
+   * committed its whole log, every member (voter or learner) applied it,
+   * and a proposal made after healing was committed; else why not. Nodes
+   * outside the leader's configuration (removed, or never added) are not
+   * waited for.
    */
   liveness(
     nodes: readonly NodeView[],
@@ -331,19 +337,29 @@ export class SafetyChecker {
     if (!postHealCommitted) {
       return "no proposal made after healing was committed";
     }
-    const cores = nodes.map((n) => n.core);
-    if (cores.some((c) => c === null)) return "a node is down";
-    const maxTerm = Math.max(...cores.map((c) => c!.term));
-    const leaders = cores.filter((c) => c!.role === "leader");
+    const leaders = nodes.filter((n) => n.core?.role === "leader");
     if (leaders.length !== 1) return `${leaders.length} leaders`;
-    const leader = leaders[0]!;
+    const leader = leaders[0].core!;
+    const members = membersOf(leader.configuration);
+    if (!isVoter(leader.configuration, leader.id)) {
+      return `leader ${leader.id} is not a voter of its configuration`;
+    }
+    const memberNodes = nodes.filter((n) => members.includes(n.id));
+    const down = memberNodes.filter((n) => n.core === null);
+    if (down.length > 0) {
+      return `member ${down.map((n) => n.id).join(", ")} is down`;
+    }
+    if (memberNodes.length !== members.length) {
+      return `a member of [${members}] was never started`;
+    }
+    const maxTerm = Math.max(...memberNodes.map((n) => n.core!.term));
     if (leader.term !== maxTerm) {
       return `leader ${leader.id} is in term ${leader.term} < ${maxTerm}`;
     }
     if (leader.commitIndex !== leader.lastIndex) {
       return `leader ${leader.id} has uncommitted entries`;
     }
-    const lagging = nodes.filter((n) => n.applied !== leader.commitIndex);
+    const lagging = memberNodes.filter((n) => n.applied !== leader.commitIndex);
     if (lagging.length > 0) {
       return `${lagging.map((n) => n.id).join(", ")} applied less than ` +
         `${leader.commitIndex}`;

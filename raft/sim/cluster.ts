@@ -9,8 +9,14 @@
  *
  * A crash loses all volatile state and the write in flight (or tears it, or
  * strikes after it was durable but before the driver knew); a restarted
- * node is rebuilt from its disk alone; messages that reach it while it is
- * down are dropped.
+ * node is rebuilt from its disk alone (its configuration too: the latest
+ * config entry of its persisted log); messages that reach it while it is
+ * down are dropped. A full disk fails writes with ENOSPC: the driver stops
+ * (onFatal) and the node restarts from its disk later. In a seeded half of
+ * the runs an operator (`operator.ts`) changes the membership meanwhile:
+ * spare nodes join empty as learners and are promoted, voters (the leader
+ * too) are removed and added again; `membership_checker.ts` checks that no
+ * two configurations that follow each other have disjoint majorities.
  *
  * Raft's safety properties (see `checkers.ts`) are checked after every
  * step, and a run ends with a liveness check once every fault is healed.
@@ -37,7 +43,10 @@ import {
 import type { Entry, NodeId } from "../types.ts";
 import { type NodeView, type Proposal, SafetyChecker } from "./checkers.ts";
 import { SimClock } from "./clock.ts";
-import { SimDisk, type SimulatedDisk } from "./disk.ts";
+import { DiskFullError, SimDisk, type SimulatedDisk } from "./disk.ts";
+import { makeConfiguration } from "../configuration.ts";
+import { MembershipChecker } from "./membership_checker.ts";
+import { MembershipOperator } from "./operator.ts";
 import { SimNetwork } from "./network.ts";
 import { mixSeed, mulberry32, Prng } from "./prng.ts";
 import {
@@ -58,10 +67,16 @@ class SimNode implements NodeView {
   downUntil = 0;
   nextTick = 0;
   applied = 0;
+  /** Step at which a full disk has room again. */
+  diskFullUntil = 0;
   /** Step at which the disk write in flight was started. */
   writeStarted = 0;
   /** Crash at this step's Ready phase. */
   doomed = false;
+  /** Ever started (spare nodes wait until the operator adds them). */
+  started = false;
+  /** Started with `join: true` and no bootstrap configuration (a spare). */
+  joiner = false;
   readonly store: SimDisk;
 
   constructor(
@@ -106,11 +121,14 @@ export class ClusterSimulator {
   readonly #rng: Prng;
   readonly #transferRng: Prng;
   readonly #linkRng: Prng;
+  readonly #diskRng: Prng;
   readonly #nodes: SimNode[];
   readonly #voters: NodeId[];
   readonly #byId = new Map<NodeId, SimNode>();
   readonly #network: SimNetwork;
   readonly #checker: SafetyChecker;
+  readonly #membership: MembershipChecker;
+  readonly #operator: MembershipOperator;
 
   #now = 0;
   #faultsActive = true;
@@ -139,6 +157,8 @@ export class ClusterSimulator {
     tornWrites: 0,
     unacknowledgedWrites: 0,
     slowWrites: 0,
+    diskFull: 0,
+    diskFullStops: 0,
   };
   readonly #proposals: Proposal[] = [];
   readonly #trace: string[] = [];
@@ -163,31 +183,37 @@ export class ClusterSimulator {
     this.#rng = new Prng(mixSeed(options.seed, 0x51a1));
     this.#transferRng = new Prng(mixSeed(options.seed, 0x7a45));
     this.#linkRng = new Prng(mixSeed(options.seed, 0x11a4));
+    this.#diskRng = new Prng(mixSeed(options.seed, 0xd15c));
     this.#voters = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
+    const ids = Array.from(
+      { length: options.nodes + this.faults.spareNodes },
+      (_, i) => `n${i + 1}`,
+    );
     const fail = (detail: string) => this.#fail(detail);
     this.#checker = new SafetyChecker(fail, (line) => this.#log(line));
-    this.#network = new SimNetwork(this.#rng, this.#voters, {
+    this.#membership = new MembershipChecker(
+      makeConfiguration(this.#voters),
+      fail,
+    );
+    this.#operator = this.#makeOperator(ids);
+    this.#network = new SimNetwork(this.#rng, ids, {
       minDelay: this.cluster.minDelay,
       maxDelay: this.cluster.maxDelay,
       lossRate: this.faults.lossRate,
       duplicateRate: this.faults.duplicateRate,
     });
-    this.#nodes = this.#voters.map((id, number) =>
-      new SimNode(id, number, fail)
-    );
-    for (const node of this.#nodes) {
-      this.#byId.set(node.id, node);
-      this.#start(node);
-    }
+    this.#nodes = ids.map((id, number) => new SimNode(id, number, fail));
+    for (const node of this.#nodes) this.#byId.set(node.id, node);
+    for (const id of this.#voters) this.#start(this.#node(id));
   }
 
   /** Current step number (0 before the first step). */
   get now(): number {
     return this.#now;
   }
-  /** Ids of all nodes. */
+  /** Ids of the nodes started so far (bootstrap voters, then joiners). */
   get nodeIds(): readonly NodeId[] {
-    return this.#voters;
+    return this.#startedIds();
   }
   /** Every entry applied anywhere so far, in index order. */
   get appliedLog(): readonly Entry[] {
@@ -219,6 +245,19 @@ export class ClusterSimulator {
     this.#log(`partition ${JSON.stringify(groups)}`);
   }
 
+  /**
+   * Fills a started node's disk for `steps` steps (or until {@link heal}):
+   * its writes fail with ENOSPC, its driver stops, and it restarts from its
+   * durable disk after a downtime.
+   */
+  fillDisk(id: NodeId, steps: number): void {
+    const node = this.#node(id);
+    node.store.setFull(true);
+    node.diskFullUntil = this.#now + steps;
+    this.#faultCounts.diskFull++;
+    this.#log(`${id} disk full until ${node.diskFullUntil}`);
+  }
+
   /** Cuts the link from `from` to `to` only, until {@link heal}. */
   cutOneWay(from: NodeId, to: NodeId): void {
     this.#network.cutOneWay(from, to);
@@ -247,7 +286,8 @@ export class ClusterSimulator {
     this.#healedAt = this.#now;
     for (const node of this.#nodes) {
       node.doomed = false;
-      if (node.driver === null) this.#start(node);
+      node.store.setFull(false);
+      if (node.started && node.driver === null) this.#start(node);
     }
     this.#log("heal");
   }
@@ -257,12 +297,18 @@ export class ClusterSimulator {
     const now = ++this.#now;
     this.#throwLate();
     try {
-      if (this.#faultsActive) this.#injectFaults();
+      if (this.#faultsActive) {
+        this.#injectFaults();
+        this.#injectDiskFull();
+      }
       for (const node of this.#nodes) {
-        if (node.driver === null && node.downUntil <= now) this.#start(node);
+        if (node.started && node.driver === null && node.downUntil <= now) {
+          this.#start(node);
+        }
       }
       this.#network.deliver(now, (message) => {
-        this.#node(message.to).driver?.step([message]);
+        // A message to an id that is no node of the run is lost.
+        this.#byId.get(message.to)?.driver?.step([message]);
       });
       for (const node of this.#nodes) {
         node.clock?.advance(now);
@@ -272,11 +318,19 @@ export class ClusterSimulator {
         }
       }
       if (this.#healedAt < 0 || !this.#postHealCommitted) this.#client();
-      if (this.#faultsActive) this.#maybeTransfer();
-      for (const node of this.#rng.shuffle([...this.#nodes])) {
+      if (this.#faultsActive) {
+        this.#maybeTransfer();
+        this.#operator.step();
+      }
+      for (const node of this.#rng.shuffle(this.#startedNodes())) {
         if (node.driver !== null) this.#readyPhase(node);
+        if (node.driver !== null) {
+          this.#syncApplied(node, node.driver.appliedIndex);
+        }
       }
       this.#checker.checkLeaders(this.#nodes);
+      this.#membership.checkCommitted(this.#checker.applied, this.leaders);
+      this.#membership.checkLeaders(this.#nodes);
       if (now % (this.#options.logMatchingEvery ?? 50) === 0) {
         this.#checker.checkLogs(this.#nodes);
       }
@@ -288,8 +342,11 @@ export class ClusterSimulator {
 
   /**
    * After {@link heal}: steps until the cluster is live or `maxSteps` pass.
-   * Live means exactly one leader, in the highest term; every node applied
+   * Live means exactly one leader, a voter of its configuration, in the
+   * highest term of its members; every member (voter or learner) applied
    * the leader's whole log; a proposal made after healing was committed.
+   * Nodes outside the leader's configuration (removed, or never added) are
+   * not waited for.
    * Lets promise callbacks (acknowledged proposals, served reads) run, and
    * checks them, after every step.
    *
@@ -327,12 +384,14 @@ export class ClusterSimulator {
       await this.flush();
     }
     this.heal();
-    const settleSteps = await this.settle(this.#options.settleSteps ?? 6000);
-    const terms = this.#nodes.map((n) => n.core!.term);
+    const settleSteps = await this.settle(
+      this.#options.settleSteps ?? 6000 + this.#catchUpAllowance(),
+    );
+    const terms = this.#startedNodes().map((n) => n.core!.term);
     const net = this.#network.stats;
     return {
       seed: this.seed,
-      nodes: this.#nodes.length,
+      nodes: this.#voters.length,
       steps: this.#now,
       settleSteps,
       proposals: this.#stats.proposals,
@@ -345,7 +404,7 @@ export class ClusterSimulator {
       transfers: this.#stats.transfers,
       leaderTerms: this.#checker.leaders.size,
       maxTerm: Math.max(...terms),
-      finalIndex: this.#nodes[0].applied,
+      finalIndex: this.#checker.applied.length,
       acknowledged: this.#stats.acknowledged,
       failedOnLeaderLoss: this.#stats.failedOnLeaderLoss,
       faults: {
@@ -355,18 +414,24 @@ export class ClusterSimulator {
         ...this.#faultCounts,
       },
       snapshots: 0,
-      membershipChanges: 0,
+      membershipChanges: this.#membership.changes.committed,
+      membership: this.#membershipSummary(),
     };
   }
 
-  /** One line per node: role, term, log, commit and applied index. */
+  /**
+   * One line per started node: role, term, log, commit and applied index,
+   * configuration.
+   */
   describe(): string {
-    return this.#nodes.map((node) => {
+    return this.#startedNodes().map((node) => {
       const core = node.core;
       if (core === null) return `${node.id}: down`;
+      const { voters, learners } = core.configuration;
       return `${node.id}: ${core.role} term ${core.term} leader ${core.leader} ` +
         `last ${core.lastIndex}/${core.entryAt(core.lastIndex)?.term ?? 0} ` +
-        `commit ${core.commitIndex} applied ${node.applied}`;
+        `commit ${core.commitIndex} applied ${node.applied} ` +
+        `voters [${voters}] learners [${learners}]`;
     }).join("; ");
   }
 
@@ -391,7 +456,7 @@ export class ClusterSimulator {
       : "";
     throw new SimulationError(
       this.seed,
-      this.#nodes.length,
+      this.#voters.length,
       this.#now,
       detail + trace,
       this.#options.steps,
@@ -417,6 +482,7 @@ export class ClusterSimulator {
 
   /** Builds a node's core and driver from its disk (a start or a restart). */
   #start(node: SimNode): void {
+    node.started = true;
     node.incarnation++;
     const random = mulberry32(
       mixSeed(this.seed, node.number, node.incarnation),
@@ -428,7 +494,8 @@ export class ClusterSimulator {
         ((config: RaftCoreConfig) => new RaftCore(config));
       core = createCore({
         id: node.id,
-        voters: this.#voters,
+        voters: node.joiner ? [] : this.#voters,
+        join: node.joiner,
         random,
         hardState: disk.hardState && { ...disk.hardState },
         entries: disk.entries.map((e) => ({ ...e })),
@@ -472,6 +539,7 @@ export class ClusterSimulator {
       network,
       clock: node.clock,
       apply: (entry) => {
+        this.#syncApplied(node, entry.index - 1);
         this.#checker.checkApply(node, entry);
         node.applied = entry.index;
         if (!this.#postHealCommitted && this.#postHeal.length > 0) {
@@ -486,7 +554,8 @@ export class ClusterSimulator {
         }
       },
       onFatal: (error) => {
-        throw error;
+        if (!(error instanceof DiskFullError)) throw error;
+        this.#stopOnDiskFull(node, error);
       },
       readContextPrefix: `${node.id}.${node.incarnation}`,
       proposeTimeoutMs: 20 * election,
@@ -522,7 +591,8 @@ export class ClusterSimulator {
         this.#faultCounts.slowWrites++;
         break;
       }
-      node.store.complete();
+      this.#completeWrite(node);
+      if (node.driver === null) return; // the disk was full: it stopped
       node.clock!.runDeferred();
     }
   }
@@ -533,7 +603,8 @@ export class ClusterSimulator {
     if (node.store.pending) {
       const draw = rng.next();
       if (draw < 0.25) {
-        node.store.complete();
+        this.#completeWrite(node);
+        if (node.driver === null) return; // the disk was full: it stopped
         node.clock!.runDeferred();
         where = "after sending";
       }
@@ -583,8 +654,9 @@ export class ClusterSimulator {
     const links = this.#linkRng;
     if (links.chance(this.faults.asymmetricRate)) {
       this.#faultCounts.asymmetric++;
-      const a = links.pick(this.#voters);
-      const others = this.#voters.filter((id) => id !== a);
+      const started = this.#startedIds();
+      const a = links.pick(started);
+      const others = started.filter((id) => id !== a);
       const kind = links.int(0, 3);
       if (others.length === 0 || kind === 0) {
         this.#network.heal();
@@ -611,9 +683,10 @@ export class ClusterSimulator {
   }
 
   #randomGroups(rng: Prng): NodeId[][] {
-    const count = rng.int(2, Math.min(3, this.#nodes.length));
+    const started = this.#startedIds();
+    const count = rng.int(2, Math.min(3, started.length));
     const groups: NodeId[][] = Array.from({ length: count }, () => []);
-    for (const id of this.#voters) groups[rng.int(0, count - 1)].push(id);
+    for (const id of started) groups[rng.int(0, count - 1)].push(id);
     return groups.filter((g) => g.length > 0);
   }
 
@@ -627,8 +700,9 @@ export class ClusterSimulator {
     const leaders = this.#nodes.filter((n) => n.core?.role === "leader");
     if (leaders.length === 0) return;
     const node = rng.pick(leaders);
-    const target = rng.chance(0.5) ? undefined : rng.pick(this.#voters);
-    if (this.#voters.length === 1) return;
+    const voters = node.core!.voters;
+    const target = rng.chance(0.5) ? undefined : rng.pick(voters);
+    if (voters.length === 1) return;
     node.driver!.transferLeadership({ target }).catch(() => {});
     this.#stats.transfers++;
     this.#log(`transfer ${node.id} -> ${node.core!.transferee ?? target}`);
@@ -656,6 +730,7 @@ export class ClusterSimulator {
       if (core.lastIndex - core.commitIndex >= this.cluster.maxUncommitted) {
         continue; // clients wait for earlier writes (flow control)
       }
+      if (this.#learnerLagging(core)) continue;
       const data = `p${this.seed}.${++this.#sequence}`;
       const proposal = { index: core.lastIndex + 1, term: core.term, data };
       this.#proposals.push(proposal);
@@ -691,7 +766,164 @@ export class ClusterSimulator {
   }
 
   #liveness(): string | null {
-    return this.#checker.liveness(this.#nodes, this.#postHealCommitted);
+    return this.#checker.liveness(
+      this.#startedNodes(),
+      this.#postHealCommitted,
+    );
+  }
+
+  #startedNodes(): SimNode[] {
+    return this.#nodes.filter((node) => node.started);
+  }
+
+  #startedIds(): NodeId[] {
+    return this.#nodes.filter((node) => node.started).map((node) => node.id);
+  }
+
+  // --- disk full (issue 8 item 9) -------------------------------------------
+
+  /** Completes a node's write in flight, which fails while its disk is full. */
+  #completeWrite(node: SimNode): void {
+    const kept = node.store.full ? this.#diskRng.int(0, 8) : 0;
+    node.store.complete(kept);
+  }
+
+  /**
+   * Now and then fills a running node's disk for 20 to 300 steps, and frees
+   * the disks whose time is up (own stream, so seeds without disk-full
+   * faults draw as before).
+   */
+  #injectDiskFull(): void {
+    for (const node of this.#nodes) {
+      if (node.store.full && node.diskFullUntil <= this.#now) {
+        node.store.setFull(false);
+        this.#log(`${node.id} disk has room again`);
+      }
+    }
+    const rng = this.#diskRng;
+    if (!rng.chance(this.faults.diskFullRate)) return;
+    const running = this.#nodes.filter((n) =>
+      n.driver !== null && !n.store.full
+    );
+    if (running.length === 0) return;
+    this.fillDisk(rng.pick(running).id, rng.int(20, 300));
+  }
+
+  /**
+   * A write failed with ENOSPC: the driver stopped (onFatal). The node is
+   * down like a crashed one, and restarts from its durable disk later.
+   */
+  #stopOnDiskFull(node: SimNode, error: DiskFullError): void {
+    node.driver = null;
+    node.clock = null;
+    node.doomed = false;
+    node.downUntil = this.#now +
+      this.#diskRng.int(this.faults.minDowntime, this.faults.maxDowntime);
+    this.#faultCounts.diskFullStops++;
+    this.#log(
+      `${node.id} stops: ${error.message}; down until ${node.downUntil}`,
+    );
+  }
+
+  // --- membership (issue 8 item 9) ------------------------------------------
+
+  #makeOperator(ids: readonly NodeId[]): MembershipOperator {
+    const election = this.cluster.electionTicks * this.cluster.stepsPerTick;
+    return new MembershipOperator(
+      {
+        now: () => this.#now,
+        ids,
+        leader: () => {
+          let best: SimNode | null = null;
+          for (const node of this.#nodes) {
+            const core = node.core;
+            if (
+              core === null || core.role !== "leader" ||
+              core.transferee !== null
+            ) continue;
+            if (best === null || core.term > best.core!.term) best = node;
+          }
+          return best &&
+            { id: best.id, core: best.core!, driver: best.driver! };
+        },
+        started: (id) => this.#node(id).started,
+        startJoiner: (id) => {
+          const node = this.#node(id);
+          node.joiner = true;
+          this.#start(node);
+          this.#log(`${id} starts empty, to join`);
+        },
+        log: (line) => this.#log(line),
+      },
+      new Prng(mixSeed(this.seed, 0x3e3b)),
+      this.faults.membershipRate,
+      20 * election,
+    );
+  }
+
+  /**
+   * The driver applies config entries without calling `apply`: checks them
+   * (State Machine Safety) from the core's log, up to `upTo`.
+   */
+  #syncApplied(node: SimNode, upTo: number): void {
+    while (node.applied < upTo) {
+      const entry = node.core!.entryAt(node.applied + 1);
+      if (entry === undefined || entry.type !== "config") {
+        this.#fail(
+          `${node.id} skipped applying entry ${node.applied + 1}, which is ` +
+            `not a config entry`,
+        );
+      }
+      this.#checker.checkApply(node, entry);
+      node.applied = entry.index;
+    }
+  }
+
+  /**
+   * Whether a learner of `leader` is more than 4 × maxUncommitted entries
+   * behind: clients then wait. Without snapshots a learner catches up
+   * entry by entry, and a leader whose voters alone commit would otherwise
+   * leave it behind without bound (a voter that lags is bounded by the
+   * quorum's pace instead).
+   */
+  #learnerLagging(leader: RaftCore): boolean {
+    const learners = leader.configuration.learners;
+    if (learners.length === 0) return false;
+    const floor = leader.commitIndex - 4 * this.cluster.maxUncommitted;
+    return learners.some((id) => (leader.progressOf(id)?.match ?? 0) < floor);
+  }
+
+  /**
+   * Extra settling steps in runs with membership changes: a node added
+   * late, or added again after a long absence, catches up entry by entry
+   * (no snapshots yet), up to maxEntriesPerAppend entries per round trip,
+   * from as far behind as the applied record is long.
+   */
+  #catchUpAllowance(): number {
+    if (this.faults.membershipRate === 0) return 0;
+    let behind = 0;
+    for (const node of this.#startedNodes()) {
+      const last = node.core?.lastIndex ?? node.disk.entries.length;
+      behind = Math.max(behind, this.#checker.applied.length - last);
+    }
+    const roundTrip = 2 * this.cluster.maxDelay + 2;
+    return Math.ceil(behind / this.cluster.maxEntriesPerAppend) * roundTrip;
+  }
+
+  #membershipSummary(): SimulationResult["membership"] {
+    const counts = this.#operator.counts;
+    const changes = this.#membership.changes;
+    return {
+      proposed: counts.proposed,
+      refused: counts.refused,
+      committed: changes.committed,
+      joins: counts.joins,
+      added: changes.added,
+      readded: changes.readded,
+      promotions: changes.promotions,
+      removals: changes.removals,
+      leaderRemovals: changes.leaderRemovals,
+    };
   }
 }
 

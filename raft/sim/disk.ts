@@ -7,6 +7,9 @@
  * never the hard state. A crash may also strike after the write became
  * durable but before the driver heard so (nothing of that Ready was sent).
  *
+ * A full disk fails every write with a {@link DiskFullError}, after
+ * maybe a prefix of its entries reached the disk.
+ *
  * The disk also checks what the core asks it to write: no gap in the log,
  * no committed entry overwritten, no commit index beyond the log.
  *
@@ -22,6 +25,22 @@ export interface SimulatedDisk {
   hardState: HardState | undefined;
   /** The persisted log, contiguous from index 1. */
   entries: Entry[];
+}
+
+/** The error a full disk fails a write with (like Deno's ENOSPC error). */
+export class DiskFullError extends Error {
+  /** The errno name, as a real file system reports it. */
+  readonly code = "ENOSPC";
+
+  /**
+   * Makes the error.
+   *
+   * @param message what failed, and what to do.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "DiskFullError";
+  }
 }
 
 /** How a crash treats the write in flight. */
@@ -86,10 +105,17 @@ export class SimDisk implements RaftStorage {
     };
   }
 
-  /** Makes the write in flight durable and tells the driver. */
-  complete(): void {
+  /**
+   * Makes the write in flight durable and tells the driver; while the disk
+   * is {@link full}, fails it instead (see {@link failFull}).
+   *
+   * @param keptIfFull when full, how many of the write's entries still
+   * reached the disk before it ran out of room.
+   */
+  complete(keptIfFull = 0): void {
     const pending = this.#pending;
     if (pending === null) return;
+    if (this.#full) return this.#failFull(keptIfFull);
     this.#pending = null;
     this.#write(pending.write);
     pending.done();
@@ -113,6 +139,40 @@ export class SimDisk implements RaftStorage {
       return { kind: "torn", kept: Math.min(torn, entries), entries };
     }
     return { kind: "lost", entries };
+  }
+
+  // --- disk full (issue 8 item 6) ----------------------------------------
+
+  #full = false;
+
+  /** While true, every write fails with a {@link DiskFullError}. */
+  get full(): boolean {
+    return this.#full;
+  }
+
+  /** Fills the disk (`true`) or frees room on it (`false`). */
+  setFull(full: boolean): void {
+    this.#full = full;
+  }
+
+  /**
+   * The write in flight fails for want of room: like a torn write, `kept`
+   * of its entries may have reached the disk, never its hard state (a WAL
+   * cuts a half-written record off at restart); the driver is told
+   * `done(error)` with a {@link DiskFullError}.
+   */
+  #failFull(kept: number): void {
+    const pending = this.#pending!;
+    this.#pending = null;
+    if (kept > 0) {
+      this.#write({ entries: pending.write.entries.slice(0, kept) });
+    }
+    pending.done(
+      new DiskFullError(
+        `no space left on device writing ${pending.write.entries.length} ` +
+          "entries; free disk space, then restart the node",
+      ),
+    );
   }
 
   #write(write: StorageWrite): void {

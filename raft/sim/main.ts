@@ -18,6 +18,7 @@ import { parseArgs } from "node:util";
 import { simulateSeed } from "./cluster.ts";
 import {
   type FaultCounts,
+  type MembershipSummary,
   SimulationError,
   type SimulationResult,
 } from "./scenario.ts";
@@ -53,8 +54,10 @@ export interface SimSummary {
   reads: number;
   /** Snapshots installed (0 until snapshots land). */
   snapshots: number;
-  /** Membership changes (0 until they land). */
+  /** Membership changes committed. */
   membershipChanges: number;
+  /** Membership changes, by kind. */
+  membership: MembershipSummary;
   /** Faults by kind. */
   faults: FaultCounts;
   /** Wall-clock time, ms. */
@@ -71,6 +74,9 @@ function add(summary: SimSummary, r: SimulationResult): void {
   summary.reads += r.readStatesServed;
   summary.snapshots += r.snapshots;
   summary.membershipChanges += r.membershipChanges;
+  for (const key of Object.keys(r.membership) as (keyof MembershipSummary)[]) {
+    summary.membership[key] += r.membership[key];
+  }
   for (const key of Object.keys(r.faults) as (keyof FaultCounts)[]) {
     summary.faults[key] += r.faults[key];
   }
@@ -103,6 +109,17 @@ export async function runSeeds(
     reads: 0,
     snapshots: 0,
     membershipChanges: 0,
+    membership: {
+      proposed: 0,
+      refused: 0,
+      committed: 0,
+      joins: 0,
+      added: 0,
+      readded: 0,
+      promotions: 0,
+      removals: 0,
+      leaderRemovals: 0,
+    },
     faults: {
       lost: 0,
       duplicated: 0,
@@ -115,6 +132,8 @@ export async function runSeeds(
       tornWrites: 0,
       unacknowledgedWrites: 0,
       slowWrites: 0,
+      diskFull: 0,
+      diskFullStops: 0,
     },
     ms: 0,
   };
@@ -150,6 +169,7 @@ export function formatSummary(summaries: readonly SimSummary[]): string {
     ["crashes", (s) => s.crashes],
     ["snapshots", (s) => s.snapshots],
     ["membership", (s) => s.membershipChanges],
+    ["disk full", (s) => s.faults.diskFull],
     ["time s", (s) => (s.ms / 1000).toFixed(1)],
   ];
   const faultKeys = Object.keys(
@@ -161,7 +181,21 @@ export function formatSummary(summaries: readonly SimSummary[]): string {
       `| ${cols.map(() => "---:").join(" | ")} |`,
       ...summaries.map((s) => `| ${cols.map(([, f]) => f(s)).join(" | ")} |`),
     ].join("\n");
-  return table(columns) + "\n\nFaults by kind:\n\n" +
+  const membershipKeys = Object.keys(
+    summaries[0]?.membership ?? {},
+  ) as (keyof MembershipSummary)[];
+  return table(columns) +
+    "\n\nMembership changes (dissertation §4.1, §4.2):\n\n" +
+    table([
+      ["nodes", (s) => s.nodes],
+      ...membershipKeys.map((key) =>
+        [key, (s: SimSummary) => s.membership[key]] as [
+          string,
+          (s: SimSummary) => number,
+        ]
+      ),
+    ]) +
+    "\n\nFaults by kind:\n\n" +
     table([
       ["nodes", (s) => s.nodes],
       ...faultKeys.map((key) =>
@@ -171,7 +205,7 @@ export function formatSummary(summaries: readonly SimSummary[]): string {
         ]
       ),
     ]) +
-    "\n\n(snapshots and membership changes read 0 until those features land.)";
+    "\n\n(snapshots read 0 until that feature lands.)";
 }
 
 function parse(args: string[]) {

@@ -54,6 +54,22 @@ export interface FaultConfig {
    * Default 0.
    */
   flapRate: number;
+  /**
+   * Per-step probability that one running node's disk fills up: its writes
+   * fail (ENOSPC) for 20 to 300 steps, its driver stops (onFatal), and the
+   * node is restarted from its durable disk after a downtime. Default 0.
+   */
+  diskFullRate: number;
+  /**
+   * Per-step probability that the operator (see `operator.ts`) proposes a
+   * membership change through the leader. Default 0.
+   */
+  membershipRate: number;
+  /**
+   * Spare node ids (after the bootstrap voters) that the operator may add;
+   * each is started empty with `join: true` when first added. Default 0.
+   */
+  spareNodes: number;
 }
 
 /** Cluster tuning and client workload (these stay in force after healing). */
@@ -117,7 +133,12 @@ export interface SimulationOptions {
   nodes: number;
   /** Steps run with faults active, before healing. */
   steps: number;
-  /** Most steps to reach liveness after healing. Default 6000. */
+  /**
+   * Most steps to reach liveness after healing. Default 6000, plus, in runs
+   * with membership changes, time for the node furthest behind to catch up
+   * (`maxEntriesPerAppend` entries per round trip of `2 × maxDelay + 2`
+   * steps: without snapshots a late joiner replays the whole log).
+   */
   settleSteps?: number;
   /** Fault intensities; unspecified fields come from {@link scenarioForSeed}. */
   faults?: Partial<FaultConfig>;
@@ -158,6 +179,32 @@ export interface FaultCounts {
   unacknowledgedWrites: number;
   /** Times a disk write was left in flight for a later step (slow disk). */
   slowWrites: number;
+  /** Disks that filled up (writes failing with ENOSPC for a while). */
+  diskFull: number;
+  /** Drivers stopped by a failed write (each restarted later). */
+  diskFullStops: number;
+}
+
+/** Membership changes of a run (Raft dissertation §4.1, §4.2). */
+export interface MembershipSummary {
+  /** Changes the operator proposed to a leader. */
+  proposed: number;
+  /** Of those, refused at once (ConfChangeError, NotLeaderError). */
+  refused: number;
+  /** Config entries committed (from the committed history). */
+  committed: number;
+  /** Spare nodes started empty with `join: true`. */
+  joins: number;
+  /** Nodes added to the configuration. */
+  added: number;
+  /** Of those, nodes removed earlier and added again. */
+  readded: number;
+  /** Learners promoted to voters. */
+  promotions: number;
+  /** Members removed. */
+  removals: number;
+  /** Of those, removals of the leader of the entry's term (§4.2.2). */
+  leaderRemovals: number;
 }
 
 /** Counters describing a finished run. */
@@ -201,8 +248,10 @@ export interface SimulationResult {
   faults: FaultCounts;
   /** Snapshots installed: 0 until snapshots land (issue 8 item 4). */
   snapshots: number;
-  /** Membership changes: 0 until they land (issue 8 item 5). */
+  /** Membership changes committed (config entries). */
   membershipChanges: number;
+  /** Membership changes, by kind. */
+  membership: MembershipSummary;
 }
 
 /** A safety or liveness violation, or a crash inside a core. */
@@ -287,6 +336,9 @@ export function scenarioForSeed(
     maxDowntime: 200,
     asymmetricRate: 0,
     flapRate: 0,
+    diskFullRate: 0,
+    membershipRate: 0,
+    spareNodes: 0,
   };
   let faults: FaultConfig;
   switch (profile) {
@@ -325,6 +377,9 @@ export function scenarioForSeed(
         maxDowntime: rng.int(20, 300),
         asymmetricRate: 0,
         flapRate: 0,
+        diskFullRate: 0,
+        membershipRate: 0,
+        spareNodes: 0,
       };
   }
   if (profile === 1 || profile === 3) {
@@ -333,6 +388,21 @@ export function scenarioForSeed(
     const links = new Prng(mixSeed(seed, 0xa5e70f1a));
     faults.asymmetricRate = links.pick([0, 0.002, 0.01]);
     faults.flapRate = links.pick([0, 0.001, 0.005]);
+  }
+  // Drawn apart from the rest (own streams), so adding them left every
+  // other draw as it was: half the seeds change membership, with 0 to 2
+  // spare nodes; disks fill up in half the seeds with crashes.
+  const members = new Prng(mixSeed(seed, 0x3e3b3e75));
+  if (members.chance(0.5)) {
+    faults.membershipRate = members.pick([0.003, 0.01, 0.03]);
+    faults.spareNodes = members.int(0, 2);
+  }
+  if (profile === 2 || profile === 3) {
+    faults.diskFullRate = new Prng(mixSeed(seed, 0xd15cf011)).pick([
+      0,
+      0.0005,
+      0.002,
+    ]);
   }
   return { faults, cluster };
 }

@@ -79,6 +79,15 @@ function assertExercised(results: SimulationResult[]): void {
     sum((r) => r.committedProposals) > 0.5 * sum((r) => r.proposals),
     "most proposals committed",
   );
+  // Membership changes and full disks, in the seeds that draw them.
+  assert.ok(sum((r) => r.membership.joins) > 0, "spare nodes joined");
+  assert.ok(sum((r) => r.membership.promotions) > 0, "learners promoted");
+  assert.ok(sum((r) => r.membership.readded) > 0, "removed nodes re-added");
+  assert.ok(
+    sum((r) => r.membership.leaderRemovals) > 0,
+    "leaders removed themselves",
+  );
+  assert.ok(sum((r) => r.faults.diskFullStops) > 0, "full disks stopped nodes");
 }
 
 if (replaySeed !== undefined) {
@@ -127,6 +136,9 @@ const noFaults = {
   crashRate: 0,
   asymmetricRate: 0,
   flapRate: 0,
+  diskFullRate: 0,
+  membershipRate: 0,
+  spareNodes: 0,
 };
 
 /** A 3-node simulator driven by hand, with no faults of its own. */
@@ -267,6 +279,73 @@ Deno.test("simulation: a core that answers reads at once is caught", async () =>
     cluster: { readRate: 0.5 },
   });
   assert.match(message, /ReadIndex not linearizable/);
+});
+
+Deno.test("simulation: a node that starts two voters away from the cluster's configuration is caught (no two disjoint majorities)", async () => {
+  // As if two voters had been added at once: n1 believes in {n1, n2, n3,
+  // n8, n9} and can be elected by n1, n2, n3, a majority of it that need not
+  // meet a majority of the real {n1, n2, n3}.
+  const message = await failureWith((config) =>
+    new RaftCore(
+      config.id === "n1"
+        ? { ...config, voters: [...config.voters, "n8", "n9"] }
+        : config,
+    ), { faults: { membershipRate: 0 } });
+  assert.match(
+    message,
+    /no two disjoint majorities: n1, leader of term \d+, uses \{voters \[n1,n2,n3,n8,n9\] learners \[\]\}, which has a majority disjoint from one of the configuration before it in its log, \{voters \[n1,n2,n3\] learners \[\]\} \(bootstrap\)/,
+  );
+  assert.match(message, /replay: deno task sim --nodes 3 --from \d+/);
+});
+
+// --- membership changes and full disks ----------------------------------------
+
+Deno.test("simulation: dissertation §4.1, §4.2 membership changes in a quiet cluster: joins, promotions, removals of the leader, then liveness", async () => {
+  const totals = { joins: 0, promotions: 0, leaderRemovals: 0, readded: 0 };
+  for (let seed = 1; seed <= 10; seed++) {
+    const result = await new ClusterSimulator({
+      seed,
+      nodes: 3,
+      steps: 3000,
+      faults: { ...noFaults, membershipRate: 0.05, spareNodes: 2 },
+    }).run();
+    for (const key of Object.keys(totals) as (keyof typeof totals)[]) {
+      totals[key] += result.membership[key];
+    }
+    assert.ok(result.membership.committed > 5, `seed ${seed}: changes`);
+  }
+  for (const [key, value] of Object.entries(totals)) {
+    assert.ok(value > 0, `${key}: ${value}`);
+  }
+});
+
+Deno.test("simulation: a leader whose disk fills up stops, restarts from its disk later, and no acknowledged write is lost", async () => {
+  const sim = faultless(5, { asyncReadyRate: 0, proposeRate: 0.5 });
+  const leaderOf = () =>
+    sim.nodeIds.find((id) => sim.core(id)?.role === "leader");
+  for (let i = 0; i < 400 && leaderOf() === undefined; i++) sim.step();
+  for (let i = 0; i < 100; i++) {
+    sim.step();
+    await sim.flush();
+  }
+  const leader = leaderOf()!;
+  const acknowledged = sim.appliedLog.length;
+  sim.fillDisk(leader, 200);
+  for (let i = 0; i < 20 && sim.driver(leader) !== null; i++) sim.step();
+  assert.equal(sim.driver(leader), null, "the driver stopped on ENOSPC");
+  // Its durable log still holds everything it had applied.
+  assert.deepEqual(
+    sim.disk(leader).entries.slice(0, acknowledged),
+    sim.appliedLog.slice(0, acknowledged),
+  );
+  for (let i = 0; i < 600; i++) {
+    sim.step();
+    await sim.flush();
+  }
+  assert.notEqual(sim.driver(leader), null, "restarted from its disk");
+  sim.heal();
+  await sim.settle(3000);
+  assert.ok(sim.appliedLog.length > acknowledged);
 });
 
 // --- PreVote (Raft dissertation §9.6) ----------------------------------------
