@@ -81,6 +81,12 @@ export interface AuthParams {
   proof: string;
   /** The dialer's client URL (`tcp://host:port`), or null when it has none. */
   clientUrl: string | null;
+  /**
+   * The dialer's peer URL (`tcp://host:port`), so that an acceptor which
+   * does not know this member yet (it has not seen the change that added
+   * it) can answer it; absent from older dialers.
+   */
+  peerUrl?: string | null;
 }
 
 /** Result of `peer.auth`. */
@@ -304,6 +310,8 @@ export interface DialerHandshakeOptions {
   to: NodeId;
   /** This node's client URL, announced to the peer (null: none). */
   clientUrl: string | null;
+  /** This node's peer URL, announced to the peer. @default null */
+  peerUrl?: string | null;
   /** Time allowed for the whole handshake, ms. @default 2000 */
   timeoutMs?: number;
 }
@@ -372,7 +380,11 @@ export async function authenticatePeer(
   const proof = await key.prove("dialer", subject);
   let auth: unknown;
   try {
-    const params: AuthParams = { proof, clientUrl: options.clientUrl };
+    const params: AuthParams = {
+      proof,
+      clientUrl: options.clientUrl,
+      peerUrl: options.peerUrl ?? null,
+    };
     auth = await connection.call(PEER_AUTH_METHOD, { ...params }, {
       timeoutMs: left(),
     });
@@ -435,6 +447,11 @@ export interface AcceptorHandshakeOptions {
   self: NodeId;
   /** Every member id, this node included: a hello's `from` must be another one. */
   members: readonly NodeId[];
+  /**
+   * Whether to go on with a hello from `id`, which is not among `members`
+   * (its proof is still checked at `peer.auth`). @default refuse
+   */
+  admit?(id: NodeId): boolean;
 }
 
 /**
@@ -527,7 +544,9 @@ export class AcceptorHandshake {
         `peer.hello claims to come from this node's own id (${self})`,
       );
     }
-    if (!members.includes(p.from)) {
+    if (
+      !members.includes(p.from) && !(this.#options.admit?.(p.from) ?? false)
+    ) {
       this.#state = "failed";
       throw new PeerHandshakeError(
         `peer.hello comes from ${JSON.stringify(from)}, not a member (${
@@ -557,7 +576,9 @@ export class AcceptorHandshake {
    */
   async auth(
     params: unknown,
-  ): Promise<{ peer: NodeId; clientUrl: string | null }> {
+  ): Promise<
+    { peer: NodeId; clientUrl: string | null; peerUrl: string | null }
+  > {
     const hello = this.#hello;
     if (this.#state !== "hello" || hello === null) {
       const before = this.#state === "new";
@@ -577,7 +598,11 @@ export class AcceptorHandshake {
       );
     }
     this.#state = "done";
-    return { peer: hello.from, clientUrl: normalizeClientUrl(p?.clientUrl) };
+    return {
+      peer: hello.from,
+      clientUrl: normalizeClientUrl(p?.clientUrl),
+      peerUrl: normalizeClientUrl(p?.peerUrl ?? null),
+    };
   }
 
   #subject(hello: HelloParams): HandshakeSubject {

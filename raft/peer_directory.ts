@@ -56,6 +56,8 @@ export class PeerDirectory {
   /** This node's id. */
   readonly self: NodeId;
   readonly #members = new Map<NodeId, PeerStatus>();
+  /** Ids removed by {@link remove} (bounded by the ids ever added). */
+  readonly #removed = new Set<NodeId>();
 
   /**
    * Makes the table; no member but this node is reachable yet.
@@ -101,7 +103,18 @@ export class PeerDirectory {
    */
   remove(id: NodeId): boolean {
     if (id === this.self) return false;
-    return this.#members.delete(id);
+    const removed = this.#members.delete(id);
+    if (removed) this.#removed.add(id);
+    return removed;
+  }
+
+  /**
+   * Whether `id` was a member this directory removed (and not added back):
+   * such a peer is refused, unlike one this node never knew (a member added
+   * by a change this node has not seen yet).
+   */
+  wasRemoved(id: NodeId): boolean {
+    return this.#removed.has(id);
   }
 
   /**
@@ -111,6 +124,7 @@ export class PeerDirectory {
    * @returns whether `id` was not a member before.
    */
   add(id: NodeId, peerUrl: string): boolean {
+    this.#removed.delete(id);
     const member = this.#members.get(id);
     if (member !== undefined) {
       member.peerUrl = peerUrl;

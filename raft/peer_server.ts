@@ -81,6 +81,15 @@ export interface PeerAcceptorOptions {
    */
   onStep(messages: Message[], from: NodeId): void;
   /**
+   * Admits an authenticated peer that is not in `directory` and was never
+   * removed from it: a member added by a configuration change this node has
+   * not seen yet (it is behind, and that member may now lead: without it
+   * this node could never catch up, Raft dissertation §4.1). `peerUrl` is
+   * where the peer says it listens. Return true after adding it to the
+   * directory (and a connection to it), false to refuse it. @default refuse
+   */
+  onNewPeer?(id: NodeId, peerUrl: string): boolean;
+  /**
    * Application-level peer methods by name, for authenticated connections
    * only. Names `peer.hello`, `peer.auth`, `raft.step` and `rpc.ping` are
    * reserved. @default none
@@ -217,6 +226,8 @@ export class PeerAcceptor {
         clusterId,
         self: id,
         members: directory.ids,
+        admit: (peer) =>
+          this.#options.onNewPeer !== undefined && !directory.wasRemoved(peer),
       }),
       peer: null,
       refused: false,
@@ -269,8 +280,22 @@ export class PeerAcceptor {
       },
       [PEER_AUTH_METHOD]: async (params: unknown) => {
         try {
-          const { peer, clientUrl } = await state.handshake.auth(params);
+          const { peer, clientUrl, peerUrl } = await state.handshake.auth(
+            params,
+          );
           if (state.refused || session.signal.aborted) return null;
+          if (
+            !directory.has(peer) &&
+            (peerUrl === null || !this.#options.onNewPeer!(peer, peerUrl))
+          ) {
+            this.#refuse(
+              state,
+              `${peer} is not a member this node knows${
+                peerUrl === null ? " (and it sent no peer URL)" : ""
+              }`,
+            );
+            return null;
+          }
           clearTimeout(state.timer);
           state.timer = undefined;
           state.peer = peer;

@@ -44,7 +44,11 @@ interface Acceptor {
 
 async function withAcceptor(
   fn: (acceptor: Acceptor, key: ClusterKey) => Promise<void>,
-  options: { logIntervalMs?: number; handshakeTimeoutMs?: number } = {},
+  options: {
+    logIntervalMs?: number;
+    handshakeTimeoutMs?: number;
+    onNewPeer?(id: string, peerUrl: string): boolean;
+  } = {},
 ): Promise<void> {
   const key = await ClusterKey.fromSecret(TEST_SECRET);
   const directory = new PeerDirectory("n2", PEERS);
@@ -549,6 +553,55 @@ Deno.test("after auth, the messages of a peer removed from the members are dropp
     assert.deepEqual(acceptor.logs, [
       'n2: dropped a raft message from peer n1 that claims from="n1" to="n2" (n1 is no longer a member; 1 dropped so far)',
     ]);
+  });
+});
+
+Deno.test("dissertation §4.1 a member this node does not know yet (added by a change it has not seen) is admitted with its peer URL; a removed one is refused", async () => {
+  const admitted: string[] = [];
+  let directory: PeerDirectory | undefined;
+  await withAcceptor(async (acceptor, key) => {
+    directory = acceptor.directory;
+    // Without a peer URL it cannot be answered: refused.
+    await onConnection(acceptor, async (connection) => {
+      await assert.rejects(signIn(connection, key, "n4"));
+    });
+    assert.deepEqual(admitted, []);
+    await onConnection(acceptor, async (connection) => {
+      await authenticatePeer(connection, {
+        key,
+        clusterId: CLUSTER,
+        from: "n4",
+        to: "n2",
+        clientUrl: null,
+        peerUrl: "tcp://127.0.0.1:7104",
+      });
+      await connection.call("raft.step", [[vote("n4", "n2", 5)]]);
+    });
+    assert.deepEqual(admitted, ["n4 tcp://127.0.0.1:7104"]);
+    assert.deepEqual(acceptor.stepped, [{
+      messages: [vote("n4", "n2", 5)],
+      from: "n4",
+    }]);
+    // A member this node removed is refused, peer URL or not.
+    assert.equal(acceptor.directory.remove("n3"), true);
+    await onConnection(acceptor, async (connection) => {
+      const signing = authenticatePeer(connection, {
+        key,
+        clusterId: CLUSTER,
+        from: "n3",
+        to: "n2",
+        clientUrl: null,
+        peerUrl: "tcp://127.0.0.1:7103",
+      });
+      await assert.rejects(signing, /refused our peer.hello/);
+    });
+    assert.deepEqual(admitted, ["n4 tcp://127.0.0.1:7104"]);
+  }, {
+    onNewPeer: (id, peerUrl) => {
+      admitted.push(`${id} ${peerUrl}`);
+      directory!.add(id, peerUrl);
+      return true;
+    },
   });
 });
 

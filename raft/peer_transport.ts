@@ -110,6 +110,8 @@ export class PeerTransport {
   /** The member table this transport keeps up to date. */
   readonly directory: PeerDirectory;
   readonly #peers = new Map<NodeId, PeerLink>();
+  /** Peers admitted by {@link admitPeer} that no configuration listed yet. */
+  readonly #provisional = new Set<NodeId>();
   readonly #probeIntervalMs: number;
   readonly #probeTimeoutMs: number;
   readonly #options: PeerTransportOptions;
@@ -203,6 +205,34 @@ export class PeerTransport {
    * notifications, ms. Default 0 (closed at once).
    * @throws {RangeError} when a member id is empty or contains `|`.
    */
+  /**
+   * Adds `id` at `peerUrl` as a provisional member: an authenticated peer
+   * this node's configuration does not list yet (see
+   * `PeerAcceptorOptions.onNewPeer`). It is dialed like a member and kept
+   * across {@link updateMembers} until a configuration lists it (then it is
+   * an ordinary member) or removes it after listing it. At most
+   * `maxProvisional` (16) at a time.
+   *
+   * @returns whether it was added (false when it is a member already, was
+   * removed, or the limit is reached).
+   */
+  admitPeer(id: NodeId, peerUrl: string): boolean {
+    if (
+      id === this.directory.self || this.directory.has(id) ||
+      this.directory.wasRemoved(id) || this.#provisional.size >= 16
+    ) {
+      return false;
+    }
+    checkMemberId(id);
+    this.#provisional.add(id);
+    this.directory.add(id, peerUrl);
+    const link = new PeerLink(id, peerUrl, this.#options, this.directory);
+    this.#peers.get(id)?.close();
+    this.#peers.set(id, link);
+    if (this.#started && !this.#closed) link.start();
+    return true;
+  }
+
   updateMembers(
     peers: Readonly<Record<NodeId, string>>,
     options: { lingerMs?: number } = {},
@@ -210,6 +240,7 @@ export class PeerTransport {
     for (const id of Object.keys(peers)) checkMemberId(id);
     const self = this.directory.self;
     for (const [id, url] of Object.entries(peers)) {
+      this.#provisional.delete(id);
       if (id === self) continue;
       const known = this.directory.peerUrl(id);
       this.directory.add(id, url);
@@ -221,7 +252,9 @@ export class PeerTransport {
       if (this.#started && !this.#closed) fresh.start();
     }
     for (const id of this.directory.ids) {
-      if (id === self || Object.hasOwn(peers, id)) continue;
+      if (
+        id === self || Object.hasOwn(peers, id) || this.#provisional.has(id)
+      ) continue;
       this.directory.remove(id);
       const link = this.#peers.get(id);
       if (link === undefined) continue;
@@ -404,6 +437,7 @@ class PeerLink {
         from: this.#options.id,
         to: this.#id,
         clientUrl: this.#options.clientUrl?.() ?? null,
+        peerUrl: this.#directory.peerUrl(this.#options.id),
         timeoutMs: this.#options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
       });
       if (this.#closed) return;

@@ -627,6 +627,18 @@ export async function startRegistryNode(
         directory,
         clientUrl: () => directory.clientUrl(id),
         onStep: (messages) => node.step(messages),
+        // A member added by a change this node has not seen yet (it is
+        // behind, and that member may lead now): answer it, or this node
+        // could never catch up.
+        onNewPeer: (peer, peerUrl) => {
+          const admitted = transport.admitPeer(peer, peerUrl);
+          if (admitted) {
+            log(
+              `${id}: admitted peer ${peer} (${peerUrl}), not in this node's configuration yet`,
+            );
+          }
+          return admitted;
+        },
         handlers: {
           [MEMBER_REMOVED_METHOD]: (params, from) => {
             const term = (params as { term?: unknown }).term;
