@@ -191,27 +191,12 @@ export class PeerTransport {
   }
 
   /**
-   * Follows a membership change (Raft dissertation §4.1: a node uses the
-   * latest configuration in its log): opens a link to every member of
-   * `peers` it has none to (or whose peer URL moved) and adds it to the
-   * directory; removes from the directory every member not in `peers`
-   * (its messages are dropped and its handshakes refused from then on)
-   * and closes its link, after `lingerMs` so that a last notification
-   * (such as "you were removed") can still go out. This node's own entry
-   * is never dialed or removed.
-   *
-   * @param peers every member's id → peer URL after the change.
-   * @param options.lingerMs how long a removed member's link stays open for
-   * notifications, ms. Default 0 (closed at once).
-   * @throws {RangeError} when a member id is empty or contains `|`.
-   */
-  /**
    * Adds `id` at `peerUrl` as a provisional member: an authenticated peer
    * this node's configuration does not list yet (see
    * `PeerAcceptorOptions.onNewPeer`). It is dialed like a member and kept
    * across {@link updateMembers} until a configuration lists it (then it is
-   * an ordinary member) or removes it after listing it. At most
-   * `maxProvisional` (16) at a time.
+   * an ordinary member) or removes it after listing it. At most 16 at a
+   * time.
    *
    * @returns whether it was added (false when it is a member already, was
    * removed, or the limit is reached).
@@ -233,6 +218,22 @@ export class PeerTransport {
     return true;
   }
 
+  /**
+   * Follows a membership change (Raft dissertation §4.1: a node uses the
+   * latest configuration in its log): opens a link to every member of
+   * `peers` it has none to (or whose peer URL moved) and adds it to the
+   * directory; removes from the directory every member not in `peers`
+   * (its messages are dropped and its handshakes refused from then on)
+   * and closes its link, after `lingerMs` so that a last notification
+   * (such as "you were removed") can still go out. This node's own entry
+   * is never dialed or removed, nor are provisional members
+   * ({@link admitPeer}) that `peers` does not list yet.
+   *
+   * @param peers every member's id → peer URL after the change.
+   * @param options.lingerMs how long a removed member's link stays open for
+   * notifications, ms. Default 0 (closed at once).
+   * @throws {RangeError} when a member id is empty or contains `|`.
+   */
   updateMembers(
     peers: Readonly<Record<NodeId, string>>,
     options: { lingerMs?: number } = {},
