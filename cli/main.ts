@@ -352,10 +352,12 @@ server at a time (Raft dissertation §4.1). It joins as a learner, which
 receives the log but does not vote, so the cluster's quorum is not held
 up while it catches up (§4.2.1); promote it with rafter member promote
 once rafter member list shows its lag near 0. --voter adds a voter at
-once. Start the node itself with its --id, ports and the cluster secret
-(or let it add itself: rafter registry --id ID --join URL). Prints the
-new member list. Exit 1 when the change is refused (already a member, a
-change still in progress...).`,
+once. Then start the node with --join (rafter registry --id ID --join URL
+--listen ... --peer-listen ... --cluster-secret-file ...; it finds itself
+added and catches up), or let --join add it in the first place. Adding a
+learner that is one already, with the same URLs, changes nothing and
+exits 0 (so a retry is safe). Prints the new member list. Exit 1 when the
+change is refused (a voter already, a change still in progress...).`,
     options: {
       "client-url": { type: "string" },
       voter: { type: "boolean" },
@@ -380,8 +382,10 @@ change still in progress...).`,
     summary: "make a learner a voter",
     about: `Makes learner ID a voter (Raft dissertation §4.2.1): from then on it
 votes and counts towards the quorum. Promote a learner once it has
-caught up (rafter member list shows its lag). Prints the new member list.
-Exit 1 when ID is not a learner, or another change is in progress.`,
+caught up (rafter member list shows its lag): a learner more than 1,000
+entries behind (or one never heard from) is refused, since the quorum
+would wait for it. Prints the new member list. Exit 1 when ID is not a
+learner, has not caught up, or another change is in progress.`,
     positionals: [1, 1],
     run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberPromote, { id }),
   },
@@ -389,8 +393,10 @@ Exit 1 when ID is not a learner, or another change is in progress.`,
     args: "ID",
     summary: "remove a member (the leader too)",
     about: `Removes member ID (Raft dissertation §4.1). Removing the leader is
-safe: it leads until the removal commits, then steps down and the others
-elect a leader (§4.2.2). The removed node stays up but takes no part
+safe: it first hands leadership to another voter (§3.10), which then
+removes it, so writes pause for a hand-over, not an election; only if no
+voter takes over does it remove itself and step down once that commits
+(§4.2.2). The removed node stays up but takes no part
 (its status says it is no member): stop it. Prints the new member list.
 Exit 1 when ID is not a member, or it is the last voter.`,
     positionals: [1, 1],

@@ -423,16 +423,22 @@ export async function runRegistry(argv: string[]): Promise<number> {
     );
     if (!existed && !(error instanceof DataDirInUseError)) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
+    } else if (madeSecret) {
+      // Nor a cluster secret it generated in a folder that was there.
+      await Deno.remove(args.clusterSecretFile).catch(() => {});
     }
     return 1;
   };
+  let madeSecret = false;
   try {
     // Ports first: nothing is written while one is taken.
     portsFree([["client", args.listen], ["peer", args.peerListen]]);
     // A folder another node is using is refused before anything (a new
     // cluster secret) is written next to its data.
     (await lockDataDir(args.dataDir)).release();
+    const secretExisted = await pathExists(args.clusterSecretFile);
     clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
+    madeSecret = !secretExisted;
   } catch (error) {
     return await cannotStart(error);
   }

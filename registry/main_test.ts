@@ -554,7 +554,9 @@ Deno.test("registry/main.ts refuses a single-node development folder reused by n
       JSON.parse(await Deno.readTextFile(`${cwd}/data/n1/meta.json`)),
       devMeta,
     );
-    // Another member id on it is refused too.
+    // Another member id on it is refused too; without a secret file of its
+    // own it would generate one, which the refusal takes away again.
+    await Deno.rename(`${cwd}/data/n1/cluster_secret`, `${cwd}/dev_secret`);
     const other = spawnRegistry(cwd, [
       "--id",
       "n2",
@@ -569,6 +571,14 @@ Deno.test("registry/main.ts refuses a single-node development folder reused by n
     assert.match(
       other.output,
       /data folder \.\/data\/n1 belongs to member "n1", not "n2": start this node with --id n1, or give it its own --data folder\n$/,
+    );
+    assert.equal(
+      await Deno.stat(`${cwd}/data/n1/cluster_secret`).then(
+        () => true,
+        () => false,
+      ),
+      false,
+      "the refused start left no cluster secret in the other node's folder",
     );
   } finally {
     await Deno.remove(cwd, { recursive: true });

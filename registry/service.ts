@@ -71,6 +71,12 @@ import {
 } from "./state.ts";
 import type { WatchHub } from "./watch_hub.ts";
 
+/**
+ * Most entries a learner's match index may lag the commit index for
+ * `registry.memberPromote` to promote it (dissertation §4.2.1).
+ */
+const PROMOTE_MAX_LAG = 1_000;
+
 /** What the registry's methods need from the node that serves them. */
 export interface RegistryContext {
   /** The node's Raft driver, applying entries to `state`. */
@@ -636,6 +642,19 @@ class RegistryService {
       );
     }
     const self = this.#context.raft.status.id;
+    if (type === "promote" && config.learners.includes(id)) {
+      // Dissertation §4.2.1: a learner that has not caught up would add a
+      // voter the quorum must wait for (or, if it is not running, one that
+      // may cost the cluster its quorum).
+      const match = this.#context.raft.progress().get(id)?.match ?? 0;
+      const commit = this.#context.raft.status.commitIndex;
+      if (match === 0 || commit - match > PROMOTE_MAX_LAG) {
+        throw membershipFailed(
+          `Membership change failed: learner ${id} has not caught up (match index ${match}, commit index ${commit}); start it (or wait until rafter member list shows its lag at most ${PROMOTE_MAX_LAG}) and promote it then`,
+          { reason: "notApplicable", member: id },
+        );
+      }
+    }
     if (type === "remove" && id === self && config.voters.length > 1) {
       // Removing the leader: hand leadership to another voter first
       // (dissertation §3.10), so that the cluster does not wait an election

@@ -1314,6 +1314,15 @@ Deno.test("dissertation §4.1 registry.memberAdd/memberPromote/memberRemove: the
       /^Membership change failed: n1 is not a learner/,
       { reason: "notApplicable", member: "n1" },
     );
+    // Dissertation §4.2.1: n2 never ran, so it has not caught up; promoting
+    // it would make a quorum of 2 out of n1 and a member that is not there.
+    await rejectsWith(
+      call("registry.memberPromote", { id: "n2" }),
+      MEMBERSHIP_CHANGE_FAILED,
+      /^Membership change failed: learner n2 has not caught up \(match index 0, commit index \d+\); start it/,
+      { reason: "notApplicable", member: "n2" },
+    );
+    assert.deepEqual(node.raft.configuration.voters, ["n1"]);
     const removed = await call("registry.memberRemove", { id: "n2" });
     assert.deepEqual(removed.members.map((m) => m.id), ["n1"]);
     assert.equal(node.transport.directory.has("n2"), false);
