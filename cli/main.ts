@@ -40,7 +40,9 @@ import {
   type MemberListResult,
   NO_ENDPOINTS,
   NOT_LEADER,
+  type ParamsOf,
   parseName,
+  REGISTRY_METHODS,
   type RegistryStatus,
   UNAVAILABLE,
   type UnavailableData,
@@ -333,13 +335,66 @@ in time (the leader then leads on).`,
     summary: "every member: role, URLs, match index, lag",
     about:
       `Lists every member as the leader sees it: id, role (leader or follower),
-kind (voter; learners come with membership changes), peer and client
+kind (voter, or learner: receives the log without voting), peer and client
 URLs, the highest log index it holds in agreement with the leader (its
 match index; "-" until it acknowledges an append in this term) and how
 many entries it is behind. Asks the leader (a follower redirects), so it
 needs a leader: rafter status works without one.`,
     positionals: [0, 0],
     run: (c) => memberList(c),
+  },
+  "member add": {
+    args: "ID PEER_URL",
+    summary: "add a member (a learner unless --voter)",
+    about:
+      `Adds member ID, whose peer port is at PEER_URL (tcp://host:port), one
+server at a time (Raft dissertation §4.1). It joins as a learner, which
+receives the log but does not vote, so the cluster's quorum is not held
+up while it catches up (§4.2.1); promote it with rafter member promote
+once rafter member list shows its lag near 0. --voter adds a voter at
+once. Start the node itself with its --id, ports and the cluster secret
+(or let it add itself: rafter registry --id ID --join URL). Prints the
+new member list. Exit 1 when the change is refused (already a member, a
+change still in progress...).`,
+    options: {
+      "client-url": { type: "string" },
+      voter: { type: "boolean" },
+    },
+    optionHelp: [
+      "  --client-url URL  the member's client URL, told to clients and peers",
+      "  --voter           add it as a voter at once (default: a learner)",
+    ].join("\n"),
+    positionals: [2, 2],
+    run: (c, [id, peerUrl], v) =>
+      memberChange(c, REGISTRY_METHODS.memberAdd, {
+        id,
+        peerUrl: checkUrl(peerUrl, "PEER_URL"),
+        ...(v["client-url"] === undefined ? {} : {
+          clientUrl: checkUrl(v["client-url"] as string, "--client-url"),
+        }),
+        learner: v.voter !== true,
+      }),
+  },
+  "member promote": {
+    args: "ID",
+    summary: "make a learner a voter",
+    about: `Makes learner ID a voter (Raft dissertation §4.2.1): from then on it
+votes and counts towards the quorum. Promote a learner once it has
+caught up (rafter member list shows its lag). Prints the new member list.
+Exit 1 when ID is not a learner, or another change is in progress.`,
+    positionals: [1, 1],
+    run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberPromote, { id }),
+  },
+  "member remove": {
+    args: "ID",
+    summary: "remove a member (the leader too)",
+    about: `Removes member ID (Raft dissertation §4.1). Removing the leader is
+safe: it leads until the removal commits, then steps down and the others
+elect a leader (§4.2.2). The removed node stays up but takes no part
+(its status says it is no member): stop it. Prints the new member list.
+Exit 1 when ID is not a member, or it is the last voter.`,
+    positionals: [1, 1],
+    run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberRemove, { id }),
   },
   call: {
     args: "NAME METHOD [PARAMS-JSON]",
@@ -375,14 +430,7 @@ const GROUPS: Record<
 > = {
   lease: { verbs: ["grant", "revoke", "ttl", "ls", "keepalive"] },
   leader: { verbs: ["transfer"] },
-  member: {
-    verbs: ["list"],
-    later: {
-      verbs: ["add", "remove", "promote"],
-      why:
-        "runtime membership changes are not built; the members are fixed when the nodes start (rafter registry --peers), and rafter member list shows them",
-    },
-  },
+  member: { verbs: ["list", "add", "promote", "remove"] },
 };
 
 const USAGE = `usage: rafter <command> [arguments] [options]
@@ -1285,8 +1333,36 @@ async function leaderTransfer(
 }
 
 async function memberList(context: Context): Promise<number> {
-  const { client, globals, out } = context;
-  const result: MemberListResult = await client.registry.memberList();
+  return printMembers(context, await context.client.registry.memberList());
+}
+
+/** Runs one membership change and prints the member list it leaves. */
+async function memberChange<
+  M extends
+    | typeof REGISTRY_METHODS.memberAdd
+    | typeof REGISTRY_METHODS.memberPromote
+    | typeof REGISTRY_METHODS.memberRemove,
+>(context: Context, method: M, params: ParamsOf<M>): Promise<number> {
+  const result = await context.client.registry.call(method, params, {
+    attemptTimeoutMs: context.globals.timeoutMs,
+  });
+  return printMembers(context, result);
+}
+
+function checkUrl(text: string, what: string): string {
+  try {
+    return formatTcpUrl(parseTcpUrl(text));
+  } catch (error) {
+    throw new UsageError(
+      `${what} must be tcp://host:port, not "${text}" (${
+        (error as Error).message
+      })`,
+    );
+  }
+}
+
+function printMembers(context: Context, result: MemberListResult): number {
+  const { globals, out } = context;
   if (globals.json) {
     out(JSON.stringify(result, null, 2));
     return EXIT.ok;

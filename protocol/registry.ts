@@ -58,6 +58,28 @@ export const WATCH_CANCELLED: -32009 = -32009;
  */
 export const LEADER_TRANSFER_FAILED: -32010 = -32010;
 
+/**
+ * A `registry.memberAdd`, `memberPromote` or `memberRemove` was refused
+ * (Raft dissertation §4.1): the member is unknown, it already has that
+ * role, or the change would leave no voter. `data` is
+ * {@link MembershipChangeFailedData}. Not retryable as is. (A change
+ * refused because another one is still committing is UNAVAILABLE, with
+ * `retryAfterMs`.)
+ */
+export const MEMBERSHIP_CHANGE_FAILED: -32011 = -32011;
+
+/** Data of a {@link MEMBERSHIP_CHANGE_FAILED} error. */
+export interface MembershipChangeFailedData {
+  /**
+   * `unknownMember`: no member has that id; `notApplicable`: the change
+   * does not apply (already that role, a voter added as a learner, no
+   * voter left...; the message says which).
+   */
+  reason: "unknownMember" | "notApplicable";
+  /** The member the change was about. */
+  member: string;
+}
+
 /** Data of a {@link LEADER_TRANSFER_FAILED} error. */
 export interface LeaderTransferFailedData {
   /** `noOtherVoter`: a single-member registry; `timeout`: no one took over in time. */
@@ -125,6 +147,18 @@ export const REGISTRY_METHODS = {
   leaderTransfer: "registry.leaderTransfer",
   /** Every member with its role and replication progress: → {@link MemberListResult}. */
   memberList: "registry.memberList",
+  /**
+   * Adds a member, as a learner by default (dissertation §4.2.1):
+   * {@link MemberAddParams} → {@link MemberListResult}.
+   */
+  memberAdd: "registry.memberAdd",
+  /** Makes a learner a voter: {@link MemberIdParams} → {@link MemberListResult}. */
+  memberPromote: "registry.memberPromote",
+  /**
+   * Removes a member, the leader included (it steps down once the removal
+   * commits, §4.2.2): {@link MemberIdParams} → {@link MemberListResult}.
+   */
+  memberRemove: "registry.memberRemove",
   /** Grants a lease: {@link LeaseGrantParams} → {@link LeaseGrantResult}. */
   leaseGrant: "lease.grant",
   /** Renews a lease: {@link LeaseKeepAliveParams} → {@link LeaseKeepAliveResult}. */
@@ -606,6 +640,12 @@ export interface RegistryStatus {
   term: number;
   /** This node's Raft role in the current term. */
   role: "follower" | "candidate" | "leader";
+  /**
+   * Whether this node votes (`voter`), only replicates (`learner`), or is
+   * no member (null): a node started with `--join` before the cluster added
+   * it, or a removed node (it stays up but takes no part; stop it).
+   */
+  kind: MemberKind | null;
   /** Leader id, or null during an election. */
   leader: string | null;
   /** Leader's client URL, or null when unknown. */
@@ -614,6 +654,11 @@ export interface RegistryStatus {
   commitIndex: number;
   /** Highest Raft log index applied to this node's registry state. */
   appliedIndex: number;
+  /**
+   * Index of this node's newest snapshot (taken here or installed from the
+   * leader; Raft paper §7); 0 for none.
+   */
+  snapshotIndex: number;
   /** Registry revision applied on this node. */
   revision: number;
   /** Oldest revision whose events this node holds for watches. */
@@ -663,7 +708,7 @@ export interface LeaderTransferResult {
 /**
  * Whether a member votes (`voter`) or only receives the log (`learner`, a
  * non-voting member catching up before it is promoted, Raft dissertation
- * §4.2.1). Every member is a voter until runtime membership changes exist.
+ * §4.2.1).
  */
 export type MemberKind = "voter" | "learner";
 
@@ -694,8 +739,38 @@ export interface MemberInfo {
   lastHeardMsAgo: number | null;
 }
 
+/** Params of `registry.memberAdd`. */
+export interface MemberAddParams {
+  /** The new member's id (non-empty, no `|`). */
+  id: string;
+  /** Its peer URL (`tcp://host:port` of its peer port), replicated to every member. */
+  peerUrl: string;
+  /** Its client URL (`tcp://host:port`), replicated too. @default none */
+  clientUrl?: string;
+  /**
+   * Add it as a learner, which receives the log but does not vote, to be
+   * promoted once caught up (dissertation §4.2.1); false adds a voter at
+   * once. @default true
+   */
+  learner?: boolean;
+  /**
+   * With `learner`: the leader promotes it to voter on its own once its
+   * match index reaches the leader's commit index (checked every tick).
+   * `--join` asks for this. @default false
+   */
+  promoteWhenCaughtUp?: boolean;
+}
+
+/** Params of `registry.memberPromote` and `registry.memberRemove`. */
+export interface MemberIdParams {
+  /** The member's id. */
+  id: string;
+}
+
 /** Result of `registry.memberList`, answered by the leader. */
 export interface MemberListResult {
+  /** The cluster's id (16 hex digits), which a joining node records in its data folder. */
+  clusterId: string;
   /** The leader's id. */
   leader: string;
   /** The leader's term. */
@@ -752,6 +827,18 @@ export interface RegistryApi {
     params: Record<string, never> | undefined;
     result: MemberListResult;
   };
+  /** `registry.memberAdd`. */
+  "registry.memberAdd": { params: MemberAddParams; result: MemberListResult };
+  /** `registry.memberPromote`. */
+  "registry.memberPromote": {
+    params: MemberIdParams;
+    result: MemberListResult;
+  };
+  /** `registry.memberRemove`. */
+  "registry.memberRemove": {
+    params: MemberIdParams;
+    result: MemberListResult;
+  };
   /** `lease.grant`. */
   "lease.grant": { params: LeaseGrantParams; result: LeaseGrantResult };
   /** `lease.keepAlive`. */
@@ -796,6 +883,9 @@ export const LEADER_METHODS: ReadonlySet<RegistryMethod> = new Set<
   REGISTRY_METHODS.leaseList,
   REGISTRY_METHODS.leaderTransfer,
   REGISTRY_METHODS.memberList,
+  REGISTRY_METHODS.memberAdd,
+  REGISTRY_METHODS.memberPromote,
+  REGISTRY_METHODS.memberRemove,
 ]);
 
 // --- defaults --------------------------------------------------------------

@@ -89,6 +89,7 @@ export class Harness {
         hardState: disk.hardState,
         entries: disk.entries.map((e) => ({ ...e })),
         snapshot: snapshot && { ...snapshot },
+        ...(snapshot && { configuration: snapshot.configuration }),
       }),
     );
     this.machines.set(
@@ -175,10 +176,11 @@ export class Harness {
       : core.entryAt(index)!.term;
     const snapshot = { index, term, data: JSON.stringify(machine.data) };
     core.snapshotTaken(snapshot, { compactTo });
-    disk.snapshot = { ...snapshot };
+    const taken = { ...snapshot, configuration: core.snapshotConfiguration! };
+    disk.snapshot = taken;
     const kept = core.snapshotPoint.index;
     disk.entries = disk.entries.filter((e) => e.index > kept);
-    return snapshot;
+    return taken;
   }
 
   /**

@@ -109,6 +109,7 @@ export function parseMessage(value: unknown): Message {
       requireCount(m, "offset");
       requireString(m, "data");
       requireBoolean(m, "done");
+      requireConfiguration(m);
       break;
     }
     case "installSnapshotResponse":
@@ -128,6 +129,28 @@ export function parseMessage(value: unknown): Message {
       break;
   }
   return m as unknown as Message;
+}
+
+/**
+ * An InstallSnapshot's `configuration`: an object with `voters` (at least
+ * one) and `learners`, arrays of non-empty strings, no node in both. Other
+ * fields are left as they are (the configuration is an opaque value).
+ */
+function requireConfiguration(m: Record<string, unknown>): void {
+  const config = m.configuration as Record<string, unknown>;
+  const ids = (list: unknown): list is string[] =>
+    Array.isArray(list) &&
+    list.every((id) => typeof id === "string" && id !== "");
+  if (
+    typeof config !== "object" || config === null || Array.isArray(config) ||
+    !ids(config.voters) || !ids(config.learners) ||
+    config.voters.length === 0 ||
+    config.voters.some((id) => (config.learners as string[]).includes(id))
+  ) {
+    throw new TypeError(
+      'Raft message field "configuration" must be an object { voters: [ids, at least one], learners: [ids] } with no node in both',
+    );
+  }
 }
 
 function requireString(m: Record<string, unknown>, field: string): void {

@@ -98,6 +98,7 @@ const valid: Message[] = [
     to: "n2",
     term: 4,
     snapshot: { index: 7, term: 3 },
+    configuration: { voters: ["n1", "n2"], learners: [] },
     offset: 262144,
     data: '{"k":1}',
     done: true,
@@ -485,4 +486,34 @@ Deno.test("§7 InstallSnapshot: the snapshot point, data and done are checked", 
       'Raft message field "success" must be a boolean',
     );
   }
+});
+
+Deno.test("§7 InstallSnapshot: the configuration it carries is checked and kept as it is", () => {
+  const chunk = valid[12];
+  assert.equal(chunk.type, "installSnapshot");
+  const message =
+    /Raft message field "configuration" must be an object { voters: \[ids, at least one\], learners: \[ids\] }/;
+  for (
+    const bad of [
+      undefined,
+      null,
+      [],
+      { voters: ["n1"] },
+      { voters: [], learners: [] },
+      { voters: ["n1", ""], learners: [] },
+      { voters: ["n1", 2], learners: [] },
+      { voters: ["n1", "n2"], learners: ["n2"] },
+    ]
+  ) refuses(withField(chunk, "configuration", bad), message);
+  // Fields it does not know (e.g. peer addresses) pass through.
+  const extended = {
+    voters: ["n1"],
+    learners: [],
+    peerUrls: { n1: "tcp://127.0.0.1:1" },
+  };
+  const parsed = parseMessage(withField(chunk, "configuration", extended));
+  assert.deepEqual(
+    (parsed as typeof chunk & { configuration: unknown }).configuration,
+    extended,
+  );
 });

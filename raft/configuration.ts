@@ -28,6 +28,28 @@ export interface Configuration {
   readonly voters: readonly NodeId[];
   /** Non-voting members that receive the log. */
   readonly learners: readonly NodeId[];
+  /**
+   * Member id → its peer URL (`tcp://host:port` of its peer port), for the
+   * members whose address the log carries: set by an `addLearner` or
+   * `addVoter` change that gives `peerUrl`, or by the bootstrap
+   * configuration (the `--peers` list); dropped with the member. Absent
+   * when no member has one. Replicated with the configuration, so every
+   * member (and a restart, and a snapshot) knows where the others are.
+   */
+  readonly peerUrls?: Readonly<Record<NodeId, string>>;
+  /**
+   * Member id → its client URL (where its registry API listens), for the
+   * members whose change gave one; like {@link Configuration.peerUrls}.
+   */
+  readonly clientUrls?: Readonly<Record<NodeId, string>>;
+}
+
+/** The addresses a {@link Configuration} carries (see {@link makeConfiguration}). */
+export interface MemberUrls {
+  /** Member id → peer URL; entries of non-members are dropped. */
+  peerUrls?: Readonly<Record<NodeId, string>>;
+  /** Member id → client URL; entries of non-members are dropped. */
+  clientUrls?: Readonly<Record<NodeId, string>>;
 }
 
 /**
@@ -42,6 +64,15 @@ export interface ConfChange {
   type: "addLearner" | "addVoter" | "promote" | "remove";
   /** The node the change is about. */
   node: NodeId;
+  /**
+   * `addLearner` / `addVoter`: the node's peer URL (`tcp://host:port`), so
+   * every member learns where to reach it. Default: keep the one the
+   * configuration has (none for a new node: then only drivers that know
+   * it otherwise can reach it).
+   */
+  peerUrl?: string;
+  /** `addLearner` / `addVoter`: the node's client URL. Default: keep the known one. */
+  clientUrl?: string;
 }
 
 /**
@@ -62,16 +93,20 @@ export class ConfChangeError extends Error {
 }
 
 /**
- * Makes a configuration: ids deduplicated and sorted.
+ * Makes a configuration: ids deduplicated and sorted; URLs kept for
+ * members only (the fields are omitted when no member has one).
  *
  * @param voters the voting members.
  * @param learners the non-voting members. Default none.
- * @throws {RangeError} when an id is not a non-empty string, or a node is
- * listed both as a voter and as a learner.
+ * @param urls the members' peer and client URLs. Default none.
+ * @throws {RangeError} when an id is not a non-empty string, a node is
+ * listed both as a voter and as a learner, or a URL is not a non-empty
+ * string.
  */
 export function makeConfiguration(
   voters: readonly NodeId[],
   learners: readonly NodeId[] = [],
+  urls: MemberUrls = {},
 ): Configuration {
   for (const id of [...voters, ...learners]) {
     if (typeof id !== "string" || id === "") {
@@ -88,10 +123,42 @@ export function makeConfiguration(
       } listed both as voter and as learner; a node is one or the other`,
     );
   }
-  return {
+  const config: {
+    voters: NodeId[];
+    learners: NodeId[];
+    peerUrls?: Record<NodeId, string>;
+    clientUrls?: Record<NodeId, string>;
+  } = {
     voters: [...new Set(voters)].sort(),
     learners: [...new Set(learners)].sort(),
   };
+  const members = new Set([...voters, ...learners]);
+  for (const field of ["peerUrls", "clientUrls"] as const) {
+    const kept: Record<NodeId, string> = {};
+    for (const [id, url] of Object.entries(urls[field] ?? {}).sort()) {
+      if (!members.has(id)) continue;
+      if (typeof url !== "string" || url === "") {
+        throw new RangeError(
+          `${field} of ${id} must be a non-empty string, got ${
+            JSON.stringify(url)
+          }`,
+        );
+      }
+      kept[id] = url;
+    }
+    if (Object.keys(kept).length > 0) config[field] = kept;
+  }
+  return config;
+}
+
+/** The peer URL `config` records for `id`, or null. */
+export function peerUrlOf(config: Configuration, id: NodeId): string | null {
+  return config.peerUrls?.[id] ?? null;
+}
+
+/** The client URL `config` records for `id`, or null. */
+export function clientUrlOf(config: Configuration, id: NodeId): string | null {
+  return config.clientUrls?.[id] ?? null;
 }
 
 /** Whether `id` is a voter of `config`. */
@@ -122,11 +189,21 @@ export function quorumSize(config: Configuration): number {
   return Math.floor(config.voters.length / 2) + 1;
 }
 
-/** Whether two configurations have the same voters and learners. */
+/**
+ * Whether two configurations have the same voters, learners, peer URLs and
+ * client URLs.
+ */
 export function sameConfiguration(a: Configuration, b: Configuration): boolean {
   const same = (x: readonly NodeId[], y: readonly NodeId[]) =>
     x.length === y.length && x.every((id) => y.includes(id));
-  return same(a.voters, b.voters) && same(a.learners, b.learners);
+  const sameUrls = (
+    x: Readonly<Record<NodeId, string>> = {},
+    y: Readonly<Record<NodeId, string>> = {},
+  ) =>
+    Object.keys(x).length === Object.keys(y).length &&
+    Object.entries(x).every(([id, url]) => y[id] === url);
+  return same(a.voters, b.voters) && same(a.learners, b.learners) &&
+    sameUrls(a.peerUrls, b.peerUrls) && sameUrls(a.clientUrls, b.clientUrls);
 }
 
 /**
@@ -172,6 +249,16 @@ export function applyConfChange(
   change: ConfChange,
 ): Configuration {
   const { type, node } = change;
+  for (const field of ["peerUrl", "clientUrl"] as const) {
+    const url = change[field];
+    if (url !== undefined && (typeof url !== "string" || url === "")) {
+      throw new ConfChangeError(
+        `a membership change's ${field} must be a non-empty string (tcp://host:port), got ${
+          JSON.stringify(url)
+        }`,
+      );
+    }
+  }
   if (typeof node !== "string" || node === "") {
     throw new ConfChangeError(
       `a membership change needs a node id (a non-empty string), got ${
@@ -181,6 +268,18 @@ export function applyConfChange(
   }
   const voters = config.voters.filter((id) => id !== node);
   const learners = config.learners.filter((id) => id !== node);
+  const urls: MemberUrls = {
+    peerUrls: { ...config.peerUrls },
+    clientUrls: { ...config.clientUrls },
+  };
+  if (type === "addLearner" || type === "addVoter") {
+    if (change.peerUrl !== undefined) {
+      urls.peerUrls = { ...urls.peerUrls, [node]: change.peerUrl };
+    }
+    if (change.clientUrl !== undefined) {
+      urls.clientUrls = { ...urls.clientUrls, [node]: change.clientUrl };
+    }
+  }
   let next: Configuration;
   switch (type) {
     case "addLearner":
@@ -189,10 +288,10 @@ export function applyConfChange(
           `${node} is a voter; to make it a learner, remove it, then add it as a learner`,
         );
       }
-      next = makeConfiguration(voters, [...learners, node]);
+      next = makeConfiguration(voters, [...learners, node], urls);
       break;
     case "addVoter":
-      next = makeConfiguration([...voters, node], learners);
+      next = makeConfiguration([...voters, node], learners, urls);
       break;
     case "promote":
       if (!isLearner(config, node)) {
@@ -200,7 +299,7 @@ export function applyConfChange(
           `${node} is not a learner; only a learner can be promoted (add it with addLearner first)`,
         );
       }
-      next = makeConfiguration([...voters, node], learners);
+      next = makeConfiguration([...voters, node], learners, urls);
       break;
     case "remove":
       if (!isMember(config, node)) {
@@ -208,7 +307,9 @@ export function applyConfChange(
           `${node} is not a member of the cluster; nothing to remove`,
         );
       }
-      next = makeConfiguration(voters, learners);
+      // The removed node's URLs go with it (makeConfiguration keeps
+      // members' only).
+      next = makeConfiguration(voters, learners, urls);
       break;
     default:
       throw new ConfChangeError(
@@ -221,17 +322,28 @@ export function applyConfChange(
   return next;
 }
 
-/** The `data` of a config entry: the JSON of the whole configuration. */
+/**
+ * The `data` of a config entry: the JSON of the whole configuration,
+ * `{"voters":[…],"learners":[…]}` plus `"peerUrls":{…}` and
+ * `"clientUrls":{…}` when the configuration has any.
+ */
 export function encodeConfiguration(config: Configuration): string {
-  return JSON.stringify({ voters: config.voters, learners: config.learners });
+  return JSON.stringify({
+    voters: config.voters,
+    learners: config.learners,
+    ...(config.peerUrls === undefined ? {} : { peerUrls: config.peerUrls }),
+    ...(config.clientUrls === undefined
+      ? {}
+      : { clientUrls: config.clientUrls }),
+  });
 }
 
 /**
  * Reads the `data` of a config entry.
  *
  * @throws {TypeError} when `data` is not JSON of
- * `{ voters: string[] (non-empty), learners: string[] }` with no node in
- * both lists.
+ * `{ voters: string[] (non-empty), learners: string[], peerUrls?: {id:
+ * url}, clientUrls?: {id: url} }` with no node in both lists.
  */
 export function decodeConfiguration(data: string): Configuration {
   const fail = (why: string): never => {
@@ -245,7 +357,10 @@ export function decodeConfiguration(data: string): Configuration {
   } catch {
     return fail(`not JSON: ${JSON.stringify(data.slice(0, 80))}`);
   }
-  const { voters, learners } = (value ?? {}) as Record<string, unknown>;
+  const { voters, learners, peerUrls, clientUrls } = (value ?? {}) as Record<
+    string,
+    unknown
+  >;
   const ids = (list: unknown) =>
     Array.isArray(list) &&
     list.every((id) => typeof id === "string" && id !== "");
@@ -253,8 +368,18 @@ export function decodeConfiguration(data: string): Configuration {
     return fail("voters and learners must be arrays of non-empty strings");
   }
   if ((voters as string[]).length === 0) return fail("no voter");
+  const urlMap = (map: unknown) =>
+    map === undefined ||
+    (typeof map === "object" && map !== null && !Array.isArray(map) &&
+      Object.values(map).every((url) => typeof url === "string" && url !== ""));
+  if (!urlMap(peerUrls) || !urlMap(clientUrls)) {
+    return fail("peerUrls and clientUrls must map ids to non-empty strings");
+  }
   try {
-    return makeConfiguration(voters as string[], learners as string[]);
+    return makeConfiguration(voters as string[], learners as string[], {
+      peerUrls: peerUrls as Record<NodeId, string> | undefined,
+      clientUrls: clientUrls as Record<NodeId, string> | undefined,
+    });
   } catch (error) {
     return fail((error as Error).message);
   }

@@ -11,6 +11,7 @@ import {
   latestConfiguration,
   makeConfiguration,
   quorumSize,
+  sameConfiguration,
 } from "./configuration.ts";
 import type { Entry, NodeId } from "./types.ts";
 
@@ -239,5 +240,109 @@ Deno.test("dissertation §4.1: checkTransition never allows a transition with di
   assert.equal(
     disjointMajorities(three, makeConfiguration(["n1", "n4", "n5"])),
     true,
+  );
+});
+
+/** Asserts that `fn` throws a `type` whose message includes `text`. */
+function throwsWith(
+  fn: () => unknown,
+  type: ErrorConstructor | typeof ConfChangeError,
+  text: string,
+) {
+  assert.throws(
+    fn,
+    (e: unknown) => e instanceof type && e.message.includes(text),
+  );
+}
+
+Deno.test("dissertation §4.1 addresses are replicated state: a change's peer and client URLs enter the configuration, remove drops them", () => {
+  const boot = makeConfiguration(["n1", "n2"], [], {
+    peerUrls: { n1: "tcp://h:1", n2: "tcp://h:2", stranger: "tcp://h:9" },
+  });
+  assert.deepEqual(boot.peerUrls, { n1: "tcp://h:1", n2: "tcp://h:2" });
+  assert.deepEqual(boot.clientUrls, undefined);
+  const added = applyConfChange(boot, {
+    type: "addLearner",
+    node: "n3",
+    peerUrl: "tcp://h:3",
+    clientUrl: "tcp://h:33",
+  });
+  assert.deepEqual(added, {
+    voters: ["n1", "n2"],
+    learners: ["n3"],
+    peerUrls: { n1: "tcp://h:1", n2: "tcp://h:2", n3: "tcp://h:3" },
+    clientUrls: { n3: "tcp://h:33" },
+  });
+  const promoted = applyConfChange(added, { type: "promote", node: "n3" });
+  assert.deepEqual(promoted.peerUrls, added.peerUrls);
+  assert.deepEqual(promoted.voters, ["n1", "n2", "n3"]);
+  const removed = applyConfChange(promoted, { type: "remove", node: "n3" });
+  assert.deepEqual(removed, {
+    voters: ["n1", "n2"],
+    learners: [],
+    peerUrls: { n1: "tcp://h:1", n2: "tcp://h:2" },
+  });
+  // The same learner with the same URL changes nothing; a moved URL does.
+  throwsWith(
+    () =>
+      applyConfChange(added, {
+        type: "addLearner",
+        node: "n3",
+        peerUrl: "tcp://h:3",
+      }),
+    ConfChangeError,
+    "changes nothing",
+  );
+  assert.deepEqual(
+    applyConfChange(added, {
+      type: "addLearner",
+      node: "n3",
+      peerUrl: "tcp://h:4",
+    })
+      .peerUrls?.n3,
+    "tcp://h:4",
+  );
+  throwsWith(
+    () =>
+      applyConfChange(boot, { type: "addLearner", node: "n3", peerUrl: "" }),
+    ConfChangeError,
+    "peerUrl must be a non-empty string",
+  );
+  assert.deepEqual(sameConfiguration(added, promoted), false);
+  assert.deepEqual(
+    sameConfiguration(
+      boot,
+      makeConfiguration(["n1", "n2"], [], {
+        peerUrls: { n1: "tcp://h:1", n2: "tcp://other:2" },
+      }),
+    ),
+    false,
+  );
+});
+
+Deno.test("config entry data carries the URLs and round-trips; a malformed URL map is refused", () => {
+  const config = makeConfiguration(["n1"], ["n2"], {
+    peerUrls: { n1: "tcp://h:1", n2: "tcp://h:2" },
+    clientUrls: { n2: "tcp://h:22" },
+  });
+  assert.deepEqual(decodeConfiguration(encodeConfiguration(config)), config);
+  // An entry written before URLs existed still reads.
+  assert.deepEqual(
+    decodeConfiguration('{"voters":["n1"],"learners":[]}'),
+    makeConfiguration(["n1"]),
+  );
+  throwsWith(
+    () =>
+      decodeConfiguration('{"voters":["n1"],"learners":[],"peerUrls":["x"]}'),
+    TypeError,
+    "peerUrls and clientUrls must map ids to non-empty strings",
+  );
+  throwsWith(
+    () =>
+      decodeConfiguration(
+        '{"voters":["n1"],"learners":[],"peerUrls":{"n1":3}}',
+      ),
+    TypeError,
+    "peerUrls and clientUrls",
   );
 });

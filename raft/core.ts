@@ -382,8 +382,11 @@ export class RaftCore {
   readonly id: NodeId;
   /** The latest configuration in the log, or `#baseConfiguration` (§4.1). */
   #configuration: Configuration;
-  /** The configuration before the log's first entry (bootstrap or snapshot). */
-  readonly #baseConfiguration: Configuration;
+  /**
+   * The configuration before the log's first entry (bootstrap or snapshot);
+   * compaction folds the config entries it drops into it (dissertation §5.1).
+   */
+  #baseConfiguration: Configuration;
   /** The config entries in the log, oldest first. */
   #configEntries: ConfigEntry[] = [];
   #reportedConfiguration: Configuration;
@@ -511,6 +514,7 @@ export class RaftCore {
       index: snapshot.index,
       term: snapshot.term,
       data: snapshot.data,
+      configuration: this.#baseConfiguration,
     };
     // Config entries at or below the snapshot are covered by
     // config.configuration (the snapshot's).
@@ -967,6 +971,12 @@ export class RaftCore {
    * The application took a snapshot of its state machine at an applied
    * index (Raft paper §7). The core keeps it, to send to followers that
    * need entries it no longer has, and drops the log up to `compactTo`.
+   * The snapshot records the configuration in force at its index (the
+   * latest config entry at or below it, else the configuration the log
+   * starts with; dissertation §5.1), and config entries at or below
+   * `compactTo` are folded into the configuration the log starts with.
+   * Hand the snapshot over only once it is durable: the core may send it
+   * to a follower, and the log it replaces is gone from memory.
    *
    * @param snapshot the state machine after applying entries 1..index;
    * `term` is the term of the entry at `index`.
@@ -980,7 +990,7 @@ export class RaftCore {
    * when `compactTo` is not an integer in 0..snapshot.index.
    */
   snapshotTaken(
-    snapshot: Snapshot,
+    snapshot: SnapshotPoint & { data: string },
     options: { compactTo?: number } = {},
   ): void {
     const { index, term, data } = snapshot;
@@ -1013,8 +1023,58 @@ export class RaftCore {
         `compactTo ${compactTo} must be an integer in 0..${index} (the snapshot's index)`,
       );
     }
-    this.#snapshot = { index, term, data };
+    this.#snapshot = {
+      index,
+      term,
+      data,
+      configuration: this.configurationAt(index),
+    };
     this.#log.compact(compactTo);
+    this.#foldConfigurations(compactTo);
+  }
+
+  /**
+   * The configuration the snapshot at {@link snapshotPoint}, or the latest
+   * taken or installed, records: the configuration in force at its index
+   * (dissertation §5.1), or null when this node holds no snapshot data.
+   */
+  get snapshotConfiguration(): Configuration | null {
+    return this.#snapshot?.configuration ?? null;
+  }
+
+  /**
+   * The configuration in force at `index`: the latest config entry at or
+   * below it, else the configuration the log starts with (dissertation
+   * §5.1; what a snapshot at `index` records).
+   *
+   * @throws {RangeError} when `index` is below {@link snapshotPoint} (the
+   * entries there are compacted).
+   */
+  configurationAt(index: number): Configuration {
+    if (index < this.#log.snapshot.index) {
+      throw new RangeError(
+        `index ${index} is compacted (the log starts after ${this.#log.snapshot.index})`,
+      );
+    }
+    let found = this.#baseConfiguration;
+    for (const entry of this.#configEntries) {
+      if (entry.index > index) break;
+      found = entry.configuration;
+    }
+    return found;
+  }
+
+  /**
+   * Log compaction up to `index` (dissertation §5.1): config entries at or
+   * below it leave the log, so the latest of them becomes the base
+   * configuration; the current configuration does not change.
+   */
+  #foldConfigurations(index: number): void {
+    while (
+      this.#configEntries.length > 0 && this.#configEntries[0].index <= index
+    ) {
+      this.#baseConfiguration = this.#configEntries.shift()!.configuration;
+    }
   }
 
   /** Whether {@link ready} has any work. */
@@ -1463,6 +1523,15 @@ export class RaftCore {
   #sendSnapshotChunk(peer: NodeId, progress: Progress): void {
     const transfer = progress.transfer!;
     if (transfer.inflight) return;
+    if (
+      transfer.offset === 0 && this.#snapshot !== null &&
+      this.#snapshot.index > transfer.snapshot.index
+    ) {
+      // Nothing of it was taken yet, and a newer snapshot exists (the
+      // follower was down while this leader took more): send the newest,
+      // so the follower does not install a stale one and then need another.
+      transfer.snapshot = this.#snapshot;
+    }
     const { snapshot, offset } = transfer;
     const data = snapshot.data.slice(offset, offset + this.#snapshotChunkChars);
     this.#send<InstallSnapshotRequest>({
@@ -1471,6 +1540,7 @@ export class RaftCore {
       to: peer,
       term: this.#term,
       snapshot: { index: snapshot.index, term: snapshot.term },
+      configuration: snapshot.configuration,
       offset,
       data,
       done: offset + data.length >= snapshot.data.length,
@@ -1791,8 +1861,17 @@ export class RaftCore {
       index: point.index,
       term: point.term,
       data: incoming.chunks.join(""),
+      configuration: message.configuration,
     };
     this.#log.restore(point);
+    // The snapshot's configuration is the one in force at its point; config
+    // entries kept after the point (receiver rule 6) still follow it
+    // (dissertation §5.1).
+    this.#configEntries = this.#configEntries.filter((entry) =>
+      entry.index > point.index
+    );
+    this.#baseConfiguration = message.configuration;
+    this.#syncConfiguration([]);
     this.#commit = point.index;
     this.#snapshot = snapshot;
     this.#pendingSnapshot = snapshot;

@@ -167,6 +167,7 @@ Deno.test("§7 InstallSnapshot: a follower behind the compacted log gets the sna
     index: leader.snapshotPoint.index,
     term: leader.snapshotPoint.term,
     data: snapshot,
+    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
   });
   assert.equal(c.core("n3").commitIndex, leader.commitIndex);
   assert.deepEqual(c.machines.get("n3"), c.machines.get("n1"));
@@ -205,6 +206,7 @@ Deno.test("dissertation §5.3 InstallSnapshot: a lost chunk is sent again; a lea
   const d = behindCompacted(8);
   const first: InstallSnapshotRequest = {
     type: "installSnapshot",
+    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
     from: "n1",
     to: "n3",
     term: d.core("n1").term,
@@ -235,6 +237,7 @@ Deno.test("§7 InstallSnapshot: a stale snapshot (at or below the commit index) 
   });
   core.step({
     type: "installSnapshot",
+    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
     from: "n1",
     to: "n2",
     term: 1,
@@ -269,6 +272,7 @@ Deno.test("§7 receiver rule 6: a follower keeps its entries after a snapshot po
     });
     core.step({
       type: "installSnapshot",
+      configuration: { voters: ["n1", "n2", "n3"], learners: [] },
       from: "n1",
       to: "n2",
       term: 2,
@@ -278,7 +282,12 @@ Deno.test("§7 receiver rule 6: a follower keeps its entries after a snapshot po
       done: true,
     });
     const ready = core.ready();
-    assert.deepEqual(ready.snapshot, { index: 3, term, data: '["a"]' });
+    assert.deepEqual(ready.snapshot, {
+      index: 3,
+      term,
+      data: '["a"]',
+      configuration: { voters: ["n1", "n2", "n3"], learners: [] },
+    });
     assert.deepEqual(ready.committedEntries, []);
     assert.equal(ready.hardState?.commit, 3);
     assert.equal(core.lastIndex, kept ? 5 : 3);
@@ -296,6 +305,7 @@ Deno.test("§7 InstallSnapshot: a snapshot bigger than maxSnapshotChars is refus
   });
   const chunk: InstallSnapshotRequest = {
     type: "installSnapshot",
+    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
     from: "n1",
     to: "n2",
     term: 1,
@@ -418,4 +428,147 @@ Deno.test("§7 a leader change during a transfer: the new leader sends its own s
   assert.equal(chunks[0].offset, 0);
   assert.deepEqual(c.machines.get("n3"), c.machines.get("n2"));
   assert.equal(leader.progressOf("n3")!.state, "replicate");
+});
+
+// --- the configuration in a snapshot ---------------------------------------------
+
+const config = (voters: string[], learners: string[] = []) => ({
+  voters,
+  learners,
+});
+
+Deno.test("§7 a snapshot includes the latest configuration as of its last included index (dissertation §5.1)", () => {
+  const c = new Harness(3, { voters: ["n1", "n2"], join: true });
+  const core = c.elect("n1");
+  core.propose("a");
+  c.deliver();
+  const before = core.lastIndex;
+  const change = core.proposeConfChange({ type: "addLearner", node: "n3" });
+  c.deliver();
+  core.propose("b");
+  c.deliver();
+  assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
+  // At an index before the config entry: the configuration the log starts with.
+  core.snapshotTaken({ index: before, term: core.term, data: "[]" });
+  assert.deepEqual(core.snapshotConfiguration, config(["n1", "n2"]));
+  // At the config entry itself, and after it: the new configuration.
+  core.snapshotTaken({ index: change.index, term: core.term, data: "[]" });
+  assert.deepEqual(core.snapshotConfiguration, config(["n1", "n2"], ["n3"]));
+  const taken = c.snapshot("n1");
+  assert.deepEqual(taken.configuration, config(["n1", "n2"], ["n3"]));
+  assert.ok(core.snapshotPoint.index > change.index, "the entry is compacted");
+  assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
+});
+
+Deno.test("§7 compaction folds config entries into the base configuration: a removal that is compacted stays in force", () => {
+  const c = new Harness(3, { voters: ["n1", "n2"], join: true });
+  const core = c.elect("n1");
+  core.proposeConfChange({ type: "addLearner", node: "n3" });
+  c.deliver();
+  core.proposeConfChange({ type: "remove", node: "n3" });
+  c.deliver();
+  core.propose("x");
+  c.deliver();
+  // Keep a trailing window holding only the last entry: both config
+  // entries are compacted away.
+  c.snapshot("n1", core.lastIndex - 1);
+  assert.deepEqual(core.configuration, config(["n1", "n2"]));
+  // A restart from that disk (snapshot + window) has the same configuration
+  // without any config entry in its log.
+  c.crash("n1");
+  c.boot("n1");
+  assert.deepEqual(c.core("n1").configuration, config(["n1", "n2"]));
+  assert.deepEqual(c.core("n1").snapshotConfiguration, config(["n1", "n2"]));
+});
+
+Deno.test("§7 InstallSnapshot carries the configuration: the follower installs it with the state and keeps it across a restart", () => {
+  const c = new Harness(4, { voters: ["n1", "n2", "n3"], join: true });
+  const core = c.elect("n1");
+  c.crash("n3");
+  core.proposeConfChange({ type: "addLearner", node: "n4" });
+  c.deliver();
+  for (let i = 0; i < 5; i++) core.propose(`e${i}`);
+  c.deliver();
+  c.snapshot("n1");
+  c.boot("n3"); // its disk holds only the bootstrap configuration
+  assert.deepEqual(c.core("n3").configuration, config(["n1", "n2", "n3"]));
+  const delivered = c.tick("n1");
+  const chunks = chunksTo(delivered, "n3");
+  assert.ok(chunks.length > 0);
+  for (const chunk of chunks) {
+    assert.deepEqual(chunk.configuration, config(["n1", "n2", "n3"], ["n4"]));
+  }
+  const installed = c.readys.get("n3")!.find((r) => r.snapshot !== null)!;
+  assert.deepEqual(
+    installed.snapshot!.configuration,
+    config(["n1", "n2", "n3"], ["n4"]),
+  );
+  assert.deepEqual(
+    installed.configuration,
+    config(["n1", "n2", "n3"], ["n4"]),
+    "the Ready reports the configuration change",
+  );
+  assert.deepEqual(
+    c.core("n3").configuration,
+    config(["n1", "n2", "n3"], ["n4"]),
+  );
+  c.crash("n3");
+  c.boot("n3");
+  assert.deepEqual(
+    c.core("n3").configuration,
+    config(["n1", "n2", "n3"], ["n4"]),
+  );
+});
+
+Deno.test("§7 receiver rule 6 with membership: a config entry kept after the snapshot point stays in force over the snapshot's", () => {
+  const core = new RaftCore({
+    id: "n2",
+    voters: ["n1", "n2"],
+    entries: [
+      { index: 1, term: 1, data: "" },
+      { index: 2, term: 1, data: "a" },
+      {
+        index: 3,
+        term: 1,
+        data: JSON.stringify(config(["n1", "n2"], ["n3"])),
+        type: "config",
+      },
+    ],
+    hardState: { term: 1, vote: null, commit: 1 },
+  });
+  assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
+  core.step({
+    type: "installSnapshot",
+    from: "n1",
+    to: "n2",
+    term: 1,
+    snapshot: { index: 2, term: 1 },
+    configuration: config(["n1", "n2"]),
+    offset: 0,
+    data: "[]",
+    done: true,
+  });
+  assert.equal(core.lastIndex, 3, "the entries after the point are kept");
+  assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
+  assert.deepEqual(core.snapshotConfiguration, config(["n1", "n2"]));
+});
+
+Deno.test("§7 InstallSnapshot: a transfer not yet started sends the newest snapshot, not the one the follower first needed", () => {
+  const c = behindCompacted(1 << 20);
+  const leader = c.core("n1");
+  // The first chunk is lost: the transfer starts, nothing is acknowledged.
+  const noChunks = (m: Message) => m.type !== "installSnapshot";
+  c.tick("n1", 1, noChunks);
+  const first = leader.progressOf("n3")!.snapshotIndex;
+  assert.equal(first, leader.snapshotPoint.index);
+  for (let i = 0; i < 5; i++) leader.propose(`b${i}`);
+  c.deliver(noChunks);
+  c.snapshot("n1");
+  const newest = leader.snapshotPoint.index;
+  assert.ok(newest > first!);
+  // The unanswered chunk is sent again after an election timeout.
+  c.tick("n1", 12);
+  const installed = c.readys.get("n3")!.filter((r) => r.snapshot !== null);
+  assert.deepEqual(installed.map((r) => r.snapshot!.index), [newest]);
+  assert.deepEqual(c.machines.get("n3"), c.machines.get("n1"));
 });

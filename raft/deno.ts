@@ -31,6 +31,7 @@
  */
 
 export {
+  peerUrlsOf,
   RaftNode,
   type RaftNodeOptions,
   type RaftStatus,

@@ -30,9 +30,16 @@ import {
   decodeConfiguration,
 } from "./configuration.ts";
 import type { RaftCore, Ready, SoftState } from "./core.ts";
-import type { Entry, HardState, Message, NodeId } from "./types.ts";
+import type {
+  Entry,
+  HardState,
+  Message,
+  NodeId,
+  Snapshot,
+  SnapshotPoint,
+} from "./types.ts";
 
-/** What one Ready asks storage to make durable. */
+/** What one Ready, or one snapshot, asks storage to make durable. */
 export interface StorageWrite {
   /** New term, vote and commit index, or undefined when unchanged. */
   hardState?: HardState;
@@ -42,12 +49,50 @@ export interface StorageWrite {
    * Raft paper §5.3).
    */
   entries: Entry[];
+  /**
+   * False when the write holds no entries and the hard state's term and
+   * vote are unchanged (only the commit index moved, which Raft keeps in
+   * volatile state): storage may then write it without an fsync and call
+   * `done` at once (etcd's raft calls this MustSync). True (or absent)
+   * otherwise.
+   */
+  mustSync?: boolean;
+  /**
+   * A snapshot to store (Raft paper §7): one this node took of its state
+   * machine (the write then has no entries and no hard state), or one it
+   * received from the leader (InstallSnapshot). Store it first, durably;
+   * only then drop the log up to `compactTo`. A restart loads the newest
+   * stored snapshot and the log after it.
+   */
+  snapshot?: Snapshot;
+  /**
+   * With `snapshot`: the point the stored log now starts after (its index
+   * and term); the entries up to it are dropped. For a snapshot this node
+   * took it is `snapshot.index - trailingEntries` or later (the trailing
+   * window kept for slow followers); for a received one, the snapshot's
+   * own point.
+   */
+  compactTo?: SnapshotPoint;
+  /**
+   * With a received snapshot: also drop every stored entry after
+   * `snapshot.index` (Raft paper §7 receiver rule 7: the log disagreed with
+   * the snapshot at its index). `entries`, if any, then start at
+   * `snapshot.index + 1`.
+   */
+  discardLog?: boolean;
 }
 
 /**
- * Durable storage of the hard state and the log (Raft paper Figure 2,
- * "Persistent state"). One write is in flight at a time: the driver waits
- * for `done` before the next `persist`.
+ * Durable storage of the hard state, the log and snapshots (Raft paper
+ * Figure 2, "Persistent state"; §7). One write is in flight at a time: the
+ * driver waits for `done` before the next `persist`.
+ *
+ * Order within one write: `snapshot` (durable), then the log marked as
+ * starting after `compactTo` (durable), then `entries`, then `hardState`;
+ * `done()` once all of it is durable. A crash between the first two steps
+ * leaves a snapshot newer than the log's start, which is fine; the other
+ * way round (a log starting after the newest snapshot) would lose state,
+ * so never mark the log first.
  */
 export interface RaftStorage {
   /**
@@ -58,6 +103,38 @@ export interface RaftStorage {
    * write-ahead log; a simulated disk when the simulator decides).
    */
   persist(write: StorageWrite, done: (error?: unknown) => void): void;
+}
+
+/**
+ * When and how the driver snapshots the application's state machine and
+ * compacts the log (Raft paper §7; dissertation §5.1: each server
+ * snapshots on its own, when its log grows past a threshold).
+ */
+export interface SnapshotPolicy {
+  /**
+   * Serialises the state machine as it is now: after applying every entry
+   * up to the driver's applied index, and nothing later (the driver calls
+   * it between two applies). The string is given back to `restore` after a
+   * restart or on a follower that installs it.
+   */
+  take(): string;
+  /**
+   * Take a snapshot once this many entries were applied since the last
+   * one. Default 10,000.
+   */
+  everyEntries?: number;
+  /**
+   * Or once this much entry data (UTF-16 code units of `Entry.data`, about
+   * bytes for ASCII) was applied since the last one. Default 64 Mi
+   * (67,108,864).
+   */
+  everyBytes?: number;
+  /**
+   * Entries kept before the snapshot's index when the log is compacted, so
+   * a follower slightly behind still gets appends rather than the whole
+   * snapshot. Default 5,000.
+   */
+  trailingEntries?: number;
 }
 
 /** Where the driver sends its messages. */
@@ -106,6 +183,21 @@ export interface RaftDriverOptions<R> {
    * Membership change entries (`type: "config"`) are not passed here.
    */
   apply(entry: Entry): R;
+  /**
+   * Replaces the state machine's state with a snapshot's (Raft paper §7):
+   * called with a snapshot this node received from the leader, once it is
+   * durable and before the entries after it are applied (`apply` then goes
+   * on from `snapshot.index + 1`). Required for a node that may fall behind
+   * a compacted log; without it such a snapshot stops the driver
+   * (`onFatal`). A core built from a stored snapshot expects the state
+   * machine restored from it before the driver starts (the caller's part).
+   */
+  restore?(snapshot: Snapshot): void;
+  /**
+   * Automatic snapshots and log compaction; without it the log is never
+   * compacted by this driver.
+   */
+  snapshot?: SnapshotPolicy;
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
   /**
@@ -208,12 +300,22 @@ export class RaftDriver<R = unknown> {
   readonly #transfers = new Set<TransferWaiter>();
   readonly #readPrefix: string;
   #readSequence = 0;
-  #applied = 0;
+  #applied: number;
   #scheduled = false;
-  /** A Ready whose write is in flight, or null. */
-  #persisting: Ready | null = null;
+  /** A Ready (or a snapshot taken here) whose write is in flight, or null. */
+  #persisting: Ready | Snapshot | null = null;
+  /** Index of the newest durable snapshot (0: none). */
+  #snapshotIndex: number;
+  /** Entries and entry data applied since that snapshot. */
+  #sinceSnapshot = { entries: 0, chars: 0 };
+  readonly #policy:
+    | (Required<Omit<SnapshotPolicy, "take">> & { take(): string })
+    | null;
   #idle: (() => void) | null = null;
   #stopped = false;
+  /** Term and vote last handed to storage (to tell MustSync). */
+  #storedTerm: number;
+  #storedVote: NodeId | null;
 
   /**
    * Starts driving `options.core`; the first Ready is handled at the
@@ -224,12 +326,37 @@ export class RaftDriver<R = unknown> {
     this.core = options.core;
     this.#readPrefix = options.readContextPrefix ??
       `${options.core.id}.${randomHex(8)}`;
+    this.#storedTerm = options.core.hardState.term;
+    this.#storedVote = options.core.hardState.vote;
+    this.#applied = options.core.snapshotPoint.index;
+    this.#snapshotIndex = options.core.snapshotPoint.index;
+    const policy = options.snapshot;
+    this.#policy = policy === undefined ? null : {
+      take: () => policy.take(),
+      everyEntries: atLeastOne(policy.everyEntries ?? 10_000, "everyEntries"),
+      everyBytes: atLeastOne(policy.everyBytes ?? 64 << 20, "everyBytes"),
+      trailingEntries: count(
+        policy.trailingEntries ?? 5_000,
+        "trailingEntries",
+      ),
+    };
     this.#schedule();
   }
 
-  /** Highest log index applied to the state machine by this driver. */
+  /**
+   * Highest log index applied to the state machine: by this driver, or by
+   * the snapshot the core started from.
+   */
   get appliedIndex(): number {
     return this.#applied;
+  }
+
+  /**
+   * Index of the newest durable snapshot: taken here, installed from the
+   * leader, or the one the core started from; 0 for none.
+   */
+  get snapshotIndex(): number {
+    return this.#snapshotIndex;
   }
 
   /** True once {@link stop} was called or a fatal error stopped the driver. */
@@ -493,9 +620,10 @@ export class RaftDriver<R = unknown> {
   /** One Ready: persist → send → apply → serve reads → soft state → advance. */
   #handle(ready: Ready): void {
     this.#options.onReady?.(ready);
-    if (ready.snapshot !== null) {
+    if (ready.snapshot !== null && this.#options.restore === undefined) {
       throw new Error(
-        `received a snapshot at index ${ready.snapshot.index}, which this driver cannot install yet`,
+        `received a snapshot at index ${ready.snapshot.index} from the leader, but no restore() was given to install it; ` +
+          "pass RaftDriverOptions.restore",
       );
     }
     if (ready.configuration !== null) {
@@ -509,17 +637,45 @@ export class RaftDriver<R = unknown> {
     if (ready.leaderMessages.length > 0) {
       this.#options.network.send(ready.leaderMessages);
     }
-    if (ready.hardState === null && ready.entries.length === 0) {
+    if (
+      ready.hardState === null && ready.entries.length === 0 &&
+      ready.snapshot === null
+    ) {
       this.#afterPersist(ready);
       return;
     }
-    this.#persisting = ready;
-    let returned = false, durableEarly = false;
-    this.#options.storage.persist({
-      hardState: ready.hardState ?? undefined,
+    const hard = ready.hardState;
+    const write: StorageWrite = {
+      hardState: hard ?? undefined,
       entries: ready.entries,
-    }, (error) => {
-      if (this.#persisting !== ready) return; // called twice: ignore
+      mustSync: ready.entries.length > 0 || ready.snapshot !== null ||
+        (hard !== null &&
+          (hard.term !== this.#storedTerm || hard.vote !== this.#storedVote)),
+    };
+    if (hard !== null) {
+      this.#storedTerm = hard.term;
+      this.#storedVote = hard.vote;
+    }
+    if (ready.snapshot !== null) {
+      const { index, term } = ready.snapshot;
+      write.snapshot = ready.snapshot;
+      write.compactTo = { index, term };
+      // Receiver rule 7 (Raft paper §7): the core kept no entry after the
+      // point as persisted, so whatever storage holds there is replaced.
+      write.discardLog = this.core.stableIndex === index;
+    }
+    this.#write(ready, write, () => this.#afterPersist(ready));
+  }
+
+  /**
+   * Hands `write` to storage with `owner` as the write in flight, and runs
+   * `then` once it is durable (at once for synchronous storage).
+   */
+  #write(owner: Ready | Snapshot, write: StorageWrite, then: () => void): void {
+    this.#persisting = owner;
+    let returned = false, durableEarly = false;
+    this.#options.storage.persist(write, (error) => {
+      if (this.#persisting !== owner) return; // called twice: ignore
       this.#persisting = null;
       if (error !== undefined) {
         this.#fatal(error);
@@ -530,22 +686,29 @@ export class RaftDriver<R = unknown> {
         return;
       } else {
         try {
-          this.#afterPersist(ready);
+          then();
         } catch (failure) {
           this.#fatal(failure);
         }
         this.process();
       }
+      if (this.#persisting !== null) return; // `then` started another write
       const idle = this.#idle;
       this.#idle = null;
       idle?.();
     });
     returned = true;
-    if (durableEarly) this.#afterPersist(ready);
+    if (durableEarly) then();
   }
 
   #afterPersist(ready: Ready): void {
     this.#options.network.send(ready.messages);
+    if (ready.snapshot !== null) {
+      this.#options.restore!(ready.snapshot);
+      this.#applied = ready.snapshot.index;
+      this.#snapshotIndex = ready.snapshot.index;
+      this.#sinceSnapshot = { entries: 0, chars: 0 };
+    }
     for (const entry of ready.committedEntries) this.#apply(entry);
     for (const state of ready.readStates) {
       const read = this.#reads.get(state.context);
@@ -554,6 +717,43 @@ export class RaftDriver<R = unknown> {
     this.#serveReads();
     if (ready.softState !== null) this.#onSoftState(ready.softState);
     this.core.advance(ready);
+    this.#maybeSnapshot();
+  }
+
+  /**
+   * Takes a snapshot at the applied index when the policy's threshold is
+   * passed (Raft paper §7), stores it, and only once it is durable hands it
+   * to the core (which may then send it to followers) and compacts the log
+   * to `trailingEntries` before it.
+   */
+  #maybeSnapshot(): void {
+    const policy = this.#policy;
+    if (policy === null || this.#persisting !== null || this.#stopped) return;
+    const since = this.#sinceSnapshot;
+    if (
+      since.entries < policy.everyEntries && since.chars < policy.everyBytes
+    ) return;
+    const core = this.core;
+    const index = this.#applied;
+    const start = core.snapshotPoint;
+    if (index <= this.#snapshotIndex || index <= start.index) return;
+    const snapshot: Snapshot = {
+      index,
+      term: core.entryAt(index)!.term,
+      data: policy.take(),
+      configuration: core.configurationAt(index),
+    };
+    const floor = Math.max(index - policy.trailingEntries, start.index);
+    const compactTo: SnapshotPoint = floor === start.index
+      ? start
+      : { index: floor, term: core.entryAt(floor)!.term };
+    this.#sinceSnapshot = { entries: 0, chars: 0 };
+    this.#write(snapshot, { entries: [], snapshot, compactTo }, () => {
+      this.#snapshotIndex = Math.max(this.#snapshotIndex, index);
+      // A snapshot installed from the leader meanwhile supersedes this one.
+      if (core.snapshotPoint.index > index) return;
+      core.snapshotTaken(snapshot, { compactTo: compactTo.index });
+    });
   }
 
   #apply(entry: Entry): void {
@@ -561,6 +761,8 @@ export class RaftDriver<R = unknown> {
       ? decodeConfiguration(entry.data)
       : this.#options.apply(entry);
     this.#applied = entry.index;
+    this.#sinceSnapshot.entries++;
+    this.#sinceSnapshot.chars += entry.data.length;
     const proposal = this.#proposals.get(entry.index);
     if (proposal === undefined) return;
     this.#proposals.delete(entry.index);
@@ -652,6 +854,24 @@ export class RaftDriver<R = unknown> {
       ((e: unknown) => console.error("raft: driver failed, node stopped:", e));
     onFatal(error);
   }
+}
+
+function atLeastOne(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(
+      `snapshot.${name} must be an integer >= 1, got ${value}`,
+    );
+  }
+  return value;
+}
+
+function count(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(
+      `snapshot.${name} must be an integer >= 0, got ${value}`,
+    );
+  }
+  return value;
 }
 
 function randomHex(bytes: number): string {

@@ -178,6 +178,28 @@ Deno.test("dissertation §4.1 proposeConfChange resolves with the new configurat
   );
 });
 
+Deno.test("MustSync: a write whose only change is the commit index is marked mustSync false; entries, a new term or a vote are not", () => {
+  const storage = new HeldStorage();
+  const driver = new RaftDriver({
+    core: new RaftCore({ id: "n1", voters: ["n1"] }),
+    storage,
+    network: { send: () => {} },
+    clock: new HandClock(),
+    apply: () => undefined,
+  });
+  driver.core.campaign(); // term 1, vote n1, the leader's empty entry
+  driver.process();
+  assert.equal(storage.writes.length, 1);
+  assert.equal(storage.writes[0].mustSync, true);
+  storage.complete();
+  driver.process(); // the entry is durable: it commits (commit 0 -> 1)
+  const last = storage.writes.at(-1)!;
+  assert.equal(storage.writes.length, 2);
+  assert.deepEqual(last.entries, []);
+  assert.equal(last.hardState?.commit, 1);
+  assert.equal(last.mustSync, false);
+});
+
 Deno.test("a proposal on a follower rejects at once with NotLeaderError", async () => {
   const nodes = new Nodes(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
@@ -202,6 +224,7 @@ Deno.test("Raft paper Figure 2: nothing is sent or applied before the write is d
   assert.deepEqual(storage.writes, [{
     hardState: { term: 1, vote: "n1", commit: 0 },
     entries: [],
+    mustSync: true,
   }]);
   assert.equal(driver.persisting, true);
   assert.equal(sent.length, 0, "no vote request before the vote is durable");
@@ -321,4 +344,245 @@ Deno.test("a storage failure stops the driver, reports it and fails what waits",
   assert.match(String(fatal[0]), /disk full/);
   await pendingFailed;
   await assert.rejects(second.propose("z"), /the Raft node stopped/);
+});
+
+// --- snapshots ---------------------------------------------------------------------
+
+/** A node whose state machine is the list of payloads it applied. */
+interface SnapNode {
+  driver: RaftDriver<string>;
+  state: string[];
+  writes: StorageWrite[];
+  restored: number[];
+}
+
+/** Drivers on instant storage with a snapshot policy and a queue network. */
+function snapshotCluster(
+  ids: NodeId[],
+  policy: { everyEntries: number; trailingEntries: number },
+  clock = new HandClock(),
+  queue: Message[] = [],
+  withoutRestore: { id: NodeId; errors: unknown[] } | null = null,
+): Map<NodeId, SnapNode> {
+  const nodes = new Map<NodeId, SnapNode>();
+  for (const id of ids) {
+    const node: SnapNode = {
+      state: [],
+      writes: [],
+      restored: [],
+      driver: undefined as unknown as RaftDriver<string>,
+    };
+    node.driver = new RaftDriver({
+      core: new RaftCore({ id, voters: ids, random: () => 0.5 }),
+      storage: {
+        persist: (write, done) => {
+          node.writes.push(write);
+          done();
+        },
+      },
+      network: { send: (messages) => queue.push(...messages) },
+      clock,
+      apply: (entry) => {
+        if (entry.data !== "") node.state.push(entry.data);
+        return entry.data;
+      },
+      restore: withoutRestore?.id !== id
+        ? (snapshot) => {
+          node.restored.push(snapshot.index);
+          node.state = JSON.parse(snapshot.data);
+        }
+        : undefined,
+      snapshot: { ...policy, take: () => JSON.stringify(node.state) },
+      onFatal: (error) => {
+        if (withoutRestore?.id !== id) throw error;
+        withoutRestore.errors.push(error);
+      },
+    });
+    nodes.set(id, node);
+  }
+  return nodes;
+}
+
+/** Delivers `queue` until quiet (at most 200 rounds), dropping what `keep` rejects. */
+function deliverQueue(
+  clock: HandClock,
+  queue: Message[],
+  nodes: Map<NodeId, SnapNode>,
+  keep: (m: Message) => boolean,
+): void {
+  for (let round = 0; round < 200; round++) {
+    clock.run();
+    if (queue.length === 0) return;
+    for (const m of queue.splice(0).filter(keep)) {
+      nodes.get(m.to)!.driver.step([m]);
+    }
+  }
+  throw new Error("messages never stopped flowing");
+}
+
+Deno.test("§7 the driver snapshots every N applied entries; storage has it durable before the core does, and the log keeps trailingEntries", () => {
+  const storage = new HeldStorage();
+  const clock = new HandClock();
+  const state: string[] = [];
+  const core = new RaftCore({ id: "n1", voters: ["n1"] });
+  const driver = new RaftDriver({
+    core,
+    storage,
+    network: { send: () => {} },
+    clock,
+    apply: (entry) => {
+      if (entry.data !== "") state.push(entry.data);
+    },
+    snapshot: {
+      take: () => JSON.stringify(state),
+      everyEntries: 5,
+      trailingEntries: 2,
+    },
+  });
+  core.campaign();
+  clock.run();
+  storage.complete(); // the empty entry of term 1
+  for (let i = 1; i <= 4; i++) driver.propose(`e${i}`);
+  for (let i = 0; i < 20 && !storage.writes.at(-1)?.snapshot; i++) {
+    clock.run();
+    storage.complete();
+  }
+  // 5 entries applied (the empty one and e1..e4): a snapshot write follows.
+  const write = storage.writes.at(-1)!;
+  assert.deepEqual(write.entries, []);
+  assert.equal(write.hardState, undefined);
+  assert.deepEqual(write.snapshot, {
+    index: 5,
+    term: 1,
+    data: '["e1","e2","e3","e4"]',
+    configuration: { voters: ["n1"], learners: [] },
+  });
+  assert.deepEqual(write.compactTo, { index: 3, term: 1 });
+  // Not durable yet: the core neither holds it nor compacted its log.
+  assert.equal(core.snapshotConfiguration, null);
+  assert.equal(core.snapshotPoint.index, 0);
+  assert.equal(driver.snapshotIndex, 0);
+  const writes = storage.writes.length;
+  driver.propose("e5");
+  clock.run();
+  assert.equal(storage.writes.length, writes, "no write while it is in flight");
+  storage.complete();
+  assert.equal(driver.snapshotIndex, 5);
+  assert.deepEqual(core.snapshotPoint, { index: 3, term: 1 });
+  assert.equal(core.entryAt(4)?.data, "e3", "the trailing window is kept");
+  // Then the Ready that waited goes on.
+  clock.run();
+  assert.equal(storage.writes.at(-1)!.entries[0]?.data, "e5");
+});
+
+Deno.test("§7 InstallSnapshot through the driver: the follower stores the snapshot first, restores the state machine, then applies what follows", () => {
+  const clock = new HandClock();
+  const queue: Message[] = [];
+  const nodes = snapshotCluster(
+    ["n1", "n2", "n3"],
+    {
+      everyEntries: 4,
+      trailingEntries: 0,
+    },
+    clock,
+    queue,
+  );
+  const deliver = (keep: (m: Message) => boolean) =>
+    deliverQueue(clock, queue, nodes, keep);
+  const leader = nodes.get("n1")!.driver;
+  leader.core.campaign();
+  deliver(() => true);
+  const n3Cut = (m: Message) => m.to !== "n3" && m.from !== "n3";
+  for (let i = 1; i <= 10; i++) {
+    leader.propose(`v${i}`);
+    deliver(n3Cut);
+  }
+  assert.ok(leader.core.snapshotPoint.index >= 8, "the leader compacted");
+  const n3 = nodes.get("n3")!;
+  assert.deepEqual(n3.state, []);
+  // n3 is back: its next index is compacted, so it gets the snapshot.
+  for (let i = 0; i < 3; i++) {
+    leader.tick();
+    deliver(() => true);
+  }
+  leader.propose("after");
+  deliver(() => true);
+  assert.deepEqual(n3.state, nodes.get("n1")!.state);
+  assert.deepEqual(n3.state.at(-1), "after");
+  assert.equal(n3.restored.length, 1);
+  const installed = n3.writes.find((w) => w.snapshot !== undefined)!;
+  assert.equal(installed.snapshot!.index, n3.restored[0]);
+  assert.deepEqual(installed.compactTo, {
+    index: installed.snapshot!.index,
+    term: installed.snapshot!.term,
+  });
+  assert.equal(installed.discardLog, true, "n3 held nothing after the point");
+  assert.deepEqual(installed.snapshot!.configuration, {
+    voters: ["n1", "n2", "n3"],
+    learners: [],
+  });
+  assert.ok(n3.driver.snapshotIndex >= n3.restored[0]);
+  assert.equal(n3.driver.appliedIndex, leader.appliedIndex);
+});
+
+Deno.test("§7 a driver without restore() stops with a clear error when the leader sends it a snapshot", () => {
+  const clock = new HandClock();
+  const queue: Message[] = [];
+  const errors: unknown[] = [];
+  const nodes = snapshotCluster(
+    ["n1", "n2", "n3"],
+    { everyEntries: 2, trailingEntries: 0 },
+    clock,
+    queue,
+    { id: "n3", errors },
+  );
+  const deliver = (keep: (m: Message) => boolean) =>
+    deliverQueue(clock, queue, nodes, keep);
+  const leader = nodes.get("n1")!.driver;
+  leader.core.campaign();
+  deliver(() => true);
+  for (let i = 0; i < 4; i++) {
+    leader.propose(`x${i}`);
+    deliver((m) => m.to !== "n3");
+  }
+  assert.ok(leader.core.snapshotPoint.index > 0);
+  for (let i = 0; i < 3 && errors.length === 0; i++) {
+    leader.tick();
+    deliver(() => true);
+  }
+  assert.equal(errors.length, 1);
+  assert.match(
+    String(errors[0]),
+    /received a snapshot at index \d+ from the leader, but no restore\(\) was given to install it; pass RaftDriverOptions.restore/,
+  );
+  assert.equal(nodes.get("n3")!.driver.stopped, true);
+});
+
+Deno.test("§7 snapshot policy values are checked", () => {
+  for (
+    const [policy, message] of [
+      [
+        { everyEntries: 0 },
+        /snapshot.everyEntries must be an integer >= 1, got 0/,
+      ],
+      [{ everyBytes: 1.5 }, /snapshot.everyBytes must be an integer >= 1/],
+      [
+        { trailingEntries: -1 },
+        /snapshot.trailingEntries must be an integer >= 0/,
+      ],
+    ] as const
+  ) {
+    assert.throws(
+      () =>
+        new RaftDriver({
+          core: new RaftCore({ id: "n1", voters: ["n1"] }),
+          storage: instant,
+          network: { send: () => {} },
+          clock: new HandClock(),
+          apply: () => {},
+          snapshot: { take: () => "", ...policy },
+        }),
+      message,
+    );
+  }
 });

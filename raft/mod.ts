@@ -62,11 +62,13 @@ export {
   type RaftStorage,
   RaftUnavailableError,
   realClock,
+  type SnapshotPolicy,
   type StorageWrite,
 } from "./driver.ts";
 export {
   applyConfChange,
   checkTransition,
+  clientUrlOf,
   type ConfChange,
   ConfChangeError,
   configEntries,
@@ -81,6 +83,8 @@ export {
   latestConfiguration,
   makeConfiguration,
   membersOf,
+  type MemberUrls,
+  peerUrlOf,
   quorumSize,
   sameConfiguration,
 } from "./configuration.ts";

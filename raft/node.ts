@@ -1,8 +1,13 @@
 /**
  * The Deno Raft node: the {@link RaftDriver} assembled with a data folder
- * (lock and `meta.json`), the write-ahead log as its storage (every write
- * fsynced before the messages that depend on it are sent), real timers (a
- * tick every `tickMs`) and a peer transport as its network.
+ * (lock and `meta.json`), the write-ahead log and the snapshot files as its
+ * storage (every write fsynced before the messages that depend on it are
+ * sent), real timers (a tick every `tickMs`) and a peer transport as its
+ * network.
+ *
+ * A restart loads the newest snapshot in `<dataDir>/snap` (the state
+ * machine is restored from it first) and replays only the log after it
+ * (Raft paper §7).
  *
  * @module
  */
@@ -16,8 +21,18 @@ import {
   RaftUnavailableError,
   realClock,
 } from "./driver.ts";
-import type { Entry, Message, NodeId } from "./types.ts";
-import { Wal, type WalOptions } from "./wal.ts";
+import {
+  type ConfChange,
+  type Configuration,
+  isMember,
+  makeConfiguration,
+  membersOf,
+} from "./configuration.ts";
+import type { MemberProgress } from "./core.ts";
+import type { SnapshotPolicy, StorageWrite } from "./driver.ts";
+import { SnapshotStore, type StoredSnapshot } from "./snapshot_store.ts";
+import type { Entry, Message, NodeId, Snapshot } from "./types.ts";
+import { Wal, type WalOptions, type WalSnapshotMarker } from "./wal.ts";
 
 export { RaftUnavailableError };
 
@@ -30,6 +45,14 @@ export interface RaftTransport {
   send(messages: readonly Message[]): void;
   /** Closes the connections; later sends are dropped. */
   close(): void;
+  /**
+   * Follows a membership change: `peers` is every member's id → peer URL
+   * after it (this node included; members whose URL is unknown are left
+   * out). Connect to the new ones, drop the removed ones. Called at start
+   * with the configuration recovered from the log, then on every change
+   * (see `PeerTransport.updateMembers`). Default: nothing.
+   */
+  updateMembers?(peers: Readonly<Record<NodeId, string>>): void;
 }
 
 /** Settings of a {@link RaftNode}. */
@@ -38,9 +61,33 @@ export interface RaftNodeOptions<R> {
   id: NodeId;
   /**
    * Every voter's id → its peer URL (`tcp://host:port` of its peer port),
-   * this node included. The keys are the voters.
+   * this node included: the bootstrap configuration (its keys are the
+   * voters, its values their `peerUrls`). Used when the folder is new; at
+   * a restart the configuration is the latest in the log (Raft
+   * dissertation §4.1), falling back to this one only for a log without
+   * config entries. With `join`, the members known when joining (their
+   * URLs only fill in what the log does not say).
    */
   peers: Readonly<Record<NodeId, string>>;
+  /**
+   * A node joining a running cluster (dissertation §4.2.1): it starts with
+   * an empty configuration and learns it from the leader's appends, once
+   * the cluster added it (as a learner). Needs `clusterId`.
+   * @default false
+   */
+  join?: boolean;
+  /**
+   * The id of the cluster joined (16 hex digits, as the cluster tells it),
+   * recorded in the new data folder instead of a bootstrap id; a folder of
+   * another cluster is refused. Required with `join`.
+   */
+  clusterId?: string;
+  /**
+   * Called with the new configuration when a membership change reaches
+   * this node's log (committed or not; §4.1), after the transport was
+   * updated and before the messages that depend on it go out.
+   */
+  onConfiguration?(configuration: Configuration): void;
   /**
    * Carries this node's messages to its peers (messages from peers come in
    * through {@link RaftNode.step}). The node owns it from then on: it closes
@@ -57,10 +104,26 @@ export interface RaftNodeOptions<R> {
   /**
    * Applies one committed entry to the state machine and returns the result
    * the proposer receives. Called in log order, exactly once per entry per
-   * process lifetime (after a restart the log is applied again from index
-   * 1). Entries whose `data` is "" are the leaders' empty entries.
+   * process lifetime (after a restart the log is applied again from the
+   * newest snapshot's index + 1, or from index 1 without one). Entries
+   * whose `data` is "" are the leaders' empty entries.
    */
   apply(entry: Entry): R;
+  /**
+   * Replaces the state machine's state with a snapshot's `data` (what
+   * `snapshot.take()` returned, here or on the leader): at start when the
+   * data folder holds a snapshot, and when this node installs one from the
+   * leader (Raft paper §7). Required with `snapshot`, and for any node of a
+   * cluster whose members compact their logs.
+   */
+  restore?(snapshot: Snapshot): void;
+  /**
+   * Automatic snapshots and log compaction (see `SnapshotPolicy`: take,
+   * everyEntries default 10,000, everyBytes default 64 Mi, trailingEntries
+   * default 5,000). Snapshot files go to `<dataDir>/snap`. Without it this
+   * node never compacts its log.
+   */
+  snapshot?: SnapshotPolicy;
   /** Milliseconds per tick. Default 100. */
   tickMs?: number;
   /** Election timeout in ticks (randomized up to twice this). Default 10. */
@@ -102,6 +165,18 @@ export interface RaftStatus {
   appliedIndex: number;
   /** Index of the last entry in this node's log. */
   lastIndex: number;
+  /**
+   * Whether this node is in its current configuration (false for a node
+   * that joins and was not added yet, and for a removed node that knows).
+   */
+  member: boolean;
+  /** Whether this node is a learner (non-voting member, §4.2.1). */
+  learner: boolean;
+  /**
+   * Index of the newest durable snapshot (taken here, installed from the
+   * leader, or loaded at start); 0 for none.
+   */
+  snapshotIndex: number;
 }
 
 /**
@@ -148,6 +223,7 @@ export class RaftNode<R = unknown> {
     options: RaftNodeOptions<R>,
     core: RaftCore,
     wal: Wal,
+    snapshots: SnapshotStore,
     lock: DirLock,
   ) {
     this.#options = options;
@@ -157,24 +233,45 @@ export class RaftNode<R = unknown> {
     const tickMs = options.tickMs ?? 100;
     this.#driver = new RaftDriver({
       core,
-      storage: walStorage(wal),
+      storage: nodeStorage(wal, snapshots),
       network: options.transport,
       clock: realClock,
       apply: options.apply,
+      restore: options.restore,
+      snapshot: options.snapshot,
       onSoftState: options.onSoftState,
+      onConfiguration: (configuration) => {
+        this.#followMembers(configuration);
+        options.onConfiguration?.(configuration);
+      },
       onFatal: (error) => this.#fail(error),
       // Two election timeouts; the core abandons a transfer after one.
       transferTimeoutMs: 2 * (options.electionTicks ?? 10) * tickMs,
     });
+    this.#followMembers(core.configuration);
     this.#ticker = setInterval(() => this.#driver.tick(), tickMs);
+  }
+
+  /** Hands the members' peer URLs to the transport (see {@link peerUrlsOf}). */
+  #followMembers(configuration: Configuration): void {
+    // A joining node that has not learnt a configuration yet keeps the
+    // members it was told of: the leader's appends come from one of them.
+    this.#transport.updateMembers?.(
+      configuration.voters.length === 0
+        ? { ...this.#options.peers }
+        : peerUrlsOf(configuration, this.#options.peers),
+    );
   }
 
   /**
    * Opens (or creates) the data folder, reloads the persisted term, vote
    * and log, and starts ticking.
    *
-   * @throws {Error} when `id` is not in `peers`, or when the log is corrupt
-   * (see `WalCorruptError`).
+   * @throws {Error} when `id` is not in `peers`, when the log is corrupt
+   * (see `WalCorruptError`), when the newest snapshot file is corrupt (see
+   * `SnapshotCorruptError`), when the log starts after the newest snapshot
+   * (snapshot files are missing), or when the folder holds a snapshot and
+   * no `restore` was given.
    * @throws {import("./data_dir.ts").DataDirMismatchError} when the folder
    * belongs to another member id or cluster.
    * @throws {DataDirInUseError} when another process or node holds the
@@ -191,40 +288,80 @@ export class RaftNode<R = unknown> {
   }
 
   static async #open<R>(options: RaftNodeOptions<R>): Promise<RaftNode<R>> {
-    if (!(options.id in options.peers)) {
+    if (options.join && options.clusterId === undefined) {
+      throw new Error(
+        "a node that joins a cluster needs the cluster's id (clusterId); ask a member for it",
+      );
+    }
+    if (!options.join && !(options.id in options.peers)) {
       throw new Error(
         `node id "${options.id}" is not among the peers (${
           Object.keys(options.peers).join(", ")
         }); list every voter, this node included`,
       );
     }
-    const dataDir = await DataDir.open(options.dataDir, {
-      memberId: options.id,
-      members: options.peers,
-      clusterToken: options.clusterToken,
-    });
+    const dataDir = await DataDir.open(
+      options.dataDir,
+      options.join ? { memberId: options.id, clusterId: options.clusterId } : {
+        memberId: options.id,
+        members: options.peers,
+        clusterToken: options.clusterToken,
+      },
+    );
     try {
-      const { wal, hardState, entries, snapshot } = await Wal.open(
+      const snapshots = await SnapshotStore.open(dataDir.snapDir);
+      const stored = await snapshots.latest();
+      const { wal, hardState, entries, snapshot: marker } = await Wal.open(
         dataDir.walDir,
         { ...options.walOptions, legacyFile: dataDir.legacyWalFile },
       );
-      if (snapshot !== null) {
+      let start: ReturnType<typeof startFromSnapshot>;
+      try {
+        start = startFromSnapshot(stored, marker, entries, dataDir.walDir);
+        if (start !== null) {
+          if (options.restore === undefined) {
+            throw new Error(
+              `the data folder holds a snapshot (${stored!.path}, index ${
+                stored!.index
+              }), ` +
+                "but no restore() was given to load it into the state machine; pass RaftNodeOptions.restore",
+            );
+          }
+          options.restore(start.snapshot);
+          if (start.markLog) {
+            // The snapshot was saved but the crash came before the log was
+            // marked (an install from the leader): mark it now, so appends
+            // continue at the snapshot's index + 1.
+            const { index, term } = start.snapshot;
+            await wal.compact({ index, term }, { discardAfter: true });
+          }
+        }
+      } catch (error) {
         await wal.close();
-        throw new Error(
-          `the write-ahead log in ${dataDir.walDir} starts after a snapshot (index ${snapshot.index}), ` +
-            `but snapshots are not supported by this driver yet; run a version that supports them`,
-        );
+        throw error;
       }
       const core = new RaftCore({
         id: options.id,
-        voters: Object.keys(options.peers),
+        voters: [],
+        // The bootstrap configuration, with the voters' URLs; the log's
+        // latest config entry replaces it (§4.1). A joining node has none.
+        configuration: options.join ? makeConfiguration([]) : makeConfiguration(
+          Object.keys(options.peers),
+          [],
+          { peerUrls: options.peers },
+        ),
+        join: options.join,
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
         preVote: options.preVote,
         hardState,
-        entries,
+        entries: start?.entries ?? entries,
+        ...(start !== null && {
+          snapshot: start.snapshot,
+          configuration: start.snapshot.configuration,
+        }),
       });
-      return new RaftNode(options, core, wal, dataDir);
+      return new RaftNode(options, core, wal, snapshots, dataDir);
     } catch (error) {
       dataDir.release();
       throw error;
@@ -251,7 +388,52 @@ export class RaftNode<R = unknown> {
       commitIndex: core.commitIndex,
       appliedIndex: this.#driver.appliedIndex,
       lastIndex: core.lastIndex,
+      member: isMember(core.configuration, this.#options.id),
+      learner: core.configuration.learners.includes(this.#options.id),
+      snapshotIndex: this.#driver.snapshotIndex,
     };
+  }
+
+  /**
+   * The current configuration: the latest in this node's log, committed or
+   * not (Raft dissertation §4.1), with the members' URLs.
+   */
+  get configuration(): Configuration {
+    return this.#driver.core.configuration;
+  }
+
+  /**
+   * On the leader, each other member's replication progress (match and
+   * next index, pacing state, learner or not); empty on other nodes. See
+   * `RaftCore.progress`.
+   */
+  progress(): ReadonlyMap<NodeId, MemberProgress> {
+    return this.#driver.core.progress();
+  }
+
+  /**
+   * Proposes a single-server membership change (dissertation §4.1; learners
+   * §4.2.1; removing the leader §4.2.2) and resolves with the new
+   * configuration once it is committed and applied here (see
+   * {@link RaftDriver.proposeConfChange}). An `addLearner` or `addVoter`
+   * change should carry the node's `peerUrl` (and `clientUrl`), so every
+   * member learns where it is.
+   *
+   * @param options.timeoutMs give up after this long (default 5000 ms); the
+   * change may still commit later.
+   * @throws {import("./core.ts").NotLeaderError} (at once) on a non-leader.
+   * @throws {import("./configuration.ts").ConfChangeError} (at once) when
+   * the change is refused: another change is not committed yet
+   * (retryable), the leader has not committed an entry of its term yet
+   * (retryable), or the change does not apply (unknown member, no voter
+   * left, nothing changes).
+   * @throws {RaftUnavailableError} as for {@link propose}.
+   */
+  proposeConfChange(
+    change: ConfChange,
+    options: { timeoutMs?: number } = {},
+  ): Promise<Configuration> {
+    return this.#driver.proposeConfChange(change, options);
   }
 
   /**
@@ -338,12 +520,115 @@ export class RaftNode<R = unknown> {
   }
 }
 
-/** The write-ahead log as a {@link RaftStorage}: done once fsynced. */
-function walStorage(wal: Wal): RaftStorage {
+/**
+ * Every member's peer URL: the configuration's own, else the one in
+ * `known` (the bootstrap `peers`); members with neither are left out.
+ *
+ * @example
+ * ```ts
+ * import { makeConfiguration } from "./configuration.ts";
+ * import { peerUrlsOf } from "./node.ts";
+ * const config = makeConfiguration(["n1", "n2"], ["n3"], { peerUrls: { n3: "tcp://h:3" } });
+ * console.log(peerUrlsOf(config, { n1: "tcp://h:1" })); // { n1: "tcp://h:1", n3: "tcp://h:3" }
+ * ```
+ */
+export function peerUrlsOf(
+  configuration: Configuration,
+  known: Readonly<Record<NodeId, string>> = {},
+): Record<NodeId, string> {
+  const peers: Record<NodeId, string> = {};
+  for (const id of membersOf(configuration)) {
+    const url = configuration.peerUrls?.[id] ?? known[id];
+    if (url !== undefined) peers[id] = url;
+  }
+  return peers;
+}
+
+/**
+ * The write-ahead log and the snapshot files as a {@link RaftStorage}: a
+ * snapshot is saved (its file fsynced and renamed into place) before the
+ * log is marked as starting after `compactTo`; done once all is fsynced.
+ */
+function nodeStorage(wal: Wal, snapshots: SnapshotStore): RaftStorage {
+  const write = async (w: StorageWrite): Promise<void> => {
+    if (w.snapshot !== undefined) {
+      const { index, term, data, configuration } = w.snapshot;
+      await snapshots.save({ index, term, meta: { configuration }, data });
+      await wal.compact(w.compactTo ?? { index, term }, {
+        discardAfter: w.discardLog === true,
+      });
+    }
+    if (w.entries.length > 0 || w.hardState !== undefined) {
+      await wal.append({
+        hardState: w.hardState,
+        entries: w.entries,
+        sync: w.mustSync !== false,
+      });
+    }
+  };
   return {
-    persist(write, done) {
-      wal.append({ hardState: write.hardState, entries: write.entries })
-        .then(() => done(), (error) => done(error ?? new Error("WAL failed")));
+    persist(w, done) {
+      write(w).then(
+        () => done(),
+        (error) => done(error ?? new Error("storage failed")),
+      );
     },
+  };
+}
+
+/**
+ * What a restart starts from (Raft paper §7): the newest snapshot (with the
+ * configuration in its meta) and the log entries after it, or null without
+ * a snapshot. Entries after the snapshot are dropped when the log's entry
+ * at the snapshot's index has another term (an install that crashed before
+ * its log was marked; receiver rule 7); `markLog` then says the log must
+ * be marked as starting after the snapshot, as it does when the log ends
+ * before the snapshot's index.
+ *
+ * @throws {Error} when the log starts after the newest snapshot, or a
+ * snapshot's meta holds no configuration.
+ */
+function startFromSnapshot(
+  stored: StoredSnapshot | null,
+  marker: WalSnapshotMarker | null,
+  entries: Entry[],
+  walDir: string,
+): { snapshot: Snapshot; entries: Entry[]; markLog: boolean } | null {
+  if (marker !== null && marker.index > (stored?.index ?? 0)) {
+    throw new Error(
+      `the write-ahead log in ${walDir} starts after index ${marker.index}, but ${
+        stored === null
+          ? "there is no snapshot file"
+          : `the newest snapshot file (${stored.path}) is at index ${stored.index}`
+      }: snapshot files are missing and the state up to ${marker.index} is lost. ` +
+        "Restore the snapshot folder from a backup, or move the data folder aside, wait until the other nodes have a leader, " +
+        "then restart this node empty so it catches up from the leader",
+    );
+  }
+  if (stored === null) return null;
+  const configuration = (stored.meta as { configuration?: Configuration })
+    ?.configuration;
+  if (
+    typeof configuration !== "object" || configuration === null ||
+    !Array.isArray(configuration.voters) ||
+    !Array.isArray(configuration.learners)
+  ) {
+    throw new Error(
+      `snapshot file ${stored.path} has no configuration in its meta (written by an incompatible version?); ` +
+        "move the data folder aside and restart this node empty so it catches up from the leader",
+    );
+  }
+  const at = entries.find((e) => e.index === stored.index);
+  const conflict = at !== undefined && at.term !== stored.term;
+  const logEnd = entries.at(-1)?.index ?? marker?.index ?? 0;
+  return {
+    snapshot: {
+      index: stored.index,
+      term: stored.term,
+      data: stored.data,
+      configuration,
+    },
+    entries: conflict ? [] : entries.filter((e) => e.index > stored.index),
+    markLog: conflict || logEnd < stored.index,
   };
 }

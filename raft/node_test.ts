@@ -136,6 +136,9 @@ Deno.test("a single node elects itself, and propose resolves with the apply resu
       commitIndex: 6,
       appliedIndex: 6,
       lastIndex: 6,
+      member: true,
+      learner: false,
+      snapshotIndex: 0,
     });
     assert.equal(status.term, 1);
     // A linearizable read barrier on the leader resolves.
@@ -326,6 +329,9 @@ Deno.test("propose on a follower rejects with NotLeaderError; a read with no lea
       commitIndex: 0,
       appliedIndex: 0,
       lastIndex: 0,
+      member: true,
+      learner: false,
+      snapshotIndex: 0,
     });
   } finally {
     await stopMember(member);

@@ -104,6 +104,30 @@ export class PeerDirectory {
     return this.#members.delete(id);
   }
 
+  /**
+   * Adds member `id` at `peerUrl` (a membership change), or records its
+   * new peer URL when it is a member already (its reachability is kept).
+   *
+   * @returns whether `id` was not a member before.
+   */
+  add(id: NodeId, peerUrl: string): boolean {
+    const member = this.#members.get(id);
+    if (member !== undefined) {
+      member.peerUrl = peerUrl;
+      return false;
+    }
+    this.#members.set(id, {
+      id,
+      peerUrl,
+      clientUrl: null,
+      self: id === this.self,
+      reachable: id === this.self,
+      lastError: null,
+      lastHeardAt: null,
+    });
+    return true;
+  }
+
   /** The peer URL of member `id`, or null for a stranger. */
   peerUrl(id: NodeId): string | null {
     return this.#members.get(id)?.peerUrl ?? null;

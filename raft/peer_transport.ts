@@ -112,8 +112,10 @@ export class PeerTransport {
   readonly #peers = new Map<NodeId, PeerLink>();
   readonly #probeIntervalMs: number;
   readonly #probeTimeoutMs: number;
+  readonly #options: PeerTransportOptions;
   #prober: ReturnType<typeof setInterval> | undefined;
   #closed = false;
+  #started = false;
 
   /**
    * Sets up a link per peer; none connects before {@link start}.
@@ -124,6 +126,7 @@ export class PeerTransport {
    */
   constructor(options: PeerTransportOptions) {
     for (const id of Object.keys(options.peers)) checkMemberId(id);
+    this.#options = options;
     this.directory = options.directory ??
       new PeerDirectory(options.id, options.peers);
     for (const [id, url] of Object.entries(options.peers)) {
@@ -137,6 +140,7 @@ export class PeerTransport {
   /** Starts connecting to every peer (and keeps reconnecting). Idempotent. */
   start(): void {
     if (this.#closed) return;
+    this.#started = true;
     for (const link of this.#peers.values()) link.start();
     if (this.#probeIntervalMs > 0 && this.#prober === undefined) {
       this.#prober = setInterval(() => {
@@ -182,6 +186,53 @@ export class PeerTransport {
     const link = this.#peers.get(peerId);
     if (link === undefined) return false;
     return link.send([{ method, params }]);
+  }
+
+  /**
+   * Follows a membership change (Raft dissertation §4.1: a node uses the
+   * latest configuration in its log): opens a link to every member of
+   * `peers` it has none to (or whose peer URL moved) and adds it to the
+   * directory; removes from the directory every member not in `peers`
+   * (its messages are dropped and its handshakes refused from then on)
+   * and closes its link, after `lingerMs` so that a last notification
+   * (such as "you were removed") can still go out. This node's own entry
+   * is never dialed or removed.
+   *
+   * @param peers every member's id → peer URL after the change.
+   * @param options.lingerMs how long a removed member's link stays open for
+   * notifications, ms. Default 0 (closed at once).
+   * @throws {RangeError} when a member id is empty or contains `|`.
+   */
+  updateMembers(
+    peers: Readonly<Record<NodeId, string>>,
+    options: { lingerMs?: number } = {},
+  ): void {
+    for (const id of Object.keys(peers)) checkMemberId(id);
+    const self = this.directory.self;
+    for (const [id, url] of Object.entries(peers)) {
+      if (id === self) continue;
+      const known = this.directory.peerUrl(id);
+      this.directory.add(id, url);
+      const link = this.#peers.get(id);
+      if (link !== undefined && known === url) continue;
+      link?.close();
+      const fresh = new PeerLink(id, url, this.#options, this.directory);
+      this.#peers.set(id, fresh);
+      if (this.#started && !this.#closed) fresh.start();
+    }
+    for (const id of this.directory.ids) {
+      if (id === self || Object.hasOwn(peers, id)) continue;
+      this.directory.remove(id);
+      const link = this.#peers.get(id);
+      if (link === undefined) continue;
+      const lingerMs = options.lingerMs ?? 0;
+      const close = () => {
+        if (this.#peers.get(id) === link) this.#peers.delete(id);
+        link.close();
+      };
+      if (lingerMs > 0) setTimeout(close, lingerMs);
+      else close();
+    }
   }
 
   /** Every member as this node sees it now; see {@link PeerDirectory.status}. */

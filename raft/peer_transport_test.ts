@@ -402,3 +402,37 @@ Deno.test("member ids must not be empty or contain the handshake's separator", (
     );
   }
 });
+
+Deno.test("dissertation §4.1 updateMembers: a new member is dialed, a removed one leaves the directory and its link closes after the linger", async () => {
+  const peers = peersOn(["n1", "n2", "n3"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const n3 = peer("n3", peers, portOf(peers.n3));
+  const transport = transportOf({ n1: peers.n1, n2: peers.n2 });
+  try {
+    transport.start();
+    transport.send([vote("n3", 1)]); // not a member yet: dropped
+    transport.updateMembers(peers);
+    assert.equal(transport.directory.peerUrl("n3"), peers.n3);
+    transport.send([vote("n3", 2), vote("n2", 2)]);
+    await waitFor(
+      () => n3.messages().length === 1 && n2.messages().length === 1,
+      "n2 and the new member n3 to receive",
+    );
+    assert.deepEqual(n3.messages(), [vote("n3", 2)]);
+    // n2 removed with a linger: out of the directory at once, a last
+    // notification still goes out, then the link closes.
+    transport.updateMembers({ n1: peers.n1, n3: peers.n3 }, { lingerMs: 200 });
+    assert.equal(transport.directory.has("n2"), false);
+    assert.equal(transport.notify("n2", "app.note", { last: true }), true);
+    await waitFor(() => n2.notes.length === 1, "the last notification");
+    await delay(300);
+    assert.equal(transport.notify("n2", "app.note", { late: true }), false);
+    transport.send([vote("n2", 3)]);
+    await delay(50);
+    assert.deepEqual(n2.messages(), [vote("n2", 2)]);
+  } finally {
+    transport.close();
+    await n2.server.close();
+    await n3.server.close();
+  }
+});

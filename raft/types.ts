@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { Configuration } from "./configuration.ts";
+
 /** A node's id, unique within its cluster (e.g. `"n1"`). */
 export type NodeId = string;
 
@@ -202,6 +204,13 @@ export interface SnapshotPoint {
 export interface Snapshot extends SnapshotPoint {
   /** The serialised state machine; opaque to Raft. */
   data: string;
+  /**
+   * The configuration in force at `index` (Raft dissertation §5.1: a
+   * snapshot records the latest configuration as of its last included
+   * index, since the log entries that held it are discarded). Kept as an
+   * opaque value: every field of it is stored and sent as it is.
+   */
+  configuration: Configuration;
 }
 
 /**
@@ -227,6 +236,11 @@ export interface InstallSnapshotRequest {
   data: string;
   /** Whether this is the last chunk. */
   done: boolean;
+  /**
+   * The configuration in force at the snapshot's index (dissertation
+   * §5.1), carried by every chunk; the follower installs it with the last.
+   */
+  configuration: Configuration;
 }
 
 /**

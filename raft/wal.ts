@@ -22,7 +22,8 @@
  *   entry (`type` only on a membership change, see `Entry.type`). An entry
  *   whose index is at or below the current last index first drops every entry
  *   from that index on (the log truncation after a conflict, Raft §5.3);
- * - `{"t":"s","index":n,"term":n}`: a snapshot marker: the entries up to
+ * - `{"t":"s","index":n,"term":n[,"reset":true]}`: a snapshot marker (with
+ *   `reset`, the entries after it are dropped too): the entries up to
  *   `index` (whose term is `term`) are covered by a snapshot kept elsewhere
  *   (Raft §7); the log continues at `index + 1`.
  *
@@ -305,6 +306,15 @@ export interface WalUpdate {
    * replaces the entries from that index on.
    */
   entries?: Entry[];
+  /**
+   * Whether the records must be fdatasynced before the promise resolves.
+   * `false` only suits a hard state whose term and vote are unchanged (a
+   * new commit index, which Raft keeps in volatile state; etcd's raft calls
+   * this MustSync): its records are written at once and become durable with
+   * the next synced append or a segment roll; after a crash it may be lost,
+   * never torn into a later record. Default true.
+   */
+  sync?: boolean;
 }
 
 /** One framed record; `index` is the entry's index, null for others. */
@@ -315,6 +325,8 @@ interface Chunk {
 
 /** One append, encoded and checked except for its fit with the log. */
 interface Batch {
+  /** Whether the batch must be fdatasynced (WalUpdate.sync). */
+  sync: boolean;
   firstIndex: number | null;
   lastIndex: number;
   hardState: HardState | null;
@@ -332,6 +344,7 @@ type Item =
   | {
     kind: "compact";
     marker: WalSnapshotMarker;
+    discardAfter: boolean;
     resolve(): void;
     reject(err: unknown): void;
   };
@@ -377,6 +390,8 @@ export class Wal {
   #closing = false;
   /** Set when a write or sync failed: the segment's tail is then unknown. */
   #failure: WalWriteError | null = null;
+  /** Records were written to the current segment after its last sync. */
+  #unsynced = false;
   #stats: WalStats;
 
   private constructor(
@@ -582,7 +597,8 @@ export class Wal {
    * may reuse its objects at once.
    *
    * @param update The hard state and/or entries to persist.
-   * @returns Resolves once the records are durable on disk.
+   * @returns Resolves once the records are durable on disk (with
+   *   `update.sync: false`, once they are written).
    * @throws {TypeError} If the entries leave a gap (first index above
    *   `lastIndex + 1`, or indexes not consecutive), start at or below the
    *   snapshot's index, or an entry or the hard state has the wrong shape
@@ -635,6 +651,10 @@ export class Wal {
    * and only the entries after it.
    *
    * @param snapshot The snapshot's last index and its term.
+   * @param options.discardAfter also drop every entry after `snapshot.index`
+   *   (a follower that installed a snapshot its log disagrees with at that
+   *   index, Raft paper §7 receiver rule 7): `lastIndex` becomes
+   *   `snapshot.index`. Default false.
    * @returns Resolves once the marker is durable and covered segments are
    *   deleted.
    * @throws {TypeError} If `index` or `term` is not a safe integer >= 0, or
@@ -657,7 +677,10 @@ export class Wal {
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  compact(snapshot: WalSnapshotMarker): Promise<void> {
+  compact(
+    snapshot: WalSnapshotMarker,
+    options: { discardAfter?: boolean } = {},
+  ): Promise<void> {
     if (
       typeof snapshot !== "object" || snapshot === null ||
       !isCount(snapshot.index) || !isCount(snapshot.term)
@@ -674,6 +697,7 @@ export class Wal {
     return this.#enqueue((resolve, reject) => ({
       kind: "compact",
       marker,
+      discardAfter: options.discardAfter === true,
       resolve,
       reject,
     }));
@@ -702,6 +726,11 @@ export class Wal {
     }
     const file = this.#file;
     this.#file = null;
+    if (file !== null && this.#unsynced && this.#failure === null) {
+      // Records appended with sync: false become durable on a clean close.
+      await file.syncData().catch(() => {});
+      this.#unsynced = false;
+    }
     file?.close();
   }
 
@@ -805,8 +834,9 @@ export class Wal {
     if (accepted.length === 0) return;
     try {
       const chunks = accepted.flatMap((item) => item.batch.chunks);
-      if (this.#groupCommit) {
-        await this.#writeDurably(concat(chunks.map((c) => c.bytes)));
+      const sync = accepted.some((item) => item.batch.sync);
+      if (this.#groupCommit || !sync) {
+        await this.#writeDurably(concat(chunks.map((c) => c.bytes)), sync);
         this.#lastIndex = last;
       } else {
         // Every entry record on its own; a hard state joins the entry before.
@@ -837,7 +867,7 @@ export class Wal {
     item: Extract<Item, { kind: "compact" }>,
   ): Promise<void> {
     if (this.#failure !== null) return item.reject(this.#refusal());
-    const { marker } = item;
+    const { marker, discardAfter } = item;
     if (this.#snapshot !== null && marker.index < this.#snapshot.index) {
       return item.reject(
         new TypeError(
@@ -847,7 +877,11 @@ export class Wal {
     }
     const h = this.#hardState;
     const bytes = frameRecords([
-      json({ t: "s", index: marker.index, term: marker.term }),
+      json(
+        discardAfter
+          ? { t: "s", index: marker.index, term: marker.term, reset: true }
+          : { t: "s", index: marker.index, term: marker.term },
+      ),
       hardStateRecord(h),
     ], crc32c);
     try {
@@ -856,7 +890,9 @@ export class Wal {
       return item.reject(err);
     }
     this.#snapshot = marker;
-    if (marker.index > this.#lastIndex) this.#lastIndex = marker.index;
+    if (discardAfter || marker.index > this.#lastIndex) {
+      this.#lastIndex = marker.index;
+    }
     let removed = 0;
     try {
       while (
@@ -879,19 +915,31 @@ export class Wal {
    * full) and fdatasyncs. On failure marks the log failed and throws a
    * {@link WalWriteError}.
    */
-  async #writeDurably(bytes: Uint8Array): Promise<void> {
+  /**
+   * Writes `bytes` at the end of the current segment (rolling to a new one
+   * first when it is full) and, unless `sync` is false, fdatasyncs.
+   */
+  async #writeDurably(bytes: Uint8Array, sync = true): Promise<void> {
     let current = this.#segments[this.#segments.length - 1];
     let operation = "write";
     try {
       if (current.size >= this.#segmentBytes) {
+        if (this.#unsynced) {
+          // The segment's last records were written without a sync.
+          operation = "fdatasync";
+          await this.#file!.syncData();
+          this.#unsynced = false;
+        }
         operation = "start of a new segment";
         current = await this.#roll(current);
         operation = "write";
       }
       this.#stats.writes++;
       await writeAll(this.#file!, bytes);
-      operation = "fdatasync";
-      await this.#file!.syncData();
+      if (sync) {
+        operation = "fdatasync";
+        await this.#file!.syncData();
+      }
     } catch (err) {
       this.#failure = asWriteError(
         current.path,
@@ -900,9 +948,14 @@ export class Wal {
       ) as WalWriteError;
       throw this.#failure;
     }
-    this.#stats.syncs++;
     this.#stats.bytes += bytes.length;
     current.size += bytes.length;
+    if (!sync) {
+      this.#unsynced = true;
+      return;
+    }
+    this.#unsynced = false;
+    this.#stats.syncs++;
     try {
       this.#onSync?.();
     } catch {
@@ -1023,7 +1076,7 @@ class Replay {
         );
       }
       this.snapshot = { index: r.index, term: r.term };
-      if (r.index >= this.last) {
+      if (r.index >= this.last || r.reset === true) {
         this.log = [];
         this.logStart = r.index + 1;
       } else if (r.index >= this.logStart) {
@@ -1253,6 +1306,7 @@ function encodeUpdate(update: WalUpdate): Batch {
     });
   }
   return {
+    sync: update.sync !== false,
     firstIndex: entries.length > 0 ? entries[0].index : null,
     lastIndex: entries.length > 0 ? entries[entries.length - 1].index : 0,
     hardState,

@@ -151,6 +151,42 @@ Deno.test("dissertation §4.1 a membership change entry keeps its type across a 
   });
 });
 
+Deno.test("sync: false writes a commit-only hard state without an fdatasync; the next synced append or close makes it durable", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir);
+    await wal.append({
+      entries: [entry(1, 1)],
+      hardState: { term: 1, vote: "n1", commit: 0 },
+    });
+    assert.equal(wal.stats.syncs, 1);
+    await wal.append({
+      hardState: { term: 1, vote: "n1", commit: 1 },
+      sync: false,
+    });
+    assert.equal(wal.stats.syncs, 1, "no fdatasync for a commit-only change");
+    assert.equal(wal.stats.writes, 2);
+    // A synced append in the same group syncs the unsynced one with it.
+    await Promise.all([
+      wal.append({
+        hardState: { term: 1, vote: "n1", commit: 1 },
+        sync: false,
+      }),
+      wal.append({ entries: [entry(2, 1)] }),
+    ]);
+    assert.equal(wal.stats.syncs, 2);
+    await wal.append({
+      hardState: { term: 1, vote: "n1", commit: 2 },
+      sync: false,
+    });
+    assert.equal(wal.stats.syncs, 2);
+    await wal.close();
+    await expectState(dir, { term: 1, vote: "n1", commit: 2 }, [
+      entry(1, 1),
+      entry(2, 1),
+    ]);
+  });
+});
+
 Deno.test("an empty update writes nothing", async () => {
   await withTempDir(async (dir) => {
     const { wal } = await Wal.open(dir);
@@ -1239,4 +1275,38 @@ Deno.test({
       await expectState(dir, EMPTY, range(1, 3));
     });
   },
+});
+
+Deno.test("§7 receiver rule 7: a snapshot marker with discardAfter drops the entries after it, at once and after a restart", async () => {
+  await withTempDir(async (dir) => {
+    const { wal } = await Wal.open(dir, { segmentBytes: 300 });
+    await fill(wal, 1, 10, 1);
+    // The leader's snapshot at 6 has term 2: this log disagrees there.
+    await wal.compact({ index: 6, term: 2 }, { discardAfter: true });
+    assert.equal(wal.lastIndex, 6);
+    await wal.close();
+    const r = await Wal.open(dir);
+    assert.deepEqual(r.snapshot, { index: 6, term: 2 });
+    assert.deepEqual(r.entries, []);
+    assert.equal(r.wal.lastIndex, 6);
+    await r.wal.append({ entries: [entry(7, 2)] });
+    await r.wal.close();
+    const again = await Wal.open(dir);
+    assert.deepEqual(again.entries, [entry(7, 2)]);
+    await again.wal.close();
+    // Without discardAfter the entries after the marker stay (rule 6).
+    const kept = await Deno.makeTempDir();
+    try {
+      const { wal: other } = await Wal.open(kept);
+      await fill(other, 1, 10, 1);
+      await other.compact({ index: 6, term: 1 });
+      assert.equal(other.lastIndex, 10);
+      await other.close();
+      const reopened = await Wal.open(kept);
+      assert.deepEqual(reopened.entries, range(7, 10));
+      await reopened.wal.close();
+    } finally {
+      await Deno.remove(kept, { recursive: true });
+    }
+  });
 });

@@ -9,7 +9,19 @@
  *   --cluster-secret-file ./cluster_secret --data ./data/n1
  * # a single-node registry on 127.0.0.1:7001 (peer port 7101) with data in ./data/n1
  * deno run -A registry/main.ts
+ * # a fourth node joins the running cluster through any member's client URL
+ * deno run -A registry/main.ts --id n4 --join tcp://127.0.0.1:7001 \
+ *   --listen 127.0.0.1:7004 --peer-listen 127.0.0.1:7104 \
+ *   --cluster-secret-file ./cluster_secret --data ./data/n4
  * ```
+ *
+ * A node started with `--join` asks the cluster to add it as a learner
+ * (`registry.memberAdd` with its own peer and client URLs, Raft
+ * dissertation §4.2.1), records the cluster's id in its new data folder,
+ * catches up from the leader, and is promoted to voter by the leader once
+ * its match index reaches the leader's commit index (checked on every
+ * leader tick). Restart a joined node without `--join` (or with it): its
+ * folder knows the cluster, and its log the members.
  *
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
@@ -29,8 +41,12 @@ import {
   type TcpAddress,
 } from "../rpc/transport.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
+import { readDataDirMeta } from "../raft/data_dir.ts";
+import { RpcError } from "../rpc/errors.ts";
+import { RegistryClient } from "../stub/registry_client.ts";
+import { ConnectionPool } from "../stub/connection_pool.ts";
 import { DataDirInUseError, lockDataDir } from "../raft/dir_lock.ts";
-import { PEER_PORT_OFFSET } from "../protocol/registry.ts";
+import { PEER_PORT_OFFSET, REGISTRY_METHODS } from "../protocol/registry.ts";
 import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
 import { pathExists, portsFree } from "./_start_checks.ts";
 
@@ -55,6 +71,13 @@ prove the cluster secret).
                      secret if missing (then copy it to the other nodes).
                      Required with --peers; default DIR/cluster_secret for
                      a single node
+  --join URL         join the running cluster some member of which serves
+                     clients at URL (tcp://host:port): this node is added as
+                     a learner with its --peer-listen and client URLs, and
+                     promoted to voter once caught up. Not with --peers. A
+                     joined node restarts without it (its folder and log
+                     know the cluster); a folder of another cluster is
+                     refused
   --cluster-token TOKEN
                      part of the cluster id the members compute when they
                      first start (like etcd's --initial-cluster-token): the
@@ -70,6 +93,15 @@ prove the cluster secret).
   --election-ticks N election timeout in ticks (default 10, at least 2)
   --history-events N changes kept for watches to resume from (default 10000;
                      the same on every node); older ones answer COMPACTED
+  --snapshot-entries N
+                     snapshot the registry and compact the log every N
+                     applied entries (default 10000)
+  --snapshot-trailing N
+                     log entries kept before a snapshot for slow followers
+                     (default 5000, at most --snapshot-entries)
+  --wal-segment-bytes N
+                     size of a write-ahead log segment (default 67108864);
+                     segments a snapshot covers are deleted
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -88,6 +120,8 @@ export interface RegistryArgs {
   advertise: string | undefined;
   /** Every voter's id → peer URL, or undefined for a single node. */
   peers: Record<string, string> | undefined;
+  /** A member's client URL to join the cluster through (`--join`), if given. */
+  join: string | undefined;
   /** Where the cluster secret is (created if missing). */
   clusterSecretFile: string;
   /** The cluster token (part of the cluster id), or "" for none. */
@@ -100,6 +134,12 @@ export interface RegistryArgs {
   electionTicks: number;
   /** Events kept for watches. */
   historyEvents: number;
+  /** Applied entries between two snapshots. */
+  snapshotEntries: number;
+  /** Entries kept before a snapshot, or undefined for the default. */
+  snapshotTrailing: number | undefined;
+  /** WAL segment size, bytes, or undefined for the default. */
+  walSegmentBytes: number | undefined;
   /** Exit when standard input closes. */
   watchStdin: boolean;
 }
@@ -131,10 +171,14 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "cluster-secret-file": { type: "string" },
       "cluster-token": { type: "string" },
       peers: { type: "string" },
+      join: { type: "string" },
       data: { type: "string" },
       "tick-ms": { type: "string" },
       "election-ticks": { type: "string" },
       "history-events": { type: "string" },
+      "snapshot-entries": { type: "string" },
+      "snapshot-trailing": { type: "string" },
+      "wal-segment-bytes": { type: "string" },
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -183,6 +227,31 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     if (Object.keys(peers).length > 1 && !values["cluster-secret-file"]) {
       throw new Error(
         "--cluster-secret-file is required with --peers: every node of a cluster proves the same secret to the others (a missing file is created with a new secret; copy it to every node)",
+      );
+    }
+  }
+  let join: string | undefined;
+  if (values.join !== undefined) {
+    if (values.peers !== undefined) {
+      throw new Error(
+        "--join and --peers exclude each other: --peers bootstraps a new cluster, --join adds this node to a running one",
+      );
+    }
+    if (values.id === undefined) {
+      throw new Error("--id is required with --join: the new member's id");
+    }
+    if (!values["cluster-secret-file"]) {
+      throw new Error(
+        "--cluster-secret-file is required with --join: the file with the secret the cluster's members share",
+      );
+    }
+    try {
+      join = formatTcpUrl(parseTcpUrl(values.join));
+    } catch (error) {
+      throw new Error(
+        `--join ${values.join}: ${
+          (error as Error).message
+        }; give a member's client URL, tcp://host:port`,
       );
     }
   }
@@ -242,6 +311,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     peerListen,
     advertise: values.advertise,
     peers,
+    join,
     clusterSecretFile: values["cluster-secret-file"] ??
       `${dataDir}/cluster_secret`,
     clusterToken: values["cluster-token"] ?? "",
@@ -260,6 +330,27 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "--history-events",
       10_000,
     ),
+    snapshotEntries: positiveInteger(
+      values["snapshot-entries"],
+      "--snapshot-entries",
+      10_000,
+    ),
+    snapshotTrailing: values["snapshot-trailing"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["snapshot-trailing"],
+        "--snapshot-trailing",
+        5_000,
+        0,
+      ),
+    walSegmentBytes: values["wal-segment-bytes"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["wal-segment-bytes"],
+        "--wal-segment-bytes",
+        64 << 20,
+        4096,
+      ),
     watchStdin: values["watch-stdin"] ?? false,
   };
 }
@@ -345,19 +436,31 @@ export async function runRegistry(argv: string[]): Promise<number> {
   } catch (error) {
     return await cannotStart(error);
   }
+  let joining: { clusterId: string; peers: Record<string, string> } | undefined;
+  try {
+    joining = await joinedCluster(args, log);
+  } catch (error) {
+    return await cannotStart(error);
+  }
   try {
     node = await startRegistryNode({
       id: args.id,
       listen: args.listen,
       peerListen: args.peerListen,
       advertise: args.advertise,
-      peers: args.peers,
+      peers: joining?.peers ?? args.peers,
+      join: joining === undefined
+        ? undefined
+        : { clusterId: joining.clusterId },
       clusterSecret,
       dataDir: args.dataDir,
       clusterToken: args.clusterToken,
       tickMs: args.tickMs,
       electionTicks: args.electionTicks,
       historyEvents: args.historyEvents,
+      snapshotEntries: args.snapshotEntries,
+      snapshotTrailingEntries: args.snapshotTrailing,
+      walSegmentBytes: args.walSegmentBytes,
       log,
       onFatal: (error) => {
         fatal = error;
@@ -367,7 +470,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
   } catch (error) {
     return await cannotStart(error);
   }
-  const cluster = Object.keys(args.peers ?? { [args.id]: "" }).join(",");
+  const cluster = Object.keys(
+    joining?.peers ?? args.peers ?? { [args.id]: "" },
+  ).join(",");
   log(
     `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl} (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir})`,
   );
@@ -392,6 +497,97 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   log(`registry ${args.id} stopped`);
   return 0;
+}
+
+/** This node's client and peer URLs, as the other members reach them. */
+function ownUrls(args: RegistryArgs): { clientUrl: string; peerUrl: string } {
+  const advertised = args.advertise === undefined
+    ? undefined
+    : parseAdvertise(args.advertise);
+  const host = advertised?.hostname ?? args.listen.hostname;
+  return {
+    clientUrl: formatTcpUrl({
+      hostname: host,
+      port: advertised?.port ?? args.listen.port,
+    }),
+    peerUrl: formatTcpUrl({ hostname: host, port: args.peerListen.port }),
+  };
+}
+
+/**
+ * The cluster this node joins, or undefined for a bootstrap node. With
+ * `--join`: asks the cluster (through the given member, following its
+ * leader hints) for its id and members, refuses a data folder of another
+ * cluster, and has this node added as a learner that the leader promotes
+ * once caught up (unless it is a member already: a restart). Without
+ * `--join` and `--peers`: a data folder that records a joined cluster
+ * (no bootstrap members) restarts as that joined member.
+ *
+ * @throws {Error} when the cluster cannot be asked, refuses the member, or
+ * the folder belongs to another cluster or member.
+ */
+async function joinedCluster(
+  args: RegistryArgs,
+  log: (line: string) => void,
+): Promise<{ clusterId: string; peers: Record<string, string> } | undefined> {
+  const meta = await readDataDirMeta(args.dataDir).catch(() => null);
+  const { clientUrl, peerUrl } = ownUrls(args);
+  if (args.join === undefined) {
+    if (
+      args.peers !== undefined || meta === null || meta.format < 2 ||
+      meta.bootstrapMembers !== undefined
+    ) {
+      return undefined;
+    }
+    // A joined member restarting: its log has the members.
+    return { clusterId: meta.clusterId, peers: { [args.id]: peerUrl } };
+  }
+  const pool = new ConnectionPool();
+  const client = new RegistryClient([args.join], pool, {
+    deadlineMs: 15_000,
+    failFastRounds: 3,
+  });
+  try {
+    const list = await client.call(REGISTRY_METHODS.memberList, {});
+    if (meta !== null && meta.clusterId !== list.clusterId) {
+      throw new Error(
+        `the data folder ${args.dataDir} belongs to cluster ${
+          meta.clusterId || "(unrecorded)"
+        }, but ${args.join} serves cluster ${list.clusterId}: give this node a new --data folder, or join the cluster the folder belongs to`,
+      );
+    }
+    const known = list.members.find((m) => m.id === args.id);
+    if (known !== undefined && known.peerUrl !== peerUrl) {
+      throw new Error(
+        `the cluster already has a member ${args.id} at ${known.peerUrl} (this node's peer URL is ${peerUrl}): pick another --id, or remove it first (rafter member remove ${args.id})`,
+      );
+    }
+    const added = await client.call(REGISTRY_METHODS.memberAdd, {
+      id: args.id,
+      peerUrl,
+      clientUrl,
+      learner: known?.kind !== "voter",
+      promoteWhenCaughtUp: true,
+    });
+    const peers: Record<string, string> = { [args.id]: peerUrl };
+    for (const member of added.members) peers[member.id] = member.peerUrl;
+    log(
+      `registry ${args.id}: ${
+        known === undefined ? "added as a learner to" : "rejoins"
+      } cluster ${added.clusterId} (leader ${added.leader}; members ${
+        Object.keys(peers).sort().join(", ")
+      }); promoted to voter once caught up`,
+    );
+    return { clusterId: added.clusterId, peers };
+  } catch (error) {
+    if (error instanceof RpcError) {
+      throw new Error(`--join ${args.join}: ${error.message}`);
+    }
+    throw error;
+  } finally {
+    client.close();
+    pool.close();
+  }
 }
 
 if (import.meta.main) {

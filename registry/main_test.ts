@@ -10,12 +10,16 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     peerListen: { hostname: "127.0.0.1", port: 7101 },
     advertise: undefined,
     peers: undefined,
+    join: undefined,
     clusterSecretFile: "./data/n1/cluster_secret",
     clusterToken: "",
     dataDir: "./data/n1",
     tickMs: 100,
     electionTicks: 10,
     historyEvents: 10_000,
+    snapshotEntries: 10_000,
+    snapshotTrailing: undefined,
+    walSegmentBytes: undefined,
     watchStdin: false,
   });
 });
@@ -45,6 +49,12 @@ Deno.test("parseRegistryArgs: every option", () => {
       "5",
       "--history-events",
       "500",
+      "--snapshot-entries",
+      "2000",
+      "--snapshot-trailing",
+      "0",
+      "--wal-segment-bytes",
+      "1048576",
       "--watch-stdin",
     ]),
     {
@@ -57,12 +67,16 @@ Deno.test("parseRegistryArgs: every option", () => {
         n2: "tcp://127.0.0.1:7102",
         n3: "tcp://[::1]:7103",
       },
+      join: undefined,
       clusterSecretFile: "/etc/rafter/secret",
       clusterToken: "prod-eu",
       dataDir: "/var/lib/rafter",
       tickMs: 20,
       electionTicks: 5,
       historyEvents: 500,
+      snapshotEntries: 2000,
+      snapshotTrailing: 0,
+      walSegmentBytes: 1_048_576,
       watchStdin: true,
     },
   );
@@ -559,4 +573,42 @@ Deno.test("registry/main.ts refuses a single-node development folder reused by n
   } finally {
     await Deno.remove(cwd, { recursive: true });
   }
+});
+
+Deno.test("parseRegistryArgs: --join takes a member's client URL, needs --id and the secret file, and excludes --peers", () => {
+  const args = parseRegistryArgs([
+    "--id",
+    "n4",
+    "--join",
+    "127.0.0.1:7001",
+    "--listen",
+    "127.0.0.1:7004",
+    "--cluster-secret-file",
+    "./secret",
+  ]);
+  assert.equal(args.join, "tcp://127.0.0.1:7001");
+  assert.equal(args.peers, undefined);
+  assert.deepEqual(args.peerListen, { hostname: "127.0.0.1", port: 7104 });
+  assert.throws(
+    () => parseRegistryArgs(["--join", "tcp://127.0.0.1:7001"]),
+    /^Error: --id is required with --join/,
+  );
+  assert.throws(
+    () => parseRegistryArgs(["--id", "n4", "--join", "tcp://127.0.0.1:7001"]),
+    /--cluster-secret-file is required with --join/,
+  );
+  assert.throws(
+    () =>
+      parseRegistryArgs([
+        "--id",
+        "n4",
+        "--join",
+        "tcp://127.0.0.1:7001",
+        "--peers",
+        "n4=127.0.0.1:7104",
+        "--cluster-secret-file",
+        "./secret",
+      ]),
+    /--join and --peers exclude each other/,
+  );
 });

@@ -16,10 +16,12 @@ import {
   parseTcpUrl,
   type TcpAddress,
 } from "../rpc/transport.ts";
-import { RaftNode, type RaftTransport } from "../raft/node.ts";
+import { peerUrlsOf, RaftNode, type RaftTransport } from "../raft/node.ts";
+import type { Configuration } from "../raft/configuration.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";
 import { DataDirInUseError } from "../raft/dir_lock.ts";
 import type { SoftState } from "../raft/core.ts";
+import type { Snapshot } from "../raft/types.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
 import { PeerDirectory } from "../raft/peer_directory.ts";
 import { type PeerServer, servePeers } from "../raft/peer_server.ts";
@@ -45,7 +47,6 @@ import {
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
 import { LocalArea } from "./local_area.ts";
 import { HealthChecker } from "./_health_checker.ts";
-import { MatchIndex } from "./_match_index.ts";
 import { listening, pathExists, portsFree } from "./_start_checks.ts";
 
 /**
@@ -119,6 +120,15 @@ export interface RegistryNodeOptions {
    */
   peers?: Record<string, string>;
   /**
+   * Join a running cluster instead of bootstrapping one (dissertation
+   * §4.2.1): the cluster's id (recorded in the new data folder; a folder of
+   * another cluster is refused). `peers` then lists the members known
+   * (from `registry.memberAdd`'s answer, this node included); the node
+   * starts with an empty configuration and learns it from the leader.
+   * A restart of a joined node passes its folder's cluster id again.
+   */
+  join?: { clusterId: string };
+  /**
    * The cluster secret every peer connection proves (at least 32
    * characters; see `loadClusterSecret`). Required with more than one
    * member. @default a random one, for a single node
@@ -154,6 +164,22 @@ export interface RegistryNodeOptions {
   historyEvents?: number;
   /** Limits of the watches this node serves. */
   watch?: Omit<WatchHubOptions, "now">;
+  /**
+   * Take a snapshot of the registry (its state and the leases' remaining
+   * times, {@link RegistryNode.snapshot}) and compact the log every this
+   * many applied entries (Raft paper §7). @default 10_000
+   */
+  snapshotEntries?: number;
+  /**
+   * Log entries kept before a snapshot's index for followers slightly
+   * behind. @default the smaller of 5_000 and `snapshotEntries`
+   */
+  snapshotTrailingEntries?: number;
+  /**
+   * Size after which the write-ahead log starts a new segment, bytes; a
+   * segment a snapshot covers is deleted. @default 64 MiB
+   */
+  walSegmentBytes?: number;
   /** Most health-check probes under way at once on the leader. @default 64 */
   maxConcurrentProbes?: number;
   /**
@@ -258,7 +284,8 @@ export async function startRegistryNode(
   const peerListen = options.peerListen ?? defaultPeerListen(options);
   const peers = options.peers ??
     { [id]: formatTcpUrl(advertisedPeer(peerListen, advertised)) };
-  const multiNode = Object.keys(peers).length > 1;
+  const multiNode = Object.keys(peers).length > 1 ||
+    options.join !== undefined;
   if (multiNode && peerListen.port === 0) {
     throw new Error(
       "a node of a multi-node registry needs a fixed peer port: its peers must know where to reach it",
@@ -286,9 +313,14 @@ export async function startRegistryNode(
   // The peer connections need the cluster id, known once the data folder
   // is open: until then the Raft node's messages are dropped (Raft resends).
   const late: { transport?: PeerTransport } = {};
+  // A removed member's link stays open a little for the leader's "you
+  // were removed" notice (registry.memberRemove sends it once committed).
+  const lingerMs = 2 * electionTicks * tickMs;
   const raftTransport: RaftTransport = {
     send: (messages) => late.transport?.send(messages),
     close: () => late.transport?.close(),
+    updateMembers: (members) =>
+      late.transport?.updateMembers(members, { lingerMs }),
   };
   /** After a failed start: removes the data folder if this start made it. */
   const forget = async () => {
@@ -361,6 +393,71 @@ export async function startRegistryNode(
       checker.stop();
     }
   };
+  // Learners the leader promotes once caught up (added by --join).
+  const promoteWhenCaughtUp = new Set<string>();
+  // Set when the leader told this node it was removed (a removed follower
+  // gets no more appends, so its own log may never say so).
+  let removedNotice: { leader: string; term: number } | null = null;
+  const onConfiguration = (configuration: Configuration) => {
+    for (
+      const [member, url] of Object.entries(configuration.clientUrls ?? {})
+    ) {
+      if (directory.clientUrl(member) === null) {
+        directory.setClientUrl(member, url);
+      }
+    }
+    for (const member of promoteWhenCaughtUp) {
+      if (!configuration.learners.includes(member)) {
+        promoteWhenCaughtUp.delete(member);
+      }
+    }
+    if (
+      configuration.voters.includes(id) || configuration.learners.includes(id)
+    ) {
+      removedNotice = null;
+    }
+    log(
+      `${id}: configuration now voters [${configuration.voters.join(", ")}]${
+        configuration.learners.length > 0
+          ? `, learners [${configuration.learners.join(", ")}]`
+          : ""
+      }`,
+    );
+  };
+  // The last registry entry applied (a snapshot's, after a restore).
+  let lastApplied = 0;
+  const snapshotOf = (index: number): RegistryNodeSnapshot => ({
+    index,
+    state: state.snapshot(),
+    leaseRemainingMs: leases.remainingTimes(),
+  });
+  /**
+   * Replaces the registry, in place, with a Raft snapshot's (at start, or
+   * installed from the leader): state, lease timing (each lease keeps the
+   * time it had left, at least minTtlMs), local bindings of leases gone.
+   */
+  const restore = (snapshot: Snapshot): void => {
+    const taken = JSON.parse(snapshot.data) as RegistryNodeSnapshot;
+    state.load(taken.state);
+    const kept = new Set(state.leases().map((lease) => lease.id));
+    for (const [lease] of leases.remainingTimes()) {
+      leases.removed(lease);
+      if (!kept.has(lease)) local.leaseEnded(lease);
+    }
+    for (const lease of state.leases()) leases.granted(lease.id, lease.ttlMs);
+    leases.restoreTimes(taken.leaseRemainingMs, minTtlMs);
+    lastApplied = snapshot.index;
+    checker.update(state.checkedBindings());
+    fanOut();
+    log(
+      `${id}: ${
+        started.raft === undefined
+          ? "loaded the snapshot"
+          : "installed a snapshot from the leader"
+      } at index ${snapshot.index} (revision ${state.revision}, ${state.leaseCount} lease(s))`,
+    );
+  };
+  const snapshotEntries = options.snapshotEntries ?? 10_000;
   try {
     started.raft = await RaftNode.start<ApplyResult>({
       id,
@@ -371,7 +468,21 @@ export async function startRegistryNode(
       tickMs,
       electionTicks,
       preVote: options.preVote,
+      join: options.join !== undefined,
+      clusterId: options.join?.clusterId,
+      onConfiguration: (configuration) => onConfiguration(configuration),
+      restore,
+      walOptions: options.walSegmentBytes === undefined
+        ? undefined
+        : { segmentBytes: options.walSegmentBytes },
+      snapshot: {
+        take: () => JSON.stringify(snapshotOf(lastApplied)),
+        everyEntries: snapshotEntries,
+        trailingEntries: options.snapshotTrailingEntries ??
+          Math.min(5_000, snapshotEntries),
+      },
       apply: (entry) => {
+        lastApplied = entry.index;
         const outcome = state.apply(entry.data);
         const change = outcome.change;
         if (change !== null) {
@@ -400,7 +511,6 @@ export async function startRegistryNode(
     throw error;
   }
   const node = started.raft;
-  const matchIndex = new MatchIndex(id);
   let transport: PeerTransport;
   let clusterId: string;
   try {
@@ -414,6 +524,13 @@ export async function startRegistryNode(
       clientUrl: () => directory.clientUrl(id),
     });
     late.transport = transport;
+    // The members recovered from the log (restart), not only the bootstrap list.
+    const current = node.configuration;
+    transport.updateMembers(
+      current.voters.length === 0 ? peers : peerUrlsOf(current, peers),
+      { lingerMs },
+    );
+    onConfiguration(current);
   } catch (error) {
     await node.stop();
     await forget();
@@ -446,12 +563,18 @@ export async function startRegistryNode(
       peerUrl,
       term: raftStatus.term,
       role: raftStatus.role,
+      kind: !raftStatus.member || removedNotice !== null
+        ? null
+        : raftStatus.learner
+        ? "learner"
+        : "voter",
       leader: raftStatus.leader,
       leaderUrl: raftStatus.leader === null
         ? null
         : directory.clientUrl(raftStatus.leader),
       commitIndex: raftStatus.commitIndex,
       appliedIndex: raftStatus.appliedIndex,
+      snapshotIndex: raftStatus.snapshotIndex,
       revision: state.revision,
       compactRevision: state.compactRevision,
       leases: state.leaseCount,
@@ -479,7 +602,13 @@ export async function startRegistryNode(
           leaderReady,
           clientUrlOf: (member) => directory.clientUrl(member),
           status,
-          matchIndexOf: (member, term) => matchIndex.of(member, term),
+          clusterId,
+          promoteWhenCaughtUp: (member) => promoteWhenCaughtUp.add(member),
+          memberRemoved: (member) => {
+            transport.notify(member, MEMBER_REMOVED_METHOD, {
+              term: node.status.term,
+            });
+          },
           nextSoftState,
           quorumProblem: () => quorumProblem(directory.status()),
           minTtlMs,
@@ -497,11 +626,21 @@ export async function startRegistryNode(
         clusterId,
         directory,
         clientUrl: () => directory.clientUrl(id),
-        onStep: (messages) => {
-          matchIndex.observe(messages);
-          node.step(messages);
-        },
+        onStep: (messages) => node.step(messages),
         handlers: {
+          [MEMBER_REMOVED_METHOD]: (params, from) => {
+            const term = (params as { term?: unknown }).term;
+            const raftStatus = node.status;
+            if (
+              typeof term === "number" && from === raftStatus.leader &&
+              term >= raftStatus.term
+            ) {
+              removedNotice = { leader: from, term };
+              log(
+                `${id}: removed from the cluster by leader ${from} in term ${term}; this node takes no part any more: stop it`,
+              );
+            }
+          },
           [LEASE_SYNC_METHOD]: (params, from) => {
             const problem = leaseSyncProblem(params);
             const raftStatus = node.status;
@@ -534,7 +673,8 @@ export async function startRegistryNode(
     raft: node,
     leases,
     checker,
-    peers: Object.keys(peers).filter((peer) => peer !== id),
+    peers: () => directory.ids.filter((peer) => peer !== id),
+    promoteWhenCaughtUp,
     send: (peer, sync) =>
       transport.notify(
         peer,
@@ -562,11 +702,7 @@ export async function startRegistryNode(
     watches,
     local,
     minTtlMs,
-    snapshot: () => ({
-      index: node.status.appliedIndex,
-      state: state.snapshot(),
-      leaseRemainingMs: leases.remainingTimes(),
-    }),
+    snapshot: () => snapshotOf(node.status.appliedIndex),
     server: clientServer,
     peerServer: peerPort,
     transport,
@@ -605,6 +741,9 @@ export async function startRegistryNode(
     },
   };
 }
+
+/** The peer notification a leader sends a member it removed. */
+const MEMBER_REMOVED_METHOD = "registry.memberRemoved";
 
 /**
  * The peer port a node listens on by default: its `peers` entry, or for a
@@ -702,7 +841,9 @@ interface LeaderDutiesOptions {
   leases: LeaseKeeper;
   checker: HealthChecker;
   /** The other members. */
-  peers: string[];
+  peers(): string[];
+  /** Learners to promote once their match index reaches the commit index. */
+  promoteWhenCaughtUp: Set<string>;
   send(peer: string, sync: LeaseSync): boolean;
   leading(): boolean;
   leaderReady(): boolean;
@@ -722,9 +863,19 @@ const MAX_SYNC_LEASES = 2_000;
 class LeaderDuties {
   readonly #options: LeaderDutiesOptions;
   #expiring = false;
+  readonly #promotion = { promoting: false };
 
   constructor(options: LeaderDutiesOptions) {
     this.#options = options;
+  }
+
+  #promoteCaughtUp(): void {
+    promoteCaughtUp(
+      this.#options.raft,
+      this.#options.promoteWhenCaughtUp,
+      this.#options.log,
+      this.#promotion,
+    );
   }
 
   tick(): void {
@@ -734,9 +885,12 @@ class LeaderDuties {
     const term = raft.status.term;
     const sync = leases.sync(term);
     for (const part of split(sync)) {
-      for (const peer of this.#options.peers) this.#options.send(peer, part);
+      for (const peer of this.#options.peers()) {
+        this.#options.send(peer, part);
+      }
     }
     checker.tick();
+    this.#promoteCaughtUp();
     if (this.#expiring || !this.#options.leaderReady()) return;
     const due = leases.due();
     if (due.length === 0) return;
@@ -765,6 +919,42 @@ class LeaderDuties {
         leases.unmarkExpiring(due);
         this.#expiring = false;
       });
+  }
+}
+
+/**
+ * The --join promotion policy (dissertation §4.2.1: a new server catches
+ * up as a learner before it counts towards quorums): a learner added with
+ * `promoteWhenCaughtUp` is promoted to voter once its match index reaches
+ * the leader's commit index, checked on every leader tick, one change at a
+ * time (a refused or failed promotion is tried again on a later tick).
+ */
+function promoteCaughtUp(
+  raft: RaftNode<ApplyResult>,
+  learners: Set<string>,
+  log: (line: string) => void,
+  busy: { promoting: boolean },
+): void {
+  if (busy.promoting || learners.size === 0) return;
+  const { commitIndex, id } = raft.status;
+  const progress = raft.progress();
+  for (const learner of learners) {
+    const known = progress.get(learner);
+    if (known === undefined || !known.learner) continue;
+    if (known.match < commitIndex) continue;
+    busy.promoting = true;
+    raft.proposeConfChange({ type: "promote", node: learner }, {
+      timeoutMs: 3_000,
+    }).then(
+      () => {
+        learners.delete(learner);
+        log(
+          `${id}: promoted learner ${learner} to voter (caught up at index ${known.match})`,
+        );
+      },
+      () => {/* retried on a later tick */},
+    ).finally(() => busy.promoting = false);
+    return;
   }
 }
 

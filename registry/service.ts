@@ -14,6 +14,13 @@ import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
 import { LeadershipTransferError, NotLeaderError } from "../raft/core.ts";
 import { type RaftNode, RaftUnavailableError } from "../raft/node.ts";
 import {
+  type ConfChange,
+  ConfChangeError,
+  type Configuration,
+  isMember,
+} from "../raft/configuration.ts";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
+import {
   type BindResult,
   type Endpoint,
   LEADER_TRANSFER_FAILED,
@@ -24,6 +31,8 @@ import {
   type ListedName,
   type MemberInfo,
   type MemberListResult,
+  MEMBERSHIP_CHANGE_FAILED,
+  type MembershipChangeFailedData,
   NOT_LEADER,
   type NotLeaderData,
   REGISTRY_METHODS,
@@ -80,11 +89,15 @@ export interface RegistryContext {
   clientUrlOf(id: string): string | null;
   /** The node's status, for `registry.status`. */
   status(): RegistryStatus;
+  /** The cluster's id (16 hex digits), told to joining nodes. */
+  readonly clusterId: string;
   /**
-   * The highest log index `member` acknowledged to this leader in `term`
-   * (its match index, Raft paper §5.3), or null when unknown.
+   * Asks this leader to promote learner `member` once its match index
+   * reaches the commit index (the `--join` policy, checked every tick).
    */
-  matchIndexOf(member: string, term: number): number | null;
+  promoteWhenCaughtUp(member: string): void;
+  /** Tells `member`, just removed (committed), that it is no member any more. */
+  memberRemoved(member: string): void;
   /**
    * Resolves at the next change of this node's term, role or leader, or
    * after `timeoutMs`, whichever comes first.
@@ -170,6 +183,11 @@ class RegistryService {
       [REGISTRY_METHODS.leaderTransfer]: (...args) =>
         this.#leaderTransfer(args),
       [REGISTRY_METHODS.memberList]: () => this.#memberList(),
+      [REGISTRY_METHODS.memberAdd]: (...args) => this.#memberAdd(args),
+      [REGISTRY_METHODS.memberPromote]: (...args) =>
+        this.#memberChange(args, REGISTRY_METHODS.memberPromote, "promote"),
+      [REGISTRY_METHODS.memberRemove]: (...args) =>
+        this.#memberChange(args, REGISTRY_METHODS.memberRemove, "remove"),
       [REGISTRY_METHODS.leaseGrant]: (...args) => this.#grant(args),
       [REGISTRY_METHODS.leaseKeepAlive]: (...args) => this.#keepAlive(args),
       [REGISTRY_METHODS.leaseRevoke]: (...args) => this.#revoke(args),
@@ -549,23 +567,183 @@ class RegistryService {
     };
   }
 
+  /**
+   * Adds a member (dissertation §4.1), a learner by default (§4.2.1).
+   * Adding a learner that is already one, with the same URLs, is answered
+   * as done (so a `--join` that retries is harmless).
+   */
+  async #memberAdd(args: unknown[]): Promise<MemberListResult> {
+    const p = paramsObject(
+      args,
+      REGISTRY_METHODS.memberAdd,
+      "{ id, peerUrl, clientUrl?, learner?, promoteWhenCaughtUp? }",
+    );
+    const id = requireMemberId(p.id);
+    const peerUrl = requireUrl(p.peerUrl, "peerUrl");
+    const clientUrl = p.clientUrl === undefined
+      ? undefined
+      : requireUrl(p.clientUrl, "clientUrl");
+    const learner = optionalBoolean(p.learner, "learner", true);
+    const promote = optionalBoolean(
+      p.promoteWhenCaughtUp,
+      "promoteWhenCaughtUp",
+      false,
+    );
+    this.#requireLeader();
+    const config = this.#context.raft.configuration;
+    const already = learner
+      ? config.learners.includes(id)
+      : config.voters.includes(id);
+    if (
+      already && config.peerUrls?.[id] === peerUrl &&
+      (clientUrl === undefined || config.clientUrls?.[id] === clientUrl)
+    ) {
+      if (learner && promote) this.#context.promoteWhenCaughtUp(id);
+      return this.#memberList();
+    }
+    const change: ConfChange = {
+      type: learner ? "addLearner" : "addVoter",
+      node: id,
+      peerUrl,
+      ...(clientUrl === undefined ? {} : { clientUrl }),
+    };
+    await this.#changeMembers(change);
+    if (learner && promote) this.#context.promoteWhenCaughtUp(id);
+    return this.#memberList();
+  }
+
+  /**
+   * Promotes a learner, or removes a member. Removing the leader itself
+   * first hands leadership over (dissertation §3.10) and answers NOT_LEADER
+   * naming the new leader, which the client asks again; only when no voter
+   * takes over does the leader remove itself (§4.2.2).
+   */
+  async #memberChange(
+    args: unknown[],
+    method: string,
+    type: "promote" | "remove",
+  ): Promise<MemberListResult> {
+    const p = paramsObject(args, method, "{ id }", ["id"]);
+    const id = requireMemberId(p.id);
+    this.#requireLeader();
+    const config = this.#context.raft.configuration;
+    if (!isMember(config, id)) {
+      throw membershipFailed(
+        `Membership change failed: ${id} is not a member of this registry (members: ${
+          [...config.voters, ...config.learners].join(", ")
+        }); rafter member list shows them`,
+        { reason: "unknownMember", member: id },
+      );
+    }
+    const self = this.#context.raft.status.id;
+    if (type === "remove" && id === self && config.voters.length > 1) {
+      // Removing the leader: hand leadership to another voter first
+      // (dissertation §3.10), so that the cluster does not wait an election
+      // timeout once the removal commits (§4.2.2); the new leader then
+      // removes this node (the client follows NOT_LEADER). If no one takes
+      // over in time, this leader removes itself and steps down.
+      let leader: string | null = null;
+      try {
+        leader = await this.#context.raft.transferLeadership({
+          timeoutMs: 2 * this.#context.electionTimeoutMs,
+        });
+      } catch {
+        leader = null;
+      }
+      if (leader !== null && leader !== self) {
+        throw this.#rpcError(new NotLeaderError(leader), "write");
+      }
+      this.#requireLeader();
+    }
+    await this.#changeMembers({ type, node: id });
+    if (type === "remove" && id !== self) this.#context.memberRemoved(id);
+    if (type === "remove" && id === self) {
+      // This node removed itself and steps down (§4.2.2): it can no longer
+      // say how far the others are.
+      return this.#memberListOf(this.#context.raft.configuration);
+    }
+    return this.#memberList();
+  }
+
+  /** Proposes `change` and waits for it to commit, mapping its errors. */
+  async #changeMembers(change: ConfChange): Promise<Configuration> {
+    const raft = this.#context.raft;
+    try {
+      // A new leader takes no change before an entry of its term commits
+      // (within a round trip): wait for that here, up to an election
+      // timeout, rather than answer "retry".
+      const deadline = performance.now() + this.#context.electionTimeoutMs;
+      for (let attempt = 0;; attempt++) {
+        try {
+          return await raft.proposeConfChange(change, {
+            timeoutMs: this.#context.writeTimeoutMs ?? 3000,
+          });
+        } catch (error) {
+          if (
+            !(error instanceof ConfChangeError) ||
+            !/has not yet committed/.test(error.message) ||
+            performance.now() >= deadline || attempt >= 100
+          ) {
+            throw error;
+          }
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      }
+    } catch (error) {
+      if (error instanceof ConfChangeError) {
+        // One change at a time (§4.1), and none before the leader's first
+        // entry commits: both pass within a round trip or two.
+        if (/not committed yet|has not yet committed/.test(error.message)) {
+          throw unavailable(
+            `Unavailable: ${error.message}`,
+            this.#context.electionTimeoutMs,
+          );
+        }
+        throw membershipFailed(
+          `Membership change failed: ${error.message}`,
+          { reason: "notApplicable", member: change.node },
+        );
+      }
+      throw this.#rpcError(error, "write");
+    }
+  }
+
+  #requireLeader(): void {
+    const raft = this.#context.raft.status;
+    if (raft.role !== "leader") {
+      throw this.#rpcError(new NotLeaderError(raft.leader), "write");
+    }
+  }
+
   /** Every member as the leader sees it: role, kind, match index, lag. */
   #memberList(): MemberListResult {
     const raft = this.#context.raft.status;
     if (raft.role !== "leader") {
       throw this.#rpcError(new NotLeaderError(raft.leader), "read");
     }
+    return this.#memberListOf(this.#context.raft.configuration);
+  }
+
+  /** The members of `config`, with the leader's replication progress. */
+  #memberListOf(config: Configuration): MemberListResult {
+    const raft = this.#context.raft.status;
+    const progress = this.#context.raft.progress();
     const status = this.#context.status();
-    const members = status.members.map((m): MemberInfo => {
+    const members = status.members.filter((m) => isMember(config, m.id)).map((
+      m,
+    ): MemberInfo => {
+      const known = progress.get(m.id);
       const matchIndex = m.self
         ? raft.lastIndex
-        : this.#context.matchIndexOf(m.id, raft.term);
+        : known === undefined || known.match === 0
+        ? null
+        : known.match;
       return {
         id: m.id,
         peerUrl: m.peerUrl,
         clientUrl: m.clientUrl,
-        role: m.self ? "leader" : "follower",
-        kind: "voter",
+        role: m.self && raft.role === "leader" ? "leader" : "follower",
+        kind: config.learners.includes(m.id) ? "learner" : "voter",
         matchIndex,
         lag: matchIndex === null
           ? null
@@ -575,7 +753,8 @@ class RegistryService {
       };
     }).sort((a, b) => a.id.localeCompare(b.id));
     return {
-      leader: raft.id,
+      clusterId: this.#context.clusterId,
+      leader: raft.leader ?? raft.id,
       term: raft.term,
       lastIndex: raft.lastIndex,
       commitIndex: raft.commitIndex,
@@ -712,6 +891,42 @@ class RegistryService {
 function unavailable(message: string, retryAfterMs: number): RpcError {
   const data: UnavailableData = { retryAfterMs: Math.round(retryAfterMs) };
   return new RpcError(UNAVAILABLE, message, data);
+}
+
+function membershipFailed(
+  message: string,
+  data: MembershipChangeFailedData,
+): RpcError {
+  return new RpcError(MEMBERSHIP_CHANGE_FAILED, message, data);
+}
+
+/** A member id: non-empty, at most 64 characters, no `|`. */
+function requireMemberId(value: unknown): string {
+  if (
+    typeof value !== "string" || value.trim() === "" || value.includes("|") ||
+    value.length > 64
+  ) {
+    throw invalid(
+      `"id" must be a member id (a non-empty string of at most 64 characters, without "|"), not ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return value;
+}
+
+/** A `tcp://host:port` URL, normalised. */
+function requireUrl(value: unknown, field: string): string {
+  try {
+    if (typeof value !== "string") throw new Error("not a string");
+    return formatTcpUrl(parseTcpUrl(value));
+  } catch (error) {
+    throw invalid(
+      `"${field}" must be a tcp://host:port URL, not ${
+        JSON.stringify(value)
+      } (${(error as Error).message})`,
+    );
+  }
 }
 
 function transferFailed(

@@ -22,6 +22,7 @@ import {
   type LookupResult,
   MAX_NAME_LENGTH,
   type MemberListResult,
+  MEMBERSHIP_CHANGE_FAILED,
   NOT_LEADER,
   type RegistryStatus,
   UNAVAILABLE,
@@ -794,11 +795,13 @@ Deno.test("registry.status reports consensus, revision, leases, watches and the 
       peerUrl: node.peerUrl,
       term: 0,
       role: "leader",
+      kind: "voter",
       leader: "n1",
       leaderUrl: node.url,
       // Index 1 is the leader's empty entry, 2 the bind, 3 the grant.
       commitIndex: 3,
       appliedIndex: 3,
+      snapshotIndex: 0,
       revision: 1,
       compactRevision: 1,
       leases: 1,
@@ -941,10 +944,12 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       peerUrl: peerUrl1,
       term: 2,
       role: "follower",
+      kind: "voter",
       leader: "n2",
       leaderUrl: url2,
       commitIndex: 0,
       appliedIndex: 0,
+      snapshotIndex: 0,
       revision: 0,
       compactRevision: 1,
       leases: 0,
@@ -1257,5 +1262,67 @@ Deno.test("dissertation §3.10 a write reaching a leader that is handing over is
       connection.close();
       await connection.closed;
     }
+  });
+});
+
+Deno.test("dissertation §4.1 registry.memberAdd/memberPromote/memberRemove: the new member list, clear refusals, an idempotent re-add", async () => {
+  await withSingleNode(async (node, connection) => {
+    const call = (method: string, params: Record<string, unknown>) =>
+      connection.call<MemberListResult>(method, params, { timeoutMs: 5_000 });
+    const added = await call("registry.memberAdd", {
+      id: "n2",
+      peerUrl: "tcp://127.0.0.1:1",
+      clientUrl: "tcp://127.0.0.1:2",
+    });
+    assert.equal(added.clusterId, node.clusterId);
+    assert.deepEqual(
+      added.members.map((m) => [m.id, m.kind, m.peerUrl, m.matchIndex]),
+      [
+        ["n1", "voter", node.peerUrl, node.raft.status.lastIndex],
+        ["n2", "learner", "tcp://127.0.0.1:1", null],
+      ],
+    );
+    // Replicated state: the configuration carries the URLs.
+    const config = node.raft.configuration;
+    assert.deepEqual([config.voters, config.learners], [["n1"], ["n2"]]);
+    assert.equal(config.peerUrls?.n2, "tcp://127.0.0.1:1");
+    assert.deepEqual(config.clientUrls, { n2: "tcp://127.0.0.1:2" });
+    // The transport follows: n2 is a member of the peer directory.
+    assert.equal(node.transport.directory.peerUrl("n2"), "tcp://127.0.0.1:1");
+    const index = node.raft.status.lastIndex;
+    // The same learner again (a --join that retries) is answered as done.
+    const again = await call("registry.memberAdd", {
+      id: "n2",
+      peerUrl: "tcp://127.0.0.1:1",
+    });
+    assert.equal(node.raft.status.lastIndex, index);
+    assert.deepEqual(again.members.map((m) => m.id), ["n1", "n2"]);
+    await rejectsWith(
+      call("registry.memberAdd", { id: "n3", peerUrl: "n3" }),
+      INVALID_PARAMS,
+      /^Invalid params: "peerUrl" must be a tcp:\/\/host:port URL, not "n3"/,
+    );
+    await rejectsWith(
+      call("registry.memberPromote", { id: "n9" }),
+      MEMBERSHIP_CHANGE_FAILED,
+      "Membership change failed: n9 is not a member of this registry (members: n1, n2); rafter member list shows them",
+      { reason: "unknownMember", member: "n9" },
+    );
+    await rejectsWith(
+      call("registry.memberPromote", { id: "n1" }),
+      MEMBERSHIP_CHANGE_FAILED,
+      /^Membership change failed: n1 is not a learner/,
+      { reason: "notApplicable", member: "n1" },
+    );
+    const removed = await call("registry.memberRemove", { id: "n2" });
+    assert.deepEqual(removed.members.map((m) => m.id), ["n1"]);
+    assert.equal(node.transport.directory.has("n2"), false);
+    await rejectsWith(
+      call("registry.memberRemove", { id: "n1" }),
+      MEMBERSHIP_CHANGE_FAILED,
+      /would leave no voter; add another voter first$/,
+      { reason: "notApplicable", member: "n1" },
+    );
+    assert.equal(node.raft.status.role, "leader");
   });
 });

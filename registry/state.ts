@@ -380,11 +380,31 @@ export class RegistryState {
     snapshot: RegistrySnapshot,
     options: RegistryStateOptions = {},
   ): RegistryState {
+    const state = new RegistryState(options);
+    state.load(snapshot);
+    return state;
+  }
+
+  /**
+   * Replaces this state's content, in place, with {@link snapshot}'s output
+   * (a Raft node installing a snapshot from its leader, Raft paper §7:
+   * everything that holds this state object sees the new content).
+   *
+   * @throws {TypeError} when the snapshot is not of this format (the message
+   * names what is wrong); the state is then unchanged.
+   */
+  load(snapshot: RegistrySnapshot): void {
     const problem = snapshotProblem(snapshot);
     if (problem !== null) {
       throw new TypeError(`not a registry snapshot: ${problem}`);
     }
-    const state = new RegistryState(options);
+    // deno-lint-ignore no-this-alias
+    const state = this;
+    state.#bindings.clear();
+    state.#leases.clear();
+    state.#history = [];
+    state.#historyStart = 0;
+    state.#historyEventCount = 0;
     state.#revision = snapshot.revision;
     state.#compactRevision = snapshot.compactRevision;
     for (const lease of snapshot.leases) {
@@ -410,7 +430,6 @@ export class RegistryState {
       state.#historyEventCount += item.events.length;
     }
     state.#trimHistory();
-    return state;
   }
 
   // --- commands ------------------------------------------------------------

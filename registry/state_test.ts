@@ -422,6 +422,45 @@ Deno.test("restore refuses what is not a snapshot, naming the problem", () => {
   );
 });
 
+Deno.test("§7 load replaces a state's content in place with a snapshot's (an InstallSnapshot on a follower); a bad snapshot leaves it unchanged", () => {
+  const leader = new RegistryState();
+  apply(leader, {
+    op: "bind",
+    name: "svc",
+    endpoint: { id: "a", url: "tcp://127.0.0.1:9001" },
+    grant: { id: "L1", ttlMs: 5000 },
+  });
+  apply(leader, {
+    op: "bind",
+    name: "svc",
+    endpoint: { id: "b", url: "tcp://127.0.0.1:9002" },
+  });
+  const follower = new RegistryState();
+  apply(follower, {
+    op: "bind",
+    name: "old",
+    endpoint: { id: "x", url: "tcp://127.0.0.1:9009" },
+    grant: { id: "L9", ttlMs: 5000 },
+  });
+  const same = follower;
+  follower.load(JSON.parse(JSON.stringify(leader.snapshot())));
+  assert.equal(same, follower);
+  assert.deepEqual(follower.snapshot(), leader.snapshot());
+  assert.deepEqual(follower.bindings("old"), []);
+  assert.deepEqual(follower.leases().map((l) => l.id), ["L1"]);
+  // It goes on applying from there as the leader does.
+  const next: Command = { op: "unbind", name: "svc", id: "b" };
+  apply(follower, next);
+  apply(leader, next);
+  assert.deepEqual(follower.snapshot(), leader.snapshot());
+  const before = follower.snapshot();
+  assert.throws(
+    () => follower.load({ version: 2 } as never),
+    /not a registry snapshot/,
+  );
+  assert.deepEqual(follower.snapshot(), before);
+});
+
 // --- determinism: the whole log vs a snapshot in the middle plus the rest ---
 
 const NAMES = ["a", "a/b", "b", "svcx"];

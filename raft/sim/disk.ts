@@ -90,6 +90,12 @@ export class SimDisk implements RaftStorage {
     if (this.#pending !== null) {
       this.#fail("a second write was started before the first completed");
     }
+    if (write.snapshot !== undefined) {
+      // Not modelled yet: dropping it silently would lose state.
+      this.#fail(
+        `a snapshot write (index ${write.snapshot.index}) reached the simulated disk, which does not store snapshots`,
+      );
+    }
     this.#pending = {
       write: {
         hardState: write.hardState && { ...write.hardState },
