@@ -88,6 +88,11 @@ function assertExercised(results: SimulationResult[]): void {
     "leaders removed themselves",
   );
   assert.ok(sum((r) => r.faults.diskFullStops) > 0, "full disks stopped nodes");
+  // Snapshots (Raft paper §7), in the seeds that draw them.
+  assert.ok(sum((r) => r.snapshots.taken) > 0, "snapshots taken");
+  assert.ok(sum((r) => r.snapshots.installed) > 0, "snapshots installed");
+  assert.ok(sum((r) => r.snapshots.loaded) > 0, "snapshots loaded at restart");
+  assert.ok(sum((r) => r.snapshots.chunksLost) > 0, "snapshot chunks lost");
 }
 
 if (replaySeed !== undefined) {
@@ -151,7 +156,8 @@ function faultless(
     nodes: 3,
     steps: 0,
     faults: noFaults,
-    cluster,
+    // These runs read whole logs from the disk: no compaction, unless asked.
+    cluster: { snapshotEntries: 0, ...cluster },
   });
 }
 
