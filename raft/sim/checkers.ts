@@ -13,7 +13,12 @@
  *   disk does not hold, and no entry is applied before it is durable;
  * - linearizable reads: a read index is at least what was applied anywhere
  *   when the read began (Raft dissertation §6.4);
- * - no acknowledged write is lost.
+ * - no acknowledged write is lost;
+ * - snapshots (Raft paper §7): a snapshot at index i, taken, installed or
+ *   loaded at a restart, holds the state of the applied record at i, and
+ *   every node's state machine, after each apply or restore, equals the
+ *   applied record's state at that index. On compacted logs, Log Matching
+ *   and Leader Completeness compare only the entries each log still holds.
  *
  * @module
  */

@@ -10,6 +10,12 @@
  * A full disk fails every write with a {@link DiskFullError}, after
  * maybe a prefix of its entries reached the disk.
  *
+ * Snapshots (Raft paper §7): the disk keeps the newest snapshot and the
+ * log after the point the last `compactTo` marked. A write with a snapshot
+ * is, in RaftNode's order, the snapshot (one record: wholly there or not),
+ * the log marker, the entries, the hard state; a torn or full write keeps
+ * a prefix of those records.
+ *
  * The disk also checks what the core asks it to write: no gap in the log,
  * no committed entry overwritten, no commit index beyond the log.
  *
