@@ -938,6 +938,14 @@ export class ClusterSimulator {
     return {
       restore: (snapshot) => {
         this.#checker.checkSnapshot(node.id, "installs", snapshot);
+        if (snapshot.index <= node.applied) {
+          // The state machine would go back in time (Raft paper §7: a
+          // snapshot at or below the commit index is ignored).
+          this.#fail(
+            `${node.id} installs a snapshot at ${snapshot.index} having ` +
+              `applied ${node.applied}`,
+          );
+        }
         this.#snapshots.installed++;
         this.#log(`${node.id} installs a snapshot at ${snapshot.index}`);
         this.#restore(node, snapshot);
