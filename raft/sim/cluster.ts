@@ -90,6 +90,12 @@ class SimNode implements NodeView {
   started = false;
   /** Started with `join: true` and no bootstrap configuration (a spare). */
   joiner = false;
+  /**
+   * Config entries of Readies not yet applied, by index: by the time the
+   * driver applies them the core may have replaced its log with a snapshot
+   * received meanwhile (a slow disk write), so they are read from here.
+   */
+  committedConfig = new Map<number, Entry>();
   /** The node's state machine (volatile: rebuilt at every start). */
   machine = new SimStateMachine();
   readonly store: SimDisk;
@@ -564,6 +570,7 @@ export class ClusterSimulator {
     node.clock = new SimClock(this.#now);
     node.applied = 0;
     node.machine = new SimStateMachine();
+    node.committedConfig.clear();
     if (snapshot !== undefined) {
       this.#checker.checkSnapshot(node.id, "loads", snapshot);
       this.#snapshots.loaded++;
@@ -601,6 +608,7 @@ export class ClusterSimulator {
         if (ready.softState?.role === "leader") {
           this.#checker.recordLeader(node.id, ready.softState.term);
         }
+        this.#noteCommittedConfig(node, ready.committedEntries);
       },
       onFatal: (error) => {
         if (!(error instanceof DiskFullError)) throw error;
@@ -905,6 +913,13 @@ export class ClusterSimulator {
     return structuredClone(snapshot);
   }
 
+  /** Remembers the config entries of a Ready (see `committedConfig`). */
+  #noteCommittedConfig(node: SimNode, entries: readonly Entry[]): void {
+    for (const entry of entries) {
+      if (entry.type === "config") node.committedConfig.set(entry.index, entry);
+    }
+  }
+
   /** Messages lost or cut so far. */
   #dropped(): number {
     return this.#network.stats.lost + this.#network.stats.cut;
@@ -1014,7 +1029,9 @@ export class ClusterSimulator {
    */
   #syncApplied(node: SimNode, upTo: number): void {
     while (node.applied < upTo) {
-      const entry = node.core!.entryAt(node.applied + 1);
+      const entry = node.committedConfig.get(node.applied + 1) ??
+        node.core!.entryAt(node.applied + 1);
+      node.committedConfig.delete(node.applied + 1);
       if (entry === undefined || entry.type !== "config") {
         this.#fail(
           `${node.id} skipped applying entry ${node.applied + 1}, which is ` +

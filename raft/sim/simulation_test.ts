@@ -485,3 +485,12 @@ Deno.test("simulation: §7 a restore that drops one key of the snapshot is caugh
   }
   assert.match(String(caught?.message), /state machine safety/);
 });
+
+Deno.test("simulation: §7 a config entry applied from a slow Ready after the core installed a snapshot meanwhile is checked from that Ready (seed 4004)", async () => {
+  // Seed 4004 (3 nodes): a removed node re-added as a learner receives a
+  // snapshot while its disk write is in flight; the driver then applies the
+  // Ready's committed entries, among them a config entry the core's log no
+  // longer holds. The simulator once read it from the core and failed.
+  const result = await simulateSeed(4004, 3, { steps: 3000 });
+  assert.ok(result.snapshots.installed > 0, "snapshots installed");
+});
