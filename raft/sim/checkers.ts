@@ -13,15 +13,21 @@
  *   disk does not hold, and no entry is applied before it is durable;
  * - linearizable reads: a read index is at least what was applied anywhere
  *   when the read began (Raft dissertation §6.4);
- * - no acknowledged write is lost.
+ * - no acknowledged write is lost;
+ * - snapshots (Raft paper §7): a snapshot at index i, taken, installed or
+ *   loaded at a restart, holds the state of the applied record at i, and
+ *   every node's state machine, after each apply or restore, equals the
+ *   applied record's state at that index. On compacted logs, Log Matching
+ *   and Leader Completeness compare only the entries each log still holds.
  *
  * @module
  */
 
 import { isVoter, membersOf } from "../configuration.ts";
 import type { RaftCore } from "../core.ts";
-import type { Entry, Message, NodeId } from "../types.ts";
-import type { SimulatedDisk } from "./disk.ts";
+import type { Entry, Message, NodeId, Snapshot } from "../types.ts";
+import { diskEntryAt, diskLastIndex, type SimulatedDisk } from "./disk.ts";
+import { SimStateMachine } from "./state_machine.ts";
 
 /** What the checker sees of one node. */
 export interface NodeView {
@@ -71,6 +77,9 @@ export class SafetyChecker {
    */
   readonly #commitTermBound: number[] = [];
   readonly #appliedData = new Map<string, number>();
+  /** The applied record's state machine, and its fingerprint per index - 1. */
+  readonly #reference = new SimStateMachine();
+  readonly #fingerprints: number[] = [];
   /** Per node: term it was last checked as leader in, and how far. */
   readonly #verified = new Map<NodeId, { term: number; upTo: number }>();
   readonly #fail: (detail: string) => never;
@@ -109,7 +118,7 @@ export class SafetyChecker {
     const bad = (what: string) =>
       this.#fail(
         `${id} sends ${JSON.stringify(message)} before ${what} is durable ` +
-          `(disk: ${JSON.stringify(hard)}, ${disk.entries.length} entries)`,
+          `(disk: ${JSON.stringify(hard)}, log to ${diskLastIndex(disk)})`,
       );
     // A pre-vote and a granted pre-vote reply name the term the asker would
     // stand in (its term + 1); neither promises that term is durable.
@@ -126,7 +135,7 @@ export class SafetyChecker {
     }
     if (
       message.type === "appendResponse" && message.success &&
-      message.term === hard.term && message.index > disk.entries.length
+      message.term === hard.term && message.index > diskLastIndex(disk)
     ) {
       bad(`entry ${message.index}`);
     }
@@ -143,7 +152,7 @@ export class SafetyChecker {
           `${entry.index} after ${node.applied}`,
       );
     }
-    const onDisk = node.disk.entries[entry.index - 1];
+    const onDisk = diskEntryAt(node.disk, entry.index);
     if (
       onDisk === undefined || onDisk.term !== entry.term ||
       onDisk.data !== entry.data
@@ -169,6 +178,8 @@ export class SafetyChecker {
         this.#appliedData.set(entry.data, entry.index);
       }
       this.applied.push({ ...entry });
+      if (entry.type !== "config") this.#reference.apply(entry);
+      this.#fingerprints.push(this.#reference.fingerprint());
       this.#log(`${node.id} first to apply ${entryString(entry)}`);
     } else if (known.term !== entry.term || known.data !== entry.data) {
       this.#fail(
@@ -252,8 +263,21 @@ export class SafetyChecker {
         verified = { term: core.term, upTo: 0 };
         this.#verified.set(node.id, verified);
       }
-      const from = verified.upTo + 1;
       const required = this.#committedBefore(core.term);
+      const point = core.snapshotPoint;
+      if (
+        point.index > verified.upTo && point.index <= required &&
+        this.applied[point.index - 1].term !== point.term
+      ) {
+        this.#fail(
+          `leader completeness: ${node.id}, leader of term ${core.term}, ` +
+            `compacted its log to (index ${point.index}, term ${point.term}) ` +
+            `where ${entryString(this.applied[point.index - 1])} was applied`,
+        );
+      }
+      // Entries up to the snapshot point are compacted: the snapshot
+      // checks (checkSnapshot) cover them.
+      const from = Math.max(verified.upTo, point.index) + 1;
       for (let index = from; index <= required; index++) {
         const entry = core.entryAt(index);
         const known = this.applied[index - 1];
@@ -279,24 +303,41 @@ export class SafetyChecker {
    * and leaders hold all of it.
    */
   checkLogs(nodes: readonly NodeView[]): void {
+    // Each log from its first held index (after its compaction point):
+    // only entries both sides still hold are compared.
     const logs = nodes.map((node) => {
       const core = node.core;
-      if (core === null) return { node, log: node.disk.entries, commit: 0 };
+      if (core === null) {
+        return {
+          node,
+          first: node.disk.logStart.index + 1,
+          log: node.disk.entries,
+          commit: 0,
+        };
+      }
+      const first = core.snapshotPoint.index + 1;
       const log: Entry[] = [];
-      for (let i = 1; i <= core.lastIndex; i++) log.push(core.entryAt(i)!);
-      return { node, log, commit: core.commitIndex };
+      for (let i = first; i <= core.lastIndex; i++) log.push(core.entryAt(i)!);
+      return { node, first, log, commit: core.commitIndex };
     });
-    for (const { node, log, commit } of logs) {
-      for (let i = 1; i < log.length; i++) {
-        if (log[i].index !== i + 1 || log[i].term < log[i - 1].term) {
-          this.#fail(`${node.id} log is malformed at index ${i + 1}`);
+    for (const { node, first, log, commit } of logs) {
+      for (let i = 0; i < log.length; i++) {
+        if (
+          log[i].index !== first + i || (i > 0 && log[i].term < log[i - 1].term)
+        ) {
+          this.#fail(`${node.id} log is malformed at index ${first + i}`);
         }
       }
-      for (let i = 1; i <= Math.min(commit, this.applied.length); i++) {
+      for (
+        let i = first;
+        i <= Math.min(commit, this.applied.length, first + log.length - 1);
+        i++
+      ) {
         const known = this.applied[i - 1];
-        if (log[i - 1].term !== known.term || log[i - 1].data !== known.data) {
+        const held = log[i - first];
+        if (held.term !== known.term || held.data !== known.data) {
           this.#fail(
-            `${node.id} committed ${entryString(log[i - 1])} but ` +
+            `${node.id} committed ${entryString(held)} but ` +
               `${entryString(known)} was applied`,
           );
         }
@@ -304,15 +345,18 @@ export class SafetyChecker {
     }
     for (let a = 0; a < logs.length; a++) {
       for (let b = a + 1; b < logs.length; b++) {
-        const x = logs[a].log, y = logs[b].log;
-        let top = Math.min(x.length, y.length);
-        while (top > 0 && x[top - 1].term !== y[top - 1].term) top--;
-        for (let i = 0; i < top; i++) {
-          if (x[i].term !== y[i].term || x[i].data !== y[i].data) {
+        const x = logs[a], y = logs[b];
+        const low = Math.max(x.first, y.first);
+        const at = (l: typeof x, i: number) => l.log[i - l.first];
+        let top = Math.min(x.first + x.log.length, y.first + y.log.length) - 1;
+        while (top >= low && at(x, top).term !== at(y, top).term) top--;
+        for (let i = low; i <= top; i++) {
+          const ex = at(x, i), ey = at(y, i);
+          if (ex.term !== ey.term || ex.data !== ey.data) {
             this.#fail(
-              `log matching: ${logs[a].node.id} and ${logs[b].node.id} agree ` +
-                `at index ${top} (term ${x[top - 1].term}) but differ at ` +
-                `${i + 1}: ${entryString(x[i])} vs ${entryString(y[i])}`,
+              `log matching: ${x.node.id} and ${y.node.id} agree ` +
+                `at index ${top} (term ${at(x, top).term}) but differ at ` +
+                `${i}: ${entryString(ex)} vs ${entryString(ey)}`,
             );
           }
         }
@@ -320,6 +364,49 @@ export class SafetyChecker {
     }
     this.#verified.clear();
     this.checkLeaders(nodes);
+  }
+
+  // --- snapshots (issue 8 item 9) ------------------------------------------
+
+  /**
+   * State Machine Safety across snapshots (Raft paper §7): a snapshot at
+   * index i (taken, received, or loaded at a restart) holds the state of
+   * the applied record at i, and its term is the term applied at i.
+   */
+  checkSnapshot(id: NodeId, what: string, snapshot: Snapshot): void {
+    const { index, term } = snapshot;
+    const known = this.applied[index - 1];
+    if (known === undefined || known.term !== term) {
+      this.#fail(
+        `${id} ${what} a snapshot at (index ${index}, term ${term}) where ` +
+          `${known ? entryString(known) : "nothing"} was applied`,
+      );
+    }
+    if (
+      SimStateMachine.fingerprintOf(snapshot.data) !==
+        this.#fingerprints[index - 1]
+    ) {
+      this.#fail(
+        `state machine safety: ${id} ${what} a snapshot at ${index} whose ` +
+          `state differs from the applied record's at ${index}: ${snapshot.data}`,
+      );
+    }
+  }
+
+  /**
+   * A node's state machine after it applied (or restored) up to `index`
+   * equals the state of the applied record at `index`.
+   */
+  checkState(id: NodeId, index: number, fingerprint: number): void {
+    const expected = index === 0
+      ? new SimStateMachine().fingerprint()
+      : this.#fingerprints[index - 1];
+    if (fingerprint !== expected) {
+      this.#fail(
+        `state machine safety: ${id}'s state at ${index} differs from the ` +
+          `state of the applied record at ${index}`,
+      );
+    }
   }
 
   /**

@@ -10,6 +10,12 @@
  * A full disk fails every write with a {@link DiskFullError}, after
  * maybe a prefix of its entries reached the disk.
  *
+ * Snapshots (Raft paper §7): the disk keeps the newest snapshot and the
+ * log after the point the last `compactTo` marked. A write with a snapshot
+ * is, in RaftNode's order, the snapshot (one record: wholly there or not),
+ * the log marker, the entries, the hard state; a torn or full write keeps
+ * a prefix of those records.
+ *
  * The disk also checks what the core asks it to write: no gap in the log,
  * no committed entry overwritten, no commit index beyond the log.
  *
@@ -17,14 +23,38 @@
  */
 
 import type { RaftStorage, StorageWrite } from "../driver.ts";
-import type { Entry, HardState } from "../types.ts";
+import type { Entry, HardState, Snapshot, SnapshotPoint } from "../types.ts";
 
 /** What a node's driver has made durable. */
 export interface SimulatedDisk {
   /** Last persisted hard state, if any was ever written. */
   hardState: HardState | undefined;
-  /** The persisted log, contiguous from index 1. */
+  /** The persisted log, contiguous from `logStart.index + 1`. */
   entries: Entry[];
+  /**
+   * The point the log starts after (the last `compactTo` made durable);
+   * `{ index: 0, term: 0 }` before any compaction.
+   */
+  logStart: SnapshotPoint;
+  /** The newest durable snapshot (Raft paper §7), if any. */
+  snapshot: Snapshot | undefined;
+}
+
+/** The durable entry at `index`, or undefined (compacted or missing). */
+export function diskEntryAt(
+  disk: SimulatedDisk,
+  index: number,
+): Entry | undefined {
+  if (index <= disk.logStart.index) return undefined;
+  return disk.entries[index - disk.logStart.index - 1];
+}
+
+/** Index of the last durable entry (or of the log start, or snapshot). */
+export function diskLastIndex(disk: SimulatedDisk): number {
+  return Math.max(
+    disk.logStart.index + disk.entries.length,
+    disk.snapshot?.index ?? 0,
+  );
 }
 
 /** The error a full disk fails a write with (like Deno's ENOSPC error). */
@@ -66,7 +96,12 @@ export type CrashedWrite =
  */
 export class SimDisk implements RaftStorage {
   /** What survives a crash. Live: do not modify. */
-  readonly durable: SimulatedDisk = { hardState: undefined, entries: [] };
+  readonly durable: SimulatedDisk = {
+    hardState: undefined,
+    entries: [],
+    logStart: { index: 0, term: 0 },
+    snapshot: undefined,
+  };
   readonly #fail: (detail: string) => never;
   #pending: { write: StorageWrite; done: (error?: unknown) => void } | null =
     null;
@@ -90,16 +125,15 @@ export class SimDisk implements RaftStorage {
     if (this.#pending !== null) {
       this.#fail("a second write was started before the first completed");
     }
-    if (write.snapshot !== undefined) {
-      // Not modelled yet: dropping it silently would lose state.
-      this.#fail(
-        `a snapshot write (index ${write.snapshot.index}) reached the simulated disk, which does not store snapshots`,
-      );
-    }
     this.#pending = {
       write: {
         hardState: write.hardState && { ...write.hardState },
         entries: write.entries.map((e) => ({ ...e })),
+        ...(write.snapshot !== undefined && {
+          snapshot: structuredClone(write.snapshot),
+          compactTo: write.compactTo && { ...write.compactTo },
+          discardLog: write.discardLog,
+        }),
       },
       done,
     };
@@ -135,7 +169,7 @@ export class SimDisk implements RaftStorage {
       return { kind: "durable, unacknowledged" };
     }
     if (mode === "torn" && torn > 0) {
-      this.#write({ entries: pending.write.entries.slice(0, torn) });
+      this.#writePrefix(pending.write, torn);
       return { kind: "torn", kept: Math.min(torn, entries), entries };
     }
     return { kind: "lost", entries };
@@ -164,9 +198,7 @@ export class SimDisk implements RaftStorage {
   #failFull(kept: number): void {
     const pending = this.#pending!;
     this.#pending = null;
-    if (kept > 0) {
-      this.#write({ entries: pending.write.entries.slice(0, kept) });
-    }
+    if (kept > 0) this.#writePrefix(pending.write, kept);
     pending.done(
       new DiskFullError(
         `no space left on device writing ${pending.write.entries.length} ` +
@@ -175,22 +207,84 @@ export class SimDisk implements RaftStorage {
     );
   }
 
+  // --- snapshots (issue 8 item 9) ------------------------------------------
+
+  /**
+   * A write cut short (a crash or a full disk): its records are, in order,
+   * the snapshot, the log marker (`compactTo`), then the entries; the first
+   * `kept` of them reached the disk, never the hard state. A snapshot is
+   * one record: wholly there or not, and the marker only after it (the
+   * order RaftNode's storage writes them in).
+   */
+  #writePrefix(write: StorageWrite, kept: number): void {
+    if (write.snapshot !== undefined) {
+      this.#storeSnapshot(write);
+      if (--kept === 0) return;
+      this.#markLog(write);
+      if (--kept === 0) return;
+    }
+    this.#write({ entries: write.entries.slice(0, kept) });
+  }
+
+  /** The snapshot record: kept if newer than the stored one. */
+  #storeSnapshot(write: StorageWrite): void {
+    const snapshot = write.snapshot!;
+    const disk = this.durable;
+    if ((disk.snapshot?.index ?? 0) <= snapshot.index) disk.snapshot = snapshot;
+  }
+
+  /**
+   * The log marker: the log now starts after `compactTo` (entries up to it
+   * dropped; with `discardLog`, every entry dropped).
+   */
+  #markLog(write: StorageWrite): void {
+    const disk = this.durable;
+    const to = write.compactTo;
+    if (to === undefined) return;
+    if (to.index > (disk.snapshot?.index ?? 0)) {
+      this.#fail(
+        `log marked as starting after ${to.index}, beyond the newest ` +
+          `durable snapshot (${disk.snapshot?.index ?? "none"})`,
+      );
+    }
+    if (to.index < disk.logStart.index) return; // an older point: no-op
+    const last = disk.logStart.index + disk.entries.length;
+    disk.entries = write.discardLog || last < to.index
+      ? []
+      : disk.entries.slice(to.index - disk.logStart.index);
+    disk.logStart = { ...to };
+  }
+
+  /**
+   * At a restart from a snapshot saved before its log marker (an install
+   * cut short): marks the log as starting after the snapshot, dropping the
+   * log after it too when it disagrees there (`discard`).
+   */
+  markLogAtStart(point: SnapshotPoint, discard: boolean): void {
+    this.#markLog({ entries: [], compactTo: point, discardLog: discard });
+  }
+
   #write(write: StorageWrite): void {
     const disk = this.durable;
     const oldCommit = disk.hardState?.commit ?? 0;
+    if (write.snapshot !== undefined) {
+      this.#storeSnapshot(write);
+      this.#markLog(write);
+    }
     if (write.hardState !== undefined) disk.hardState = write.hardState;
     if (write.entries.length > 0) {
       const first = write.entries[0].index;
-      if (first > disk.entries.length + 1) {
+      const start = disk.logStart.index;
+      if (first > start + disk.entries.length + 1 || first <= start) {
         this.#fail(
-          `Ready entries start at ${first}, after a gap ` +
-            `(disk holds ${disk.entries.length})`,
+          `Ready entries start at ${first}, outside the log ` +
+            `(disk holds ${start + 1}..${start + disk.entries.length})`,
         );
       }
       for (const entry of write.entries) {
-        const old = disk.entries[entry.index - 1];
+        const old = disk.entries[entry.index - start - 1];
         if (
-          entry.index <= oldCommit &&
+          entry.index <= oldCommit && old !== undefined &&
           (old.term !== entry.term || old.data !== entry.data)
         ) {
           this.#fail(
@@ -199,14 +293,14 @@ export class SimDisk implements RaftStorage {
           );
         }
       }
-      disk.entries.length = first - 1;
+      disk.entries.length = first - start - 1;
       for (const entry of write.entries) disk.entries.push(entry);
     }
     const commit = disk.hardState?.commit ?? 0;
-    if (commit > disk.entries.length) {
+    if (commit > diskLastIndex(disk)) {
       this.#fail(
         `persisted commit ${commit} beyond its persisted log ` +
-          `(${disk.entries.length})`,
+          `(${diskLastIndex(disk)})`,
       );
     }
   }

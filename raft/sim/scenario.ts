@@ -123,6 +123,15 @@ export interface ClusterConfig {
    * the most up-to-date one.
    */
   transferRate: number;
+  /**
+   * Snapshot policy of every driver (Raft paper §7): take a snapshot every
+   * this many applied entries; 0: never (the log is not compacted).
+   */
+  snapshotEntries: number;
+  /** Entries kept before a snapshot's index when the log is compacted. */
+  snapshotTrailing: number;
+  /** Passed to every core: InstallSnapshot chunk size (UTF-16 code units). */
+  snapshotChunkChars: number;
 }
 
 /** Settings of one simulation run. */
@@ -153,6 +162,11 @@ export interface SimulationOptions {
    * wrap or instrument cores, and tests check that a broken core is caught.
    */
   createCore?: (config: RaftCoreConfig) => RaftCore;
+  /**
+   * Rewrites a snapshot's data before a node restores it (default: as is):
+   * lets tests check that a broken restore is caught.
+   */
+  corruptRestore?: (data: string) => string;
 }
 
 /** Faults injected during a run, by kind. */
@@ -207,6 +221,20 @@ export interface MembershipSummary {
   leaderRemovals: number;
 }
 
+/** Snapshots of one run, by how they came about (Raft paper §7). */
+export interface SnapshotCounts {
+  /** Taken by a driver's snapshot policy. */
+  taken: number;
+  /** Installed from a leader's InstallSnapshot. */
+  installed: number;
+  /** Loaded from the disk at a restart. */
+  loaded: number;
+  /** InstallSnapshot chunks sent (dissertation §5.3). */
+  chunks: number;
+  /** Of those, lost or cut off when sent. */
+  chunksLost: number;
+}
+
 /** Counters describing a finished run. */
 export interface SimulationResult {
   /** The run's seed. */
@@ -246,8 +274,11 @@ export interface SimulationResult {
   failedOnLeaderLoss: number;
   /** Faults by kind. */
   faults: FaultCounts;
-  /** Snapshots installed: 0 until snapshots land (issue 8 item 4). */
-  snapshots: number;
+  /**
+   * Snapshots taken by drivers, installed from a leader (InstallSnapshot),
+   * and loaded at a restart.
+   */
+  snapshots: SnapshotCounts;
   /** Membership changes committed (config entries). */
   membershipChanges: number;
   /** Membership changes, by kind. */
@@ -326,6 +357,9 @@ export function scenarioForSeed(
     preVote: new Prng(mixSeed(seed, 0x97e5071e)).next() < 0.75,
     // Drawn apart too, for the same reason.
     transferRate: new Prng(mixSeed(seed, 0x7a45f3e1)).pick([0, 0.003, 0.02]),
+    snapshotEntries: 0,
+    snapshotTrailing: 0,
+    snapshotChunkChars: 262_144,
   };
   const none: FaultConfig = {
     lossRate: 0,
@@ -396,6 +430,14 @@ export function scenarioForSeed(
   if (members.chance(0.5)) {
     faults.membershipRate = members.pick([0.003, 0.01, 0.03]);
     faults.spareNodes = members.int(0, 2);
+  }
+  // Own stream too: 40% of the seeds snapshot aggressively, with small
+  // InstallSnapshot chunks, so lagging nodes catch up through snapshots.
+  const snaps = new Prng(mixSeed(seed, 0x5a9b5407));
+  if (snaps.chance(0.4)) {
+    cluster.snapshotEntries = snaps.int(5, 50);
+    cluster.snapshotTrailing = snaps.int(0, 20);
+    cluster.snapshotChunkChars = snaps.pick([16, 40, 100, 1000]);
   }
   if (profile === 2 || profile === 3) {
     faults.diskFullRate = new Prng(mixSeed(seed, 0xd15cf011)).pick([
