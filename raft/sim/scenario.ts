@@ -430,6 +430,13 @@ export function scenarioForSeed(
   if (members.chance(0.5)) {
     faults.membershipRate = members.pick([0.003, 0.01, 0.03]);
     faults.spareNodes = members.int(0, 2);
+    if (!cluster.checkQuorum && !cluster.preVote) {
+      // A removed server that keeps standing disrupts a cluster that runs
+      // neither CheckQuorum's leases nor PreVote (dissertation §4.2.3):
+      // its vote requests raise the members' terms again and again. The
+      // registry always runs both; membership runs keep at least PreVote.
+      cluster.preVote = true;
+    }
   }
   // Own stream too: 40% of the seeds snapshot aggressively, with small
   // InstallSnapshot chunks, so lagging nodes catch up through snapshots.
