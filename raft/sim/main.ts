@@ -101,6 +101,8 @@ export async function runSeeds(
     from: number;
     steps: number;
     trace?: number;
+    /** Receives each passing seed's result (tests check what was exercised). */
+    onResult?: (result: SimulationResult) => void;
   },
   onFailure: (seed: number, error: unknown) => void = () => {},
 ): Promise<SimSummary> {
@@ -148,13 +150,12 @@ export async function runSeeds(
   };
   for (let seed = options.from; seed < options.from + options.seeds; seed++) {
     try {
-      add(
-        summary,
-        await simulateSeed(seed, options.nodes, {
-          steps: options.steps,
-          traceLines: options.trace ?? 0,
-        }),
-      );
+      const result = await simulateSeed(seed, options.nodes, {
+        steps: options.steps,
+        traceLines: options.trace ?? 0,
+      });
+      add(summary, result);
+      options.onResult?.(result);
     } catch (error) {
       summary.failed++;
       onFailure(seed, error);

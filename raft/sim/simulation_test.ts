@@ -15,6 +15,7 @@
  * @module
  */
 
+import { formatSummary, runSeeds as runSimulation } from "./main.ts";
 import assert from "node:assert/strict";
 import { RaftCore, type RaftCoreConfig, type Ready } from "../core.ts";
 import { ClusterSimulator, simulateSeed } from "./cluster.ts";
@@ -48,13 +49,12 @@ async function runSeeds(
 ): Promise<SimulationResult[]> {
   const results: SimulationResult[] = [];
   const failures: { seed: number; message: string }[] = [];
-  for (let seed = 1; seed <= count; seed++) {
-    try {
-      results.push(await simulateSeed(seed, nodes, { steps }));
-    } catch (error) {
-      failures.push({ seed, message: (error as Error).message });
-    }
-  }
+  const summary = await runSimulation(
+    { nodes, seeds: count, from: 1, steps, onResult: (r) => results.push(r) },
+    (seed, error) => failures.push({ seed, message: (error as Error).message }),
+  );
+  // The summary `deno task sim` prints, for the CI log.
+  console.log(formatSummary([summary]));
   if (failures.length > 0) {
     throw new Error(
       `${failures.length} of ${count} seeds failed with ${nodes} nodes: ` +
