@@ -483,6 +483,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
     `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl} (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir})`,
   );
   const stop = () => stopped.resolve();
+  const keepAsking = args.join === undefined && joining === undefined
+    ? null
+    : askPromotionWhileLearner(args, node, stopped.promise);
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
   if (args.watchStdin) {
@@ -496,6 +499,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   Deno.removeSignalListener("SIGTERM", stop);
   // A graceful stop: a leader hands over first (Raft dissertation §3.10).
   // Not after a storage failure, when the Raft node is already stopped.
+  await keepAsking;
   await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
     console.error(`registry ${args.id}: storage failed, stopped:`, fatal);
@@ -592,6 +596,65 @@ async function joinedCluster(
     throw error;
   } finally {
     client.close();
+    pool.close();
+  }
+}
+
+/**
+ * A joined node that is still a learner asks the leader again, once per
+ * election timeout, to promote it once caught up (an idempotent
+ * `registry.memberAdd`): the leader keeps that wish in memory only, so a
+ * leader change between the join and the catch-up would otherwise leave
+ * the node a learner. Stops once it is a voter, is no member, or `stopped`
+ * resolves; at most 10,000 rounds.
+ */
+async function askPromotionWhileLearner(
+  args: RegistryArgs,
+  node: RegistryNode,
+  stopped: Promise<void>,
+): Promise<void> {
+  const { clientUrl, peerUrl } = ownUrls(args);
+  const intervalMs = args.tickMs * args.electionTicks;
+  let done = false;
+  stopped.then(() => done = true);
+  const pool = new ConnectionPool();
+  try {
+    for (let round = 0; round < 10_000 && !done; round++) {
+      await Promise.race([
+        stopped,
+        new Promise((resolve) => setTimeout(resolve, intervalMs)),
+      ]);
+      if (done) return;
+      const status = node.raft.status;
+      if (!status.learner) {
+        if (status.member) return; // a voter now
+        continue; // not added yet (or removed): nothing to ask
+      }
+      const directory = node.transport.directory;
+      const urls = directory.ids
+        .filter((id) => id !== args.id)
+        .map((id) => directory.clientUrl(id))
+        .filter((url): url is string => url !== null);
+      if (args.join !== undefined && !urls.includes(args.join)) {
+        urls.push(args.join);
+      }
+      if (urls.length === 0) continue;
+      const client = new RegistryClient(urls, pool, { deadlineMs: intervalMs });
+      try {
+        await client.call(REGISTRY_METHODS.memberAdd, {
+          id: args.id,
+          peerUrl,
+          clientUrl,
+          learner: true,
+          promoteWhenCaughtUp: true,
+        });
+      } catch {
+        // Asked again next round.
+      } finally {
+        client.close();
+      }
+    }
+  } finally {
     pool.close();
   }
 }

@@ -1,0 +1,100 @@
+/**
+ * A node that joins with `--join` is promoted even when the leader changes
+ * before it has caught up (Raft dissertation §4.2.1), on real processes:
+ * the leader that added the learner keeps "promote once caught up" in its
+ * memory only, so the joiner asks again (an idempotent `memberAdd`) while
+ * it is a learner, and the new leader promotes it.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { ConnectionPool } from "../stub/connection_pool.ts";
+import { RegistryClient } from "../stub/registry_client.ts";
+import { REGISTRY_METHODS } from "../protocol/registry.ts";
+import { waitFor } from "../raft/_test_util.ts";
+
+Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next leader when the one that added it hands over before it caught up", async () => {
+  // Snapshots every 200 entries: the joiner catches up through
+  // InstallSnapshot, which takes longer than the hand-over below.
+  const cluster = new LocalCluster({
+    tickMs: 50,
+    electionTicks: 10,
+    nodeArgs: ["--snapshot-entries", "200"],
+  });
+  const pool = new ConnectionPool();
+  try {
+    cluster.planRegistry(4);
+    const n4 = {
+      client: cluster.registry.get("n4")!,
+      peer: cluster.peers.get("n4")!,
+    };
+    cluster.registry.delete("n4");
+    cluster.peers.delete("n4");
+    await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
+    const first = await cluster.waitForLeader(15_000);
+    const registry = new RegistryClient(
+      [...cluster.registry.values(), n4.client],
+      pool,
+    );
+    // A log worth catching up on.
+    let next = 0;
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      while (next < 3_000) {
+        const id = `e${next++}`;
+        await registry.call(REGISTRY_METHODS.bind, {
+          name: "join",
+          endpoint: { id, url: "tcp://10.0.0.1:1" },
+        }, { deadlineMs: 10_000 });
+      }
+    }));
+    const other = ["n1", "n2", "n3"].find((id) => id !== first)!;
+    cluster.registry.set("n4", n4.client);
+    await cluster.spawn("n4", "registry/main.ts", [
+      "--id",
+      "n4",
+      "--join",
+      cluster.registry.get(first)!,
+      "--listen",
+      n4.client.slice("tcp://".length),
+      "--peer-listen",
+      n4.peer.slice("tcp://".length),
+      "--cluster-secret-file",
+      await cluster.secretFile(),
+      "--data",
+      await cluster.dataDirOf("n4"),
+      "--tick-ms",
+      "50",
+      "--election-ticks",
+      "10",
+      "--snapshot-entries",
+      "200",
+    ], /added as a learner/);
+    // At once, before n4 has caught up: leadership moves elsewhere.
+    const moved = await registry.call(REGISTRY_METHODS.leaderTransfer, {
+      to: other,
+    }, { deadlineMs: 10_000 });
+    assert.equal(moved.leader, other);
+    const kind = async () =>
+      (await registry.call(REGISTRY_METHODS.memberList, {}, {
+        deadlineMs: 3_000,
+      }).catch(() => null))?.members.find((m) => m.id === "n4")?.kind;
+    await waitFor(
+      async () => await kind() === "voter",
+      "n4 to be promoted by the new leader",
+      15_000,
+    );
+    const list = await registry.call(REGISTRY_METHODS.memberList, {});
+    assert.equal(list.leader, other);
+    assert.deepEqual(list.members.map((m) => [m.id, m.kind]), [
+      ["n1", "voter"],
+      ["n2", "voter"],
+      ["n3", "voter"],
+      ["n4", "voter"],
+    ]);
+  } finally {
+    pool.close();
+    await cluster.stop();
+  }
+});
