@@ -8,6 +8,7 @@
  * @module
  */
 
+import { setAsideJoiner, spawnJoiner } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
@@ -26,12 +27,7 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
   const pool = new ConnectionPool();
   try {
     cluster.planRegistry(4);
-    const n4 = {
-      client: cluster.registry.get("n4")!,
-      peer: cluster.peers.get("n4")!,
-    };
-    cluster.registry.delete("n4");
-    cluster.peers.delete("n4");
+    const n4 = setAsideJoiner(cluster, "n4");
     await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
     const first = await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(
@@ -50,27 +46,10 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
       }
     }));
     const other = ["n1", "n2", "n3"].find((id) => id !== first)!;
-    cluster.registry.set("n4", n4.client);
-    await cluster.spawn("n4", "registry/main.ts", [
-      "--id",
-      "n4",
-      "--join",
-      cluster.registry.get(first)!,
-      "--listen",
-      n4.client.slice("tcp://".length),
-      "--peer-listen",
-      n4.peer.slice("tcp://".length),
-      "--cluster-secret-file",
-      await cluster.secretFile(),
-      "--data",
-      await cluster.dataDirOf("n4"),
-      "--tick-ms",
-      "50",
-      "--election-ticks",
-      "10",
-      "--snapshot-entries",
-      "200",
-    ], /added as a learner/);
+    await spawnJoiner(cluster, "n4", n4, cluster.registry.get(first)!, {
+      ready: /added as a learner/,
+      args: ["--snapshot-entries", "200"],
+    });
     // At once, before n4 has caught up: leadership moves elsewhere.
     const moved = await registry.call(REGISTRY_METHODS.leaderTransfer, {
       to: other,

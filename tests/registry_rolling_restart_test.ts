@@ -9,6 +9,7 @@
  * @module
  */
 
+import { Binder } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
@@ -25,57 +26,6 @@ const ELECTION_TICKS = 20; // election timeouts of 1000..2000 ms
  * 100 ms. Any election timeout waited out (at least 1000 ms here) fails it.
  */
 const MAX_GAP_MS = TICK_MS + (TICK_MS * ELECTION_TICKS) / 2;
-
-/** Sequential binds until stopped; each acknowledged one is recorded. */
-class Binder {
-  readonly acknowledged: string[] = [];
-  /** performance.now() of each acknowledgement, in order. */
-  readonly ackedAt: number[] = [];
-  readonly errors: string[] = [];
-  #stopped = false;
-  readonly done: Promise<void>;
-
-  constructor(registry: RegistryClient) {
-    this.done = this.#run(registry);
-  }
-
-  async #run(registry: RegistryClient): Promise<void> {
-    for (let i = 0; i < 200_000 && !this.#stopped; i++) {
-      const id = `e${i}`;
-      try {
-        await registry.bind("roll", {
-          id,
-          url: `tcp://127.0.0.1:${10_000 + (i % 50_000)}`,
-        }, { deadlineMs: 10_000 });
-        this.acknowledged.push(id);
-        this.ackedAt.push(performance.now());
-      } catch (error) {
-        this.errors.push(`${id}: ${(error as Error).message}`);
-      }
-    }
-  }
-
-  stop(): Promise<void> {
-    this.#stopped = true;
-    return this.done;
-  }
-
-  /** Longest time between two acknowledgements within [from, to], ms. */
-  maxGap(from: number, to: number): number {
-    let previous: number | null = null;
-    let gap = 0;
-    for (const at of this.ackedAt) {
-      if (at < from) {
-        previous = at;
-        continue;
-      }
-      if (previous !== null) gap = Math.max(gap, at - previous);
-      previous = at;
-      if (at > to) break;
-    }
-    return gap;
-  }
-}
 
 /** Polls until node `id` follows a leader and has applied its commit index. */
 async function waitCaughtUp(cluster: LocalCluster, id: string): Promise<void> {
@@ -107,7 +57,7 @@ Deno.test("§3.10 rolling restart of a 3-node registry under continuous binds: n
     await cluster.startRegistry(3);
     const firstLeader = await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(cluster.registryUrls, pool);
-    binder = new Binder(registry);
+    binder = new Binder(registry, "roll");
     await new Promise((r) => setTimeout(r, 500));
     // Followers first, the leader last.
     const order = [...cluster.registry.keys()].filter((id) =>

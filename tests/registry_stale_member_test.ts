@@ -9,6 +9,7 @@
  * @module
  */
 
+import { setAsideJoiner, spawnJoiner } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
@@ -22,12 +23,7 @@ Deno.test("dissertation §4.1 a member that missed the change adding the current
   const pool = new ConnectionPool();
   try {
     cluster.planRegistry(4);
-    const n4 = {
-      client: cluster.registry.get("n4")!,
-      peer: cluster.peers.get("n4")!,
-    };
-    cluster.registry.delete("n4");
-    cluster.peers.delete("n4");
+    const n4 = setAsideJoiner(cluster, "n4");
     await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
     const first = await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(
@@ -49,25 +45,7 @@ Deno.test("dissertation §4.1 a member that missed the change adding the current
     // n3 (a follower) is down while n4 joins, is promoted and takes over.
     const stale = ["n1", "n2", "n3"].find((id) => id !== first && id !== "n1")!;
     await cluster.kill(stale, "SIGTERM");
-    cluster.registry.set("n4", n4.client);
-    await cluster.spawn("n4", "registry/main.ts", [
-      "--id",
-      "n4",
-      "--join",
-      cluster.registry.get(first)!,
-      "--listen",
-      n4.client.slice("tcp://".length),
-      "--peer-listen",
-      n4.peer.slice("tcp://".length),
-      "--cluster-secret-file",
-      await cluster.secretFile(),
-      "--data",
-      await cluster.dataDirOf("n4"),
-      "--tick-ms",
-      "50",
-      "--election-ticks",
-      "10",
-    ], /listening on/);
+    await spawnJoiner(cluster, "n4", n4, cluster.registry.get(first)!);
     await waitFor(
       async () => {
         const list = await registry.call(REGISTRY_METHODS.memberList, {}, {
