@@ -1,8 +1,8 @@
 /**
  * Damaged write-ahead logs on real registry processes (3 nodes, fsync on):
- * a follower whose WAL's last record is cut mid-way (SIGKILLed, then its
- * tail cut, as a crash during a write leaves it) restarts with every
- * acknowledged bind; a follower with a flipped byte in an older record
+ * a follower whose WAL's last record is cut mid-way (SIGKILLed, then a
+ * half-written record appended, as a crash during a write leaves it)
+ * restarts with every acknowledged bind; a follower with a flipped byte in an older record
  * refuses to start, naming the file and the byte offset, and exits 1.
  *
  * @module
@@ -53,16 +53,23 @@ Deno.test("Raft paper Figure 2 on real processes: a WAL cut mid-way through its 
     };
     await bindSome(150);
 
-    // 1. Cut the last record of `cut` mid-way.
+    // 1. A crash in the middle of writing a record: the last record of
+    // `cut`'s WAL is cut mid-way (a copy of its last record, half written;
+    // nothing in it was acknowledged).
     await cluster.kill(cut, "SIGKILL");
     const cutDir = await cluster.dataDirOf(cut);
     const last = (await segments(cutDir)).at(-1)!;
     const bytes = await Deno.readFile(last);
-    const offsets = recordOffsets(bytes);
-    const start = offsets.at(-1)!;
-    const cutAt = start + Math.floor((bytes.length - start) / 2);
-    assert.ok(cutAt > start && cutAt < bytes.length);
-    await Deno.truncate(last, cutAt);
+    const start = recordOffsets(bytes).at(-1)!;
+    const record = bytes.subarray(start);
+    const torn = record.subarray(0, 8 + Math.floor((record.length - 8) / 2));
+    assert.ok(torn.length > 8 && torn.length < record.length);
+    const file = await Deno.open(last, { append: true });
+    try {
+      await file.write(torn);
+    } finally {
+      file.close();
+    }
     await bindSome(50); // written while it is down
     await cluster.startNode(cut);
     const url = cluster.registry.get(cut)!;
@@ -88,6 +95,15 @@ Deno.test("Raft paper Figure 2 on real processes: a WAL cut mid-way through its 
     } finally {
       local.close();
     }
+
+    // The torn record was cut off at the restart: the segment's records
+    // end exactly at its end again.
+    const repaired = await Deno.readFile(last);
+    const view = new DataView(repaired.buffer);
+    const ends = recordOffsets(repaired).map((at) =>
+      at + 8 + view.getUint32(at)
+    );
+    assert.equal(ends.at(-1), repaired.length);
 
     // 2. Flip a byte in an older record of `flipped`: it refuses to start.
     await cluster.kill(flipped, "SIGKILL");
