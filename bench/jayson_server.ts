@@ -1,0 +1,23 @@
+/**
+ * A jayson (npm `jayson`) JSON-RPC 2.0 TCP server whose `echo` returns its
+ * params: the peer `bench/rpc.ts` compares Rafter's server with. Prints
+ * `listening on tcp://127.0.0.1:PORT`; exits when stdin closes.
+ *
+ * @module
+ */
+
+import jayson from "jayson";
+
+const server = new jayson.Server({
+  echo: (
+    params: unknown,
+    callback: (error: unknown, result?: unknown) => void,
+  ) => callback(null, params),
+});
+const tcp = server.tcp();
+tcp.listen(0, "127.0.0.1", () => {
+  const { port } = tcp.address() as { port: number };
+  console.log(`listening on tcp://127.0.0.1:${port}`);
+});
+for await (const _ of Deno.stdin.readable) { /* until EOF */ }
+Deno.exit(0);
