@@ -1,12 +1,10 @@
 /**
  * Helpers of the real-process registry tests (private to `tests/`): a
- * client that binds continuously, and a registry node started with
- * `--join`.
+ * client that binds continuously.
  *
  * @module
  */
 
-import type { Child, LocalCluster } from "../examples/demo/local_cluster.ts";
 import type { RegistryClient } from "../stub/registry_client.ts";
 
 /** Sequential binds under `name` until stopped; each acknowledged one is recorded. */
@@ -60,55 +58,4 @@ export class Binder {
     }
     return gap;
   }
-}
-
-/**
- * Plans registry node `id` of `cluster` (after `planRegistry`) as one that
- * joins later: takes it out of the bootstrap members and returns its client
- * and peer URLs.
- */
-export function setAsideJoiner(
-  cluster: LocalCluster,
-  id: string,
-): { client: string; peer: string } {
-  const urls = {
-    client: cluster.registry.get(id)!,
-    peer: cluster.peers.get(id)!,
-  };
-  cluster.registry.delete(id);
-  cluster.peers.delete(id);
-  return urls;
-}
-
-/**
- * Starts registry node `id` with `--join joinUrl` on the URLs
- * {@link setAsideJoiner} returned; resolves once it printed `ready`.
- */
-export async function spawnJoiner(
-  cluster: LocalCluster,
-  id: string,
-  urls: { client: string; peer: string },
-  joinUrl: string,
-  options: { ready?: RegExp; args?: string[] } = {},
-): Promise<Child> {
-  cluster.registry.set(id, urls.client);
-  return await cluster.spawn(id, "registry/main.ts", [
-    "--id",
-    id,
-    "--join",
-    joinUrl,
-    "--listen",
-    urls.client.slice("tcp://".length),
-    "--peer-listen",
-    urls.peer.slice("tcp://".length),
-    "--cluster-secret-file",
-    await cluster.secretFile(),
-    "--data",
-    await cluster.dataDirOf(id),
-    "--tick-ms",
-    "50",
-    "--election-ticks",
-    "10",
-    ...(options.args ?? []),
-  ], options.ready ?? /listening on/);
 }

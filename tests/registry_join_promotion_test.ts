@@ -8,7 +8,6 @@
  * @module
  */
 
-import { setAsideJoiner, spawnJoiner } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
@@ -26,14 +25,11 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
   });
   const pool = new ConnectionPool();
   try {
-    cluster.planRegistry(4);
-    const n4 = setAsideJoiner(cluster, "n4");
+    cluster.planRegistry(3);
+    cluster.planJoiner("n4");
     await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
     const first = await cluster.waitForLeader(15_000);
-    const registry = new RegistryClient(
-      [...cluster.registry.values(), n4.client],
-      pool,
-    );
+    const registry = new RegistryClient(cluster.registryUrls, pool);
     // A log worth catching up on.
     let next = 0;
     await Promise.all(Array.from({ length: 32 }, async () => {
@@ -46,9 +42,9 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
       }
     }));
     const other = ["n1", "n2", "n3"].find((id) => id !== first)!;
-    await spawnJoiner(cluster, "n4", n4, cluster.registry.get(first)!, {
+    await cluster.startNode("n4", {
+      join: cluster.registry.get(first)!,
       ready: /added as a learner/,
-      args: ["--snapshot-entries", "200"],
     });
     // At once, before n4 has caught up: leadership moves elsewhere.
     const moved = await registry.call(REGISTRY_METHODS.leaderTransfer, {

@@ -45,22 +45,11 @@ Deno.test("dissertation §4.1/§4.2 a 3-node registry grows to 5 by --join and s
   });
   const pool = new ConnectionPool();
   let binder: Binder | null = null;
-  const timing = { tick: String(TICK_MS), election: String(ELECTION_TICKS) };
   try {
-    cluster.planRegistry(5);
-    const joiners = new Map<string, { client: string; peer: string }>();
-    for (const id of ["n4", "n5"]) {
-      joiners.set(id, {
-        client: cluster.registry.get(id)!,
-        peer: cluster.peers.get(id)!,
-      });
-      cluster.registry.delete(id);
-      cluster.peers.delete(id);
-    }
-    const allUrls = [
-      ...cluster.registry.values(),
-      ...[...joiners.values()].map((j) => j.client),
-    ];
+    cluster.planRegistry(3);
+    cluster.planJoiner("n4");
+    cluster.planJoiner("n5");
+    const allUrls = cluster.registryUrls;
     await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
     await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(allUrls, pool);
@@ -82,39 +71,15 @@ Deno.test("dissertation §4.1/§4.2 a 3-node registry grows to 5 by --join and s
         } |`,
       );
     };
-    const joinArgs = async (id: string, join: boolean) => {
-      const j = joiners.get(id)!;
-      return [
-        "--id",
-        id,
-        ...(join ? ["--join", cluster.registryUrls[0]] : []),
-        "--listen",
-        j.client.slice("tcp://".length),
-        "--peer-listen",
-        j.peer.slice("tcp://".length),
-        "--cluster-secret-file",
-        await cluster.secretFile(),
-        "--data",
-        await cluster.dataDirOf(id),
-        "--tick-ms",
-        timing.tick,
-        "--election-ticks",
-        timing.election,
-      ];
-    };
     const kindOf = (list: MemberListResult, id: string) =>
       list.members.find((m) => m.id === id)?.kind ?? null;
 
     // Grow: each joiner is added as a learner, then promoted once caught up.
     for (const id of ["n4", "n5"]) {
       await step(`${id} joins, promoted`, async () => {
-        cluster.registry.set(id, joiners.get(id)!.client);
-        const child = await cluster.spawn(
-          id,
-          "registry/main.ts",
-          await joinArgs(id, true),
-          /listening on/,
-        );
+        const child = await cluster.startNode(id, {
+          join: cluster.registryUrls[0],
+        });
         assert.ok(
           child.output.some((l) => /added as a learner to cluster/.test(l)),
           child.output.join("\n"),
@@ -186,12 +151,7 @@ Deno.test("dissertation §4.1/§4.2 a 3-node registry grows to 5 by --join and s
       const child = cluster.child("n4");
       await cluster.kill("n4", "SIGTERM");
       assert.equal(await child.exited, 0, child.output.join("\n"));
-      await cluster.spawn(
-        "n4",
-        "registry/main.ts",
-        await joinArgs("n4", false),
-        /listening on/,
-      );
+      await cluster.startNode("n4");
       await until("n4 catches up", async () => {
         const own = await cluster.status("n4");
         const list = await members();

@@ -9,7 +9,6 @@
  * @module
  */
 
-import { setAsideJoiner, spawnJoiner } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
@@ -22,14 +21,11 @@ Deno.test("dissertation §4.1 a member that missed the change adding the current
   const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
   const pool = new ConnectionPool();
   try {
-    cluster.planRegistry(4);
-    const n4 = setAsideJoiner(cluster, "n4");
+    cluster.planRegistry(3);
+    cluster.planJoiner("n4");
     await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
     const first = await cluster.waitForLeader(15_000);
-    const registry = new RegistryClient(
-      [...cluster.registry.values(), n4.client],
-      pool,
-    );
+    const registry = new RegistryClient(cluster.registryUrls, pool);
     const bound: string[] = [];
     const bind = async (count: number) => {
       for (let i = 0; i < count; i++) {
@@ -45,7 +41,7 @@ Deno.test("dissertation §4.1 a member that missed the change adding the current
     // n3 (a follower) is down while n4 joins, is promoted and takes over.
     const stale = ["n1", "n2", "n3"].find((id) => id !== first && id !== "n1")!;
     await cluster.kill(stale, "SIGTERM");
-    await spawnJoiner(cluster, "n4", n4, cluster.registry.get(first)!);
+    await cluster.startNode("n4", { join: cluster.registry.get(first)! });
     await waitFor(
       async () => {
         const list = await registry.call(REGISTRY_METHODS.memberList, {}, {

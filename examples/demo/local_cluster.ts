@@ -79,6 +79,8 @@ export class LocalCluster {
   readonly registry = new Map<string, string>();
   /** Registry node id → peer URL (where the other nodes reach it). */
   readonly peers = new Map<string, string>();
+  /** Nodes planned with {@link planJoiner}. */
+  readonly #joiners = new Set<string>();
 
   /** @param options data folder, timing and output hook. */
   constructor(options: LocalClusterOptions = {}) {
@@ -124,6 +126,18 @@ export class LocalCluster {
   }
 
   /**
+   * Picks free ports for node `id`, which is no bootstrap member: it is left
+   * out of the others' `--peers`, and {@link startNode} starts it with
+   * `--join` (when given) and its own ports.
+   */
+  planJoiner(id: string): void {
+    const [client, peer] = freePorts(2);
+    this.registry.set(id, `tcp://127.0.0.1:${client}`);
+    this.peers.set(id, `tcp://127.0.0.1:${peer}`);
+    this.#joiners.add(id);
+  }
+
+  /**
    * Starts `count` registry nodes n1..nN on free ports (a client port and a
    * peer port each) and waits until each listens.
    */
@@ -139,21 +153,43 @@ export class LocalCluster {
    *
    * @param options.secretFile another cluster secret file than the
    * cluster's (to start a node that cannot prove the cluster's secret).
+   * @param options.args the node's other options (default the cluster's
+   * `nodeArgs`).
+   * @param options.join for a node planned with {@link planJoiner}: the
+   * member client URL to `--join` through (omit it to restart a node that
+   * joined earlier).
+   * @param options.ready the output line to wait for (default
+   * `listening on`).
    */
   async startNode(
     id: string,
-    options: { secretFile?: string; args?: string[] } = {},
+    options: {
+      secretFile?: string;
+      args?: string[];
+      join?: string;
+      ready?: RegExp;
+    } = {},
   ): Promise<Child> {
-    const peers = [...this.peers]
-      .map(([peer, url]) => `${peer}=${url.slice("tcp://".length)}`)
-      .join(",");
+    const address = (url: string) => url.slice("tcp://".length);
+    const membership = this.#joiners.has(id)
+      ? [
+        ...(options.join === undefined ? [] : ["--join", options.join]),
+        "--peer-listen",
+        address(this.peers.get(id)!),
+      ]
+      : [
+        "--peers",
+        [...this.peers]
+          .filter(([peer]) => !this.#joiners.has(peer))
+          .map(([peer, url]) => `${peer}=${address(url)}`)
+          .join(","),
+      ];
     const child = this.#spawn(id, "registry/main.ts", [
       "--id",
       id,
       "--listen",
-      this.registry.get(id)!.slice("tcp://".length),
-      "--peers",
-      peers,
+      address(this.registry.get(id)!),
+      ...membership,
       "--cluster-secret-file",
       options.secretFile ?? await this.secretFile(),
       "--data",
@@ -164,7 +200,7 @@ export class LocalCluster {
       String(this.#options.electionTicks ?? 10),
       ...(options.args ?? this.#options.nodeArgs ?? []),
     ]);
-    await this.waitForLine(id, /listening on/, 20_000);
+    await this.waitForLine(id, options.ready ?? /listening on/, 20_000);
     return child;
   }
 
