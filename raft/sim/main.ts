@@ -75,18 +75,17 @@ function add(summary: SimSummary, r: SimulationResult): void {
   summary.transfers += r.transfers;
   summary.crashes += r.crashes;
   summary.reads += r.readStatesServed;
-  summary.snapshots.taken += r.snapshots.taken;
-  summary.snapshots.installed += r.snapshots.installed;
-  summary.snapshots.loaded += r.snapshots.loaded;
-  summary.snapshots.chunks += r.snapshots.chunks;
-  summary.snapshots.chunksLost += r.snapshots.chunksLost;
+  sumInto(summary.snapshots, r.snapshots);
   if (r.snapshots.taken > 0) summary.snapshotSeeds++;
   summary.membershipChanges += r.membershipChanges;
-  for (const key of Object.keys(r.membership) as (keyof MembershipSummary)[]) {
-    summary.membership[key] += r.membership[key];
-  }
-  for (const key of Object.keys(r.faults) as (keyof FaultCounts)[]) {
-    summary.faults[key] += r.faults[key];
+  sumInto(summary.membership, r.membership);
+  sumInto(summary.faults, r.faults);
+}
+
+/** Adds each count of `from` to the same count of `into`. */
+function sumInto<T extends Record<keyof T, number>>(into: T, from: T): void {
+  for (const key of Object.keys(from) as (keyof T)[]) {
+    (into[key] as number) += from[key];
   }
 }
 
