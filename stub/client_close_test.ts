@@ -3,7 +3,7 @@ import { CANCELLED } from "../rpc/errors.ts";
 import { serveListener, type StreamListener } from "../rpc/server.ts";
 import { fromDenoConn } from "../adapter/deno/tcp.ts";
 import { delay, waitFor } from "../raft/_test_util.ts";
-import { startRegistryNode } from "../registry/registry_node.ts";
+import { startTestRegistry } from "./_test_util.ts";
 import { AmbiguousError, NotSentError } from "./call_errors.ts";
 import { connect } from "./client.ts";
 
@@ -47,14 +47,7 @@ interface Who {
 }
 
 Deno.test("client.close() ends its stubs: a call under way rejects with CANCELLED and is not retried elsewhere, a later call is not sent, and no connection is opened after it", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_close_" });
-  const registry = await startRegistryNode({
-    id: "n1",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    dataDir: dir,
-    tickMs: 10,
-    electionTicks: 5,
-  });
+  const { registry, dir } = await startTestRegistry("rafter_close_");
   const admin = connect(registry.url);
   const calls: string[] = [];
   const s1 = countingServer("s1", calls);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { serve } from "../adapter/deno/serve.ts";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { delay, waitFor } from "../raft/_test_util.ts";
-import { startRegistryNode } from "../registry/registry_node.ts";
+import { startTestRegistry } from "./_test_util.ts";
 import { connect, type RafterClient } from "./client.ts";
 import { EdgeCache } from "./edge_cache.ts";
 
@@ -11,14 +11,7 @@ interface Hello {
 }
 
 Deno.test("edge mode: a client per request takes the isolate's stubs list while it is fresh, a stale one when the registry is down, and skips a server another request saw fail", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_edge_" });
-  const registry = await startRegistryNode({
-    id: "n1",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    dataDir: dir,
-    tickMs: 10,
-    electionTicks: 5,
-  });
+  const { registry, dir } = await startTestRegistry("rafter_edge_");
   const served: string[] = [];
   const hello = (id: string) =>
     serve({

@@ -12,10 +12,8 @@ import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import { withContext } from "../rpc/method.ts";
 import type { Dialer } from "../rpc/transport.ts";
 import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
-import {
-  type RegistryNode,
-  startRegistryNode,
-} from "../registry/registry_node.ts";
+import type { RegistryNode } from "../registry/registry_node.ts";
+import { startTestRegistry } from "./_test_util.ts";
 import {
   type Endpoint,
   makeEndpoint,
@@ -51,14 +49,7 @@ interface Env {
 
 /** A single-node registry, servers, clients; all closed at the end. */
 async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_stub_" });
-  const registry = await startRegistryNode({
-    id: "n1",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    dataDir: dir,
-    tickMs: 10,
-    electionTicks: 5,
-  });
+  const { registry, dir } = await startTestRegistry("rafter_stub_");
   const servers: RpcServer[] = [];
   const clients: RafterClient[] = [];
   const gate = Promise.withResolvers<void>();
@@ -982,14 +973,7 @@ Deno.test("$call takes named params, $notify sends a notification, $with sets op
 });
 
 Deno.test("a stub's attempt timeout and its caller's abort reach a Rafter server: the method's signal aborts, with the deadline, then rpc.cancel", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_stub_cancel_" });
-  const registry = await startRegistryNode({
-    id: "n1",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    dataDir: dir,
-    tickMs: 10,
-    electionTicks: 5,
-  });
+  const { registry, dir } = await startTestRegistry("rafter_stub_cancel_");
   const seen: {
     deadlineLeft: number | null;
     reason: number | null;
