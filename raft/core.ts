@@ -677,6 +677,38 @@ export class RaftCore {
   }
 
   /**
+   * The transport saw its connection to `id` end: the peer closed it, as
+   * the operating system does for every socket of a process that exited.
+   * A follower of `id` then forgets its leader and stands soon: after a
+   * random 1 to ⌈electionTicks / 2⌉ ticks instead of the rest of a full
+   * election timeout. A leader that merely goes quiet (a partition, a
+   * paused process) still shows only through the election timeout.
+   *
+   * Safe whatever the cause: it changes no persistent state, and it only
+   * hurries a PreVote round (Raft dissertation §9.6), so a voter that still
+   * hears the leader refuses the pre-vote (it heard from a leader within
+   * the minimum election timeout) and nobody's term moves. A spurious
+   * report (the leader's connection merely reset) costs one pre-vote round.
+   * Ignored unless this node is a voting follower of `id`, and without
+   * PreVote, where a hurried election would raise the term.
+   */
+  leaderConnectionLost(id: NodeId): void {
+    if (
+      !this.#preVote || this.#role !== "follower" || this.#leader !== id ||
+      !this.#mayStand()
+    ) {
+      return;
+    }
+    this.#leader = null;
+    const wait = 1 +
+      Math.floor(this.#random() * Math.ceil(this.#electionTicks / 2));
+    this.#electionElapsed = Math.max(
+      this.#electionElapsed,
+      this.#randomizedElectionTimeout - wait,
+    );
+  }
+
+  /**
    * Starts an election now (Raft paper §5.2): a new term, a vote for itself,
    * vote requests to every other voter. A leader ignores it. This skips the
    * PreVote round an election timeout starts (it is a forced election, as

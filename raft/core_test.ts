@@ -1089,6 +1089,60 @@ Deno.test("§9.6 PreVote: a voter that heard from a leader within the election t
   assert.deepEqual(n2.hardState, before);
 });
 
+Deno.test("§9.6 PreVote, leader connection lost: the followers of an exited leader forget it and elect a new one within ⌈electionTicks / 2⌉ ticks, not an election timeout", () => {
+  const c = new Cluster(3);
+  c.elect("n1");
+  c.crash("n1");
+  for (const id of ["n2", "n3"]) {
+    c.core(id).leaderConnectionLost("n1");
+    assert.equal(c.core(id).leader, null);
+    assert.equal(c.core(id).term, 1, "no term moves on the report itself");
+  }
+  // random() = 0.5: n2 waits 1 + floor(0.5 × 5) = 3 ticks (a full election
+  // timeout would be 15), and n3 grants its pre-vote and vote at once.
+  c.tick("n2", 2);
+  assert.equal(c.core("n2").preCandidate, false);
+  c.tick("n2", 1);
+  assert.equal(c.core("n2").role, "leader");
+  assert.equal(c.core("n2").term, 2);
+  assert.equal(c.core("n3").leader, "n2");
+});
+
+Deno.test("§9.6 PreVote, leader connection lost: a follower that still hears the leader refuses the hurried pre-vote, and no term moves", () => {
+  const c = new Cluster(3);
+  const n1 = c.elect("n1");
+  const n2 = c.core("n2");
+  n2.leaderConnectionLost("n1"); // a spurious report: n1 is alive
+  c.tick("n2", 3, (m) => m.from !== "n1"); // n1's heartbeats do not reach n2
+  assert.equal(n2.preCandidate, true, "it asked for pre-votes");
+  assert.equal(n2.role, "follower");
+  assert.equal(n2.term, 1);
+  assert.equal(c.core("n3").leader, "n1", "n3 refused: it heard n1");
+  assert.equal(n1.role, "leader");
+  assert.equal(n1.term, 1);
+  // n1's next heartbeat brings n2 back.
+  c.tick("n1", 1);
+  assert.equal(n2.leader, "n1");
+  assert.equal(n2.preCandidate, false);
+});
+
+Deno.test("§9.6 PreVote, leader connection lost: ignored for a peer that is not the leader, on the leader, and without PreVote", () => {
+  const c = new Cluster(3);
+  const n1 = c.elect("n1");
+  c.core("n2").leaderConnectionLost("n3");
+  assert.equal(c.core("n2").leader, "n1");
+  n1.leaderConnectionLost("n1");
+  assert.equal(n1.role, "leader");
+
+  const off = new Cluster(3, { preVote: false });
+  off.elect("n1");
+  off.core("n2").leaderConnectionLost("n1");
+  assert.equal(off.core("n2").leader, "n1");
+  off.tick("n2", 3, (m) => m.from !== "n1");
+  assert.equal(off.core("n2").role, "follower", "no hurried election");
+  assert.equal(off.core("n2").term, 1);
+});
+
 Deno.test("§9.6 PreVote: the rule holds with checkQuorum off too", () => {
   const c = new Cluster(3, { checkQuorum: false });
   c.elect("n1");

@@ -377,6 +377,17 @@ export class RaftDriver<R = unknown> {
   }
 
   /**
+   * The transport's connection to peer `id` ended from the other side; a
+   * follower of `id` stands for election soon (see
+   * {@linkcode RaftCore.leaderConnectionLost}).
+   */
+  peerConnectionLost(id: NodeId): void {
+    if (this.#stopped) return;
+    this.core.leaderConnectionLost(id);
+    this.#schedule();
+  }
+
+  /**
    * Delivers messages from peers to the core. The caller vouches for them:
    * validated and sent by the member their `from` names.
    */

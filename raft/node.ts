@@ -53,6 +53,13 @@ export interface RaftTransport {
    * (see `PeerTransport.updateMembers`). Default: nothing.
    */
   updateMembers?(peers: Readonly<Record<NodeId, string>>): void;
+  /**
+   * Registers `listener`, called with a peer's id when the connection to
+   * it ends from the other side (its process exited); the node then stands
+   * for election soon if that peer was its leader (see
+   * `RaftCore.leaderConnectionLost`). Default: never called.
+   */
+  onConnectionLost?(listener: (id: NodeId) => void): void;
 }
 
 /** Settings of a {@link RaftNode}. */
@@ -249,6 +256,9 @@ export class RaftNode<R = unknown> {
       transferTimeoutMs: 2 * (options.electionTicks ?? 10) * tickMs,
     });
     this.#followMembers(core.configuration);
+    this.#transport.onConnectionLost?.((id) =>
+      this.#driver.peerConnectionLost(id)
+    );
     this.#ticker = setInterval(() => this.#driver.tick(), tickMs);
   }
 

@@ -118,6 +118,10 @@ export class PeerTransport {
   #prober: ReturnType<typeof setInterval> | undefined;
   #closed = false;
   #started = false;
+  readonly #lostListeners: ((id: NodeId) => void)[] = [];
+  readonly #onLost = (id: NodeId) => {
+    for (const listener of this.#lostListeners) listener(id);
+  };
 
   /**
    * Sets up a link per peer; none connects before {@link start}.
@@ -133,10 +137,24 @@ export class PeerTransport {
       new PeerDirectory(options.id, options.peers);
     for (const [id, url] of Object.entries(options.peers)) {
       if (id === options.id) continue;
-      this.#peers.set(id, new PeerLink(id, url, options, this.directory));
+      this.#peers.set(
+        id,
+        new PeerLink(id, url, options, this.directory, this.#onLost),
+      );
     }
     this.#probeIntervalMs = options.probeIntervalMs ?? 1_000;
     this.#probeTimeoutMs = options.probeTimeoutMs ?? 2_000;
+  }
+
+  /**
+   * Calls `listener` with a peer's id each time an authenticated connection
+   * to that peer ends (closed or reset by the other side: a peer whose
+   * process exited), not when this transport closes or drops the link. A
+   * {@link RaftNode} listens, to stand for election soon when the leader's
+   * connection ends (`RaftCore.leaderConnectionLost`).
+   */
+  onConnectionLost(listener: (id: NodeId) => void): void {
+    this.#lostListeners.push(listener);
   }
 
   /** Starts connecting to every peer (and keeps reconnecting). Idempotent. */
@@ -211,7 +229,13 @@ export class PeerTransport {
     checkMemberId(id);
     this.#provisional.add(id);
     this.directory.add(id, peerUrl);
-    const link = new PeerLink(id, peerUrl, this.#options, this.directory);
+    const link = new PeerLink(
+      id,
+      peerUrl,
+      this.#options,
+      this.directory,
+      this.#onLost,
+    );
     this.#peers.get(id)?.close();
     this.#peers.set(id, link);
     if (this.#started && !this.#closed) link.start();
@@ -248,7 +272,13 @@ export class PeerTransport {
       const link = this.#peers.get(id);
       if (link !== undefined && known === url) continue;
       link?.close();
-      const fresh = new PeerLink(id, url, this.#options, this.directory);
+      const fresh = new PeerLink(
+        id,
+        url,
+        this.#options,
+        this.directory,
+        this.#onLost,
+      );
       this.#peers.set(id, fresh);
       if (this.#started && !this.#closed) fresh.start();
     }
@@ -305,14 +335,17 @@ class PeerLink {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   #probing = false;
+  readonly #onLost: (id: NodeId) => void;
 
   constructor(
     id: NodeId,
     url: string,
     options: PeerTransportOptions,
     directory: PeerDirectory,
+    onLost: (id: NodeId) => void,
   ) {
     this.#id = id;
+    this.#onLost = onLost;
     this.#url = url;
     this.#options = options;
     this.#directory = directory;
@@ -475,6 +508,7 @@ class PeerLink {
     this.#connection = null;
     this.#directory.failed(this.#id, "connection closed");
     this.#retryAfter(this.#minBackoffMs);
+    this.#onLost(this.#id);
   }
 }
 

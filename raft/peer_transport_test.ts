@@ -224,6 +224,36 @@ Deno.test("after a peer restarts, later messages reach it on a new connection", 
   }
 });
 
+Deno.test("onConnectionLost names the peer whose side ended the connection, and not the peers this transport itself drops or closes", async () => {
+  const peers = peersOn(["n1", "n2", "n3"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const n3 = peer("n3", peers, portOf(peers.n3));
+  const transport = transportOf(peers, { minBackoffMs: 10, maxBackoffMs: 20 });
+  const lost: string[] = [];
+  transport.onConnectionLost((id) => lost.push(id));
+  try {
+    transport.start();
+    transport.send([vote("n2", 1), vote("n3", 1)]);
+    await waitFor(
+      () => n2.messages().length === 1 && n3.messages().length === 1,
+      "both connected",
+    );
+    await n2.server.close(); // as when n2's process exits
+    await waitFor(() => lost.length === 1, "n2's connection to end");
+    assert.deepEqual(lost, ["n2"]);
+    // Dropping n3 from the members and closing the transport are this
+    // side's doing: not reported.
+    transport.updateMembers({ n1: peers.n1, n2: peers.n2 });
+    transport.close();
+    await delay(50);
+    assert.deepEqual(lost, ["n2"]);
+  } finally {
+    transport.close();
+    await n2.server.close();
+    await n3.server.close();
+  }
+});
+
 Deno.test("two members with one secret reach each other both ways and learn each other's client URLs", async () => {
   const peers = peersOn(["n1", "n2"]);
   const n1Directory = new PeerDirectory("n1", peers);

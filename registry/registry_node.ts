@@ -313,6 +313,8 @@ export async function startRegistryNode(
   // The peer connections need the cluster id, known once the data folder
   // is open: until then the Raft node's messages are dropped (Raft resends).
   const late: { transport?: PeerTransport } = {};
+  // The Raft node's listener, handed to the transport once it exists.
+  const lostListeners: ((peer: string) => void)[] = [];
   // A removed member's link stays open a little for the leader's "you
   // were removed" notice (registry.memberRemove sends it once committed).
   const lingerMs = 2 * electionTicks * tickMs;
@@ -321,6 +323,7 @@ export async function startRegistryNode(
     close: () => late.transport?.close(),
     updateMembers: (members) =>
       late.transport?.updateMembers(members, { lingerMs }),
+    onConnectionLost: (listener) => void lostListeners.push(listener),
   };
   /** After a failed start: removes the data folder if this start made it. */
   const forget = async () => {
@@ -524,6 +527,16 @@ export async function startRegistryNode(
       clientUrl: () => directory.clientUrl(id),
     });
     late.transport = transport;
+    transport.onConnectionLost((peer) => {
+      if (lastSoft?.role === "follower" && lastSoft.leader === peer) {
+        log(
+          `${id}: the connection to leader ${peer} ended (its process exited?); standing for election within ${
+            Math.ceil(electionTicks / 2) * tickMs
+          } ms unless another node still hears it`,
+        );
+      }
+      for (const listener of lostListeners) listener(peer);
+    });
     // The members recovered from the log (restart), not only the bootstrap list.
     const current = node.configuration;
     transport.updateMembers(

@@ -99,6 +99,16 @@ Deno.test("acknowledged binds survive SIGKILL of the leader and then of every no
       const survivors = [...cluster.registry.keys()].filter((id) =>
         id !== leader
       );
+      // The survivors saw the leader's connection end with its process and
+      // stood without waiting out an election timeout
+      // (RaftCore.leaderConnectionLost).
+      for (const id of survivors) {
+        await cluster.waitForLine(
+          id,
+          new RegExp(`the connection to leader ${leader} ended`),
+          5_000,
+        );
+      }
       for (const id of survivors) {
         const result = await lookup(cluster.registry.get(id)!);
         assert.deepEqual(result.endpoints.map((e) => e.id), [

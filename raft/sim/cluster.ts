@@ -692,6 +692,13 @@ export class ClusterSimulator {
       rng.int(this.faults.minDowntime, this.faults.maxDowntime);
     this.#faultCounts.crashes++;
     this.#log(`${node.id} crashes ${where}, down until ${node.downUntil}`);
+    // Its sockets close with it: most peers see their connection to it end
+    // (RaftCore.leaderConnectionLost), some only later through timeouts.
+    for (const other of this.#nodes) {
+      if (other !== node && other.driver !== null && rng.chance(0.8)) {
+        other.driver.peerConnectionLost(node.id);
+      }
+    }
   }
 
   #injectFaults(): void {
