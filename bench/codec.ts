@@ -25,7 +25,7 @@
  */
 
 import "../rpc/cbor.ts";
-import { benchArgs, usageError } from "./_args.ts";
+import { benchArgs, benchScenarios, usageError } from "./_args.ts";
 import {
   alternate,
   CpuMeter,
@@ -33,7 +33,6 @@ import {
   ratio,
   Report,
   type Row,
-  selectedScenarios,
 } from "./_report.ts";
 import { countingDialer } from "./_wire.ts";
 import type { Codec } from "../rpc/codec.ts";
@@ -56,14 +55,7 @@ const values = benchArgs(USAGE, {
   quick: { type: "boolean", default: false },
   scenarios: { type: "string" },
 });
-let scenarios: Set<"codec">;
-try {
-  scenarios = selectedScenarios(values.scenarios as string | undefined, [
-    "codec",
-  ]);
-} catch (error) {
-  usageError((error as Error).message, USAGE);
-}
+const scenarios = benchScenarios(values.scenarios, ["codec"], USAGE);
 const runs = values.quick ? 3 : Number(values.runs);
 const runMs = values.quick ? 250 : Number(values["run-ms"]);
 const inFlight = Number(values["in-flight"]);

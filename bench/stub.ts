@@ -12,7 +12,8 @@
  *    built-in distributor, in alternating rounds (plain, roundRobin,
  *    random, …, plain, …; `--rounds`, default 3): `--calls` sequential
  *    calls a path in all (p50, p99) and `--callers` concurrent closed-loop
- *    callers (default 16) for `--seconds` ÷ rounds a round (calls/s). The
+ *    callers (default 16) for `--seconds` ÷ rounds ÷ 2 a run (calls/s), each
+ *    stub run next to a plain one. The
  *    overhead is the stub's extra time per call over the plain connection
  *    (target ≤ 10%), with the CPU of the client (this process) and of the
  *    server.
@@ -39,7 +40,7 @@
  * @module
  */
 
-import { benchArgs, usageError } from "./_args.ts";
+import { benchArgs, benchScenarios, usageError } from "./_args.ts";
 import {
   alternate,
   CpuMeter,
@@ -48,7 +49,6 @@ import {
   ratio,
   Report,
   type Row,
-  selectedScenarios,
 } from "./_report.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { dial } from "../rpc/dial.ts";
@@ -69,7 +69,9 @@ import {
 const USAGE = `usage: deno run -A bench/stub.ts [options]
 
   --scenarios S  scenarios to run (default: stub, the only one)
-  --seconds N    measured time of each path, all rounds together (default 3)
+  --seconds N    measured time of each distributor row, all rounds together;
+                 an overhead run (a stub's or its plain neighbour's) takes
+                 half of a round's share (default 3)
   --warmup N     warm-up time before each distributor row, seconds (default 0.5)
   --callers N    concurrent closed-loop callers (default 16)
   --work-ms N    time every call works on the server, slow-server table (default 2)
@@ -90,14 +92,7 @@ const values = benchArgs(USAGE, {
   rounds: { type: "string", default: "3" },
   quick: { type: "boolean", default: false },
 });
-let scenarios: Set<"stub">;
-try {
-  scenarios = selectedScenarios(values.scenarios as string | undefined, [
-    "stub",
-  ]);
-} catch (error) {
-  usageError((error as Error).message, USAGE);
-}
+const scenarios = benchScenarios(values.scenarios, ["stub"], USAGE);
 const quick = values.quick === true;
 const text = (value: string | boolean | undefined, fallback: string) =>
   typeof value === "string" ? value : fallback;
@@ -269,48 +264,81 @@ async function overheadTable(): Promise<void> {
     }
     const serverPid = cluster.child("solo").pid;
     const perRound = Math.ceil(calls / rounds);
-    const windowMs = (seconds * 1000) / rounds;
-    const results = await alternate(
-      rounds,
-      paths,
-      (path, round) => pathRound(path, perRound, windowMs, serverPid, round),
-    );
-    const summary = results.map((runs) => {
-      const sorted = runs.flatMap((r) => r.times).sort((a, b) => a - b);
-      return {
-        p50: median(runs.map((r) =>
-          percentile(
-            r.times.toSorted((a, b) => a - b),
-            0.5,
-          )
-        )) * 1000,
-        p99: percentile(sorted, 0.99) * 1000,
-        rate: median(runs.map((r) => r.rate)),
-        client: median(runs.map((r) => r.client)),
-        server: median(runs.map((r) => r.server)),
-      };
+    // Every stub run has a plain neighbour: half the time each.
+    const windowMs = (seconds * 1000) / rounds / 2;
+    const [plainPath, ...stubPaths] = paths;
+    // Each stub is measured right next to a plain run (plain first in even
+    // rounds, the stub first in odd ones): its overhead in a round is
+    // against that neighbour, and the table shows the median over rounds.
+    const pairs = await alternate(rounds, stubPaths, async (path, round) => {
+      const plain = () =>
+        pathRound(plainPath, perRound, windowMs, serverPid, round);
+      const stub = () => pathRound(path, perRound, windowMs, serverPid, round);
+      if (round % 2 === 0) {
+        const a = await plain();
+        return { plain: a, stub: await stub() };
+      }
+      const b = await stub();
+      return { plain: await plain(), stub: b };
     });
-    const plain = summary[0];
-    const overhead = (a: number | null) => a === null ? null : (a - 1) * 100;
-    const rows: Row[] = paths.map((path, i) => ({
-      label: path.label,
+    const p50Of = (r: PathRound) =>
+      percentile(r.times.toSorted((a, b) => a - b), 0.5) * 1000;
+    const overhead = (a: number | null) => a === null ? NaN : (a - 1) * 100;
+    const summarize = (runs: PathRound[]) => ({
+      p50: median(runs.map(p50Of)),
+      p99: percentile(
+        runs.flatMap((r) => r.times).sort((a, b) => a - b),
+        0.99,
+      ) * 1000,
+      rate: median(runs.map((r) => r.rate)),
+      client: median(runs.map((r) => r.client)),
+      server: median(runs.map((r) => r.server)),
+    });
+    const plainSummary = summarize(pairs.flat().map((pair) => pair.plain));
+    const rows: Row[] = [{
+      label: `${plainPath.label}, all its runs`,
       cells: [
-        summary[i].p50,
-        summary[i].p99,
-        overhead(ratio(summary[i].p50, plain.p50)),
-        summary[i].rate,
-        overhead(ratio(plain.rate, summary[i].rate)),
-        summary[i].client,
-        summary[i].server,
+        plainSummary.p50,
+        plainSummary.p99,
+        0,
+        plainSummary.rate,
+        0,
+        plainSummary.client,
+        plainSummary.server,
       ],
-    }));
+    }];
+    for (const [i, path] of stubPaths.entries()) {
+      const summary = summarize(pairs[i].map((pair) => pair.stub));
+      rows.push({
+        label: path.label,
+        cells: [
+          summary.p50,
+          summary.p99,
+          median(
+            pairs[i].map((pair) =>
+              overhead(ratio(p50Of(pair.stub), p50Of(pair.plain)))
+            ),
+          ),
+          summary.rate,
+          median(
+            pairs[i].map((pair) =>
+              overhead(ratio(pair.plain.rate, pair.stub.rate))
+            ),
+          ),
+          summary.client,
+          summary.server,
+        ],
+      });
+    }
+    const saturated = [plainSummary, ...pairs.flat().map((p) => p.stub)]
+      .some((s) => s.client >= SATURATED);
     report.table({
       scenario: "stub",
       title: "Cluster stub overhead over a plain connection, each distributor",
       note:
         `exec(id, 0) on the name "solo" (one server process on 127.0.0.1), from this process: ${perRound} sequential calls a path and round, then ${callers} concurrent closed-loop callers for ${
           windowMs.toFixed(0)
-        } ms; ${rounds} alternating rounds (plain, then each stub, then plain again …), medians (p99: of all the sequential calls). Overhead: the stub's extra time per call over the plain connection (sequential: p50; concurrent: plain calls/s ÷ stub calls/s − 1); target ≤ 10%. CPU: % of one core over the rounds (client: this process; server: "solo").`,
+        } ms; ${rounds} alternating rounds over the distributors, each stub run right next to a plain run (plain first in even rounds, the stub first in odd ones); medians over the rounds (p99: of all the sequential calls). Overhead: the stub's extra time per call over its neighbouring plain run (sequential: p50 ratio − 1; concurrent: plain calls/s ÷ stub calls/s − 1), the median of the rounds' overheads; target ≤ 10%. CPU: % of one core over the rounds (client: this process; server: "solo").`,
       columns: [
         { name: "sequential p50", unit: "µs" },
         { name: "p99", unit: "µs" },
@@ -332,7 +360,7 @@ async function overheadTable(): Promise<void> {
         }`,
       );
     }
-    if (summary.some((s) => s.client >= SATURATED)) {
+    if (saturated) {
       report.note(
         `stub: the client process was at ≥ ${SATURATED}% of a core with ${callers} concurrent callers: the concurrent column measures the client (the stub is client-side work, so that is what it compares)`,
       );
