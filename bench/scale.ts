@@ -671,6 +671,19 @@ async function run(): Promise<void> {
       ],
       rows,
     });
+    const tenK = rows[2].cells;
+    const p99Ratio = tenK[3] as number;
+    report.note(
+      `scale: ${consistency} lookup p99 with 10k endpoints is ${
+        p99Ratio.toFixed(1)
+      }× the 1-endpoint name's (target ≤ 2×: ${
+        p99Ratio <= 2 ? "met" : "missed"
+      }); its answer is ${
+        ((tenK[0] as number) / (rows[0].cells[0] as number)).toFixed(0)
+      }× the bytes (${
+        ((tenK[0] as number) / 2 ** 20).toFixed(1)
+      } MiB), encoded by the node and decoded by the client on every lookup, so its time grows with the endpoints, not with the registry's size (compare the last two rows).`,
+    );
   }
 
   const clientCell = (results: ClientMemory[], key: keyof ClientMemory) =>
