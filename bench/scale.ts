@@ -179,16 +179,21 @@ class Writers {
   connections: RpcConnection[] = [];
   /** Leader changes seen while writing. */
   changes: string[] = [];
+  #pending: Promise<void> | null = null;
 
-  async reconnect(): Promise<void> {
-    for (const connection of this.connections) connection.close();
-    const leader = await cluster.waitForLeader(20_000);
-    this.connections = await Promise.all(
-      Array.from(
-        { length: FILL_IN_FLIGHT },
-        () => dial(cluster.registry.get(leader)!),
-      ),
-    );
+  /** Dials the current leader (one redial at a time: callers share it). */
+  reconnect(): Promise<void> {
+    this.#pending ??= (async () => {
+      for (const connection of this.connections) connection.close();
+      const leader = await cluster.waitForLeader(20_000);
+      this.connections = await Promise.all(
+        Array.from(
+          { length: FILL_IN_FLIGHT },
+          () => dial(cluster.registry.get(leader)!),
+        ),
+      );
+    })().finally(() => this.#pending = null);
+    return this.#pending;
   }
 
   close(): void {
@@ -243,6 +248,10 @@ async function fill(
           }
           if (writers.connections === connections) {
             writers.changes.push(why.slice(0, 160));
+            await writers.reconnect();
+          }
+          // Another lane may be redialling already: wait for it.
+          for (let k = 0; k < 3 && writers.connections === connections; k++) {
             await writers.reconnect();
           }
           todo = failed;
@@ -598,9 +607,13 @@ async function run(): Promise<void> {
   const leader = await cluster.waitForLeader(20_000);
   if (writers.changes.length > 0 || leader !== firstLeader) {
     report.note(
-      `scale: the leader changed during the run (${firstLeader} at the start, ${leader} at the end; the fill sent ${writers.changes.length} time(s) again after: ${
-        writers.changes.join("; ")
-      }): the machine was too busy for the nodes' heartbeats`,
+      `scale: the leader changed during the run (${firstLeader} at the start, ${leader} at the end; the fill sent ${writers.changes.length} batch(es) again after: ${
+        [
+          ...new Set(
+            writers.changes.map((why) => why.replace(/index \d+/, "index …")),
+          ),
+        ].join("; ")
+      }): the leader's heartbeats came late under the fill (a busy machine, or a long pause of the leader's event loop)`,
     );
   }
   report.table({

@@ -31,7 +31,7 @@
  * nothing about speed; it exits 1 when a path fails a call.
  *
  * ```sh
- * deno task bench:stub                      # about 60 s
+ * deno task bench:stub                      # about 70 s
  * deno task bench:stub --quick              # about 12 s
  * deno run -A bench/stub.ts --seconds 10 --callers 64 --slow-ms 50
  * deno task bench stub                      # through bench/main.ts
