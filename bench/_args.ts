@@ -5,6 +5,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { selectedScenarios } from "./_report.ts";
 
 /** A flag: a string value or a boolean switch, with its default. */
 export interface Flag {
@@ -42,4 +43,24 @@ export function benchArgs(
 export function usageError(message: string, usage: string): never {
   console.error(`bench: ${message}\n\n${usage}`);
   Deno.exit(2);
+}
+
+/**
+ * The scenarios the `--scenarios a,b` flag selects out of `known` (all
+ * when absent; see {@link selectedScenarios}); an unknown name prints the
+ * error and `usage` to stderr and exits 2.
+ */
+export function benchScenarios<T extends string>(
+  flag: string | boolean | undefined,
+  known: readonly T[],
+  usage: string,
+): Set<T> {
+  try {
+    return selectedScenarios(
+      typeof flag === "string" ? flag : undefined,
+      known,
+    );
+  } catch (error) {
+    return usageError((error as Error).message, usage);
+  }
 }

@@ -1,35 +1,50 @@
 /**
- * JSON vs CBOR: the same `echo` call (params: one nested object of about
- * 1 KiB or 64 KiB as JSON, echoed back as the result) over an NDJSON and a
- * CBOR connection to one server process on 127.0.0.1. For each size it
- * measures calls/s one call at a time and with 16 calls in flight on one
- * connection, in alternating runs (JSON, CBOR, JSON, CBOR, …), and prints
- * the median run of each, with the bytes on the wire per call (request and
- * response frames, counted on the client's socket) and CBOR's ratio to
- * JSON. A script, not a test: it asserts nothing.
+ * JSON vs CBOR (issue 9, scenario 3, `codec`): the same `echo` call
+ * (params: one nested object of about 1 KiB or 64 KiB as JSON, echoed back
+ * as the result) over an NDJSON and a CBOR connection to one server
+ * process on 127.0.0.1. For each size it measures calls/s one call at a
+ * time and with 16 calls in flight on one connection, in alternating runs
+ * (JSON, CBOR, JSON, CBOR, …), and prints a Markdown table of the median
+ * run of each, with the bytes on the wire per call (request and response
+ * frames, counted on the client's socket), CBOR's ratio to JSON, and the
+ * CPU of the client (this process) and of the server over the runs with
+ * calls in flight. A script, not a test: it asserts nothing.
+ *
+ * Flags: `--scenarios codec` (the only one; for `bench/main.ts`), `--runs`,
+ * `--run-ms`, `--in-flight`, `--quick`. With `RAFTER_BENCH_JSON=FILE` it
+ * also writes its table there as JSON (see `bench/_report.ts`).
  *
  * ```sh
  * deno task bench:codec            # 5 runs of 1 s per cell, about 45 s
- * deno task bench:codec --quick    # 3 runs of 0.25 s, about 8 s
+ * deno task bench:codec --quick    # 3 runs of 0.25 s, about 7 s
  * deno run -A bench/codec.ts --runs 7 --run-ms 2000
+ * deno task bench codec            # through bench/main.ts
  * ```
  *
  * @module
  */
 
 import "../rpc/cbor.ts";
-import { benchArgs, usageError } from "./_args.ts";
+import { benchArgs, benchScenarios, usageError } from "./_args.ts";
+import {
+  alternate,
+  CpuMeter,
+  median,
+  ratio,
+  Report,
+  type Row,
+} from "./_report.ts";
+import { countingDialer } from "./_wire.ts";
 import type { Codec } from "../rpc/codec.ts";
 import type { RpcConnection } from "../rpc/connection.ts";
-import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { dial } from "../rpc/dial.ts";
-import type { ByteStream, Dialer } from "../rpc/transport.ts";
 
 const USAGE = `usage: deno task bench:codec [options]
 
   --runs N       alternating runs per codec and cell; the median is shown (default 5, at least 3)
   --run-ms N     length of one run, ms (default 1000)
   --in-flight N  calls in flight in the concurrent column (default 16)
+  --scenarios S  scenarios to run (default: codec, the only one)
   --quick        3 runs of 250 ms
   --help         show this text`;
 
@@ -38,7 +53,9 @@ const values = benchArgs(USAGE, {
   "run-ms": { type: "string", default: "1000" },
   "in-flight": { type: "string", default: "16" },
   quick: { type: "boolean", default: false },
+  scenarios: { type: "string" },
 });
+const scenarios = benchScenarios(values.scenarios, ["codec"], USAGE);
 const runs = values.quick ? 3 : Number(values.runs);
 const runMs = values.quick ? 250 : Number(values["run-ms"]);
 const inFlight = Number(values["in-flight"]);
@@ -125,32 +142,6 @@ function orderOfSize(bytes: number): Record<string, unknown> {
   return order(count);
 }
 
-/** The Deno dialer, counting the bytes of every stream it opens. */
-function countingDialer(counts: { written: number; read: number }): Dialer {
-  return async (url, options) => {
-    const stream = await denoTcpDialer(url, options);
-    const writer = stream.writable.getWriter();
-    const counted: ByteStream = {
-      readable: stream.readable.pipeThrough(
-        new TransformStream<Uint8Array, Uint8Array>({
-          transform(chunk, controller) {
-            counts.read += chunk.length;
-            controller.enqueue(chunk);
-          },
-        }),
-      ),
-      writable: new WritableStream<Uint8Array>({
-        write(chunk) {
-          counts.written += chunk.length;
-          return writer.write(chunk);
-        },
-      }),
-      close: () => stream.close(),
-    };
-    return counted;
-  };
-}
-
 /** Request + response bytes per call on a fresh connection (preamble left out). */
 async function wireBytes(
   url: string,
@@ -193,104 +184,124 @@ async function run(
   return calls / ((performance.now() - start) / 1000);
 }
 
-function median(numbers: number[]): number {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
+/** Calls/s of `run` on `connection`, with the CPU shares of this process and the server. */
+async function measured(
+  connection: RpcConnection,
+  params: unknown,
+  parallel: number,
+  serverPid: number,
+): Promise<{ rate: number; client: number; server: number }> {
+  const meter = new CpuMeter(new Map([["server", serverPid]]));
+  const rate = await run(connection, params, parallel, runMs);
+  const shares = meter.shares();
+  return {
+    rate,
+    client: shares.get("bench") ?? NaN,
+    server: shares.get("server") ?? NaN,
+  };
 }
 
-const server = new Deno.Command(Deno.execPath(), {
-  args: ["run", "-A", new URL("./codec_server.ts", import.meta.url).pathname],
-  stdin: "piped",
-  stdout: "piped",
-}).spawn();
-const lines = server.stdout.pipeThrough(new TextDecoderStream()).getReader();
-const { value: banner } = await lines.read();
-const url = /tcp:\/\/\S+/.exec(banner ?? "")?.[0];
-if (url === undefined) throw new Error(`the server said ${banner}`);
+const report = new Report("codec.ts");
+if (scenarios.has("codec")) await codecScenario();
+await report.finish();
 
-interface Row {
-  size: string;
-  jsonBytes: number;
-  codec: Codec;
-  wire: number;
-  sequential: number;
-  concurrent: number;
-}
-
-const rows: Row[] = [];
-try {
-  const connections = new Map<Codec, RpcConnection>();
-  for (const codec of CODECS) {
-    connections.set(
-      codec,
-      await dial(url, { codec, maxFrameBytes: 4 * 1024 * 1024 }),
-    );
-  }
-  for (
-    const [size, bytes] of [["1 KiB", 1024], ["64 KiB", 64 * 1024]] as const
-  ) {
-    const params = orderOfSize(bytes);
-    const jsonBytes = JSON.stringify(params).length;
-    const results = new Map<
-      Codec,
-      { sequential: number[]; concurrent: number[] }
-    >(
-      CODECS.map((codec) => [codec, { sequential: [], concurrent: [] }]),
-    );
+async function codecScenario(): Promise<void> {
+  const server = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./codec_server.ts", import.meta.url).pathname],
+    stdin: "piped",
+    stdout: "piped",
+  }).spawn();
+  const lines = server.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const rows: Row[] = [];
+  try {
+    const { value: banner } = await lines.read();
+    const url = /tcp:\/\/\S+/.exec(banner ?? "")?.[0];
+    if (url === undefined) throw new Error(`the server said ${banner}`);
+    const connections = new Map<Codec, RpcConnection>();
     for (const codec of CODECS) {
-      await run(connections.get(codec)!, params, inFlight, runMs / 2); // warm-up
+      connections.set(
+        codec,
+        await dial(url, { codec, maxFrameBytes: 4 * 1024 * 1024 }),
+      );
     }
     for (
-      const [mode, parallel] of [["sequential", 1], [
-        "concurrent",
-        inFlight,
-      ]] as const
+      const [size, bytes] of [["1 KiB", 1024], ["64 KiB", 64 * 1024]] as const
     ) {
-      for (let i = 0; i < runs; i++) {
-        for (const codec of i % 2 === 0 ? CODECS : [...CODECS].reverse()) {
-          results.get(codec)![mode].push(
-            await run(connections.get(codec)!, params, parallel, runMs),
-          );
-        }
+      const params = orderOfSize(bytes);
+      const jsonBytes = JSON.stringify(params).length;
+      for (const codec of CODECS) {
+        await run(connections.get(codec)!, params, inFlight, runMs / 2); // warm-up
+      }
+      // Runs A B A B …: one call at a time, then `inFlight` at a time.
+      const [sequential, concurrent] = [
+        await alternate(
+          runs,
+          CODECS,
+          (codec) => measured(connections.get(codec)!, params, 1, server.pid),
+        ),
+        await alternate(
+          runs,
+          CODECS,
+          (codec) =>
+            measured(connections.get(codec)!, params, inFlight, server.pid),
+        ),
+      ];
+      const wire = [];
+      for (const codec of CODECS) {
+        wire.push(await wireBytes(url, codec, params));
+      }
+      const of = (results: { rate: number }[]) =>
+        median(results.map((r) => r.rate));
+      for (const [i, codec] of CODECS.entries()) {
+        const cpu = (key: "client" | "server") =>
+          median(concurrent[i].map((r) => r[key]));
+        rows.push({
+          label: `${size} (${
+            jsonBytes.toLocaleString("en-US")
+          } B as JSON), ${codec}`,
+          cells: [
+            wire[i],
+            ratio(wire[i], wire[0]),
+            of(sequential[i]),
+            ratio(of(sequential[i]), of(sequential[0])),
+            of(concurrent[i]),
+            ratio(of(concurrent[i]), of(concurrent[0])),
+            cpu("client"),
+            cpu("server"),
+          ],
+        });
       }
     }
-    for (const codec of CODECS) {
-      const result = results.get(codec)!;
-      rows.push({
-        size,
-        jsonBytes,
-        codec,
-        wire: await wireBytes(url, codec, params),
-        sequential: median(result.sequential),
-        concurrent: median(result.concurrent),
-      });
-    }
+    for (const connection of connections.values()) connection.close();
+  } finally {
+    await server.stdin.close();
+    await server.status;
+    lines.releaseLock();
+    await server.stdout.cancel().catch(() => {});
   }
-  for (const connection of connections.values()) connection.close();
-} finally {
-  await server.stdin.close();
-  await server.status;
-  lines.releaseLock();
-  await server.stdout.cancel().catch(() => {});
-}
-
-const number = (n: number) => Math.round(n).toLocaleString("en-US");
-console.log(
-  `\n${runs} alternating runs of ${runMs} ms per cell (median shown); echo of one params object; server in its own process on 127.0.0.1\n`,
-);
-console.log(
-  `| params (JSON size) | codec | bytes on the wire per call | calls/s sequential | calls/s ${inFlight} in flight |`,
-);
-console.log("| --- | --- | ---: | ---: | ---: |");
-for (const row of rows) {
-  const json = rows.find((r) => r.size === row.size && r.codec === "json")!;
-  const ratio = (a: number, b: number) =>
-    row.codec === "json" ? "" : ` (${(a / b).toFixed(2)}×)`;
-  console.log(
-    `| ${row.size} (${number(row.jsonBytes)} B) | ${row.codec} | ${
-      number(row.wire)
-    }${ratio(row.wire, json.wire)} | ${number(row.sequential)}${
-      ratio(row.sequential, json.sequential)
-    } | ${number(row.concurrent)}${ratio(row.concurrent, json.concurrent)} |`,
-  );
+  report.table({
+    scenario: "codec",
+    title: "Codec: JSON (NDJSON) vs CBOR, echo of one params object",
+    note:
+      `${runs} alternating runs (JSON, CBOR, JSON, …) of ${runMs} ms per cell, the median shown; the server in its own process on 127.0.0.1, one connection per codec. Bytes on the wire: request + response frames of one call, counted on the client's socket. Ratios: to JSON of the same size. CPU: % of one core over the runs with ${inFlight} in flight (client: this process).`,
+    columns: [
+      { name: "bytes on the wire per call", unit: "bytes" },
+      { name: "bytes vs JSON", unit: "×" },
+      { name: "calls/s sequential", unit: "/s" },
+      { name: "sequential vs JSON", unit: "×" },
+      { name: `calls/s ${inFlight} in flight`, unit: "/s" },
+      { name: "in flight vs JSON", unit: "×" },
+      { name: "client CPU", unit: "%" },
+      { name: "server CPU", unit: "%" },
+    ],
+    rows,
+  });
+  const busy = rows.filter((row) => (row.cells[6] as number) >= 90);
+  if (busy.length > 0) {
+    report.note(
+      `codec: the client process was at ≥ 90% of a core in ${
+        busy.map((row) => row.label).join("; ")
+      } with ${inFlight} in flight: those calls/s measure the client's encoding and decoding as much as the server's (both sides run the codec).`,
+    );
+  }
 }

@@ -16,10 +16,18 @@
  *   3-node `RaftNode` cluster in one process, fsync on, 1 and 64 concurrent
  *   proposers, the WAL's group commit on and off (commits/s, p50, p99,
  *   fdatasyncs per commit), and the WAL alone.
- * - `stub.ts` (`deno task bench:stub`, `--quick` for a short run): every
- *   built-in distributor under one slow server of 3 (calls/s, p50, p99,
- *   p99.9, the slow server's share), and the cluster stub's overhead over
- *   a plain connection, sequential and with concurrent callers.
+ * - `stub.ts` (`deno task bench:stub`, `--quick` for a short run): the
+ *   cluster stub's overhead over a plain connection with each built-in
+ *   distributor, sequential and with concurrent callers, and every
+ *   distributor under one slow server of 3 (calls/s, p50, p99, p99.9, the
+ *   slow server's share).
+ * - `codec.ts` (`deno task bench:codec`): JSON vs CBOR, 1 KiB and 64 KiB
+ *   params: calls/s and bytes on the wire.
+ * - `scale.ts` (`deno run -A bench/scale.ts`, `--quick` for a short run): a
+ *   3-node registry filled to 1, 1k and 10k endpoints under one name and
+ *   100k names: RSS of each node, lookup p50/p99 and bytes per answer;
+ *   client RSS with a 10k-endpoint cluster map; watch fan-out to 1,000
+ *   watchers.
  *
  * @module
  */

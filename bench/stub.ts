@@ -1,36 +1,58 @@
 /**
- * The cluster stub's distributors under one slow server, and the stub's
- * overhead per call over a plain connection.
+ * The cluster stub (issue 9, scenario 4, `stub`): its overhead per call
+ * over a plain connection with each built-in distributor, and the
+ * distributors under one slow server.
  *
- * Starts a 1-node registry and three `exec` servers (real `deno run`
+ * Starts a 1-node registry and four `exec` servers (real `deno run`
  * processes on 127.0.0.1, each bound with a lease through `bindServer`,
- * reporting its calls in flight as its load); every call works
- * `--work-ms` (default 2 ms), and the server `slow` adds `--slow-ms`
- * (default 20 ms). Then, for each built-in distributor in turn, a fresh
- * client runs `--callers` concurrent closed-loop callers (default 16) of
- * idempotent calls for `--seconds` (default 3) after a warm-up, and prints
- * a Markdown table: calls/s, p50, p99, p99.9 latency, the share of calls
- * the slow server answered, and errors.
+ * reporting its calls in flight as its load).
  *
- * The second table is the stub's overhead: `exec(id, 0)` against a name
- * with one server, through a plain `RpcConnection` and through the cluster
- * stub, interleaved in rounds, sequential (one call at a time: average,
- * p50, p99) and with the callers concurrent (calls/s); the ratio is the
- * stub's cost per call. A script, not a test: it asserts nothing.
+ * 1. **Overhead**: `exec(id, 0)` against the name `solo` with one server,
+ *    through a plain `RpcConnection` and through a cluster stub with each
+ *    built-in distributor, in alternating rounds (plain, roundRobin,
+ *    random, …, plain, …; `--rounds`, default 3): `--calls` sequential
+ *    calls a path in all (p50, p99) and `--callers` concurrent closed-loop
+ *    callers (default 16) for `--seconds` ÷ rounds ÷ 2 a run (calls/s), each
+ *    stub run next to a plain one. The
+ *    overhead is the stub's extra time per call over the plain connection
+ *    (target ≤ 10%), with the CPU of the client (this process) and of the
+ *    server.
+ * 2. **Distributors under one slow server**: every call works `--work-ms`
+ *    (default 2 ms), the server `slow` (1 of the 3 under `exec`) adds
+ *    `--slow-ms` (default 20 ms); for each distributor in turn (after
+ *    every other row ran, again: `--rounds` alternating rounds), its own
+ *    client (warmed up once) runs the callers of idempotent calls for
+ *    `--seconds` ÷ rounds: calls/s (and its ratio to roundRobin), p50, p99,
+ *    p99.9, the share of calls the slow server answered, errors.
+ *
+ * Every figure is the median of the rounds. With `RAFTER_BENCH_JSON=FILE`
+ * it also writes the tables there as JSON (see `bench/_report.ts`);
+ * `--scenarios stub` is its only scenario. A script, not a test: it asserts
+ * nothing about speed; it exits 1 when a path fails a call.
  *
  * ```sh
- * deno task bench:stub                      # about 45 s
- * deno task bench:stub --quick              # about 15 s
+ * deno task bench:stub                      # about 70 s
+ * deno task bench:stub --quick              # about 12 s
  * deno run -A bench/stub.ts --seconds 10 --callers 64 --slow-ms 50
+ * deno task bench stub                      # through bench/main.ts
  * ```
  *
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs, benchScenarios, usageError } from "./_args.ts";
+import {
+  alternate,
+  CpuMeter,
+  median,
+  percentile,
+  ratio,
+  Report,
+  type Row,
+} from "./_report.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { dial } from "../rpc/dial.ts";
-import { connect } from "../stub/client.ts";
+import { connect, type RafterClient } from "../stub/client.ts";
 import type { Distributor } from "../stub/distributor.ts";
 import {
   consistentHash,
@@ -46,46 +68,41 @@ import {
 
 const USAGE = `usage: deno run -A bench/stub.ts [options]
 
-  --seconds N    measured time of each distributor row (default 3)
-  --warmup N     warm-up time before each row, seconds (default 0.5)
+  --scenarios S  scenarios to run (default: stub, the only one)
+  --seconds N    measured time of each distributor row, all rounds together;
+                 an overhead run (a stub's or its plain neighbour's) takes
+                 half of a round's share (default 3)
+  --warmup N     warm-up time before each distributor row, seconds (default 0.5)
   --callers N    concurrent closed-loop callers (default 16)
-  --work-ms N    time every call works on the server (default 2)
+  --work-ms N    time every call works on the server, slow-server table (default 2)
   --slow-ms N    extra time on the slow server (default 20)
-  --calls N      sequential calls per path in the overhead table (default 5000)
-  --quick        1 s rows, 0.2 s warm-ups, 2000 overhead calls
+  --calls N      sequential calls per path in the overhead table (default 3000)
+  --rounds N     alternating rounds; every figure is their median (default 3, at least 3)
+  --quick        0.36 s a path, 0.1 s warm-ups, 450 overhead calls
   --help         show this text`;
 
-let values;
-try {
-  ({ values } = parseArgs({
-    args: Deno.args,
-    options: {
-      seconds: { type: "string" },
-      warmup: { type: "string" },
-      callers: { type: "string", default: "16" },
-      "work-ms": { type: "string", default: "2" },
-      "slow-ms": { type: "string", default: "20" },
-      calls: { type: "string" },
-      quick: { type: "boolean", default: false },
-      help: { type: "boolean", default: false },
-    },
-    strict: true,
-  }));
-} catch (error) {
-  console.error(`bench: ${(error as Error).message}\n\n${USAGE}`);
-  Deno.exit(2);
-}
-if (values.help) {
-  console.log(USAGE);
-  Deno.exit(0);
-}
-const quick = values.quick;
-const seconds = Number(values.seconds ?? (quick ? "1" : "3"));
-const warmupSeconds = Number(values.warmup ?? (quick ? "0.2" : "0.5"));
+const values = benchArgs(USAGE, {
+  scenarios: { type: "string" },
+  seconds: { type: "string" },
+  warmup: { type: "string" },
+  callers: { type: "string", default: "16" },
+  "work-ms": { type: "string", default: "2" },
+  "slow-ms": { type: "string", default: "20" },
+  calls: { type: "string" },
+  rounds: { type: "string", default: "3" },
+  quick: { type: "boolean", default: false },
+});
+const scenarios = benchScenarios(values.scenarios, ["stub"], USAGE);
+const quick = values.quick === true;
+const text = (value: string | boolean | undefined, fallback: string) =>
+  typeof value === "string" ? value : fallback;
+const seconds = Number(text(values.seconds, quick ? "0.36" : "3"));
+const warmupSeconds = Number(text(values.warmup, quick ? "0.1" : "0.5"));
 const callers = Number(values.callers);
 const workMs = Number(values["work-ms"]);
 const slowMs = Number(values["slow-ms"]);
-const calls = Number(values.calls ?? (quick ? "2000" : "5000"));
+const calls = Number(text(values.calls, quick ? "450" : "3000"));
+const rounds = Number(values.rounds);
 const bad = [
   [seconds > 0 && seconds <= 600, "--seconds must be in (0, 600]"],
   [warmupSeconds >= 0 && warmupSeconds <= 60, "--warmup must be in [0, 60]"],
@@ -99,27 +116,15 @@ const bad = [
     Number.isSafeInteger(calls) && calls >= 1 && calls <= 1_000_000,
     "--calls must be an integer in [1, 1000000]",
   ],
-].filter(([ok]) => !ok).map(([, message]) => message);
-if (bad.length > 0) {
-  console.error(`bench: ${bad.join("; ")}\n\n${USAGE}`);
-  Deno.exit(2);
-}
+  [
+    Number.isSafeInteger(rounds) && rounds >= 3 && rounds <= 100,
+    "--rounds must be an integer in [3, 100]",
+  ],
+].filter(([ok]) => !ok).map(([, message]) => message as string);
+if (bad.length > 0) usageError(bad.join("; "), USAGE);
 
 interface Exec {
   exec(callId: string, delayMs?: number): { server: string; callId: string };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
-}
-
-/** The median of `values` (the mean of the middle two for an even count). */
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? sorted[mid]
-    : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /** What a closed-loop run measured. */
@@ -182,151 +187,328 @@ const distributors: [string, () => Distributor][] = [
   ["sticky()", () => sticky()],
 ];
 
+const report = new Report("stub.ts");
 const cluster = new LocalCluster();
-const rows: string[] = [];
-const overheadRows: string[] = [];
-/** Concurrent windows a path in the overhead table, alternating A B, B A. */
-const windows = quick ? 6 : 10;
-/** Plain calls/s over stub calls/s: the median of the windows' ratios. */
-let concurrentRatio = Number.NaN;
-try {
-  await cluster.startRegistry(1);
-  await cluster.waitForLeader();
-  const server = (id: string, name: string, extraMs: number) =>
-    cluster.spawn(id, "tests/_exec_server.ts", [
-      "--registry",
-      cluster.registryUrls.join(","),
-      "--id",
-      id,
-      "--name",
-      name,
-      "--ttl-ms",
-      "10000",
-      "--extra-delay-ms",
-      String(extraMs),
-    ], /ready on/);
-  await Promise.all([
-    server("fast-1", "exec", 0),
-    server("fast-2", "exec", 0),
-    server("slow", "exec", slowMs),
-    server("solo", "solo", 0),
-  ]);
+/** Share of one core above which the client is called saturated, %. */
+const SATURATED = 90;
 
-  for (const [label, make] of distributors) {
-    const client = connect(cluster.registryUrls);
-    try {
-      const stub = client.stub<Exec>("exec", {
-        distributor: make(),
-        idempotent: true,
-      });
-      await closedLoop((id) => stub.exec(id, workMs), warmupSeconds * 1000);
-      const r = await closedLoop((id) => stub.exec(id, workMs), seconds * 1000);
-      const sorted = [...r.latencies].sort((a, b) => a - b);
-      const total = r.latencies.length;
-      const slowShare = total === 0 ? 0 : (r.byServer.get("slow") ?? 0) / total;
-      rows.push(
-        `| ${label} | ${(total / (r.elapsedMs / 1000)).toFixed(0)} | ${
-          percentile(sorted, 0.5).toFixed(1)
-        } | ${percentile(sorted, 0.99).toFixed(1)} | ${
-          percentile(sorted, 0.999).toFixed(1)
-        } | ${(slowShare * 100).toFixed(1)}% | ${r.errors}${
-          r.firstError ? ` (${r.firstError.slice(0, 60)})` : ""
-        } |`,
-      );
-    } finally {
-      client.close();
-    }
+/** A path of the overhead table: how one call is made. */
+interface Path {
+  label: string;
+  once(callId: string): Promise<{ server: string }>;
+}
+
+/** One round of a path: sequential latencies (ms) and concurrent calls/s. */
+interface PathRound {
+  times: number[];
+  rate: number;
+  client: number;
+  server: number;
+}
+
+/**
+ * One round of `path`: `perRound` sequential calls, then the callers for
+ * `windowMs`; CPU of this process and the server over the round.
+ */
+async function pathRound(
+  path: Path,
+  perRound: number,
+  windowMs: number,
+  serverPid: number,
+  round: number,
+): Promise<PathRound> {
+  const meter = new CpuMeter(new Map([["server", serverPid]]));
+  const times: number[] = [];
+  for (let i = 0; i < perRound; i++) {
+    const started = performance.now();
+    await path.once(`s${round}-${i}`);
+    times.push(performance.now() - started);
   }
+  const r = await closedLoop(path.once, windowMs);
+  if (r.errors > 0) {
+    throw new Error(
+      `${path.label}: ${r.errors} calls failed (${r.firstError})`,
+    );
+  }
+  const shares = meter.shares();
+  return {
+    times,
+    rate: r.latencies.length / (r.elapsedMs / 1000),
+    client: shares.get("bench") ?? NaN,
+    server: shares.get("server") ?? NaN,
+  };
+}
 
-  // The stub's overhead: one server, plain connection vs stub.
+/** The overhead table: plain connection vs a stub with each distributor. */
+async function overheadTable(): Promise<void> {
   const client = connect(cluster.registryUrls);
   const [solo] = (await client.lookup("solo")).endpoints;
   const connection = await dial(solo.url);
   try {
-    const stub = client.stub<Exec>("solo");
-    const paths = [
+    const paths: Path[] = [
       {
-        name: "plain connection (RpcConnection)",
-        once: (id: string) =>
+        label: "plain connection (RpcConnection)",
+        once: (id) =>
           connection.call("exec", [id, 0]) as Promise<{ server: string }>,
-        times: [] as number[],
-        rate: 0,
       },
-      {
-        name: "cluster stub (roundRobin)",
-        once: (id: string) => stub.exec(id, 0),
-        times: [] as number[],
-        rate: 0,
-      },
+      ...distributors.map(([label, make]): Path => {
+        const stub = client.stub<Exec>("solo", { distributor: make() });
+        return {
+          label: `cluster stub, ${label}`,
+          once: (id) => stub.exec(id, 0),
+        };
+      }),
     ];
     for (const path of paths) {
-      for (let i = 0; i < Math.min(1000, calls); i++) await path.once(`w${i}`);
+      for (let i = 0; i < Math.min(300, calls); i++) await path.once(`w${i}`);
     }
-    const rounds = 10;
+    const serverPid = cluster.child("solo").pid;
     const perRound = Math.ceil(calls / rounds);
-    for (let round = 0; round < rounds; round++) {
-      for (const path of paths) {
-        for (let i = 0; i < perRound && path.times.length < calls; i++) {
-          const started = performance.now();
-          await path.once(`s${round}-${i}`);
-          path.times.push(performance.now() - started);
-        }
+    // Every stub run has a plain neighbour: half the time each.
+    const windowMs = (seconds * 1000) / rounds / 2;
+    const [plainPath, ...stubPaths] = paths;
+    // Each stub is measured right next to a plain run (plain first in even
+    // rounds, the stub first in odd ones): its overhead in a round is
+    // against that neighbour, and the table shows the median over rounds.
+    const pairs = await alternate(rounds, stubPaths, async (path, round) => {
+      const plain = () =>
+        pathRound(plainPath, perRound, windowMs, serverPid, round);
+      const stub = () => pathRound(path, perRound, windowMs, serverPid, round);
+      if (round % 2 === 0) {
+        const a = await plain();
+        return { plain: a, stub: await stub() };
       }
+      const b = await stub();
+      return { plain: await plain(), stub: b };
+    });
+    const p50Of = (r: PathRound) =>
+      percentile(r.times.toSorted((a, b) => a - b), 0.5) * 1000;
+    const overhead = (a: number | null) => a === null ? NaN : (a - 1) * 100;
+    const summarize = (runs: PathRound[]) => ({
+      p50: median(runs.map(p50Of)),
+      p99: percentile(
+        runs.flatMap((r) => r.times).sort((a, b) => a - b),
+        0.99,
+      ) * 1000,
+      rate: median(runs.map((r) => r.rate)),
+      client: median(runs.map((r) => r.client)),
+      server: median(runs.map((r) => r.server)),
+    });
+    const plainSummary = summarize(pairs.flat().map((pair) => pair.plain));
+    const rows: Row[] = [{
+      label: `${plainPath.label}, all its runs`,
+      cells: [
+        plainSummary.p50,
+        plainSummary.p99,
+        0,
+        plainSummary.rate,
+        0,
+        plainSummary.client,
+        plainSummary.server,
+      ],
+    }];
+    for (const [i, path] of stubPaths.entries()) {
+      const summary = summarize(pairs[i].map((pair) => pair.stub));
+      rows.push({
+        label: path.label,
+        cells: [
+          summary.p50,
+          summary.p99,
+          median(
+            pairs[i].map((pair) =>
+              overhead(ratio(p50Of(pair.stub), p50Of(pair.plain)))
+            ),
+          ),
+          summary.rate,
+          median(
+            pairs[i].map((pair) =>
+              overhead(ratio(pair.plain.rate, pair.stub.rate))
+            ),
+          ),
+          summary.client,
+          summary.server,
+        ],
+      });
     }
-    // Concurrent: alternate short windows (A B, B A, ...) so drift hits
-    // both alike; the ratio is the median of the windows' ratios.
-    const sums = paths.map(() => ({ count: 0, ms: 0 }));
-    const ratios: number[] = [];
-    for (let w = 0; w < windows; w++) {
-      const rates = [0, 0];
-      const order = w % 2 === 0 ? [0, 1] : [1, 0];
-      for (const i of order) {
-        const r = await closedLoop(paths[i].once, (seconds * 1000) / windows);
-        sums[i].count += r.latencies.length;
-        sums[i].ms += r.elapsedMs;
-        rates[i] = r.latencies.length / r.elapsedMs;
-      }
-      ratios.push(rates[0] / rates[1]);
+    const saturated = [plainSummary, ...pairs.flat().map((p) => p.stub)]
+      .some((s) => s.client >= SATURATED);
+    report.table({
+      scenario: "stub",
+      title: "Cluster stub overhead over a plain connection, each distributor",
+      note:
+        `exec(id, 0) on the name "solo" (one server process on 127.0.0.1), from this process: ${perRound} sequential calls a path and round, then ${callers} concurrent closed-loop callers for ${
+          windowMs.toFixed(0)
+        } ms; ${rounds} alternating rounds over the distributors, each stub run right next to a plain run (plain first in even rounds, the stub first in odd ones); medians over the rounds (p99: of all the sequential calls). Overhead: the stub's extra time per call over its neighbouring plain run (sequential: p50 ratio − 1; concurrent: plain calls/s ÷ stub calls/s − 1), the median of the rounds' overheads; target ≤ 10%. CPU: % of one core over the rounds (client: this process; server: "solo").`,
+      columns: [
+        { name: "sequential p50", unit: "µs" },
+        { name: "p99", unit: "µs" },
+        { name: "p50 overhead", unit: "%" },
+        { name: `calls/s ${callers} concurrent`, unit: "/s" },
+        { name: "concurrent overhead", unit: "%" },
+        { name: "client CPU", unit: "%" },
+        { name: "server CPU", unit: "%" },
+      ],
+      rows,
+    });
+    const over = rows.filter((row) =>
+      (row.cells[2] as number) > 10 || (row.cells[4] as number) > 10
+    );
+    if (over.length > 0) {
+      report.note(
+        `stub: above the 10% overhead target: ${
+          over.map((row) => row.label).join("; ")
+        }`,
+      );
     }
-    for (const [i, path] of paths.entries()) {
-      path.rate = sums[i].count / (sums[i].ms / 1000);
-    }
-    concurrentRatio = median(ratios);
-    const average = (t: number[]) => t.reduce((a, b) => a + b, 0) / t.length;
-    const plainAverage = average(paths[0].times);
-    for (const path of paths) {
-      const sorted = [...path.times].sort((a, b) => a - b);
-      overheadRows.push(
-        `| ${path.name} | ${(average(path.times) * 1000).toFixed(1)} | ${
-          (percentile(sorted, 0.5) * 1000).toFixed(1)
-        } | ${(percentile(sorted, 0.99) * 1000).toFixed(1)} | ${
-          (average(path.times) / plainAverage).toFixed(3)
-        }× | ${path.rate.toFixed(0)} | ${
-          (path === paths[0] ? 1 : concurrentRatio).toFixed(3)
-        }× |`,
+    if (saturated) {
+      report.note(
+        `stub: the client process was at ≥ ${SATURATED}% of a core with ${callers} concurrent callers: the concurrent column measures the client (the stub is client-side work, so that is what it compares)`,
       );
     }
   } finally {
     connection.close();
     client.close();
   }
-} finally {
-  await cluster.stop();
 }
 
-console.log(
-  `\n${callers} concurrent callers of idempotent calls, ${seconds} s a row after ${warmupSeconds} s warm-up; every call works ${workMs} ms, server "slow" (1 of 3) adds ${slowMs} ms; 127.0.0.1\n`,
-);
-console.log(
-  "| distributor | calls/s | p50 ms | p99 ms | p99.9 ms | share to slow | errors |",
-);
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
-for (const row of rows) console.log(row);
-console.log(
-  `\nStub overhead: exec(id, 0) on a name with one server; ${calls} sequential calls a path, interleaved in 10 rounds, then ${callers} concurrent callers for ${seconds} s a path in ${windows} alternating windows (time per call vs plain: the median of the windows' ratios)\n`,
-);
-console.log(
-  "| path | avg µs | p50 µs | p99 µs | avg vs plain | calls/s (concurrent) | time per call vs plain |",
-);
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-for (const row of overheadRows) console.log(row);
+/** A distributor's own client and stub of "exec", warmed up. */
+async function slowStub(make: () => Distributor) {
+  const client: RafterClient = connect(cluster.registryUrls);
+  const stub = client.stub<Exec>("exec", {
+    distributor: make(),
+    idempotent: true,
+  });
+  const once = (id: string) => stub.exec(id, workMs);
+  await closedLoop(once, warmupSeconds * 1000);
+  return { client, once };
+}
+
+/** One distributor row of one round under the slow server. */
+async function slowRound(
+  once: (id: string) => Promise<{ server: string }>,
+): Promise<LoadResult & { client: number; servers: number }> {
+  const pids = new Map(
+    ["fast-1", "fast-2", "slow"].map((name) => [name, cluster.child(name).pid]),
+  );
+  const meter = new CpuMeter(pids);
+  const r = await closedLoop(once, (seconds * 1000) / rounds);
+  const shares = meter.shares();
+  const servers = [...pids.keys()].reduce(
+    (sum, name) => sum + (shares.get(name) ?? NaN),
+    0,
+  );
+  return { ...r, client: shares.get("bench") ?? NaN, servers };
+}
+
+/** The distributors under one slow server of three. */
+async function slowTable(): Promise<void> {
+  let results: Awaited<ReturnType<typeof slowRound>>[][];
+  const stubs = [];
+  try {
+    for (const [, make] of distributors) stubs.push(await slowStub(make));
+    results = await alternate(rounds, stubs, (stub) => slowRound(stub.once));
+  } finally {
+    for (const stub of stubs) stub.client.close();
+  }
+  const summary = results.map((runs) => ({
+    rate: median(runs.map((r) => r.latencies.length / (r.elapsedMs / 1000))),
+    p50: median(
+      runs.map((r) => percentile(r.latencies.toSorted((a, b) => a - b), 0.5)),
+    ),
+    p99: median(
+      runs.map((r) => percentile(r.latencies.toSorted((a, b) => a - b), 0.99)),
+    ),
+    p999: median(
+      runs.map((r) => percentile(r.latencies.toSorted((a, b) => a - b), 0.999)),
+    ),
+    slow: median(
+      runs.map((r) =>
+        100 * (r.byServer.get("slow") ?? 0) / Math.max(1, r.latencies.length)
+      ),
+    ),
+    errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    firstError: runs.find((r) => r.firstError !== undefined)?.firstError,
+    client: median(runs.map((r) => r.client)),
+    servers: median(runs.map((r) => r.servers)),
+  }));
+  report.table({
+    scenario: "stub",
+    title: "Distributors under one slow server of three",
+    note:
+      `${callers} concurrent callers of idempotent calls through a stub of "exec" (each distributor its own client, warmed up once), ${
+        ((seconds * 1000) / rounds).toFixed(0)
+      } ms a row and round after a ${warmupSeconds} s warm-up, ${rounds} alternating rounds (every distributor, then again), medians; every call works ${workMs} ms, the server "slow" (1 of 3) adds ${slowMs} ms. CPU: % of one core (servers: the three summed).`,
+    columns: [
+      { name: "calls/s", unit: "/s" },
+      { name: "vs roundRobin", unit: "×" },
+      { name: "p50", unit: "ms" },
+      { name: "p99", unit: "ms" },
+      { name: "p99.9", unit: "ms" },
+      { name: "share to slow", unit: "%" },
+      { name: "errors", unit: "text" },
+      { name: "client CPU", unit: "%" },
+      { name: "servers CPU", unit: "%" },
+    ],
+    rows: distributors.map(([label], i) => ({
+      label,
+      cells: [
+        summary[i].rate,
+        ratio(summary[i].rate, summary[0].rate),
+        summary[i].p50,
+        summary[i].p99,
+        summary[i].p999,
+        summary[i].slow,
+        `${summary[i].errors}${
+          summary[i].firstError
+            ? ` (${summary[i].firstError.slice(0, 60)})`
+            : ""
+        }`,
+        summary[i].client,
+        summary[i].servers,
+      ],
+    })),
+  });
+}
+
+let exitCode = 0;
+const onSignal = () => {
+  cluster.stop().finally(() => Deno.exit(130));
+};
+Deno.addSignalListener("SIGINT", onSignal);
+Deno.addSignalListener("SIGTERM", onSignal);
+try {
+  if (scenarios.has("stub")) {
+    await cluster.startRegistry(1);
+    await cluster.waitForLeader();
+    const server = (id: string, name: string, extraMs: number) =>
+      cluster.spawn(id, "tests/_exec_server.ts", [
+        "--registry",
+        cluster.registryUrls.join(","),
+        "--id",
+        id,
+        "--name",
+        name,
+        "--ttl-ms",
+        "10000",
+        "--extra-delay-ms",
+        String(extraMs),
+      ], /ready on/);
+    await Promise.all([
+      server("fast-1", "exec", 0),
+      server("fast-2", "exec", 0),
+      server("slow", "exec", slowMs),
+      server("solo", "solo", 0),
+    ]);
+    await overheadTable();
+    await slowTable();
+  }
+} catch (error) {
+  console.error("bench/stub.ts failed:", error);
+  exitCode = 1;
+} finally {
+  await cluster.stop();
+  Deno.removeSignalListener("SIGINT", onSignal);
+  Deno.removeSignalListener("SIGTERM", onSignal);
+}
+await report.finish();
+Deno.exit(exitCode);
