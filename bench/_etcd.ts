@@ -55,8 +55,8 @@ async function etcdVersion(path: string): Promise<string | null> {
   return ok ? (out.match(/etcd Version:\s*(\S+)/)?.[1] ?? "unknown") : null;
 }
 
-/** The first `name` on PATH that is a file, or null. */
-function onPath(name: string): string | null {
+/** The first `name` on PATH that is a file (its path), or null. */
+export function onPath(name: string): string | null {
   for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
     if (dir === "") continue;
     try {

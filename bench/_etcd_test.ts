@@ -7,22 +7,9 @@
  */
 
 import assert from "node:assert/strict";
-import { EtcdCluster } from "./_etcd.ts";
+import { EtcdCluster, onPath } from "./_etcd.ts";
 
-function etcdOnPath(): string | null {
-  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
-    try {
-      if (dir !== "" && Deno.statSync(`${dir}/etcd`).isFile) {
-        return `${dir}/etcd`;
-      }
-    } catch {
-      // Not there.
-    }
-  }
-  return null;
-}
-
-const etcd = etcdOnPath();
+const etcd = onPath("etcd");
 
 Deno.test({
   name:
