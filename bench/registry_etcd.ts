@@ -626,6 +626,22 @@ async function firstAck(
 interface Trial {
   /** Kill → first acknowledged write, ms, per API. */
   times: Partial<Record<System, number>>;
+  /** Kill → a survivor reports that it leads, ms (NaN: none in time). */
+  elected: number;
+}
+
+/**
+ * Polls `leads()` every PROBE_EVERY_MS until it is true; the time it first
+ * was (performance.now()), or NaN after FAILOVER_TIMEOUT_MS.
+ */
+async function firstLeader(leads: () => Promise<boolean>): Promise<number> {
+  const deadline = performance.now() + FAILOVER_TIMEOUT_MS;
+  while (performance.now() < deadline) {
+    checkStop();
+    if (await leads()) return performance.now();
+    await sleep(PROBE_EVERY_MS);
+  }
+  return NaN;
 }
 
 async function rafterTrial(trial: number): Promise<Trial> {
@@ -641,21 +657,27 @@ async function rafterTrial(trial: number): Promise<Trial> {
   await sleep(Math.random() * TICK_MS);
   const killed = performance.now();
   await rafter.kill(leader, "SIGKILL");
-  const acked = await firstAck((k) =>
-    writer.bind("bench/failover", { id: `f${trial}-${k}`, url: FAKE_URL })
-  );
+  const [acked, elected] = await Promise.all([
+    firstAck((k) =>
+      writer.bind("bench/failover", { id: `f${trial}-${k}`, url: FAKE_URL })
+    ),
+    firstLeader(async () =>
+      (await Promise.all(survivors.map((id) => rafter.status(id, 200)))).some(
+        (status) => status?.role === "leader",
+      )
+    ),
+  ]);
   writer.close();
   await rafter.startNode(leader);
   await rafter.waitForLeader(20_000);
-  return { times: { rafter: acked - killed } };
+  return { times: { rafter: acked - killed }, elected: elected - killed };
 }
 
 async function etcdTrial(trial: number): Promise<Trial> {
   const cluster = etcd!;
   const leader = await cluster.waitForLeader(20_000);
-  const survivors = cluster.names.filter((n) => n !== leader).map((n) =>
-    cluster.clientUrl(n)
-  );
+  const survivorNames = cluster.names.filter((n) => n !== leader);
+  const survivors = survivorNames.map((n) => cluster.clientUrl(n));
   const grpc = new Etcd3({ hosts: survivors });
   try {
     const put = (key: string) =>
@@ -676,7 +698,7 @@ async function etcdTrial(trial: number): Promise<Trial> {
     await sleep(Math.random() * TICK_MS);
     const killed = performance.now();
     await cluster.kill(leader);
-    const [viaGrpc, viaGateway] = await Promise.all([
+    const [viaGrpc, viaGateway, elected] = await Promise.all([
       firstAck((k) => put(`bench/failover/g${trial}-${k}`)),
       firstAck((k) =>
         gatewayPut(
@@ -684,10 +706,17 @@ async function etcdTrial(trial: number): Promise<Trial> {
           `bench/failover/h${trial}-${k}`,
         )
       ),
+      firstLeader(async () =>
+        (await Promise.all(survivorNames.map((n) => cluster.status(n, 200))))
+          .some((status) => status !== null && status.leader === status.id)
+      ),
     ]);
     await cluster.restart(leader);
     await cluster.waitForLeader(20_000);
-    return { times: { grpc: viaGrpc - killed, gateway: viaGateway - killed } };
+    return {
+      times: { grpc: viaGrpc - killed, gateway: viaGateway - killed },
+      elected: elected - killed,
+    };
   } finally {
     grpc.close();
   }
@@ -706,6 +735,12 @@ async function failover(): Promise<void> {
     trials.map((t) => t.times[system]).filter((v): v is number =>
       v !== undefined
     );
+  const ofSystem = (system: System) =>
+    trials.filter((t) => t.times[system] !== undefined);
+  const elected = (system: System) =>
+    median(ofSystem(system).map((t) => t.elected));
+  const afterElection = (system: System) =>
+    median(ofSystem(system).map((t) => t.times[system]! - t.elected));
   const timedOut = (system: System) =>
     times(system).filter((v) => Number.isNaN(v)).length;
   if (times("rafter").every((v) => Number.isNaN(v))) {
@@ -740,6 +775,8 @@ async function failover(): Promise<void> {
         median(values),
         finite[0] ?? NaN,
         finite[finite.length - 1] ?? NaN,
+        elected(contender.system),
+        afterElection(contender.system),
         ratio(mine, against),
         timedOut(contender.system),
       ],
@@ -749,7 +786,7 @@ async function failover(): Promise<void> {
     scenario: "failover",
     title: "Fail-over: SIGKILL the leader, time to the next acknowledged write",
     note:
-      `${TRIALS} trial(s) each, Rafter and etcd in turn; each trial kills the leader at a random phase of the heartbeat, then starts a write through the survivors every ${PROBE_EVERY_MS} ms (Rafter: a RafterClient of the 2 survivors; etcd: an etcd3 client of the 2 survivors and, at the same time, the gateway of each survivor in turn) and times the first acknowledgement after the kill; the killed member is restarted and a leader agreed on before the next trial. Equal Raft timing: heartbeat ${TICK_MS} ms, election timeout ${
+      `${TRIALS} trial(s) each, Rafter and etcd in turn; each trial kills the leader at a random phase of the heartbeat, then starts a write through the survivors every ${PROBE_EVERY_MS} ms (Rafter: a RafterClient of the 2 survivors; etcd: an etcd3 client of the 2 survivors and, at the same time, the gateway of each survivor in turn) and times the first acknowledgement after the kill; "leader elected": median time from the kill until a survivor reports that it leads (registry.status / maintenance status polled every ${PROBE_EVERY_MS} ms), "elected → ack": median of the rest, per trial; the killed member is restarted and a leader agreed on before the next trial. Equal Raft timing: heartbeat ${TICK_MS} ms, election timeout ${
         TICK_MS * ELECTION_TICKS
       } ms (both randomize it up to twice that). Ratio: Rafter's median ÷ this row's (below 1 is Rafter faster); on Rafter's row, against the faster etcd API.`,
     columns: [
@@ -757,6 +794,8 @@ async function failover(): Promise<void> {
       { name: "median ms", unit: "ms" },
       { name: "min ms", unit: "ms" },
       { name: "max ms", unit: "ms" },
+      { name: "leader elected ms", unit: "ms" },
+      { name: "elected → ack ms", unit: "ms" },
       { name: "Rafter ÷ this", unit: "×" },
       { name: "timed out", unit: "count" },
     ],
