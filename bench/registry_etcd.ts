@@ -39,6 +39,10 @@
  * deno run -A bench/registry_etcd.ts --scenarios writes,failover --loaders 3
  * ```
  *
+ * A first run that installs etcd spends up to 3 minutes more in `apt-get`
+ * (about 10 s here); the `--quick` budget (45 s on an idle machine) is for
+ * the runs after it.
+ *
  * Stops every process it started and removes the data folders at the end,
  * on errors and on Ctrl-C. Exits non-zero when Rafter fails; an etcd that
  * cannot be run only skips its rows.
