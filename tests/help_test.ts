@@ -13,7 +13,12 @@ const PROGRAMS = [
   "examples/hello/server.ts",
   "examples/hello/client.ts",
   "examples/demo/main.ts",
-  "bench/ping.ts",
+  "bench/main.ts",
+  "bench/rpc.ts",
+  "bench/codec.ts",
+  "bench/stub.ts",
+  "bench/registry_etcd.ts",
+  "bench/scale.ts",
 ];
 
 async function run(script: string, args: string[]) {
