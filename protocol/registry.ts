@@ -402,6 +402,15 @@ export interface LookupParams {
   rotate?: boolean;
   /** Include endpoints whose health check fails. @default false */
   includeUnhealthy?: boolean;
+  /**
+   * At most this many endpoints: the first `limit` of the answer (serving
+   * ones first, rotated as asked), as etcd's range `limit`. A client of a
+   * large fleet that needs a few servers asks for a subset, and with
+   * `rotate` successive lookups hand out successive subsets, so clients
+   * spread over the fleet (random subsetting); `total` tells how many
+   * matched. An integer >= 1. @default every endpoint
+   */
+  limit?: number;
 }
 
 /** Result of `registry.lookup`: the stubs list of a name. */
@@ -415,6 +424,11 @@ export interface LookupResult {
    * order rotated as asked; empty when none.
    */
   endpoints: Endpoint[];
+  /**
+   * How many endpoints matched before `limit` cut the answer (equal to
+   * `endpoints.length` without a limit).
+   */
+  total: number;
   /** Revision of the state the answer was read from. */
   revision: number;
 }

@@ -286,6 +286,20 @@ export function requirePrefix(value: unknown, field: string): string {
   return value;
 }
 
+/** An optional count limit: an integer >= 1 (undefined: no limit). */
+export function optionalLimit(
+  value: unknown,
+  field: string,
+): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isSafeInteger(value) || (value as number) < 1) {
+    throw invalid(
+      `"${field}" must be an integer >= 1 (leave it out for every endpoint)`,
+    );
+  }
+  return value as number;
+}
+
 /** An optional revision: an integer >= 1. */
 export function optionalRevision(
   value: unknown,

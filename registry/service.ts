@@ -48,6 +48,7 @@ import {
   invalid,
   optionalBoolean,
   optionalLeaseId,
+  optionalLimit,
   optionalLoad,
   optionalRevision,
   paramsObject,
@@ -354,7 +355,7 @@ class RegistryService {
     const p = paramsObject(
       args,
       REGISTRY_METHODS.lookup,
-      "{ name, consistency?, rotate?, includeUnhealthy? }",
+      "{ name, consistency?, rotate?, includeUnhealthy?, limit? }",
       ["name", "consistency"],
     );
     const { base, query } = requireName(p.name);
@@ -365,6 +366,7 @@ class RegistryService {
       "includeUnhealthy",
       false,
     );
+    const limit = optionalLimit(p.limit, "limit");
     if (consistency === "linearizable") await this.#barrier();
     const all = this.#endpointsOf(base, query);
     const serving = all.filter((e) => e.state === "serving");
@@ -378,10 +380,14 @@ class RegistryService {
       const shift = turn % serving.length;
       serving.push(...serving.splice(0, shift));
     }
+    const endpoints = [...serving, ...draining, ...unhealthy];
+    const total = endpoints.length;
+    if (limit !== undefined && limit < total) endpoints.length = limit;
     return {
       name: base,
       query,
-      endpoints: [...serving, ...draining, ...unhealthy],
+      endpoints,
+      total,
       revision: this.#context.state.revision,
     };
   }

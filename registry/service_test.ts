@@ -264,7 +264,7 @@ Deno.test("registry.unbind, lookup, list, watch and the lease calls refuse bad p
     await bad(
       "registry.lookup",
       [false],
-      "Invalid params: registry.lookup takes { name, consistency?, rotate?, includeUnhealthy? }",
+      "Invalid params: registry.lookup takes { name, consistency?, rotate?, includeUnhealthy?, limit? }",
     );
     await bad(
       "registry.lookup",
@@ -389,7 +389,7 @@ Deno.test("bind, lookup and unbind by name and by position, with full endpoints 
     );
     assert.deepEqual(
       await connection.call("registry.lookup", ["nothing"]),
-      { name: "nothing", query: {}, endpoints: [], revision: 3 },
+      { name: "nothing", query: {}, endpoints: [], total: 0, revision: 3 },
     );
     assert.equal(node.state.revision, 3);
   });
@@ -480,6 +480,52 @@ Deno.test("lookups rotate the serving endpoints by one each time; rotate: false 
       ["c", "serving"],
       ["a", "draining"],
     ]);
+  });
+});
+
+Deno.test("lookup limit: the first N of the rotated answer, serving ones first, so successive lookups hand out successive subsets; total counts every match; a bad limit is -32602", async () => {
+  await withSingleNode(async (_node, connection) => {
+    for (const [i, id] of ["a", "b", "c", "d", "e"].entries()) {
+      await connection.call("registry.bind", {
+        name: "s",
+        endpoint: { id, url: `tcp://127.0.0.1:${9300 + i}` },
+      });
+    }
+    await connection.call("registry.setState", {
+      name: "s",
+      id: "e",
+      state: "draining",
+    });
+    const subsets: string[][] = [];
+    for (let i = 0; i < 3; i++) {
+      const result = await connection.call<LookupResult>("registry.lookup", {
+        name: "s",
+        limit: 2,
+      });
+      assert.equal(result.total, 5);
+      subsets.push(ids(result));
+    }
+    assert.deepEqual(subsets, [["a", "b"], ["b", "c"], ["c", "d"]]);
+    // A limit beyond the matches cuts nothing; the draining one comes last.
+    const all = await connection.call<LookupResult>("registry.lookup", {
+      name: "s",
+      rotate: false,
+      limit: 10,
+    });
+    assert.deepEqual(ids(all), ["a", "b", "c", "d", "e"]);
+    assert.equal(all.total, 5);
+    const unlimited = await connection.call<LookupResult>("registry.lookup", {
+      name: "s",
+      rotate: false,
+    });
+    assert.equal(unlimited.total, unlimited.endpoints.length);
+    for (const limit of [0, -1, 1.5, "2", null]) {
+      await rejectsWith(
+        connection.call("registry.lookup", { name: "s", limit }),
+        INVALID_PARAMS,
+        'Invalid params: "limit" must be an integer >= 1 (leave it out for every endpoint)',
+      );
+    }
   });
 });
 
@@ -928,7 +974,7 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
     // A serializable read answers from the follower's own state.
     assert.deepEqual(
       await connection.call("registry.lookup", ["hello", "serializable"]),
-      { name: "hello", query: {}, endpoints: [], revision: 0 },
+      { name: "hello", query: {}, endpoints: [], total: 0, revision: 0 },
     );
     // Lease calls go to the leader too.
     await rejectsWith(

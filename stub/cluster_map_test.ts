@@ -33,6 +33,7 @@ function registry(initial: Endpoint[]) {
         query: {},
         revision: fake.revision,
         endpoints: fake.list.map((e) => ({ ...e })),
+        total: fake.list.length,
       };
     },
     watch: (from, push) => {

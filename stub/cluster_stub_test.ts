@@ -1221,6 +1221,7 @@ Deno.test("time a slow first lookup took comes off the attempt: the server is se
         query: {},
         revision: 1,
         endpoints: [endpoint],
+        total: 1,
       };
     },
   }, { health });
@@ -1274,7 +1275,13 @@ Deno.test("a server's answer that the attempt's deadline passed counts as the at
     );
     const map = new ClusterMap("late", {
       lookup: () =>
-        Promise.resolve({ name: "late", query: {}, revision: 1, endpoints }),
+        Promise.resolve({
+          name: "late",
+          query: {},
+          revision: 1,
+          endpoints,
+          total: endpoints.length,
+        }),
     }, { health });
     maps.push(map);
     return new ClusterStub("late", { map, pool, health }, {

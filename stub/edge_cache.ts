@@ -42,17 +42,17 @@ export const DEFAULT_EDGE_TTL_MS = 10_000;
  * let time = 0;
  * const cache = new EdgeCache({ ttlMs: 1_000, now: () => time });
  * const endpoint = makeEndpoint({ id: "a", url: "tcp://127.0.0.1:9001" });
- * cache.store("hello", { name: "hello", query: {}, revision: 3, endpoints: [endpoint] });
+ * cache.store("hello", { name: "hello", query: {}, revision: 3, endpoints: [endpoint], total: 1 });
  * assert.equal(cache.fresh("hello")?.revision, 3);
  * time = 999;
  * assert.equal(cache.fresh("hello")?.revision, 3);
  * time = 1_000;
  * assert.equal(cache.fresh("hello"), undefined); // older than the TTL
- * cache.store("hello", { name: "hello", query: {}, revision: 4, endpoints: [endpoint] });
+ * cache.store("hello", { name: "hello", query: {}, revision: 4, endpoints: [endpoint], total: 1 });
  * cache.health.of(endpoint.url).failed("refused");
  * assert.equal(cache.fresh("hello"), undefined); // it failed: look up again
  * time = 1_200; // the registry still lists it (its lease has not run out)
- * cache.store("hello", { name: "hello", query: {}, revision: 4, endpoints: [endpoint] });
+ * cache.store("hello", { name: "hello", query: {}, revision: 4, endpoints: [endpoint], total: 1 });
  * assert.equal(cache.fresh("hello")?.revision, 4); // fresh; a is skipped while ejected
  * assert.equal(cache.health.of(endpoint.url).state, "ejected");
  * ```

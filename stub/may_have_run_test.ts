@@ -41,7 +41,13 @@ Deno.test("a call that may have run on one server and then was refused by anothe
   ];
   const map = new ClusterMap("svc", {
     lookup: () =>
-      Promise.resolve({ name: "svc", query: {}, revision: 1, endpoints }),
+      Promise.resolve({
+        name: "svc",
+        query: {},
+        revision: 1,
+        endpoints,
+        total: endpoints.length,
+      }),
   }, { health });
   try {
     const stub = new ClusterStub("svc", { map, pool, health }, {
