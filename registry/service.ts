@@ -368,27 +368,43 @@ class RegistryService {
     );
     const limit = optionalLimit(p.limit, "limit");
     if (consistency === "linearizable") await this.#barrier();
-    const all = this.#endpointsOf(base, query);
-    const serving = all.filter((e) => e.state === "serving");
-    const draining = all.filter((e) => e.state === "draining");
-    const unhealthy = includeUnhealthy
-      ? all.filter((e) => e.state === "unhealthy")
-      : [];
+    // Sorted and cut on the bindings themselves: only the endpoints
+    // returned are built (a limit of 100 out of 10,000 copies 100).
+    const { state, local } = this.#context;
+    const locals = local.bindings(base, query);
+    const localIds = new Set(locals.map((b) => b.id));
+    const localSet = new Set<Readonly<Binding>>(locals);
+    const serving: Readonly<Binding>[] = [];
+    const draining: Readonly<Binding>[] = [];
+    const unhealthy: Readonly<Binding>[] = [];
+    const sort = (binding: Readonly<Binding>) => {
+      if (binding.state === "serving") serving.push(binding);
+      else if (binding.state === "draining") draining.push(binding);
+      else if (includeUnhealthy) unhealthy.push(binding);
+    };
+    for (const binding of state.matchingBindings(base, query)) {
+      if (!localIds.has(binding.id)) sort(binding);
+    }
+    for (const binding of locals) sort(binding);
     if (rotate && serving.length > 1) {
       const turn = this.#rotation.get(base) ?? 0;
       this.#rotation.set(base, (turn + 1) % Number.MAX_SAFE_INTEGER);
       const shift = turn % serving.length;
       serving.push(...serving.splice(0, shift));
     }
-    const endpoints = [...serving, ...draining, ...unhealthy];
-    const total = endpoints.length;
-    if (limit !== undefined && limit < total) endpoints.length = limit;
+    const picked = [...serving, ...draining, ...unhealthy];
+    const total = picked.length;
+    if (limit !== undefined && limit < total) picked.length = limit;
     return {
       name: base,
       query,
-      endpoints,
+      endpoints: picked.map((binding) =>
+        localSet.has(binding)
+          ? localEndpoint(binding, this.#load(binding.leaseId))
+          : this.#endpoint(binding)
+      ),
       total,
-      revision: this.#context.state.revision,
+      revision: state.revision,
     };
   }
 

@@ -280,6 +280,24 @@ export class RegistryState {
     return result;
   }
 
+  /**
+   * The bindings of `name` matching `query`, in binding order, not copied:
+   * for an answer built from a part of them (a lookup's `limit`). Read
+   * them; never change them or keep them past the current turn.
+   */
+  matchingBindings(
+    name: string,
+    query: Attributes = {},
+  ): readonly Readonly<Binding>[] {
+    const bound = this.#bindings.get(name);
+    if (bound === undefined) return [];
+    const result: Binding[] = [];
+    for (const binding of bound.values()) {
+      if (matchesQuery(binding.attrs, query)) result.push(binding);
+    }
+    return result;
+  }
+
   /** The binding `id` of `name`, if any (a copy). */
   binding(name: string, id: string): Binding | undefined {
     const binding = this.#bindings.get(name)?.get(id);
