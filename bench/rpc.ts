@@ -35,7 +35,7 @@
  * the row can show. A script, not a test: it asserts nothing about speed.
  *
  * ```sh
- * deno task bench:rpc                          # 5,000 sequential calls and 2 s floods per round
+ * deno task bench:rpc                          # 10,000 sequential calls and 2 s floods per round
  * deno task bench:rpc --quick                  # 200 calls, 0.15 s (the smoke test)
  * deno run -A bench/rpc.ts --scenarios rtt     # one scenario
  * ```
@@ -78,7 +78,7 @@ try {
   usageError((error as Error).message, USAGE);
 }
 const QUICK = flags.quick === true;
-const CALLS = QUICK ? 200 : 5_000;
+const CALLS = QUICK ? 200 : 10_000;
 const FLOOD_MS = QUICK ? 150 : 2_000;
 const ROUNDS = 3;
 const IN_FLIGHT = 64;
