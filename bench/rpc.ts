@@ -163,16 +163,26 @@ const onInterrupt = async () => {
 };
 Deno.addSignalListener("SIGINT", onInterrupt);
 
-/** Node and the bundles its rows run; each a path or why it is missing. */
-async function prepareNode(): Promise<
-  Record<
-    "rpc_server" | "rpc_client" | "jayson" | "grpc",
-    string | { skipped: string }
-  > & {
-    jaysonClient: string | { skipped: string };
-    grpcClient: string | { skipped: string };
-  }
-> {
+/** A script bundled for Node: the .mjs file, or why there is none. */
+type Bundle = string | { skipped: string };
+
+/** The scripts the Node rows run, bundled. */
+interface Bundles {
+  rpcServer: Bundle;
+  rpcClient: Bundle;
+  jaysonServer: Bundle;
+  jaysonClient: Bundle;
+  grpcServer: Bundle;
+  grpcClient: Bundle;
+}
+
+/**
+ * Checks for Node 20+, installs the npm peers (`deno install`) and bundles
+ * the Node scripts into a temp folder.
+ *
+ * @throws {Error} when Rafter's own scripts do not bundle.
+ */
+async function prepareNode(): Promise<Bundles> {
   const node = await run("node", ["--version"]);
   const major = Number(/^v(\d+)/.exec(node.text.trim())?.[1]);
   if (!node.ok || !(major >= 20)) {
@@ -182,11 +192,11 @@ async function prepareNode(): Promise<
         : "node not found on PATH: install Node 20 or later",
     };
     return {
-      rpc_server: skipped,
-      rpc_client: skipped,
-      jayson: skipped,
-      grpc: skipped,
+      rpcServer: skipped,
+      rpcClient: skipped,
+      jaysonServer: skipped,
       jaysonClient: skipped,
+      grpcServer: skipped,
       grpcClient: skipped,
     };
   }
@@ -201,7 +211,7 @@ async function prepareNode(): Promise<
   const bundle = async (
     script: string,
     peer?: string,
-  ): Promise<string | { skipped: string }> => {
+  ): Promise<Bundle> => {
     if (peer !== undefined && npmSkip !== undefined) return npmSkip;
     const out = `${tmp}/${script}.mjs`;
     const result = await run(Deno.execPath(), [
@@ -222,27 +232,33 @@ async function prepareNode(): Promise<
     if (peer === undefined) throw new Error(reason);
     return { skipped: `${reason}; is ${peer} installed (deno install)?` };
   };
-  const [rpcServer, rpcClient, jayson, jaysonClient, grpc, grpcClient] =
-    await Promise.all([
-      bundle("rpc_server"),
-      bundle("rpc_client"),
-      bundle("jayson_server", "jayson"),
-      bundle("jayson_client", "jayson"),
-      bundle("grpc_server", "@grpc/grpc-js"),
-      bundle("grpc_client", "@grpc/grpc-js"),
-    ]);
-  return {
-    rpc_server: rpcServer,
-    rpc_client: rpcClient,
-    jayson,
+  const [
+    rpcServer,
+    rpcClient,
+    jaysonServer,
     jaysonClient,
-    grpc,
+    grpcServer,
+    grpcClient,
+  ] = await Promise.all([
+    bundle("rpc_server"),
+    bundle("rpc_client"),
+    bundle("jayson_server", "jayson"),
+    bundle("jayson_client", "jayson"),
+    bundle("grpc_server", "@grpc/grpc-js"),
+    bundle("grpc_client", "@grpc/grpc-js"),
+  ]);
+  return {
+    rpcServer,
+    rpcClient,
+    jaysonServer,
+    jaysonClient,
+    grpcServer,
     grpcClient,
   };
 }
 
 const nodeCommand = (
-  bundle: string | { skipped: string },
+  bundle: Bundle,
   ...args: string[]
 ): Command | { skipped: string } =>
   typeof bundle === "string" ? ["node", [bundle, ...args]] : bundle;
@@ -379,16 +395,19 @@ async function main(): Promise<void> {
   );
   const nodeRaw = server(
     "raw TCP echo (Node)",
-    nodeCommand(node.rpc_server, "raw"),
+    nodeCommand(node.rpcServer, "raw"),
   );
   const nodeRafter = server(
     "Rafter serve() (Node)",
-    nodeCommand(node.rpc_server, "rafter"),
+    nodeCommand(node.rpcServer, "rafter"),
   );
-  const jayson = server("jayson 5 TCP server (Node)", nodeCommand(node.jayson));
+  const jayson = server(
+    "jayson 5 TCP server (Node)",
+    nodeCommand(node.jaysonServer),
+  );
   const grpc = server(
     "grpc-js server (Node)",
-    nodeCommand(node.grpc, PROTO),
+    nodeCommand(node.grpcServer, PROTO),
   );
   const contender = (
     label: string,
@@ -414,20 +433,20 @@ async function main(): Promise<void> {
     "raw TCP echo, Node",
     "Node",
     nodeRaw,
-    (url) => nodeCommand(node.rpc_client, "raw", url),
+    (url) => nodeCommand(node.rpcClient, "raw", url),
   );
   const rafterNode = contender(
     "Rafter, Node: serve() + dial()",
     "Node",
     nodeRafter,
-    (url) => nodeCommand(node.rpc_client, "rafter", url),
+    (url) => nodeCommand(node.rpcClient, "rafter", url),
     true,
   );
   const rafterNodeLine = contender(
     "Rafter's Node server, the line client jayson's row uses",
     "Node",
     nodeRafter,
-    (url) => nodeCommand(node.rpc_client, "line", url),
+    (url) => nodeCommand(node.rpcClient, "line", url),
     true,
   );
   const jaysonStock = contender(
@@ -440,7 +459,7 @@ async function main(): Promise<void> {
     "jayson 5, kept-open connection (line client)",
     "Node",
     jayson,
-    (url) => nodeCommand(node.rpc_client, "line", url),
+    (url) => nodeCommand(node.rpcClient, "line", url),
   );
   const grpcUnary = contender(
     "grpc-js 1.14 unary",
