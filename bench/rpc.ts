@@ -184,11 +184,12 @@ interface Bundles {
  */
 async function prepareNode(): Promise<Bundles> {
   const node = await run("node", ["--version"]);
-  const major = Number(/^v(\d+)/.exec(node.text.trim())?.[1]);
-  if (!node.ok || !(major >= 20)) {
+  // Without a node on PATH, Deno may run itself for "node": not a Node.
+  const version = /^v(\d+)\.\S*/.exec(node.text.trim());
+  if (!node.ok || version === null || Number(version[1]) < 20) {
     const skipped = {
-      skipped: node.ok
-        ? `node ${node.text.trim()} is too old: install Node 20 or later`
+      skipped: node.ok && version !== null
+        ? `node ${version[0]} is too old: install Node 20 or later`
         : "node not found on PATH: install Node 20 or later",
     };
     return {
@@ -483,8 +484,10 @@ async function main(): Promise<void> {
     jaysonKept,
     grpcUnary,
   ];
-  const version = (await run("node", ["--version"])).text.trim();
-  const runtimes = `Deno ${Deno.version.deno}, Node ${version || "(none)"}`;
+  const version = /^v\d\S*/.exec((await run("node", ["--version"])).text);
+  const runtimes = `Deno ${Deno.version.deno}, Node ${
+    version?.[0] ?? "(none)"
+  }`;
 
   if (wanted.has("rtt")) {
     type Seq = { p50: number; p99: number };
