@@ -585,6 +585,11 @@ async function main(): Promise<void> {
         if (config.connections > 1) {
           cells.push(med(s.map((x) => x && total(x))));
         }
+        // CPU per call: % of a core × 10 s ÷ calls/s = ms per 1,000 calls.
+        cells.push(
+          med(s.map((x) => x && ((x.serverCpu ?? NaN) * 10_000) / rate(x))),
+          med(s.map((x) => x && (total(x) * 10_000) / rate(x))),
+        );
         return skippedRow(c) ?? { label: c.label, cells };
       });
       report.table({
@@ -596,7 +601,7 @@ async function main(): Promise<void> {
             : `${config.connections} client processes, one connection each,`
         } keeping ${IN_FLIGHT} echo calls in flight for ${
           FLOOD_MS / 1000
-        } s per round (${runtimes}); medians of ${ROUNDS} alternating rounds; ratios to jayson over a kept-open connection and to grpc-js (medians of the per-round ratios). jayson's stock client opens a connection per call, so its ${IN_FLIGHT} in flight are ${IN_FLIGHT} connections per client process. CPU: % of one core over the stretch (the machine has ${navigator.hardwareConcurrency} cores).`,
+        } s per round (${runtimes}); medians of ${ROUNDS} alternating rounds; ratios to jayson over a kept-open connection and to grpc-js (medians of the per-round ratios). jayson's stock client opens a connection per call, so its ${IN_FLIGHT} in flight are ${IN_FLIGHT} connections per client process. CPU: % of one core over the stretch (the machine has ${navigator.hardwareConcurrency} cores), and CPU time per 1,000 calls (which a busy machine changes less than calls/s).`,
         columns: [
           { name: "calls/s", unit: "/s" },
           { name: "vs jayson", unit: "×" },
@@ -606,6 +611,8 @@ async function main(): Promise<void> {
           ...(config.connections > 1
             ? [{ name: "clients' CPU, total", unit: "%" as const }]
             : []),
+          { name: "server CPU ms per 1k calls", unit: "ms" },
+          { name: "clients' CPU ms per 1k calls", unit: "ms" },
         ],
         rows,
       });
