@@ -1,12 +1,14 @@
 /**
  * A jayson (npm `jayson`) JSON-RPC 2.0 TCP server whose `echo` returns its
- * params: the peer `bench/rpc.ts` compares Rafter's server with. Prints
- * `listening on tcp://127.0.0.1:PORT`; exits when stdin closes.
+ * params: the peer `bench/rpc.ts` compares Rafter's server with. Runs
+ * under Node once bundled (`deno bundle --platform node`; under Deno too).
+ * Prints `listening on tcp://127.0.0.1:PORT`; exits when stdin closes.
  *
  * @module
  */
 
 import jayson from "jayson";
+import { serveUntilStdinCloses } from "./_rpc_driver.ts";
 
 const server = new jayson.Server({
   echo: (
@@ -17,7 +19,5 @@ const server = new jayson.Server({
 const tcp = server.tcp();
 tcp.listen(0, "127.0.0.1", () => {
   const { port } = tcp.address() as { port: number };
-  console.log(`listening on tcp://127.0.0.1:${port}`);
+  serveUntilStdinCloses(`tcp://127.0.0.1:${port}`, () => tcp.close());
 });
-for await (const _ of Deno.stdin.readable) { /* until EOF */ }
-Deno.exit(0);

@@ -6,6 +6,14 @@
  *   over raw TCP, a plain connection and a cluster stub; average, p50, p99.
  * - `echo_server.ts`: the raw TCP line echo server `ping.ts` measures as the
  *   floor.
+ * - `rpc.ts` (`deno task bench:rpc`, `--quick`, `--scenarios rtt,throughput`):
+ *   issue 9's `rtt` and `throughput`: an echo through raw TCP and Rafter
+ *   under Deno and under Node, jayson (stock client and kept-open) and
+ *   grpc-js, sequential p50/p99 and 64 in flight on 1 and 4 connections,
+ *   every client and server its own process (`rpc_server.ts`,
+ *   `rpc_client.ts`, `jayson_server.ts`, `jayson_client.ts`,
+ *   `grpc_server.ts`, `grpc_client.ts`, `echo.proto`; the Node ones run
+ *   bundled with `deno bundle --platform node`).
  * - `registry.ts` (`deno task bench:registry`, `--quick` for a short run): a
  *   3-node registry under 1 and 64 concurrent clients: `registry.bind`,
  *   `lease.keepAlive`, linearizable and serializable `registry.lookup`,

@@ -1,40 +1,57 @@
 /**
- * Smoke test of the side-by-side benchmarks (issue 9): `--quick` runs to
- * the end and every row has a number in every column. It asserts nothing
- * about speed.
+ * Smoke test of the side-by-side RPC benchmark (issue 9): `bench/rpc.ts
+ * --quick` runs to the end, exits 0, and its JSON report (the contract of
+ * `bench/main.ts`) has a table for `rtt` and two for `throughput` whose
+ * Rafter rows have a finite number in every column, and whose other rows
+ * have them too or say why they were skipped. It asserts nothing about
+ * speed.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
+import type { ReportJson } from "../bench/_report.ts";
 
-Deno.test("bench/rpc.ts --quick prints a number for every path and column", async () => {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL("../bench/rpc.ts", import.meta.url).pathname,
-      "--quick",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(output.stdout);
-  assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
-  const rows = text.split("\n").filter((line) =>
-    line.startsWith("| ") && !line.startsWith("| path")
-  );
-  assert.deepEqual(rows.map((row) => row.split("|")[1].trim()), [
-    "raw TCP line echo",
-    "Rafter serve() + dial()",
-    "Rafter's server, the same line client as jayson's",
-    "jayson 5 TCP server, kept-open connection",
-  ]);
-  for (const row of rows) {
-    const cells = row.split("|").slice(2, -1).map((cell) => cell.trim());
-    assert.equal(cells.length, 5, row);
-    for (const cell of cells) {
-      assert.ok(Number.parseFloat(cell) > 0, `${cell} in ${row}`);
+Deno.test("bench/rpc.ts --quick gives every scenario a table with a number in every Rafter cell", async () => {
+  const json = await Deno.makeTempFile({ prefix: "rafter-bench-smoke-" });
+  try {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL("../bench/rpc.ts", import.meta.url).pathname,
+        "--quick",
+      ],
+      env: { RAFTER_BENCH_JSON: json },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+    const report = JSON.parse(await Deno.readTextFile(json)) as ReportJson;
+    assert.deepEqual(report.tables.map((t) => t.scenario), [
+      "rtt",
+      "throughput",
+      "throughput",
+    ]);
+    for (const table of report.tables) {
+      const rafter = table.rows.filter((r) => r.label.startsWith("Rafter"));
+      assert.ok(rafter.length > 0, table.title);
+      for (const row of table.rows) {
+        if (row.skipped !== undefined && !row.label.startsWith("Rafter")) {
+          assert.ok(row.skipped.length > 0, row.label);
+          continue;
+        }
+        assert.equal(row.skipped, undefined, `${row.label}: ${row.skipped}`);
+        assert.equal(row.cells.length, table.columns.length, row.label);
+        for (const cell of row.cells) {
+          assert.ok(
+            typeof cell === "number" && Number.isFinite(cell) && cell >= 0,
+            `${cell} in ${row.label} of ${table.title}`,
+          );
+        }
+      }
     }
+  } finally {
+    await Deno.remove(json);
   }
 });
