@@ -2,10 +2,14 @@
  * Benchmarks, each a script that prints a table comparing paths side by side
  * in one run (the machine is noisy, so ratios matter more than absolutes):
  *
- * - `ping.ts` (`deno task bench`): 10,000 sequential `rpc.ping` round trips
- *   over raw TCP, a plain connection and a cluster stub; average, p50, p99.
- * - `echo_server.ts`: the raw TCP line echo server `ping.ts` measures as the
- *   floor.
+ * - `main.ts` (`deno task bench [scenario…] [--quick] [--out FILE]`): the
+ *   suite's one entry point. It runs issue 9's nine scenarios (`rtt`,
+ *   `throughput`, `codec`, `stub`, `writes`, `reads`, `leases`, `failover`,
+ *   `scale`), each script in its own process, prints their tables, and
+ *   exits 1 when a scenario produced no number; `--quick` is CI's smoke
+ *   test. `_report.ts` is what the scripts share: tables as Markdown and
+ *   JSON, medians of alternating rounds, CPU and RSS of processes.
+ * - `echo_server.ts`: the raw TCP echo server `rpc.ts` measures as the floor.
  * - `rpc.ts` (`deno task bench:rpc`, `--quick`, `--scenarios rtt,throughput`):
  *   issue 9's `rtt` and `throughput`: an echo through raw TCP and Rafter
  *   under Deno and under Node, jayson (stock client and kept-open) and
@@ -31,7 +35,12 @@
  *   slow server's share).
  * - `codec.ts` (`deno task bench:codec`): JSON vs CBOR, 1 KiB and 64 KiB
  *   params: calls/s and bytes on the wire.
- * - `scale.ts` (`deno run -A bench/scale.ts`, `--quick` for a short run): a
+ * - `registry_etcd.ts` (`deno task bench:etcd`): Rafter's registry side by
+ *   side with a 3-member etcd (Debian's `etcd-server`, installed by the
+ *   bench when missing; native gRPC through `etcd3` and the JSON gateway):
+ *   writes, reads, leases and fail-over, both with fsync on and equal
+ *   heartbeat and election timeouts.
+ * - `scale.ts` (`deno task bench:scale`, `--quick` for a short run): a
  *   3-node registry filled to 1, 1k and 10k endpoints under one name and
  *   100k names: RSS of each node, lookup p50/p99 and bytes per answer;
  *   client RSS with a 10k-endpoint cluster map; watch fan-out to 1,000
