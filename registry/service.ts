@@ -386,15 +386,24 @@ class RegistryService {
       if (!localIds.has(binding.id)) sort(binding);
     }
     for (const binding of locals) sort(binding);
+    let shift = 0;
     if (rotate && serving.length > 1) {
       const turn = this.#rotation.get(base) ?? 0;
       this.#rotation.set(base, (turn + 1) % Number.MAX_SAFE_INTEGER);
-      const shift = turn % serving.length;
-      serving.push(...serving.splice(0, shift));
+      shift = turn % serving.length;
     }
-    const picked = [...serving, ...draining, ...unhealthy];
-    const total = picked.length;
-    if (limit !== undefined && limit < total) picked.length = limit;
+    const total = serving.length + draining.length + unhealthy.length;
+    const count = Math.min(limit ?? total, total);
+    const picked: Readonly<Binding>[] = [];
+    for (let i = 0; i < count; i++) {
+      picked.push(
+        i < serving.length
+          ? serving[(shift + i) % serving.length]
+          : i < serving.length + draining.length
+          ? draining[i - serving.length]
+          : unhealthy[i - serving.length - draining.length],
+      );
+    }
     return {
       name: base,
       query,
