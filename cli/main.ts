@@ -184,15 +184,18 @@ Exit 4 when none match.`,
     options: {
       serializable: { type: "boolean" },
       all: { type: "boolean" },
+      limit: { type: "string" },
     },
     optionHelp:
       `  --serializable    answer from the node asked, without a quorum (may lag)
-  --all             include endpoints whose health check fails`,
+  --all             include endpoints whose health check fails
+  --limit N         the first N endpoints only (and how many matched)`,
     positionals: [1, 1],
     run: (c, [name], v) =>
       lookup(c, checkName(name), {
         serializable: v.serializable === true,
         all: v.all === true,
+        limit: optionalInteger(v.limit, "--limit", 1),
       }),
   },
   watch: {
@@ -953,7 +956,7 @@ async function ls(
 async function lookup(
   context: Context,
   name: string,
-  options: { serializable: boolean; all: boolean },
+  options: { serializable: boolean; all: boolean; limit?: number },
 ): Promise<number> {
   const { client, globals, out, err } = context;
   const result = await client.lookup(name, {
@@ -961,12 +964,16 @@ async function lookup(
     includeUnhealthy: options.all,
     // People compare one lookup with the next: keep the binding order.
     rotate: false,
+    limit: options.limit,
   });
   if (globals.json) {
     out(JSON.stringify(result, null, 2));
   } else if (result.endpoints.length > 0) {
     out(endpointTable(result.endpoints));
-    out(`revision ${result.revision}`);
+    const shown = result.endpoints.length < result.total
+      ? `, ${result.endpoints.length} of ${result.total} endpoints shown (--limit)`
+      : "";
+    out(`revision ${result.revision}${shown}`);
   } else {
     const query = Object.keys(result.query).length === 0
       ? ""

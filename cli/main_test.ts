@@ -64,7 +64,7 @@ function expectCode(run: Run, code: number): void {
 
 /** The revision of a `revision N` line that ends the output. */
 function revisionOf(run: Run): number {
-  const match = run.stdout.match(/\nrevision (\d+)\n$/);
+  const match = run.stdout.match(/\nrevision (\d+)(, [^\n]*)?\n$/);
   assert.ok(match !== null, `no revision line in:\n${run.stdout}`);
   return Number(match[1]);
 }
@@ -629,6 +629,25 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
             `revision ${revisionOf(query)}`,
             "",
           ].join("\n"),
+        );
+
+        // --limit: the first N in binding order, and how many matched.
+        const limited = await run("lookup", "svc", "--limit", "1");
+        expectCode(limited, 0);
+        assert.equal(
+          limited.stdout,
+          [
+            "ID  URL                   STATE    WEIGHT  ZONE  LOAD  LEASE  ATTRS",
+            "a   tcp://127.0.0.1:9301  serving  3       z1    -     -      version=1",
+            `revision ${revisionOf(limited)}, 1 of 2 endpoints shown (--limit)`,
+            "",
+          ].join("\n"),
+        );
+        const badLimit = await run("lookup", "svc", "--limit", "0");
+        expectCode(badLimit, 2);
+        assert.match(
+          badLimit.stderr,
+          /--limit must be an integer of at least 1, not "0"/,
         );
 
         const drained = await run("drain", "svc", "a");
