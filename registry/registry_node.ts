@@ -479,7 +479,12 @@ export async function startRegistryNode(
         ? undefined
         : { segmentBytes: options.walSegmentBytes },
       snapshot: {
-        take: () => JSON.stringify(snapshotOf(lastApplied)),
+        take: () =>
+          state.snapshotJson((taken) => ({
+            index: lastApplied,
+            state: taken,
+            leaseRemainingMs: leases.remainingTimes(),
+          })),
         everyEntries: snapshotEntries,
         trailingEntries: options.snapshotTrailingEntries ??
           Math.min(5_000, snapshotEntries),

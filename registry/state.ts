@@ -364,11 +364,30 @@ export class RegistryState {
     return result;
   }
 
-  /** The deterministic state as plain data. */
+  /** The deterministic state as plain data (a copy). */
   snapshot(): RegistrySnapshot {
+    return this.#snapshotOf(copyBinding, copyEvent);
+  }
+
+  /**
+   * {@link snapshot}'s text (JSON), written from the live bindings and
+   * events without copying them first: the snapshot a Raft node takes
+   * every few thousand entries, where a copy of 100k bindings would hold
+   * the event loop some 50 ms longer.
+   */
+  snapshotJson(
+    wrap: (state: RegistrySnapshot) => unknown = (state) => state,
+  ): string {
+    return JSON.stringify(wrap(this.#snapshotOf((b) => b, (e) => e)));
+  }
+
+  #snapshotOf(
+    binding: (binding: Binding) => Binding,
+    event: (event: WatchEvent) => WatchEvent,
+  ): RegistrySnapshot {
     const bindings: Binding[] = [];
     for (const bound of this.#bindings.values()) {
-      for (const binding of bound.values()) bindings.push(copyBinding(binding));
+      for (const b of bound.values()) bindings.push(binding(b));
     }
     return {
       version: 1,
@@ -382,7 +401,7 @@ export class RegistryState {
       })),
       history: this.#history.slice(this.#historyStart).map((item) => ({
         revision: item.revision,
-        events: item.events.map(copyEvent),
+        events: item.events.map(event),
       })),
     };
   }
