@@ -32,6 +32,27 @@ function makeTable(polynomial: number): Uint32Array {
 }
 
 /** The table-driven CRC loop shared by both checksums. */
+/**
+ * Eight tables for slicing-by-8 (Kounavis and Berry, "A Systematic
+ * Approach to Building High Performance Software-based CRC Generators",
+ * 2005): table k maps a byte to its CRC after k more zero bytes, so eight
+ * input bytes take eight lookups and one step instead of eight steps.
+ */
+function makeSlices(table: Uint32Array): Uint32Array[] {
+  const slices = [table];
+  for (let k = 1; k < 8; k++) {
+    const previous = slices[k - 1];
+    const next = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      next[n] = (previous[n] >>> 8) ^ table[previous[n] & 0xff];
+    }
+    slices.push(next);
+  }
+  return slices;
+}
+
+const SLICES = new Map<Uint32Array, Uint32Array[]>();
+
 function update(
   table: Uint32Array,
   name: string,
@@ -44,7 +65,22 @@ function update(
     );
   }
   let c = ~seed;
-  for (let i = 0; i < bytes.length; i++) {
+  let i = 0;
+  const end = bytes.length;
+  if (end >= 64) {
+    let slices = SLICES.get(table);
+    if (slices === undefined) SLICES.set(table, slices = makeSlices(table));
+    const [t0, t1, t2, t3, t4, t5, t6, t7] = slices;
+    for (const last = end - 8; i <= last; i += 8) {
+      const low = c ^
+        (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) |
+          (bytes[i + 3] << 24));
+      c = t7[low & 0xff] ^ t6[(low >>> 8) & 0xff] ^ t5[(low >>> 16) & 0xff] ^
+        t4[low >>> 24] ^ t3[bytes[i + 4]] ^ t2[bytes[i + 5]] ^
+        t1[bytes[i + 6]] ^ t0[bytes[i + 7]];
+    }
+  }
+  for (; i < end; i++) {
     c = table[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
   }
   return ~c >>> 0;

@@ -96,6 +96,17 @@ Deno.test("crc32c agrees with a bitwise reference, continues across pieces, chec
       reference(bytes),
     );
   }
+  // Long inputs take the slicing-by-8 path, from any offset and with any tail.
+  for (const [offset, len] of [[0, 64], [3, 71], [1, 4099], [5, 65_501]]) {
+    const bytes = crypto.getRandomValues(new Uint8Array(offset + len))
+      .subarray(offset);
+    assert.equal(
+      crc32c(bytes),
+      reference(bytes),
+      `offset ${offset} length ${len}`,
+    );
+    assert.equal(crc32(bytes), crc32Reference(bytes));
+  }
   for (const seed of [-1, 0x100000000, 1.5, NaN]) {
     assert.throws(() => crc32c(new Uint8Array(1), seed), RangeError);
   }
