@@ -20,7 +20,7 @@ import {
   TIMEOUT_MEMBER,
   validateResponse,
 } from "./message.ts";
-import { FrameWriter } from "./_frame_writer.ts";
+import { type Frame, FrameWriter } from "./_frame_writer.ts";
 import type { ByteStream } from "./transport.ts";
 import type { Codec } from "./codec.ts";
 import type { FrameCodec, FrameDecoder } from "./_frame_codec.ts";
@@ -333,7 +333,7 @@ export class RpcConnection {
     const { signal } = options;
     const id = this.#nextId++;
     const timed = timeoutMs <= MAX_TIMER_MS;
-    let frame: Uint8Array;
+    let frame: Frame;
     try {
       frame = encodeRequest(
         this.#codec,
@@ -802,7 +802,7 @@ function encodeRequest(
   params: Params | undefined,
   id: number | undefined,
   timeoutMs?: number,
-): Uint8Array {
+): Frame {
   return codec.frame(requestPart(codec, method, params, id, timeoutMs));
 }
 
