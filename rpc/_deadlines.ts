@@ -9,7 +9,11 @@
  *
  * Entries of calls that settled otherwise stay in the heap until they reach
  * its top or the heap is compacted (when it holds more than twice the
- * waiting calls, plus 64), so settling a call costs nothing here.
+ * waiting calls, plus 64), so settling a call costs nothing here. When no
+ * call waits ({@link Deadlines.idle}), the timer is kept but unreferenced
+ * (it no longer keeps the process alive), so one call after another
+ * (sequential calls) does not create and cancel a timer each: it fires at
+ * most once per timeout, and finds nothing to do.
  *
  * @module
  */
@@ -54,6 +58,8 @@ export class Deadlines<T extends Timed> {
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** The deadline the timer is armed for (Infinity: not armed). */
   #armedAt = Infinity;
+  /** Whether the armed timer keeps the process alive. */
+  #referenced = true;
 
   /**
    * @param hooks.isLive Whether an item still waits (a settled one is dropped).
@@ -82,9 +88,19 @@ export class Deadlines<T extends Timed> {
     heap.push(item);
     siftUp(heap, heap.length - 1);
     if (item.at < this.#armedAt) this.#arm(item.at);
+    else if (!this.#referenced) this.#reference(true);
   }
 
-  /** Forgets every item and stops the timer (nothing waits any more). */
+  /**
+   * Nothing waits any more: forgets every item; the timer stays armed but
+   * unreferenced (stopped where a runtime cannot unreference timers).
+   */
+  idle(): void {
+    this.#heap.length = 0;
+    if (this.#timer !== undefined && !this.#reference(false)) this.#disarm();
+  }
+
+  /** Forgets every item and stops the timer. */
   clear(): void {
     this.#heap = [];
     this.#disarm();
@@ -95,6 +111,7 @@ export class Deadlines<T extends Timed> {
     this.#armedAt = at;
     const delay = Math.min(Math.max(0, at - performance.now()), MAX_TIMER_MS);
     this.#timer = setTimeout(() => this.#fire(), delay);
+    this.#referenced = true;
   }
 
   #disarm(): void {
@@ -103,9 +120,41 @@ export class Deadlines<T extends Timed> {
     this.#armedAt = Infinity;
   }
 
+  /**
+   * References the timer (it keeps the process alive) or not: a Node-style
+   * timer object's `ref()`/`unref()`, or Deno's `refTimer`/`unrefTimer` for
+   * a numeric id. False when neither exists.
+   */
+  #reference(on: boolean): boolean {
+    const timer = this.#timer as unknown;
+    if (typeof timer === "object" && timer !== null) {
+      const node = timer as { ref?(): void; unref?(): void };
+      if (typeof node.ref !== "function" || typeof node.unref !== "function") {
+        return false;
+      }
+      if (on) node.ref();
+      else node.unref();
+    } else {
+      const deno = (globalThis as {
+        Deno?: { refTimer?(id: number): void; unrefTimer?(id: number): void };
+      }).Deno;
+      if (
+        typeof timer !== "number" || deno?.refTimer === undefined ||
+        deno.unrefTimer === undefined
+      ) {
+        return false;
+      }
+      if (on) deno.refTimer(timer);
+      else deno.unrefTimer(timer);
+    }
+    this.#referenced = on;
+    return true;
+  }
+
   #fire(): void {
     this.#timer = undefined;
     this.#armedAt = Infinity;
+    this.#referenced = true;
     const heap = this.#heap;
     const now = performance.now();
     const expired: T[] = [];

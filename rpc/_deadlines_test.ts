@@ -77,3 +77,37 @@ Deno.test("deadlines: settled entries are compacted away, the heap stays within 
   );
   deadlines.clear();
 });
+
+Deno.test("deadlines: after idle() the kept timer expires nothing, and a later item still expires at its own deadline", async () => {
+  const { waiting, expired, add, deadlines } = harness();
+  const first = add("first", 10);
+  waiting.delete(first); // answered
+  deadlines.idle();
+  assert.equal(deadlines.size, 0);
+  await delay(5);
+  add("second", 40); // later than the kept timer's deadline
+  await delay(20); // the kept timer has fired by now
+  assert.equal(expired.length, 0);
+  for (let i = 0; i < 100 && expired.length < 1; i++) await delay(5);
+  assert.deepEqual(expired.map((e) => e.name), ["second"]);
+  assert.ok(expired[0].late >= 0);
+});
+
+Deno.test("deadlines: an idle heap's timer does not keep the process alive", async () => {
+  const script = `
+    import { Deadlines } from ${
+    JSON.stringify(new URL("./_deadlines.ts", import.meta.url).href)
+  };
+    const deadlines = new Deadlines({ isLive: () => false, live: () => 0, expire: () => {} });
+    deadlines.add({ at: performance.now() + 60_000 });
+    deadlines.idle();
+  `;
+  const start = performance.now();
+  const { code } = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", script],
+    stdout: "null",
+    stderr: "inherit",
+  }).output();
+  assert.equal(code, 0);
+  assert.ok(performance.now() - start < 30_000);
+});

@@ -57,7 +57,7 @@ interface Batch {
  * ```
  */
 export class FrameWriter {
-  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #write: (chunk: Uint8Array) => Promise<void>;
   readonly #onError?: (error: unknown) => void;
   readonly #maxBatchBytes: number;
   #queue: Batch[] = [];
@@ -68,17 +68,26 @@ export class FrameWriter {
 
   /**
    * Locks `writable` for the writer's lifetime; the writer never closes it
-   * (close the underlying stream instead).
+   * (close the underlying stream instead). Or, instead of a stream, a
+   * function that writes one chunk (called one chunk at a time).
    */
   constructor(
-    writable: WritableStream<Uint8Array>,
+    writable:
+      | WritableStream<Uint8Array>
+      | ((chunk: Uint8Array) => Promise<void>),
     options: FrameWriterOptions = {},
   ) {
-    this.#writer = writable.getWriter();
+    if (typeof writable === "function") {
+      this.#write = writable;
+    } else {
+      const writer = writable.getWriter();
+      this.#write = (chunk) => writer.write(chunk);
+      // A failing stream also rejects `ready` and `closed`; nobody waits on
+      // them.
+      writer.closed.catch(() => {});
+    }
     this.#onError = options.onError;
     this.#maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
-    // A failing stream also rejects `ready` and `closed`; nobody waits on them.
-    this.#writer.closed.catch(() => {});
   }
 
   /**
@@ -141,7 +150,7 @@ export class FrameWriter {
   async #flush(): Promise<void> {
     for (let batch = this.#queue.shift(); batch; batch = this.#queue.shift()) {
       try {
-        await this.#writer.write(join(batch));
+        await this.#write(join(batch));
         this.#queuedBytes -= batch.bytes;
         batch.resolve();
       } catch (error) {

@@ -27,6 +27,7 @@ import type { FrameCodec, FrameDecoder } from "./_frame_codec.ts";
 import { codecNamed } from "./_codecs.ts";
 import { Refusal } from "./_refusal.ts";
 import { Deadlines } from "./_deadlines.ts";
+import { directOf, streamReading } from "./_conn_stream.ts";
 
 /** Default largest response frame a client accepts: 16 MiB (16_777_216 bytes). */
 export const DEFAULT_CLIENT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -199,7 +200,10 @@ export class RpcConnection {
 
   readonly #stream: ByteStream;
   readonly #writer: FrameWriter;
-  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  /** The next chunk read, or null at the end. */
+  readonly #read: () => Promise<Uint8Array | null>;
+  /** Stops reading; settles once a pending read is over. Never rejects. */
+  readonly #cancelRead: () => Promise<void>;
   readonly #codec: FrameCodec;
   readonly #decoder: FrameDecoder;
   readonly #maxFrameBytes: number;
@@ -267,11 +271,14 @@ export class RpcConnection {
     this.#onUnmatchedResponse = options.onUnmatchedResponse;
     this.#onNotification = options.onNotification;
     this.#stream = stream;
-    this.#writer = new FrameWriter(stream.writable, {
+    const direct = directOf(stream);
+    this.#writer = new FrameWriter(direct?.write ?? stream.writable, {
       onError: (error) =>
         this.#shutdown(`write failed: ${messageOf(error)}`, error),
     });
-    this.#reader = stream.readable.getReader();
+    [this.#read, this.#cancelRead] = direct === undefined
+      ? streamReading(stream.readable)
+      : [direct.read, direct.cancel];
     if (this.#codec.preamble.length > 0) {
       // A failed write ends the connection.
       this.#writer.write(this.#codec.preamble).catch(() => {});
@@ -579,8 +586,9 @@ export class RpcConnection {
     let cause: unknown;
     try {
       while (!this.#isClosed) {
-        const { done, value } = await this.#reader.read();
+        const value = await this.#read();
         if (this.#isClosed) return;
+        const done = value === null;
         const frames = done ? this.#decoder.end() : this.#decoder.push(value);
         for (const frame of frames) {
           if (frame.tooLarge) {
@@ -650,7 +658,7 @@ export class RpcConnection {
         continue;
       }
       this.#pending.delete(response.id as number);
-      if (this.#pending.size === 0) this.#deadlines.clear();
+      if (this.#pending.size === 0) this.#deadlines.idle();
       call.cleanup();
       if ("error" in response) call.reject(RpcError.fromObject(response.error));
       else call.resolve(response.result);
@@ -681,7 +689,7 @@ export class RpcConnection {
     const call = this.#pending.get(id);
     if (call === undefined) return;
     this.#pending.delete(id);
-    if (this.#pending.size === 0) this.#deadlines.clear();
+    if (this.#pending.size === 0) this.#deadlines.idle();
     call.cleanup();
     this.#closeIfDrained();
   }
@@ -771,7 +779,7 @@ export class RpcConnection {
     } catch {
       // Already closed.
     }
-    this.#cancelled = this.#reader.cancel().catch(() => {});
+    this.#cancelled = this.#cancelRead();
   }
 }
 
