@@ -13,7 +13,10 @@
  * - full: `dial()` of X against the server of X, 64 in flight, calls/s;
  * - server only: a minimal pipelining line client (keeps 64 requests in
  *   flight, counts newlines, parses nothing) against X's server;
- * - client only: X's `dial()` against a minimal NDJSON server of this file.
+ * - client only: X's `dial()` against a minimal NDJSON server of this file;
+ * - jayson 5's TCP server (`bench/jayson_server.ts`), once per round, under
+ *   the blast client, and under a line client that parses each answer and
+ *   keeps 64 calls in flight (as `bench/rpc.ts` drives jayson).
  *
  * ```sh
  * deno run -A bench/_profile_rpc.ts [--a DIR] [--b DIR] [--rounds 3] [--seconds 2] [--calls 5000]
@@ -34,7 +37,7 @@ const flags = benchArgs(USAGE, {
   rounds: { type: "string", default: "3" },
   seconds: { type: "string", default: "2" },
   calls: { type: "string", default: "5000" },
-  only: { type: "string", default: "seq,full,server,client" },
+  only: { type: "string", default: "seq,full,server,client,jayson" },
   "serve-minimal": { type: "boolean", default: false },
   measure: { type: "string" },
   root: { type: "string" },
@@ -175,6 +178,47 @@ async function lineClient(url: string, line: string): Promise<Caller> {
   };
 }
 
+/** JSON-RPC over lines: one request per call, its answer parsed (in order). */
+async function jsonLineClient(url: string): Promise<Caller> {
+  const { hostname, port } = new URL(url.replace("tcp://", "http://"));
+  const conn = await Deno.connect({ hostname, port: Number(port) });
+  conn.setNoDelay(true);
+  const waiting: ((answer: unknown) => void)[] = [];
+  (async () => {
+    const chunk = new Uint8Array(64 * 1024);
+    let rest = "";
+    try {
+      for (;;) {
+        const n = await conn.read(chunk);
+        if (n === null) return;
+        rest += decoder.decode(chunk.subarray(0, n), { stream: true });
+        let end: number;
+        while ((end = rest.indexOf("\n")) !== -1) {
+          const line = rest.slice(0, end);
+          rest = rest.slice(end + 1);
+          waiting.shift()?.(JSON.parse(line));
+        }
+      }
+    } catch { /* closed */ }
+  })();
+  let id = 0;
+  return {
+    call: () => {
+      const answer = new Promise((resolve) => waiting.push(resolve));
+      conn.write(encoder.encode(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: ++id,
+          method: "echo",
+          params: PARAMS,
+        }) + "\n",
+      ));
+      return answer;
+    },
+    close: () => conn.close(),
+  };
+}
+
 /** Keeps IN_FLIGHT requests outstanding for SECONDS; calls/s. */
 async function blast(url: string): Promise<number> {
   const { hostname, port } = new URL(url.replace("tcp://", "http://"));
@@ -288,6 +332,8 @@ if (flags.measure !== undefined) {
     caller.close();
   } else if (flags.measure === "blast") {
     out = [await blast(url)];
+  } else if (flags.measure === "linepipe") {
+    out = [await pipelined(await jsonLineClient(url))];
   } else {
     const caller = await rafterCaller(dial, url);
     out = [await pipelined(caller)];
@@ -332,6 +378,8 @@ try {
   stops.push(raw);
   const minimal = await spawn([self, "--serve-minimal"]);
   stops.push(minimal);
+  const jayson = await spawn([`${roots[0]}bench/jayson_server.ts`]);
+  stops.push(jayson);
   const sides = [];
   for (const root of roots) {
     const server = await spawn([`${root}bench/codec_server.ts`]);
@@ -367,6 +415,14 @@ try {
         const [rate] = await measure("pipe", root, minimal.url);
         add("client only (minimal server), calls/s", side, rate);
       }
+    }
+    if (ONLY.has("jayson")) {
+      const [blasted] = await measure("blast", roots[0], jayson.url);
+      add("jayson server (blast client), calls/s", 0, blasted);
+      add("jayson server (blast client), calls/s", 1, blasted);
+      const [lined] = await measure("linepipe", roots[0], jayson.url);
+      add("jayson server (JSON line client, 64 in flight), calls/s", 0, lined);
+      add("jayson server (JSON line client, 64 in flight), calls/s", 1, lined);
     }
   }
   if (ONLY.has("server")) {

@@ -218,7 +218,7 @@ function join({ frames, text, bytes }: Batch): Uint8Array {
 }
 
 /** Matches a string holding any character outside ASCII. */
-const NON_ASCII = /[^\x00-\x7f]/;
+const NON_ASCII = /[\u0080-\uffff]/;
 
 /**
  * The length of `text` in UTF-8, in bytes, as `TextEncoder` writes it (a
