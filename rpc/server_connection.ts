@@ -582,24 +582,24 @@ class ServerConnection {
     }
   }
 
-  #dispatch(waiting: Waiting): void {
+  /** Runs a frame and writes its answer; the slot is freed once written. */
+  async #dispatch(waiting: Waiting): Promise<void> {
     this.#inFlight++;
     this.#clearIdle();
-    this.#respond(waiting)
-      .then((part) => {
-        if (part === null || this.#stopped) return;
-        return this.#writer.write(this.#codec!.frame(part));
-      })
-      .catch(() => {
-        // A failed write stops the connection through the writer's onError.
-      })
-      .finally(() => {
-        this.#inFlight--;
-        // Here, not only in #loop: it may be waiting for a read.
-        if (!this.#stopped) this.#dispatchBacklog();
-        this.#armIdle();
-        this.#notify();
-      });
+    try {
+      const part = await this.#respond(waiting);
+      if (part !== null && !this.#stopped) {
+        await this.#writer.write(this.#codec!.frame(part));
+      }
+    } catch {
+      // A failed write stops the connection through the writer's onError.
+    } finally {
+      this.#inFlight--;
+      // Here, not only in #loop: it may be waiting for a read.
+      if (!this.#stopped) this.#dispatchBacklog();
+      this.#armIdle();
+      this.#notify();
+    }
   }
 
   #respond(waiting: Waiting): Promise<unknown> {
