@@ -27,16 +27,13 @@
  */
 
 import { benchArgs } from "./_args.ts";
+import { AB_FLAGS, AbTable, type Server, spawnServer } from "./_ab.ts";
 
 const USAGE = `usage: deno run -A bench/_profile_rpc.ts [--a DIR] [--b DIR]
   [--rounds N] [--seconds S] [--calls N] [--only ROWS]`;
 
 const flags = benchArgs(USAGE, {
-  a: { type: "string", default: new URL("..", import.meta.url).pathname },
-  b: { type: "string", default: "/work/main/" },
-  rounds: { type: "string", default: "3" },
-  seconds: { type: "string", default: "2" },
-  calls: { type: "string", default: "5000" },
+  ...AB_FLAGS,
   only: { type: "string", default: "seq,full,server,client,jayson" },
   "serve-minimal": { type: "boolean", default: false },
   measure: { type: "string" },
@@ -107,41 +104,6 @@ async function serveMinimal(): Promise<void> {
       }
     })();
   }
-}
-
-interface Server {
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function spawn(args: string[]): Promise<Server> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...args],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  for (let i = 0; i < 1000; i++) {
-    const { done, value } = await lines.read();
-    if (done) throw new Error(`${args.join(" ")} ended: ${seen}`);
-    seen += value;
-    const match = /listening on (tcp:\/\/\S+)/.exec(seen);
-    if (match) {
-      (async () => {
-        while (!(await lines.read()).done) { /* drain */ }
-      })();
-      return {
-        url: match[1],
-        stop: async () => {
-          await child.stdin.close();
-          await child.status;
-        },
-      };
-    }
-  }
-  throw new Error("no listening line");
 }
 
 interface Caller {
@@ -308,9 +270,6 @@ async function rafterCaller(dial: Dial, url: string): Promise<Caller> {
   };
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-
 const self = new URL(import.meta.url).pathname;
 
 if (flags.measure !== undefined) {
@@ -374,23 +333,38 @@ async function measure(
 
 const stops: Server[] = [];
 try {
-  const raw = await spawn([`${roots[0]}bench/echo_server.ts`]);
+  const raw = await spawnServer(Deno.execPath(), [
+    "run",
+    "-A",
+    `${roots[0]}bench/echo_server.ts`,
+  ]);
   stops.push(raw);
-  const minimal = await spawn([self, "--serve-minimal"]);
+  const minimal = await spawnServer(Deno.execPath(), [
+    "run",
+    "-A",
+    self,
+    "--serve-minimal",
+  ]);
   stops.push(minimal);
-  const jayson = await spawn([`${roots[0]}bench/jayson_server.ts`]);
+  const jayson = await spawnServer(Deno.execPath(), [
+    "run",
+    "-A",
+    `${roots[0]}bench/jayson_server.ts`,
+  ]);
   stops.push(jayson);
   const sides = [];
   for (const root of roots) {
-    const server = await spawn([`${root}bench/codec_server.ts`]);
+    const server = await spawnServer(Deno.execPath(), [
+      "run",
+      "-A",
+      `${root}bench/codec_server.ts`,
+    ]);
     stops.push(server);
     sides.push({ root, server });
   }
-  const rows = new Map<string, number[][]>();
-  const add = (row: string, side: number, value: number) => {
-    if (!rows.has(row)) rows.set(row, [[], []]);
-    rows.get(row)![side].push(value);
-  };
+  const table = new AbTable();
+  const add = (row: string, side: number, value: number) =>
+    table.add(row, side, value);
   for (let round = 0; round < ROUNDS; round++) {
     if (ONLY.has("seq")) {
       const [p50] = await measure("raw", roots[0], raw.url);
@@ -430,22 +404,11 @@ try {
     add("raw TCP echo (blast client), calls/s", 0, rate);
     add("raw TCP echo (blast client), calls/s", 1, rate);
   }
-  console.log(
-    `\nA = ${roots[0]}, B = ${
+  table.print(
+    `A = ${roots[0]}, B = ${
       roots[1]
-    }; medians of ${ROUNDS} rounds, A and B alternating; Deno ${Deno.version.deno}\n`,
+    }; medians of ${ROUNDS} rounds, A and B alternating; Deno ${Deno.version.deno}`,
   );
-  console.log("| row | A | B | A / B |");
-  console.log("|---|---:|---:|---:|");
-  for (const [row, [a, b]] of rows) {
-    const ma = median(a);
-    const mb = median(b);
-    console.log(
-      `| ${row} | ${ma.toFixed(0)} | ${mb.toFixed(0)} | ${
-        (ma / mb).toFixed(2)
-      } |`,
-    );
-  }
 } finally {
   for (const server of stops) await server.stop().catch(() => {});
 }

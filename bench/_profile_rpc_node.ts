@@ -15,16 +15,13 @@
  */
 
 import { benchArgs } from "./_args.ts";
+import { AB_FLAGS, AbTable, type Server, spawnServer } from "./_ab.ts";
 
 const USAGE = `usage: deno run -A bench/_profile_rpc_node.ts [--a DIR] [--b DIR]
   [--rounds N] [--seconds S] [--calls N] [--node-flags FLAGS]`;
 
 const flags = benchArgs(USAGE, {
-  a: { type: "string", default: new URL("..", import.meta.url).pathname },
-  b: { type: "string", default: "/work/main/" },
-  rounds: { type: "string", default: "3" },
-  seconds: { type: "string", default: "2" },
-  calls: { type: "string", default: "5000" },
+  ...AB_FLAGS,
   "node-flags": { type: "string", default: "" },
 });
 const ROUNDS = Number(flags.rounds);
@@ -145,37 +142,8 @@ for (const [i, root] of roots.entries()) {
   bundles.push(out);
 }
 
-interface Server {
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function spawnNode(bundle: string, mode: string): Promise<Server> {
-  const child = new Deno.Command("node", {
-    args: [...nodeFlags, bundle, mode],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  for (let i = 0; i < 1000; i++) {
-    const { done, value } = await lines.read();
-    if (done) throw new Error(`node ${mode} ended: ${seen}`);
-    seen += value;
-    const match = /listening on (tcp:\/\/\S+)/.exec(seen);
-    if (match) {
-      return {
-        url: match[1],
-        stop: async () => {
-          await child.stdin.close();
-          await child.status;
-          await lines.cancel().catch(() => {});
-        },
-      };
-    }
-  }
-  throw new Error("no listening line");
+function spawnNode(bundle: string, mode: string): Promise<Server> {
+  return spawnServer("node", [...nodeFlags, bundle, mode]);
 }
 
 async function measure(
@@ -199,9 +167,6 @@ async function measure(
   return JSON.parse(text);
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-
 const servers: Server[] = [];
 try {
   const raw = await spawnNode(bundles[0], "rawserver");
@@ -212,11 +177,9 @@ try {
     servers.push(server);
     rafter.push(server);
   }
-  const rows = new Map<string, number[][]>();
-  const add = (row: string, side: number, value: number) => {
-    if (!rows.has(row)) rows.set(row, [[], []]);
-    rows.get(row)![side].push(value);
-  };
+  const table = new AbTable();
+  const add = (row: string, side: number, value: number) =>
+    table.add(row, side, value);
   for (let round = 0; round < ROUNDS; round++) {
     const [rawP50] = await measure(bundles[0], "rawseq", raw.url);
     add("raw node:net echo, sequential p50 µs", 0, rawP50);
@@ -232,22 +195,11 @@ try {
   const version = new TextDecoder().decode(
     (await new Deno.Command("node", { args: ["--version"] }).output()).stdout,
   ).trim();
-  console.log(
-    `\nNode ${version}: A = ${roots[0]}, B = ${
+  table.print(
+    `Node ${version}: A = ${roots[0]}, B = ${
       roots[1]
-    }; medians of ${ROUNDS} rounds, A and B alternating\n`,
+    }; medians of ${ROUNDS} rounds, A and B alternating`,
   );
-  console.log("| row | A | B | A / B |");
-  console.log("|---|---:|---:|---:|");
-  for (const [row, [a, b]] of rows) {
-    const ma = median(a);
-    const mb = median(b);
-    console.log(
-      `| ${row} | ${ma.toFixed(0)} | ${mb.toFixed(0)} | ${
-        (ma / mb).toFixed(2)
-      } |`,
-    );
-  }
 } finally {
   for (const server of servers) await server.stop().catch(() => {});
   await Deno.remove(work, { recursive: true });

@@ -119,11 +119,30 @@ export function streamOfConn(
     close();
     await reading;
   };
+  return directStream(
+    { read, write, cancel },
+    close,
+    remoteAddress,
+    new WritableStream<Uint8Array>({ write }),
+  );
+}
+
+/**
+ * A {@link ByteStream} whose Web streams are built on `direct`, which it
+ * carries under {@link DIRECT}: the readable reads only when asked (no
+ * read-ahead), and cancelling it is `direct.cancel()`.
+ */
+export function directStream(
+  direct: DirectIo,
+  close: () => void,
+  remoteAddress: string | undefined,
+  writable: WritableStream<Uint8Array>,
+): ByteStream {
   const readable = new ReadableStream<Uint8Array>({
     async pull(controller) {
       let chunk: Uint8Array | null;
       try {
-        chunk = await read();
+        chunk = await direct.read();
       } catch (error) {
         controller.error(error);
         return;
@@ -131,10 +150,8 @@ export function streamOfConn(
       if (chunk === null) controller.close();
       else controller.enqueue(chunk);
     },
-    cancel,
+    cancel: () => direct.cancel(),
   }, { highWaterMark: 0 });
-  const writable = new WritableStream<Uint8Array>({ write });
-  const direct: DirectIo = { read, write, cancel };
   const stream: ByteStream & { [DIRECT]: DirectIo } = {
     readable,
     writable,

@@ -13,7 +13,7 @@ import {
   formatTcpUrl,
   parseTcpUrl,
 } from "../../rpc/transport.ts";
-import { DIRECT, type DirectIo } from "../../rpc/_conn_stream.ts";
+import { directStream } from "../../rpc/_conn_stream.ts";
 
 /** Chunks the readable side buffers before the socket is paused (back-pressure). */
 const READ_HIGH_WATER_CHUNKS = 16;
@@ -109,20 +109,6 @@ export function fromNodeSocket(socket: Socket): ByteStream {
       socket.on("close", gone);
     });
   };
-  const readable = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      let chunk: Uint8Array | null;
-      try {
-        chunk = await read();
-      } catch (error) {
-        controller.error(error);
-        return;
-      }
-      if (chunk === null) controller.close();
-      else controller.enqueue(chunk);
-    },
-    cancel,
-  }, { highWaterMark: 0 });
   const writable = new WritableStream<Uint8Array>({
     write,
     close() {
@@ -138,15 +124,7 @@ export function fromNodeSocket(socket: Socket): ByteStream {
       hostname: socket.remoteAddress,
       port: socket.remotePort ?? 0,
     }).slice("tcp://".length);
-  const direct: DirectIo = { read, write, cancel };
-  const stream: ByteStream & { [DIRECT]: DirectIo } = {
-    readable,
-    writable,
-    close,
-    remoteAddress,
-    [DIRECT]: direct,
-  };
-  return stream;
+  return directStream({ read, write, cancel }, close, remoteAddress, writable);
 }
 
 /**
