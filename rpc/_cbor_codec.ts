@@ -32,7 +32,9 @@ const encoder = new Encoder({ useRecords: false, variableMapSize: true });
 const decoder = new Decoder({ useRecords: false, mapsAsObjects: true });
 
 /** CBOR: parts are plain JSON values (objects, arrays), with bigint ids. */
-export const cborCodec: FrameCodec<unknown> = {
+export const cborCodec: {
+  frame(part: unknown): Uint8Array;
+} & FrameCodec<unknown> = {
   name: "cbor",
   preamble: PREAMBLE,
   result(id, result) {

@@ -43,15 +43,24 @@ const MAX_TIMER_MS = 2_147_483_647;
  * @returns the response part, or null when nothing must be sent (a
  * notification, or a batch of only notifications). Never rejects.
  */
-export async function dispatch<P>(
+export function dispatch<P>(
   value: unknown,
   methods: Methods,
   hooks: Hooks,
   codec: ReplyEncoder<P>,
 ): Promise<P | null> {
-  if (!Array.isArray(value)) {
-    return await handleValue(value, methods, hooks, codec);
-  }
+  // One message: its own promise, without a second async frame around it.
+  return Array.isArray(value)
+    ? dispatchBatch(value, methods, hooks, codec)
+    : handleValue(value, methods, hooks, codec);
+}
+
+async function dispatchBatch<P>(
+  value: unknown[],
+  methods: Methods,
+  hooks: Hooks,
+  codec: ReplyEncoder<P>,
+): Promise<P | null> {
   if (value.length === 0) {
     return serializeError(
       codec,

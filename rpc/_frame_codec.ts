@@ -10,6 +10,7 @@
 import type { ErrorObject } from "./errors.ts";
 import type { RequestId } from "./message.ts";
 import type { Codec } from "./codec.ts";
+import type { Frame } from "./_frame_writer.ts";
 
 /** One frame read from a connection, decoded. */
 export interface InboundFrame {
@@ -76,8 +77,12 @@ export interface FrameCodec<P = unknown> extends ReplyEncoder<P> {
    * @throws {TypeError} when a value in it has no JSON form.
    */
   message(value: Record<string, unknown>): P;
-  /** The bytes of one frame holding `part`. */
-  frame(part: P): Uint8Array;
+  /**
+   * One frame holding `part`, for a `FrameWriter`: its bytes, or (NDJSON)
+   * its text line without the `\n`, which the writer encodes together with
+   * the other lines of its write.
+   */
+  frame(part: P): Frame;
   /**
    * A decoder for one connection's input. `preamble`: the input starts with
    * this codec's {@link preamble} (the server's side).

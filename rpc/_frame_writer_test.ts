@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { FrameWriter } from "./_frame_writer.ts";
+import fc from "fast-check";
+import { FrameWriter, utf8Length } from "./_frame_writer.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -86,4 +87,41 @@ Deno.test("queuedBytes counts frames until the stream takes them", async () => {
   await first;
   await writer.idle();
   assert.equal(writer.queuedBytes, 0);
+});
+
+Deno.test("FrameWriter writes text lines as UTF-8 with their newline, joined with byte frames in order", async () => {
+  const { writable, writes } = recordingStream();
+  const writer = new FrameWriter(writable);
+  await Promise.all([
+    writer.write('{"a":1}'),
+    writer.write("é 😀"),
+    writer.write(encoder.encode("bytes\n")),
+    writer.write("last"),
+  ]);
+  await writer.write("x");
+  await writer.write("y");
+  assert.deepEqual(writes, ['{"a":1}\né 😀\nbytes\nlast\n', "x\n", "y\n"]);
+});
+
+Deno.test("FrameWriter counts a text line's UTF-8 bytes in queuedBytes, exactly", async () => {
+  const { writable } = recordingStream();
+  const writer = new FrameWriter(writable);
+  const lines = ["abc", "é", "😀", "\ud800", "a\u20acb"];
+  const done = lines.map((line) => writer.write(line));
+  const expected = lines.reduce(
+    (sum, line) => sum + encoder.encode(line + "\n").length,
+    0,
+  );
+  assert.equal(writer.queuedBytes, expected);
+  await Promise.all(done);
+  assert.equal(writer.queuedBytes, 0);
+});
+
+Deno.test("utf8Length agrees with TextEncoder for any string", () => {
+  fc.assert(
+    fc.property(fc.string({ unit: "binary" }), (text) => {
+      assert.equal(utf8Length(text), encoder.encode(text).length);
+    }),
+    { numRuns: 2_000 },
+  );
 });

@@ -35,12 +35,18 @@ export interface NdjsonDecoderOptions {
 const NEWLINE = 0x0a;
 const CARRIAGE_RETURN = "\r";
 const BLANK = /^[ \t\r]*$/;
+/** U+FEFF, which a `TextDecoder` drops at the start of what it decodes. */
+const BYTE_ORDER_MARK = 0xfeff;
 
 /**
  * Splits a byte stream into NDJSON lines. Feed it the chunks as they arrive;
  * it buffers the bytes of an unfinished line (so a multi-byte UTF-8 character
  * split across chunks is fine) and decodes only whole lines. Each byte is
- * scanned once and copied at most twice, whatever the chunking.
+ * scanned at most twice and copied at most twice, whatever the chunking. The
+ * whole lines of one chunk are decoded with one `TextDecoder` call and then
+ * split (UTF-8 never holds byte 0x0A inside a character), not one call per
+ * line; each line still decodes to exactly what decoding it alone would
+ * give (a leading byte order mark is dropped, a bad line is `badUtf8`).
  *
  * A trailing `\r` is stripped; empty and whitespace-only lines are skipped.
  * A line longer than `maxFrameBytes` yields one `tooLarge` frame as soon as the
@@ -88,11 +94,22 @@ export class NdjsonDecoder {
   push(chunk: Uint8Array): Frame[] {
     const frames: Frame[] = [];
     let start = 0;
+    let fast = true;
     while (start < chunk.length) {
       const newline = chunk.indexOf(NEWLINE, start);
       if (newline === -1) {
         this.#buffer(chunk.subarray(start), frames);
         break;
+      }
+      if (fast && !this.#skipping && this.#pendingBytes === 0) {
+        const last = chunk.lastIndexOf(NEWLINE);
+        if (this.#decodeRun(chunk, start, last, frames)) {
+          start = last + 1;
+          continue;
+        }
+        // Line by line for the rest of this chunk: trying again at each
+        // line would scan the chunk once per line.
+        fast = false;
       }
       const tail = chunk.subarray(start, newline);
       start = newline + 1;
@@ -152,6 +169,43 @@ export class NdjsonDecoder {
     return line;
   }
 
+  /**
+   * Decodes the whole lines `chunk[start, last)` (`last` is the index of the
+   * last newline) with one decoder call, when none is too large and all are
+   * UTF-8; false (nothing decoded) otherwise, for the line by line path.
+   */
+  #decodeRun(
+    chunk: Uint8Array,
+    start: number,
+    last: number,
+    frames: Frame[],
+  ): boolean {
+    for (let from = start; from <= last;) {
+      const newline = chunk.indexOf(NEWLINE, from);
+      if (newline - from > this.#maxFrameBytes) return false;
+      from = newline + 1;
+    }
+    let text: string;
+    try {
+      text = this.#utf8.decode(chunk.subarray(start, last));
+    } catch {
+      return false;
+    }
+    for (let from = 0; from <= text.length;) {
+      let end = text.indexOf("\n", from);
+      if (end === -1) end = text.length;
+      let line = text.slice(from, end);
+      // Decoded alone, a line would lose a leading byte order mark (the
+      // decoder dropped only the first line's).
+      if (from > 0 && line.charCodeAt(0) === BYTE_ORDER_MARK) {
+        line = line.slice(1);
+      }
+      this.#line(line, frames);
+      from = end + 1;
+    }
+    return true;
+  }
+
   #decode(line: Uint8Array, frames: Frame[]): void {
     if (line.length === 0) return;
     let text: string;
@@ -161,8 +215,21 @@ export class NdjsonDecoder {
       frames.push({ kind: "badUtf8" });
       return;
     }
+    this.#line(text, frames);
+  }
+
+  /** A decoded line, without its `\n`: a frame unless it is blank. */
+  #line(text: string, frames: Frame[]): void {
+    if (text.length === 0) return;
     if (text.endsWith(CARRIAGE_RETURN)) text = text.slice(0, -1);
-    if (BLANK.test(text)) return;
+    const first = text.charCodeAt(0);
+    // Most lines start with "{" or "[": no need to match the whole line.
+    if (
+      (first === 0x20 || first === 0x09 || first === 0x0d ||
+        Number.isNaN(first)) && BLANK.test(text)
+    ) {
+      return;
+    }
     frames.push({ kind: "text", text });
   }
 

@@ -7,7 +7,7 @@
 
 import { INVALID_REQUEST, messageOf, PARSE_ERROR, RpcError } from "./errors.ts";
 import type { FrameCodec, FrameDecoder, InboundFrame } from "./_frame_codec.ts";
-import { encodeTextFrame, type Frame, NdjsonDecoder } from "./_ndjson.ts";
+import { type Frame, NdjsonDecoder } from "./_ndjson.ts";
 import { exactIds, idJson } from "./_json_ids.ts";
 import { Refusal } from "./_refusal.ts";
 
@@ -52,7 +52,8 @@ export const ndjsonCodec: FrameCodec<string> = {
     }
     return text;
   },
-  frame: encodeTextFrame,
+  // The line itself: the FrameWriter adds the newline and encodes it.
+  frame: (text) => text,
   decoder({ maxFrameBytes }) {
     return new NdjsonMessages(maxFrameBytes);
   },

@@ -176,3 +176,73 @@ Deno.test("NdjsonDecoder property: encoded values cut anywhere decode back", () 
     { numRuns: 300 },
   );
 });
+
+/** The frames of `input` fed to a decoder in one chunk, or one byte at a time. */
+function framesOf(input: Uint8Array, maxFrameBytes: number, bytewise: boolean) {
+  const decoder = new NdjsonDecoder({ maxFrameBytes });
+  const frames: Frame[] = [];
+  if (bytewise) {
+    for (let i = 0; i < input.length; i++) {
+      frames.push(...decoder.push(input.subarray(i, i + 1)));
+    }
+  } else {
+    frames.push(...decoder.push(input));
+  }
+  frames.push(...decoder.end());
+  // How much of a too large line had arrived depends on the chunking.
+  return frames.map((frame) =>
+    frame.kind === "tooLarge" ? { kind: "tooLarge" } : frame
+  );
+}
+
+Deno.test("NdjsonDecoder property: the lines of one chunk, decoded together, give what each line decoded alone gives", () => {
+  const encoder = new TextEncoder();
+  const piece = fc.oneof(
+    fc.string({ unit: "binary", maxLength: 12 }).map((s) => encoder.encode(s)),
+    fc.constantFrom(
+      new Uint8Array([0x0a]), // newline
+      new Uint8Array([0x0d, 0x0a]), // CRLF
+      new Uint8Array([0xef, 0xbb, 0xbf]), // byte order mark
+      new Uint8Array([0x20, 0x09]), // blank
+      new Uint8Array([0xff]), // never UTF-8
+      new Uint8Array([0xc3]), // a truncated character
+      encoder.encode('{"id":1}'),
+    ),
+  );
+  fc.assert(
+    fc.property(
+      fc.array(piece, { maxLength: 40 }),
+      fc.integer({ min: 1, max: 40 }),
+      (pieces, maxFrameBytes) => {
+        const input = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
+        let offset = 0;
+        for (const p of pieces) {
+          input.set(p, offset);
+          offset += p.length;
+        }
+        assert.deepEqual(
+          framesOf(input, maxFrameBytes, false),
+          framesOf(input, maxFrameBytes, true),
+        );
+      },
+    ),
+    { numRuns: 2_000 },
+  );
+});
+
+Deno.test("NdjsonDecoder: a bad line among many does not make the chunk's decoding quadratic", () => {
+  const lines = '{"a":1}\n'.repeat(20_000);
+  const input = new Uint8Array([
+    ...new TextEncoder().encode(lines),
+    0xff,
+    0x0a,
+  ]);
+  const decoder = new NdjsonDecoder();
+  const start = performance.now();
+  const frames = decoder.push(input);
+  const ms = performance.now() - start;
+  assert.equal(frames.length, 20_001);
+  assert.deepEqual(frames.at(-1), { kind: "badUtf8" });
+  // Quadratic would be 20k scans of ~160 KB: seconds, not milliseconds.
+  assert.ok(ms < 2_000, `${ms} ms`);
+});

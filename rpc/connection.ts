@@ -20,12 +20,14 @@ import {
   TIMEOUT_MEMBER,
   validateResponse,
 } from "./message.ts";
-import { FrameWriter } from "./_frame_writer.ts";
+import { type Frame, FrameWriter } from "./_frame_writer.ts";
 import type { ByteStream } from "./transport.ts";
 import type { Codec } from "./codec.ts";
 import type { FrameCodec, FrameDecoder } from "./_frame_codec.ts";
 import { codecNamed } from "./_codecs.ts";
 import { Refusal } from "./_refusal.ts";
+import { Deadlines } from "./_deadlines.ts";
+import { directOf, streamReading } from "./_conn_stream.ts";
 
 /** Default largest response frame a client accepts: 16 MiB (16_777_216 bytes). */
 export const DEFAULT_CLIENT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -125,8 +127,34 @@ interface PendingCall {
   method: string;
   resolve(result: unknown): void;
   reject(error: unknown): void;
-  /** Clears the call's timer and abort listener. */
+  /** Removes the call's abort listener. */
   cleanup(): void;
+}
+
+/** Options of a call that gives none. */
+const NO_OPTIONS: CallOptions = Object.freeze({});
+
+/** One {@link RpcConnection.call} waiting for its response. */
+class WaitingCall implements PendingCall {
+  /** Its deadline, a `performance.now()` time in ms (Infinity: none). */
+  at = Infinity;
+  /** Its abort listener, when it has a signal. */
+  onAbort: (() => void) | undefined;
+
+  constructor(
+    readonly id: number,
+    readonly method: string,
+    readonly timeoutMs: number,
+    readonly resolve: (result: unknown) => void,
+    readonly reject: (error: unknown) => void,
+    readonly signal: AbortSignal | undefined,
+  ) {}
+
+  cleanup(): void {
+    if (this.onAbort !== undefined) {
+      this.signal!.removeEventListener("abort", this.onAbort);
+    }
+  }
 }
 
 /**
@@ -172,7 +200,10 @@ export class RpcConnection {
 
   readonly #stream: ByteStream;
   readonly #writer: FrameWriter;
-  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  /** The next chunk read, or null at the end. */
+  readonly #read: () => Promise<Uint8Array | null>;
+  /** Stops reading; settles once a pending read is over. Never rejects. */
+  readonly #cancelRead: () => Promise<void>;
   readonly #codec: FrameCodec;
   readonly #decoder: FrameDecoder;
   readonly #maxFrameBytes: number;
@@ -184,6 +215,23 @@ export class RpcConnection {
     params: Params | undefined,
   ) => void;
   readonly #pending = new Map<number, PendingCall>();
+  /** The deadlines of the calls in #pending that have one. */
+  readonly #deadlines = new Deadlines<WaitingCall>({
+    isLive: (call) => this.#pending.get(call.id) === call,
+    live: () => this.#pending.size,
+    expire: (call) => {
+      this.#abandon(call.id);
+      call.reject(
+        new RpcError(
+          DEADLINE_EXCEEDED,
+          `Deadline exceeded: no response to ${
+            JSON.stringify(String(call.method))
+          } within ${call.timeoutMs} ms`,
+          { timeoutMs: call.timeoutMs, written: true },
+        ),
+      );
+    },
+  });
   #nextId = 1;
   #isClosed = false;
   #draining = false;
@@ -223,11 +271,14 @@ export class RpcConnection {
     this.#onUnmatchedResponse = options.onUnmatchedResponse;
     this.#onNotification = options.onNotification;
     this.#stream = stream;
-    this.#writer = new FrameWriter(stream.writable, {
+    const direct = directOf(stream);
+    this.#writer = new FrameWriter(direct?.write ?? stream.writable, {
       onError: (error) =>
         this.#shutdown(`write failed: ${messageOf(error)}`, error),
     });
-    this.#reader = stream.readable.getReader();
+    [this.#read, this.#cancelRead] = direct === undefined
+      ? streamReading(stream.readable)
+      : [direct.read, direct.cancel];
     if (this.#codec.preamble.length > 0) {
       // A failed write ends the connection.
       this.#writer.write(this.#codec.preamble).catch(() => {});
@@ -277,15 +328,19 @@ export class RpcConnection {
   call<T = unknown>(
     method: string,
     params?: Params,
-    options: CallOptions = {},
+    options: CallOptions = NO_OPTIONS,
   ): Promise<T> {
-    const name = JSON.stringify(String(method));
-    const timeoutMs = this.#timeoutOf(String(method), name, options, "call");
+    const timeoutMs = this.#timeoutOf(
+      String(method),
+      undefined,
+      options,
+      "call",
+    );
     if (typeof timeoutMs !== "number") return Promise.reject(timeoutMs);
     const { signal } = options;
     const id = this.#nextId++;
     const timed = timeoutMs <= MAX_TIMER_MS;
-    let frame: Uint8Array;
+    let frame: Frame;
     try {
       frame = encodeRequest(
         this.#codec,
@@ -298,34 +353,29 @@ export class RpcConnection {
       return Promise.reject(error);
     }
     return new Promise<T>((resolve, reject) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const onAbort = () => {
-        this.#abandon(id);
-        reject(cancelledError(name, true, signal?.reason));
-      };
-      const cleanup = () => {
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-      };
-      this.#pending.set(id, {
+      const call = new WaitingCall(
+        id,
         method,
-        resolve: resolve as (result: unknown) => void,
+        timeoutMs,
+        resolve as (result: unknown) => void,
         reject,
-        cleanup,
-      });
+        signal,
+      );
+      this.#pending.set(id, call);
       if (timed) {
-        timer = setTimeout(() => {
+        // One timer for the connection, not one per call (`_deadlines.ts`).
+        call.at = performance.now() + timeoutMs;
+        this.#deadlines.add(call);
+      }
+      if (signal !== undefined) {
+        call.onAbort = () => {
           this.#abandon(id);
           reject(
-            new RpcError(
-              DEADLINE_EXCEEDED,
-              `Deadline exceeded: no response to ${name} within ${timeoutMs} ms`,
-              { timeoutMs, written: true },
-            ),
+            cancelledError(JSON.stringify(String(method)), true, signal.reason),
           );
-        }, timeoutMs);
+        };
+        signal.addEventListener("abort", call.onAbort, { once: true });
       }
-      signal?.addEventListener("abort", onAbort, { once: true });
       // A failed write ends the connection, which rejects this call.
       this.#writer.write(frame);
     });
@@ -536,8 +586,9 @@ export class RpcConnection {
     let cause: unknown;
     try {
       while (!this.#isClosed) {
-        const { done, value } = await this.#reader.read();
+        const value = await this.#read();
         if (this.#isClosed) return;
+        const done = value === null;
         const frames = done ? this.#decoder.end() : this.#decoder.push(value);
         for (const frame of frames) {
           if (frame.tooLarge) {
@@ -607,6 +658,7 @@ export class RpcConnection {
         continue;
       }
       this.#pending.delete(response.id as number);
+      if (this.#pending.size === 0) this.#deadlines.idle();
       call.cleanup();
       if ("error" in response) call.reject(RpcError.fromObject(response.error));
       else call.resolve(response.result);
@@ -637,6 +689,7 @@ export class RpcConnection {
     const call = this.#pending.get(id);
     if (call === undefined) return;
     this.#pending.delete(id);
+    if (this.#pending.size === 0) this.#deadlines.idle();
     call.cleanup();
     this.#closeIfDrained();
   }
@@ -660,13 +713,19 @@ export class RpcConnection {
    */
   #timeoutOf(
     method: string,
-    name: string,
+    name: string | undefined,
     options: CallOptions,
     verb: "call" | "send",
   ): number | Error {
     if (this.isClosed) return this.#closedError(method);
     const { signal } = options;
-    if (signal?.aborted) return cancelledError(name, false, signal.reason);
+    if (signal?.aborted) {
+      return cancelledError(
+        name ?? JSON.stringify(method),
+        false,
+        signal.reason,
+      );
+    }
     const timeoutMs = options.timeoutMs ?? this.#timeoutMs;
     if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs)) {
       return new RangeError(
@@ -676,7 +735,9 @@ export class RpcConnection {
     if (timeoutMs <= 0) {
       return new RpcError(
         DEADLINE_EXCEEDED,
-        `Deadline exceeded: no time left to ${verb} ${name} (timeoutMs ${timeoutMs})`,
+        `Deadline exceeded: no time left to ${verb} ${
+          name ?? JSON.stringify(method)
+        } (timeoutMs ${timeoutMs})`,
         { timeoutMs, written: false },
       );
     }
@@ -700,6 +761,7 @@ export class RpcConnection {
     this.#isClosed = true;
     const calls = [...this.#pending.values()];
     this.#pending.clear();
+    this.#deadlines.clear();
     for (const call of calls) {
       call.cleanup();
       call.reject(
@@ -717,7 +779,7 @@ export class RpcConnection {
     } catch {
       // Already closed.
     }
-    this.#cancelled = this.#reader.cancel().catch(() => {});
+    this.#cancelled = this.#cancelRead();
   }
 }
 
@@ -748,7 +810,7 @@ function encodeRequest(
   params: Params | undefined,
   id: number | undefined,
   timeoutMs?: number,
-): Uint8Array {
+): Frame {
   return codec.frame(requestPart(codec, method, params, id, timeoutMs));
 }
 
@@ -763,14 +825,15 @@ function requestPart(
   id: number | undefined,
   timeoutMs?: number,
 ): unknown {
-  const name = JSON.stringify(String(method));
   if (typeof method !== "string") {
     throw new TypeError(`method must be a string, got ${typeof method}`);
   }
   if (params !== undefined && (typeof params !== "object" || params === null)) {
     throw new RpcError(
       INVALID_PARAMS,
-      `Invalid params: the params of ${name} must be an array or an object, got ${
+      `Invalid params: the params of ${
+        JSON.stringify(String(method))
+      } must be an array or an object, got ${
         params === null ? "null" : typeof params
       }`,
     );
@@ -785,9 +848,9 @@ function requestPart(
   } catch (error) {
     throw new RpcError(
       INVALID_PARAMS,
-      `Invalid params: the params of ${name} cannot be encoded as JSON: ${
-        messageOf(error)
-      }`,
+      `Invalid params: the params of ${
+        JSON.stringify(String(method))
+      } cannot be encoded as JSON: ${messageOf(error)}`,
     );
   }
 }

@@ -100,6 +100,52 @@ Deno.test("rpc.cancel follows a call that timed out and one that was aborted, on
   }
 });
 
+Deno.test("calls on one connection each expire at their own deadline, in order, whatever order they were made in", async () => {
+  const fake = fakeStream();
+  const connection = new RpcConnection(fake.stream);
+  try {
+    const start = performance.now();
+    const settledAt = new Map<string, number>();
+    const track = (name: string, timeoutMs: number) =>
+      rejection(connection.call(name, [], { timeoutMs })).then((error) => {
+        settledAt.set(name, performance.now() - start);
+        return error;
+      });
+    const long = track("long", 60);
+    const short = track("short", 15);
+    const answered = connection.call("answered", [], { timeoutMs: 20 });
+    await delay(0);
+    fake.push('{"jsonrpc":"2.0","result":"ok","id":3}\n');
+    assert.equal(await answered, "ok");
+    const [longError, shortError] = await within(
+      Promise.all([long, short]),
+      2_000,
+      "both deadlines",
+    );
+    assert.equal(shortError.code, DEADLINE_EXCEEDED);
+    assert.deepEqual(shortError.data, { timeoutMs: 15, written: true });
+    assert.deepEqual(longError.data, { timeoutMs: 60, written: true });
+    assert.ok(
+      settledAt.get("short")! >= 14,
+      `short after ${settledAt.get("short")} ms`,
+    );
+    assert.ok(settledAt.get("short")! < settledAt.get("long")!);
+    assert.ok(
+      settledAt.get("long")! >= 59,
+      `long after ${settledAt.get("long")} ms`,
+    );
+    await delay(5);
+    // Each abandoned call was cancelled; the answered one was not.
+    assert.deepEqual(sentLines(fake).slice(3), [
+      '{"jsonrpc":"2.0","method":"rpc.cancel","params":{"id":2}}',
+      '{"jsonrpc":"2.0","method":"rpc.cancel","params":{"id":1}}',
+    ]);
+  } finally {
+    connection.close();
+    await connection.closed;
+  }
+});
+
 Deno.test("no rpc.cancel for a call that was answered, or never sent", async () => {
   const fake = fakeStream();
   const connection = new RpcConnection(fake.stream, { timeoutMs: 30 });

@@ -28,6 +28,7 @@ import { codecOfFirstByte } from "./_codecs.ts";
 import { dispatch, hooksOf, serializeError } from "./_dispatch.ts";
 import { jsonValue } from "./_json_value.ts";
 import { Refusal } from "./_refusal.ts";
+import { directOf, streamReading } from "./_conn_stream.ts";
 
 /**
  * One client connection as the server's methods see it: a way to push
@@ -286,7 +287,10 @@ class ServerConnection {
   /** Messages to send once the codec is known. */
   #early: Record<string, unknown>[] = [];
   readonly #writer: FrameWriter;
-  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  /** The next chunk read, or null at the end. */
+  readonly #read: () => Promise<Uint8Array | null>;
+  /** Stops reading; settles once a pending read is over. Never rejects. */
+  readonly #cancelRead: () => Promise<void>;
   /** Decoded frames waiting for a free slot; `#next` is the first unsent. */
   #backlog: Waiting[] = [];
   #next = 0;
@@ -299,6 +303,11 @@ class ServerConnection {
   /** A frame the codec could not go on from was read: nothing more runs. */
   #fatal = false;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /**
+   * `performance.now()` when the connection last became idle (nothing in
+   * flight or waiting), or undefined while it is not idle.
+   */
+  #idleSince: number | undefined;
   #wake: (() => void) | undefined;
   /** Settles once the read side is cancelled (and its pending read is over). */
   #cancelled: Promise<void> = Promise.resolve();
@@ -317,10 +326,13 @@ class ServerConnection {
       options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
       MAX_TIMER_MS,
     );
-    this.#writer = new FrameWriter(stream.writable, {
+    const direct = directOf(stream);
+    this.#writer = new FrameWriter(direct?.write ?? stream.writable, {
       onError: () => this.#stop(),
     });
-    this.#reader = stream.readable.getReader();
+    [this.#read, this.#cancelRead] = direct === undefined
+      ? streamReading(stream.readable)
+      : [direct.read, direct.cancel];
     this.#session = this.#makeSession();
     this.#methods = typeof methods === "function"
       ? methods(this.#session)
@@ -429,8 +441,9 @@ class ServerConnection {
         await this.#change();
         continue;
       }
-      const { done, value } = await this.#reader.read();
+      const value = await this.#read();
       if (this.#stopped) return;
+      const done = value === null;
       if (!done && value.length === 0) continue;
       const decoder = done ? this.#decoder : this.#decoderFor(value[0]);
       const frames = decoder === undefined
@@ -497,8 +510,8 @@ class ServerConnection {
     });
     try {
       while (!this.#stopped) {
-        const read = await Promise.race([this.#reader.read(), timeout]);
-        if (read === undefined || read.done) return;
+        const read = await Promise.race([this.#read(), timeout]);
+        if (read === undefined || read === null) return;
       }
     } finally {
       clearTimeout(timer);
@@ -569,24 +582,24 @@ class ServerConnection {
     }
   }
 
-  #dispatch(waiting: Waiting): void {
+  /** Runs a frame and writes its answer; the slot is freed once written. */
+  async #dispatch(waiting: Waiting): Promise<void> {
     this.#inFlight++;
     this.#clearIdle();
-    this.#respond(waiting)
-      .then((part) => {
-        if (part === null || this.#stopped) return;
-        return this.#writer.write(this.#codec!.frame(part));
-      })
-      .catch(() => {
-        // A failed write stops the connection through the writer's onError.
-      })
-      .finally(() => {
-        this.#inFlight--;
-        // Here, not only in #loop: it may be waiting for a read.
-        if (!this.#stopped) this.#dispatchBacklog();
-        this.#armIdle();
-        this.#notify();
-      });
+    try {
+      const part = await this.#respond(waiting);
+      if (part !== null && !this.#stopped) {
+        await this.#writer.write(this.#codec!.frame(part));
+      }
+    } catch {
+      // A failed write stops the connection through the writer's onError.
+    } finally {
+      this.#inFlight--;
+      // Here, not only in #loop: it may be waiting for a read.
+      if (!this.#stopped) this.#dispatchBacklog();
+      this.#armIdle();
+      this.#notify();
+    }
   }
 
   #respond(waiting: Waiting): Promise<unknown> {
@@ -611,6 +624,13 @@ class ServerConnection {
     wake?.();
   }
 
+  /**
+   * Starts the idle timeout if the connection is idle. The timer is not
+   * cancelled when a frame arrives ({@link #clearIdle} only notes that the
+   * connection is busy), so a call costs no timer: when it fires, it closes
+   * the connection if it has been idle for the whole timeout, and otherwise
+   * waits for the rest of it.
+   */
   #armIdle(): void {
     this.#clearIdle();
     if (
@@ -619,17 +639,24 @@ class ServerConnection {
     ) {
       return;
     }
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      this.#stop();
-    }, this.#idleTimeoutMs);
+    this.#idleSince = performance.now();
+    if (this.#idleTimer === undefined) this.#waitIdle(this.#idleTimeoutMs);
   }
 
-  #clearIdle(): void {
-    if (this.#idleTimer !== undefined) {
-      clearTimeout(this.#idleTimer);
+  #waitIdle(ms: number): void {
+    this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
-    }
+      if (this.#stopped || this.#idleSince === undefined) return;
+      const left = this.#idleSince + this.#idleTimeoutMs - performance.now();
+      if (left <= 0) this.#stop();
+      // A timer may fire a little early by this clock: never close early.
+      else this.#waitIdle(Math.max(1, left));
+    }, ms);
+  }
+
+  /** The connection is busy: the idle timeout does not run. */
+  #clearIdle(): void {
+    this.#idleSince = undefined;
   }
 
   #stop(): void {
@@ -638,12 +665,14 @@ class ServerConnection {
     this.#ended.abort();
     this.#inputEnded.abort();
     this.#clearIdle();
+    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
     try {
       this.#stream.close();
     } catch {
       // Already closed.
     }
-    this.#cancelled = this.#reader.cancel().catch(() => {});
+    this.#cancelled = this.#cancelRead();
     this.#notify();
   }
 }

@@ -388,6 +388,20 @@ Deno.test("the idle timeout closes a silent connection", async () => {
   }, { idleTimeoutMs: 50 });
 });
 
+Deno.test("the idle timeout counts from when the connection went quiet: busy past it stays open, then closes no sooner than the timeout", async () => {
+  await withServer(async (_server, client) => {
+    for (let i = 0; i < 6; i++) {
+      await exchange(client, PING, PONG);
+      await delay(25);
+    }
+    await exchange(client, PING, PONG);
+    const quiet = performance.now();
+    assert.equal(await client.rest(2_000), "");
+    const waited = performance.now() - quiet;
+    assert.ok(waited >= 59, `closed ${waited} ms after the last answer`);
+  }, { idleTimeoutMs: 60 });
+});
+
 Deno.test("a peer that leaves mid-response crashes nothing", async () => {
   let finished!: () => void;
   const done = new Promise<void>((resolve) => finished = resolve);

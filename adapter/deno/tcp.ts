@@ -11,8 +11,7 @@ import {
   formatTcpUrl,
   parseTcpUrl,
 } from "../../rpc/transport.ts";
-
-const READ_BUFFER_BYTES = 64 * 1024;
+import { streamOfConn } from "../../rpc/_conn_stream.ts";
 
 /**
  * Wraps a `Deno.Conn` as a {@link ByteStream}.
@@ -24,6 +23,8 @@ const READ_BUFFER_BYTES = 64 * 1024;
  * 64 KiB. `close()` closes both directions, may be called any number of
  * times, and ends a pending read. Cancelling the readable also closes the
  * connection, and its promise settles once the pending read is over.
+ * Rafter's own connections read and write `conn` directly, without the Web
+ * streams.
  *
  * @example
  * ```ts ignore
@@ -34,51 +35,11 @@ const READ_BUFFER_BYTES = 64 * 1024;
  * ```
  */
 export function fromDenoConn(conn: Deno.Conn): ByteStream {
-  let closed = false;
-  let reading: Promise<unknown> = Promise.resolve();
-  const buffer = new Uint8Array(READ_BUFFER_BYTES);
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    try {
-      conn.close();
-    } catch {
-      // Already closed by Deno.
-    }
-  };
-  const readable = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const read = conn.read(buffer);
-      reading = read.catch(() => {});
-      let count: number | null;
-      try {
-        count = await read;
-      } catch (error) {
-        if (closed) controller.close();
-        else controller.error(error);
-        return;
-      }
-      if (count === null) controller.close();
-      else controller.enqueue(buffer.slice(0, count));
-    },
-    async cancel() {
-      close();
-      await reading;
-    },
-  }, { highWaterMark: 0 });
-  const writable = new WritableStream<Uint8Array>({
-    async write(chunk) {
-      let offset = 0;
-      while (offset < chunk.length) {
-        offset += await conn.write(chunk.subarray(offset));
-      }
-    },
-  });
   const remote = conn.remoteAddr as Deno.NetAddr;
   const remoteAddress = remote?.hostname === undefined
     ? undefined
     : formatTcpUrl(remote).slice("tcp://".length);
-  return { readable, writable, close, remoteAddress };
+  return streamOfConn(conn, remoteAddress);
 }
 
 /**

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { dial } from "../../rpc/dial.ts";
 import { serve } from "./serve.ts";
-import { nodeTcpDialer } from "./tcp.ts";
+import { fromNodeSocket, nodeTcpDialer } from "./tcp.ts";
+import { connect, createServer, type Socket } from "node:net";
+import { directOf } from "../../rpc/_conn_stream.ts";
 
 // Runs the node:net adapter under Deno's Node compatibility; the npm
 // package test runs it under Node itself.
@@ -78,5 +80,43 @@ Deno.test("node adapter: serve() hears CBOR and NDJSON clients on one port, over
     cbor.close();
     json.close();
     await server.close();
+  }
+});
+
+Deno.test("node adapter: fromNodeSocket's direct reads stop the socket after 16 unread chunks, resume when read, and deliver every byte before the end", async () => {
+  const total = 4 * 1024 * 1024;
+  const { promise: accepted, resolve: accept } = Promise.withResolvers<
+    Socket
+  >();
+  const server = createServer((socket) => accept(socket));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  const sender = connect({ host: "127.0.0.1", port });
+  const socket = await accepted;
+  const receiver = fromNodeSocket(socket);
+  try {
+    const direct = directOf(receiver)!;
+    assert.ok(direct !== undefined);
+    const chunk = new Uint8Array(64 * 1024).fill(7);
+    let written = 0;
+    for (; written < total; written += chunk.length) sender.write(chunk);
+    // Nobody reads: once 16 chunks wait, the receiving socket is paused.
+    for (let i = 0; i < 400 && !socket.isPaused(); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    assert.ok(socket.isPaused(), "the socket was never paused");
+    sender.end();
+    let received = 0;
+    for (let i = 0; i < 100_000; i++) {
+      const got = await direct.read();
+      if (got === null) break;
+      received += got.length;
+    }
+    assert.equal(received, written);
+    assert.equal(await direct.read(), null);
+  } finally {
+    receiver.close();
+    sender.destroy();
+    await new Promise((resolve) => server.close(resolve));
   }
 });

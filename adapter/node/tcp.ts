@@ -13,14 +13,16 @@ import {
   formatTcpUrl,
   parseTcpUrl,
 } from "../../rpc/transport.ts";
+import { directStream } from "../../rpc/_conn_stream.ts";
 
 /** Chunks the readable side buffers before the socket is paused (back-pressure). */
 const READ_HIGH_WATER_CHUNKS = 16;
 
 /**
  * Wraps a connected `node:net` socket as a {@link ByteStream}: reads pause
- * the socket while the reader is behind, writes wait for `drain`, and
- * `close()` destroys the socket (idempotent).
+ * the socket while the reader is behind (16 chunks), writes wait for
+ * `drain`, and `close()` destroys the socket (idempotent). Rafter's own
+ * connections read and write the socket directly, without the Web streams.
  *
  * @param socket a connected socket (its `'connect'` has fired, or it came
  * from a server's `'connection'` event).
@@ -29,63 +31,86 @@ const READ_HIGH_WATER_CHUNKS = 16;
 export function fromNodeSocket(socket: Socket): ByteStream {
   let closed = false;
   let ended = false;
+  let failure: { error: unknown } | undefined;
+  const chunks: Uint8Array[] = [];
+  let waiting:
+    | { resolve(chunk: Uint8Array | null): void; reject(error: unknown): void }
+    | undefined;
   const close = () => {
     if (closed) return;
     closed = true;
     socket.destroy();
   };
-  const readable = new ReadableStream<Uint8Array>({
-    start(controller) {
-      socket.on("data", (chunk: Uint8Array) => {
-        if (ended) return;
-        controller.enqueue(
-          new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength),
-        );
-        if ((controller.desiredSize ?? 1) <= 0) socket.pause();
-      });
-      const finish = (error?: unknown) => {
-        if (ended) return;
-        ended = true;
-        try {
-          if (error === undefined || closed) controller.close();
-          else controller.error(error);
-        } catch {
-          // The reader let go of the stream already.
-        }
+  socket.on("data", (chunk: Uint8Array) => {
+    if (ended) return;
+    const view = new Uint8Array(
+      chunk.buffer,
+      chunk.byteOffset,
+      chunk.byteLength,
+    );
+    const reader = waiting;
+    if (reader !== undefined) {
+      waiting = undefined;
+      reader.resolve(view);
+      return;
+    }
+    chunks.push(view);
+    if (chunks.length >= READ_HIGH_WATER_CHUNKS) socket.pause();
+  });
+  const finish = (error?: unknown) => {
+    if (ended) return;
+    ended = true;
+    if (error !== undefined && !closed) failure = { error };
+    const reader = waiting;
+    waiting = undefined;
+    if (reader === undefined) return;
+    if (failure !== undefined) reader.reject(failure.error);
+    else reader.resolve(null);
+  };
+  socket.on("end", () => finish());
+  socket.on("close", () => finish());
+  socket.on("error", (error) => finish(error));
+  const read = (): Promise<Uint8Array | null> => {
+    const chunk = chunks.shift();
+    if (chunk !== undefined) {
+      if (chunks.length < READ_HIGH_WATER_CHUNKS && !ended) socket.resume();
+      return Promise.resolve(chunk);
+    }
+    if (ended) {
+      return failure === undefined
+        ? Promise.resolve(null)
+        : Promise.reject(failure.error);
+    }
+    socket.resume();
+    return new Promise((resolve, reject) => waiting = { resolve, reject });
+  };
+  const cancel = (): Promise<void> => {
+    finish();
+    close();
+    return Promise.resolve();
+  };
+  const write = (chunk: Uint8Array): Promise<void> => {
+    if (closed || socket.destroyed) {
+      return Promise.reject(new Error("the socket is closed"));
+    }
+    if (socket.write(chunk)) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        socket.off("drain", done);
+        socket.off("close", gone);
+        resolve();
       };
-      socket.on("end", () => finish());
-      socket.on("close", () => finish());
-      socket.on("error", (error) => finish(error));
-    },
-    pull() {
-      socket.resume();
-    },
-    cancel() {
-      ended = true;
-      close();
-    },
-  }, new CountQueuingStrategy({ highWaterMark: READ_HIGH_WATER_CHUNKS }));
+      const gone = () => {
+        socket.off("drain", done);
+        socket.off("close", gone);
+        reject(new Error("the socket closed while writing"));
+      };
+      socket.on("drain", done);
+      socket.on("close", gone);
+    });
+  };
   const writable = new WritableStream<Uint8Array>({
-    write(chunk) {
-      if (closed || socket.destroyed) {
-        throw new Error("the socket is closed");
-      }
-      if (socket.write(chunk)) return;
-      return new Promise<void>((resolve, reject) => {
-        const done = () => {
-          socket.off("drain", done);
-          socket.off("close", gone);
-          resolve();
-        };
-        const gone = () => {
-          socket.off("drain", done);
-          socket.off("close", gone);
-          reject(new Error("the socket closed while writing"));
-        };
-        socket.on("drain", done);
-        socket.on("close", gone);
-      });
-    },
+    write,
     close() {
       socket.end();
     },
@@ -99,7 +124,7 @@ export function fromNodeSocket(socket: Socket): ByteStream {
       hostname: socket.remoteAddress,
       port: socket.remotePort ?? 0,
     }).slice("tcp://".length);
-  return { readable, writable, close, remoteAddress };
+  return directStream({ read, write, cancel }, close, remoteAddress, writable);
 }
 
 /**
