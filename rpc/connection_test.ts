@@ -235,13 +235,14 @@ Deno.test("a missing deadline rejects with DEADLINE_EXCEEDED and ignores the lat
       'Deadline exceeded: no response to "greet" within 30 ms',
     );
     assert.deepEqual(error.data, { timeoutMs: 30, written: true });
-    // Per-call deadline overrides the connection's.
-    const started = Date.now();
+    // Per-call deadline overrides the connection's (said by the error, not
+    // timed: a busy machine may fire any timer late).
     await assert.rejects(
       connection.call("greet", [], { timeoutMs: 5 }),
-      (e: unknown) => e instanceof RpcError && e.code === DEADLINE_EXCEEDED,
+      (e: unknown) =>
+        e instanceof RpcError && e.code === DEADLINE_EXCEEDED &&
+        e.message === 'Deadline exceeded: no response to "greet" within 5 ms',
     );
-    assert.ok(Date.now() - started < 25);
     fake.push('{"jsonrpc":"2.0","result":"late","id":1}\n');
     await delay(10);
     assert.deepEqual(unmatched, [{ jsonrpc: "2.0", result: "late", id: 1 }]);

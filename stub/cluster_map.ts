@@ -106,7 +106,7 @@ const REMOVED_KEPT_MS = 30_000;
  * const map = new ClusterMap("hello", {
  *   lookup: async () => ({
  *     name: "hello", query: {}, revision: 2,
- *     endpoints: [endpoint("a", 9001), endpoint("b", 9002)],
+ *     endpoints: [endpoint("a", 9001), endpoint("b", 9002)], total: 2,
  *   }),
  * }, { health });
  * await map.endpoints();
