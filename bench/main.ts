@@ -76,7 +76,10 @@ try {
     strict: true,
   });
 } catch (error) {
-  usageError((error as Error).message);
+  // node:util's message for an unknown flag suggests "--" (no help here).
+  const message = (error as Error).message;
+  const unknown = message.match(/^Unknown option '([^']+)'/);
+  usageError(unknown ? `unknown option ${unknown[1]}` : message);
 }
 if (parsed.values.help) {
   console.log(USAGE);
@@ -89,6 +92,16 @@ const wanted = new Set(
   parsed.positionals.length > 0 ? parsed.positionals : ALL,
 );
 const quick = parsed.values.quick;
+// A bad --out fails now, not after minutes of measuring.
+if (parsed.values.out !== undefined) {
+  try {
+    await Deno.writeTextFile(parsed.values.out, "");
+  } catch (error) {
+    usageError(
+      `cannot write --out ${parsed.values.out}: ${(error as Error).message}`,
+    );
+  }
+}
 
 /** The machine and runtimes, as Markdown lines. */
 async function describeMachine(): Promise<string[]> {

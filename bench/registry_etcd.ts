@@ -790,7 +790,7 @@ async function failover(): Promise<void> {
     scenario: "failover",
     title: "Fail-over: SIGKILL the leader, time to the next acknowledged write",
     note:
-      `${TRIALS} trial(s) each, Rafter and etcd in turn; each trial kills the leader at a random phase of the heartbeat, then starts a write through the survivors every ${PROBE_EVERY_MS} ms (Rafter: a RafterClient of the 2 survivors; etcd: an etcd3 client of the 2 survivors and, at the same time, the gateway of each survivor in turn) and times the first acknowledgement after the kill; "leader elected": median time from the kill until a survivor reports that it leads (registry.status / maintenance status polled every ${PROBE_EVERY_MS} ms), "elected → ack": median of the rest, per trial; the killed member is restarted and a leader agreed on before the next trial. Equal Raft timing: heartbeat ${TICK_MS} ms, election timeout ${
+      `${TRIALS} trial(s) each, Rafter and etcd in turn; each trial kills the leader at a random phase of the heartbeat, then starts a write through the survivors every ${PROBE_EVERY_MS} ms (Rafter: a RafterClient of the 2 survivors; etcd: an etcd3 client of the 2 survivors and, at the same time, the gateway of each survivor in turn) and times the first acknowledgement after the kill; "leader elected": median time from the kill until a survivor reports that it leads (registry.status / maintenance status polled every ${PROBE_EVERY_MS} ms), "elected → ack": median of the rest, per trial (negative when the acknowledgement came before the next status poll saw the new leader); the killed member is restarted and a leader agreed on before the next trial. Equal Raft timing: heartbeat ${TICK_MS} ms, election timeout ${
         TICK_MS * ELECTION_TICKS
       } ms (both randomize it up to twice that). Ratio: Rafter's median ÷ this row's (below 1 is Rafter faster); on Rafter's row, against the faster etcd API.`,
     columns: [
@@ -854,7 +854,7 @@ try {
       TICK_MS * ELECTION_TICKS
     } ms, data of both in the temp folder (one file system; 64 callers over ${LOADERS} load-generator process(es)${
       QUICK ? "; --quick: short rows, noisy figures" : ""
-    }`,
+    })`,
   );
   const steps = { writes, reads, leases, failover };
   for (const scenario of SCENARIOS) {

@@ -9,7 +9,7 @@
  * | Rafter, Deno | `serve()` of `@rafter/rpc/deno` | `dial()`, Deno's TCP dialer |
  * | raw TCP, Node | `node:net`, bytes back | a line client (`node:net`) |
  * | Rafter, Node | `serve()` of `@rafter/rpc/node` | `dial()`, `nodeTcpDialer` |
- * | Rafter's Node server, line client | Rafter, Node | the line client jayson's row uses |
+ * | Rafter's Node server, jayson's line client | Rafter, Node | the line client of jayson's kept-open row |
  * | jayson, stock client | jayson 5 TCP server (Node) | `jayson.Client.tcp()`: a connection per call |
  * | jayson, kept-open connection | jayson 5 TCP server (Node) | the line client over one connection |
  * | grpc-js unary | `@grpc/grpc-js` 1.14 server, `bench/echo.proto` | grpc-js client, one channel |
@@ -444,7 +444,7 @@ async function main(): Promise<void> {
     true,
   );
   const rafterNodeLine = contender(
-    "Rafter's Node server, the line client jayson's row uses",
+    "Rafter's Node server, jayson's line client",
     "Node",
     nodeRafter,
     (url) => nodeCommand(node.rpcClient, "line", url),

@@ -362,7 +362,7 @@ async function overheadTable(): Promise<void> {
     }
     if (saturated) {
       report.note(
-        `stub: the client process was at ≥ ${SATURATED}% of a core with ${callers} concurrent callers: the concurrent column measures the client (the stub is client-side work, so that is what it compares)`,
+        `stub: the client process was at ≥ ${SATURATED}% of a core with ${callers} concurrent callers in at least one run (the table shows medians): the concurrent column measures the client (the stub is client-side work, so that is what it compares)`,
       );
     }
   } finally {

@@ -405,10 +405,11 @@ export interface LookupParams {
   /**
    * At most this many endpoints: the first `limit` of the answer (serving
    * ones first, rotated as asked), as etcd's range `limit`. A client of a
-   * large fleet that needs a few servers asks for a subset, and with
-   * `rotate` successive lookups hand out successive subsets, so clients
-   * spread over the fleet (random subsetting); `total` tells how many
-   * matched. An integer >= 1. @default every endpoint
+   * large fleet that needs a few servers asks for a subset; with `rotate`
+   * each node starts a name's answer one further on per lookup (its own
+   * counter), so successive lookups get overlapping windows and clients
+   * spread over the fleet; `total` tells how many matched. An integer
+   * >= 1. @default every endpoint
    */
   limit?: number;
 }

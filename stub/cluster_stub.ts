@@ -405,26 +405,31 @@ export class ClusterStub {
       const hedging = idempotent && this.#hedge !== undefined &&
         attemptsLeft > 1;
       const open = hedging ? undefined : this.#context.pool.ready(endpoint.url);
-      let outcome: Outcome;
+      let outcome: Outcome | undefined;
       if (open !== undefined) {
         // The fast path: the connection is open, and the call's own await
-        // is the only one (no promise or closure of an attempt).
+        // is the only one (no promise or closure of an attempt, no outcome
+        // object for an answer).
         const health = this.#context.health.of(endpoint.url);
         health.started();
-        const started = Date.now();
         const sentAt = performance.now();
         const sending = { timeoutMs: Math.max(1, timeoutMs), signal };
+        let value: unknown;
         try {
-          const value = await (send === null
+          value = await (send === null
             ? open.call(method, params, sending)
             : send(open, sending));
           this.#answered(health, sentAt);
-          outcome = { ok: true, value };
         } catch (error) {
           (tried ??= []).push(endpoint.id);
+          // The attempt's start in wall-clock ms, as #classify takes it.
+          const started = Date.now() - (performance.now() - sentAt);
           outcome = this.#classify(error, endpoint.url, label, started);
         } finally {
           health.ended();
+        }
+        if (outcome === undefined) {
+          return this.#returned(value, info, endpoint);
         }
       } else {
         send ??= (connection, attempt) =>
