@@ -33,9 +33,19 @@ import { type Binding, toEndpoint } from "./state.ts";
  */
 export class LocalArea {
   readonly #bindings = new Map<string, Map<string, Binding>>();
+  #changes = 0;
+
+  /**
+   * Counts every change (bind, unbind, state, a lease's end): while it
+   * stays the same, so do the local bindings.
+   */
+  get changes(): number {
+    return this.#changes;
+  }
 
   /** Adds or replaces a local binding. */
   bind(binding: Binding): void {
+    this.#changes++;
     let bound = this.#bindings.get(binding.name);
     if (bound === undefined) {
       bound = new Map();
@@ -59,6 +69,7 @@ export class LocalArea {
     }
     bound!.delete(id);
     if (bound!.size === 0) this.#bindings.delete(name);
+    this.#changes++;
     return true;
   }
 
@@ -81,6 +92,7 @@ export class LocalArea {
       return undefined;
     }
     binding.state = state;
+    this.#changes++;
     return { ...binding, attrs: { ...binding.attrs } };
   }
 
@@ -124,6 +136,7 @@ export class LocalArea {
       }
       if (bound.size === 0) this.#bindings.delete(name);
     }
+    if (removed > 0) this.#changes++;
     return removed;
   }
 

@@ -727,6 +727,58 @@ Deno.test("a lease kept alive does not expire; unbind with a stale leaseId remov
   });
 });
 
+Deno.test("repeated lookups see every change at once: a bind, a drain, an unbind, and local bindings that move no revision", async () => {
+  await withSingleNode(async (_node, connection) => {
+    const look = async () =>
+      (await connection.call<LookupResult>("registry.lookup", {
+        name: "c",
+        rotate: false,
+      })).endpoints.map((e) => `${e.id}:${e.state}:${e.scope}`);
+    await connection.call("registry.bind", ["c", {
+      id: "a",
+      url: "tcp://127.0.0.1:9701",
+    }]);
+    assert.deepEqual(await look(), ["a:serving:global"]);
+    assert.deepEqual(await look(), ["a:serving:global"]);
+    await connection.call("registry.bind", ["c", {
+      id: "b",
+      url: "tcp://127.0.0.1:9702",
+    }]);
+    assert.deepEqual(await look(), ["a:serving:global", "b:serving:global"]);
+    await connection.call("registry.setState", {
+      name: "c",
+      id: "a",
+      state: "draining",
+    });
+    assert.deepEqual(await look(), ["b:serving:global", "a:draining:global"]);
+    await connection.call("registry.unbind", ["c", "b"]);
+    assert.deepEqual(await look(), ["a:draining:global"]);
+    const lease = await connection.call<{ id: string }>("lease.grant", {
+      ttlMs: 5_000,
+    });
+    await connection.call("registry.bind", {
+      name: "c",
+      endpoint: { id: "l", url: "tcp://127.0.0.1:9703" },
+      scope: "local",
+      leaseId: lease.id,
+    });
+    assert.deepEqual(await look(), ["l:serving:local", "a:draining:global"]);
+    await connection.call("registry.setState", {
+      name: "c",
+      id: "l",
+      state: "draining",
+      scope: "local",
+    });
+    assert.deepEqual(await look(), ["a:draining:global", "l:draining:local"]);
+    await connection.call("registry.unbind", {
+      name: "c",
+      id: "l",
+      scope: "local",
+    });
+    assert.deepEqual(await look(), ["a:draining:global"]);
+  });
+});
+
 Deno.test("a local binding lives only on its node's lookups, is not replicated, and goes with its lease", async () => {
   await withSingleNode(async (node, connection) => {
     await connection.call("registry.bind", ["s", {

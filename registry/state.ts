@@ -197,6 +197,7 @@ export class RegistryState {
   readonly #bindings = new Map<string, Map<string, Binding>>();
   readonly #leases = new Map<string, LeaseRecord>();
   #revision = 0;
+  #changes = 0;
   #compactRevision = 1;
   /** Kept revisions are `#history[#historyStart..]`, oldest first. */
   #history: HistoryItem[] = [];
@@ -221,6 +222,15 @@ export class RegistryState {
   /** Revision of the last change applied, 0 when nothing was ever bound. */
   get revision(): number {
     return this.#revision;
+  }
+
+  /**
+   * Counts every change of content (each applied change, each snapshot
+   * loaded): while it stays the same, so do the bindings, so an answer
+   * built from them may be reused.
+   */
+  get changes(): number {
+    return this.#changes;
   }
 
   /** Oldest revision whose events {@link eventsFrom} can still give. */
@@ -443,6 +453,7 @@ export class RegistryState {
     state.#historyStart = 0;
     state.#historyEventCount = 0;
     state.#revision = snapshot.revision;
+    state.#changes++;
     state.#compactRevision = snapshot.compactRevision;
     for (const lease of snapshot.leases) {
       state.#leases.set(lease.id, {
@@ -714,6 +725,7 @@ export class RegistryState {
     value: CommandValue,
   ): ApplyOutcome {
     this.#revision = value.revision;
+    this.#changes++;
     this.#history.push({ revision: value.revision, events });
     this.#historyEventCount += events.length;
     this.#trimHistory();
