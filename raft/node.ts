@@ -15,6 +15,7 @@
 import { DataDir } from "./data_dir.ts";
 import type { DirLock } from "./dir_lock.ts";
 import { RaftCore, type SoftState } from "./core.ts";
+import { answersFirst } from "./_answers_first.ts";
 import { type NodeStorage, nodeStorage } from "./_node_storage.ts";
 import { RaftDriver, RaftUnavailableError, realClock } from "./driver.ts";
 import {
@@ -211,6 +212,7 @@ export class RaftNode<R = unknown> {
   readonly #driver: RaftDriver<R>;
   readonly #wal: Wal;
   readonly #storage: NodeStorage;
+  readonly #network: ReturnType<typeof answersFirst>;
   readonly #lock: DirLock;
   readonly #transport: RaftTransport;
   readonly #ticker: ReturnType<typeof setInterval>;
@@ -228,11 +230,12 @@ export class RaftNode<R = unknown> {
     this.#lock = lock;
     this.#transport = options.transport;
     this.#storage = nodeStorage(wal, snapshots);
+    this.#network = answersFirst(options.transport);
     const tickMs = options.tickMs ?? 100;
     this.#driver = new RaftDriver({
       core,
       storage: this.#storage,
-      network: options.transport,
+      network: this.#network,
       clock: realClock,
       apply: options.apply,
       restore: options.restore,
@@ -502,6 +505,7 @@ export class RaftNode<R = unknown> {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#ticker);
+    this.#network.close();
     this.#transport.close();
     await this.#driver.stop();
     try {
