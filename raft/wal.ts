@@ -935,10 +935,7 @@ export class Wal {
         operation = "write";
       }
       this.#stats.writes++;
-      // A synchronous write: it only copies into the page cache (a few µs),
-      // while an async one costs a trip to a worker thread and back before
-      // the fdatasync can start, on every node's commit path.
-      writeAllSync(this.#file!, bytes);
+      await writeAll(this.#file!, bytes);
       if (sync) {
         operation = "fdatasync";
         await this.#file!.syncData();
@@ -1369,22 +1366,4 @@ function stripTrailingSeparators(dir: string): string {
   let end = dir.length;
   while (end > 1 && (dir[end - 1] === "/" || dir[end - 1] === "\\")) end--;
   return dir.slice(0, end);
-}
-
-/**
- * Writes all of `bytes` at the file's position with synchronous writes.
- *
- * @throws {Deno.errors.WriteZero} when a write accepts nothing; what the
- * file system throws (ENOSPC, EIO) otherwise.
- */
-function writeAllSync(file: Deno.FsFile, bytes: Uint8Array): void {
-  for (let off = 0; off < bytes.length;) {
-    const n = file.writeSync(bytes.subarray(off));
-    if (n <= 0) {
-      throw new Deno.errors.WriteZero(
-        `write accepted 0 of ${bytes.length - off} remaining bytes`,
-      );
-    }
-    off += n;
-  }
 }
