@@ -89,6 +89,18 @@ class Nodes {
   }
 }
 
+/** n1's heartbeat in term 1, which makes n2 a follower that knows n1 leads. */
+const heartbeatFromN1: Message = {
+  type: "append",
+  from: "n1",
+  to: "n2",
+  term: 1,
+  prevLogIndex: 0,
+  prevLogTerm: 0,
+  entries: [],
+  commit: 0,
+};
+
 /** Lets settled promises' callbacks run. */
 const microtasks = () => new Promise((resolve) => setTimeout(resolve, 0));
 
@@ -253,16 +265,7 @@ Deno.test("dissertation §6.4 ReadIndex: a restarted node's read is not complete
       apply: () => {},
     });
   // Learns the leader from a heartbeat, then asks for a read index.
-  const heartbeat: Message = {
-    type: "append",
-    from: "n1",
-    to: "n2",
-    term: 1,
-    prevLogIndex: 0,
-    prevLogTerm: 0,
-    entries: [],
-    commit: 0,
-  };
+  const heartbeat = heartbeatFromN1;
   const first = follower();
   first.step([heartbeat]);
   nodes.clock.run();
@@ -369,16 +372,7 @@ Deno.test("dissertation §6.4 ReadIndex batching: a follower whose request was l
     clock,
     apply: () => {},
   });
-  follower.step([{
-    type: "append",
-    from: "n1",
-    to: "n2",
-    term: 1,
-    prevLogIndex: 0,
-    prevLogTerm: 0,
-    entries: [],
-    commit: 0,
-  }]);
+  follower.step([heartbeatFromN1]);
   clock.run();
   const read = follower.readIndex();
   clock.run();
