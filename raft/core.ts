@@ -422,6 +422,10 @@ export class RaftCore {
   #leaderMessages: Message[] = [];
   #readStates: ReadState[] = [];
   #pendingReads: PendingRead[] = [];
+  /** Reads that wait for the heartbeat round in flight to end (§6.4). */
+  #nextReads: { context: string; requester: NodeId }[] = [];
+  /** Whether the newest round's heartbeats are still queued here. */
+  #roundUnsent = false;
   /** Reads received before this leader committed an entry of its term. */
   #deferredReads: { context: string; requester: NodeId }[] = [];
   #readSequence = 0;
@@ -1167,6 +1171,7 @@ export class RaftCore {
     this.#reportedConfiguration = this.#configuration;
     this.#messages = [];
     this.#leaderMessages = [];
+    this.#roundUnsent = false;
     this.#pendingSnapshot = null;
     this.#readStates = [];
     this.#reportedSoftState = softState;
@@ -2007,19 +2012,48 @@ export class RaftCore {
       this.#answerRead(context, requester, this.#commit);
       return;
     }
+    // ReadIndex batching (dissertation §6.4): one heartbeat round at a
+    // time. A read joins the newest round while its heartbeats have not
+    // left (their acks come after the read arrived); otherwise it waits,
+    // with every read arriving meanwhile, for the next round, which starts
+    // once this one is confirmed. One round then confirms many reads
+    // (the reads of this node and those its followers forward), instead
+    // of a broadcast and its acks for each.
+    const current = this.#pendingReads.at(-1);
+    if (current !== undefined && this.#roundUnsent) {
+      this.#pendingReads.push({
+        ...current,
+        context,
+        requester,
+        index: this.#commit,
+      });
+      return;
+    }
+    if (current !== undefined) {
+      this.#nextReads.push({ context, requester });
+      return;
+    }
+    this.#startReadRound([{ context, requester }]);
+  }
+
+  #startReadRound(reads: { context: string; requester: NodeId }[]): void {
     const round = `${this.#term}:${++this.#readSequence}`;
-    this.#pendingReads.push({
-      round,
-      context,
-      index: this.#commit,
-      requester,
-      acks: new Set(this.#isVoter(this.id) ? [this.id] : []),
-    });
+    const acks = new Set(this.#isVoter(this.id) ? [this.id] : []);
+    for (const { context, requester } of reads) {
+      this.#pendingReads.push({
+        round,
+        context,
+        index: this.#commit,
+        requester,
+        acks,
+      });
+    }
+    this.#roundUnsent = true;
     this.#broadcastHeartbeat(round);
   }
 
   #ackRead(round: string, from: NodeId): void {
-    const position = this.#pendingReads.findIndex((r) => r.round === round);
+    const position = this.#pendingReads.findLastIndex((r) => r.round === round);
     if (position === -1) return;
     const read = this.#pendingReads[position];
     if (this.#isVoter(from)) read.acks.add(from);
@@ -2028,6 +2062,11 @@ export class RaftCore {
     // every earlier one too.
     for (const done of this.#pendingReads.splice(0, position + 1)) {
       this.#answerRead(done.context, done.requester, done.index);
+    }
+    if (this.#pendingReads.length === 0 && this.#nextReads.length > 0) {
+      const next = this.#nextReads;
+      this.#nextReads = [];
+      this.#startReadRound(next);
     }
   }
 
@@ -2064,6 +2103,8 @@ export class RaftCore {
 
   #dropReads(): void {
     this.#pendingReads = [];
+    this.#nextReads = [];
+    this.#roundUnsent = false;
     this.#deferredReads = [];
   }
 

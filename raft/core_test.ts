@@ -781,6 +781,49 @@ Deno.test("ReadIndex on the leader waits for a quorum of heartbeats", () => {
   assert.deepEqual(c.readStates.get("n1"), [{ context: "r1", index: 2 }]);
 });
 
+Deno.test("dissertation §6.4 ReadIndex batching: the leader runs one heartbeat round at a time; reads before its heartbeats leave join it, reads while it is pending share the next", () => {
+  const c = new Cluster(3);
+  const leader = c.elect("n1");
+  leader.propose("a");
+  c.deliver();
+  const rounds = () =>
+    new Set(
+      c.queue.flatMap((m) =>
+        m.type === "append" && m.context !== undefined ? [m.context] : []
+      ),
+    );
+  leader.readIndex("r1");
+  leader.readIndex("r2"); // before the round's heartbeats leave: joins it
+  c.flush();
+  assert.equal(rounds().size, 1);
+  const first = c.queue;
+  c.queue = [];
+  leader.readIndex("r3"); // the round is pending: r3 and r4 wait
+  leader.step({ // and a read n2 forwards
+    type: "readIndex",
+    from: "n2",
+    to: "n1",
+    term: leader.term,
+    context: "f4",
+  });
+  c.flush();
+  assert.equal(rounds().size, 0, "no second round while one is pending");
+  c.queue = first;
+  const delivered = c.deliver();
+  const contexts = new Set(
+    delivered.flatMap((m) =>
+      m.type === "append" && m.context !== undefined ? [m.context] : []
+    ),
+  );
+  assert.equal(contexts.size, 2, "the held round, then one for r3 and f4");
+  assert.deepEqual(c.readStates.get("n1")!.map((r) => r.context), [
+    "r1",
+    "r2",
+    "r3",
+  ]);
+  assert.deepEqual(c.readStates.get("n2")!.map((r) => r.context), ["f4"]);
+});
+
 Deno.test("ReadIndex waits until the new leader commits an entry of its term", () => {
   const c = new Cluster(3);
   c.core("n1").campaign();

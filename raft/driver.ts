@@ -231,6 +231,12 @@ export interface RaftDriverOptions<R> {
   proposeTimeoutMs?: number;
   /** Default timeout of {@link RaftDriver.readIndex}, ms. Default 2000. */
   readTimeoutMs?: number;
+  /**
+   * How long a follower waits for the leader's answer to a ReadIndex
+   * request before asking again (the request or the answer may have been
+   * lost; later reads wait for this round), ms. Default 500.
+   */
+  readRetryMs?: number;
   /** Default timeout of {@link RaftDriver.transferLeadership}, ms. Default 2000. */
   transferTimeoutMs?: number;
 }
@@ -257,12 +263,26 @@ interface PendingProposal {
 
 interface PendingRead {
   index: number | null;
-  /** Term and leader the read was last sent to; null while none is known. */
-  term: number;
-  leader: NodeId | null;
+  /** Whether a round carrying this read was sent to a leader. */
+  asked: boolean;
   resolve(index: number): void;
   reject(error: Error): void;
   timer: unknown;
+}
+
+/**
+ * One ReadIndex request (one context) that carries every read that was
+ * waiting when it was sent (dissertation §6.4, batched as etcd's server
+ * does).
+ */
+interface ReadRound {
+  context: string;
+  reads: Set<PendingRead>;
+  /** Term and leader the round was last sent to. */
+  term: number;
+  leader: NodeId;
+  /** Timer that asks again, on a follower; undefined on the leader. */
+  retry: unknown;
 }
 
 interface TransferWaiter {
@@ -296,7 +316,12 @@ export class RaftDriver<R = unknown> {
   readonly core: RaftCore;
   readonly #options: RaftDriverOptions<R>;
   readonly #proposals = new Map<number, PendingProposal>();
-  readonly #reads = new Map<string, PendingRead>();
+  /** Every read not served yet: waiting, in the round, or to be applied. */
+  readonly #reads = new Set<PendingRead>();
+  /** Reads that wait for the next round. */
+  #waitingReads = new Set<PendingRead>();
+  /** The ReadIndex round asked and not answered yet, or null. */
+  #readRound: ReadRound | null = null;
   readonly #transfers = new Set<TransferWaiter>();
   readonly #readPrefix: string;
   #readSequence = 0;
@@ -493,32 +518,27 @@ export class RaftDriver<R = unknown> {
    */
   readIndex(options: { timeoutMs?: number } = {}): Promise<number> {
     if (this.#stopped) return Promise.reject(stoppedError());
-    const context = `${this.#readPrefix}:${++this.#readSequence}`;
     const timeoutMs = options.timeoutMs ?? this.#options.readTimeoutMs ??
       2000;
+    let read!: PendingRead;
     const promise = new Promise<number>((resolve, reject) => {
-      this.#reads.set(context, {
-        index: null,
-        term: -1,
-        leader: null,
-        resolve,
-        reject,
-        timer: undefined,
-      });
+      read = { index: null, asked: false, resolve, reject, timer: undefined };
     });
-    const read = this.#reads.get(context)!;
+    this.#reads.add(read);
+    this.#waitingReads.add(read);
     read.timer = this.#options.clock.setTimeout(() => {
-      if (this.#reads.get(context) !== read) return;
-      this.#reads.delete(context);
+      if (!this.#reads.delete(read)) return;
+      this.#waitingReads.delete(read);
+      this.#readRound?.reads.delete(read);
       read.reject(
         new RaftUnavailableError(
-          read.leader === null
-            ? `no leader was elected within ${timeoutMs} ms to confirm the read; retry`
-            : `the leader did not confirm the read within ${timeoutMs} ms; retry`,
+          read.asked
+            ? `the leader did not confirm the read within ${timeoutMs} ms; retry`
+            : `no leader was elected within ${timeoutMs} ms to confirm the read; retry`,
         ),
       );
     }, timeoutMs);
-    this.#askReadIndex(context);
+    this.#startReadRound();
     return promise;
   }
 
@@ -721,11 +741,20 @@ export class RaftDriver<R = unknown> {
       this.#sinceSnapshot = { entries: 0, chars: 0 };
     }
     for (const entry of ready.committedEntries) this.#apply(entry);
-    for (const state of ready.readStates) {
-      const read = this.#reads.get(state.context);
-      if (read !== undefined) read.index ??= state.index;
+    const round = this.#readRound;
+    if (
+      round !== null &&
+      ready.readStates.some((state) => state.context === round.context)
+    ) {
+      const { index } = ready.readStates.find((state) =>
+        state.context === round.context
+      )!;
+      for (const read of round.reads) read.index = index;
+      this.#cancelRetry(round);
+      this.#readRound = null;
     }
     this.#serveReads();
+    this.#startReadRound();
     if (ready.softState !== null) this.#onSoftState(ready.softState);
     this.core.advance(ready);
     this.#maybeSnapshot();
@@ -790,24 +819,68 @@ export class RaftDriver<R = unknown> {
   }
 
   #serveReads(): void {
-    for (const [context, read] of this.#reads) {
+    for (const read of this.#reads) {
       if (read.index !== null && read.index <= this.#applied) {
-        this.#reads.delete(context);
+        this.#reads.delete(read);
         this.#options.clock.clearTimeout(read.timer);
         read.resolve(read.index);
       }
     }
   }
 
-  /** Sends a pending read to the current leader, if one is known. */
-  #askReadIndex(context: string): void {
-    const read = this.#reads.get(context);
+  /**
+   * ReadIndex batching (dissertation §6.4; etcd's server does the same):
+   * at most one round is asked at a time, and it carries every read that
+   * was waiting when it was sent; reads arriving meanwhile wait for the
+   * next round, which starts once this one is answered. So under load one
+   * leader confirmation (one heartbeat round) serves many reads, not one
+   * each. A read may not join a round already sent: that round's
+   * confirmation may have begun before the read arrived.
+   */
+  #startReadRound(): void {
+    if (this.#readRound !== null || this.#waitingReads.size === 0) return;
     const { term, leader } = this.core.softState;
-    if (read === undefined || read.index !== null || leader === null) return;
-    read.term = term;
-    read.leader = leader;
-    this.core.readIndex(context);
+    if (leader === null) return; // asked once a leader is known
+    this.#readRound = {
+      context: `${this.#readPrefix}:${++this.#readSequence}`,
+      reads: this.#waitingReads,
+      term,
+      leader,
+      retry: undefined,
+    };
+    this.#waitingReads = new Set();
+    this.#askRound();
+  }
+
+  /**
+   * Sends the round to the current leader, if one is known. A follower
+   * asks again (the same context) every `readRetryMs` until answered: its
+   * request or the answer may be lost, and every later read waits on it.
+   */
+  #askRound(): void {
+    const round = this.#readRound;
+    if (round === null) return;
+    this.#cancelRetry(round);
+    const { term, leader } = this.core.softState;
+    if (leader === null) return;
+    round.term = term;
+    round.leader = leader;
+    for (const read of round.reads) read.asked = true;
+    this.core.readIndex(round.context);
+    if (leader !== this.core.id) {
+      round.retry = this.#options.clock.setTimeout(
+        () => this.#askRound(),
+        this.#options.readRetryMs ?? 500,
+      );
+    }
     this.#schedule();
+  }
+
+  #cancelRetry(round: ReadRound): void {
+    if (round.retry !== undefined) {
+      this.#options.clock.clearTimeout(round.retry);
+    }
+    round.retry = undefined;
   }
 
   #onSoftState(state: SoftState): void {
@@ -829,15 +902,14 @@ export class RaftDriver<R = unknown> {
     // old one (or the core, on a change of role) dropped them. An answer the
     // old leader still sends is valid too: it confirmed its leadership after
     // the read began.
-    for (const [context, read] of this.#reads) {
-      if (
-        read.index === null &&
-        (read.term !== state.term || read.leader !== state.leader)
-      ) {
-        read.leader = null;
-        this.#askReadIndex(context);
-      }
+    const round = this.#readRound;
+    if (
+      round !== null &&
+      (round.term !== state.term || round.leader !== state.leader)
+    ) {
+      this.#askRound();
     }
+    this.#startReadRound();
     for (const transfer of [...this.#transfers]) transfer.check(state);
     this.#options.onSoftState?.(state);
   }
@@ -849,11 +921,14 @@ export class RaftDriver<R = unknown> {
       proposal.reject(error);
     }
     this.#proposals.clear();
-    for (const read of this.#reads.values()) {
+    for (const read of this.#reads) {
       clock.clearTimeout(read.timer);
       read.reject(error);
     }
     this.#reads.clear();
+    this.#waitingReads.clear();
+    if (this.#readRound !== null) this.#cancelRetry(this.#readRound);
+    this.#readRound = null;
     for (const transfer of [...this.#transfers]) transfer.fail(error);
   }
 

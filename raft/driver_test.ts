@@ -89,6 +89,18 @@ class Nodes {
   }
 }
 
+/** n1's heartbeat in term 1, which makes n2 a follower that knows n1 leads. */
+const heartbeatFromN1: Message = {
+  type: "append",
+  from: "n1",
+  to: "n2",
+  term: 1,
+  prevLogIndex: 0,
+  prevLogTerm: 0,
+  entries: [],
+  commit: 0,
+};
+
 /** Lets settled promises' callbacks run. */
 const microtasks = () => new Promise((resolve) => setTimeout(resolve, 0));
 
@@ -253,16 +265,7 @@ Deno.test("dissertation §6.4 ReadIndex: a restarted node's read is not complete
       apply: () => {},
     });
   // Learns the leader from a heartbeat, then asks for a read index.
-  const heartbeat: Message = {
-    type: "append",
-    from: "n1",
-    to: "n2",
-    term: 1,
-    prevLogIndex: 0,
-    prevLogTerm: 0,
-    entries: [],
-    commit: 0,
-  };
+  const heartbeat = heartbeatFromN1;
   const first = follower();
   first.step([heartbeat]);
   nodes.clock.run();
@@ -294,6 +297,105 @@ Deno.test("dissertation §6.4 ReadIndex: a restarted node's read is not complete
   await microtasks();
   assert.equal(served, null, "the new read still waits for its own answer");
   await second.stop();
+});
+
+Deno.test("dissertation §6.4 ReadIndex batching: a follower asks one round at a time; the reads arriving while it is pending share the next", async () => {
+  const nodes = new Nodes(["n1", "n2", "n3"]);
+  nodes.get("n1").core.campaign();
+  nodes.deliver();
+  const follower = nodes.get("n2");
+  const served: number[] = [];
+  const read = () => follower.readIndex().then((i) => served.push(i));
+  const first = [read(), read()]; // the same turn: one request
+  nodes.clock.run();
+  const asks = () => nodes.queue.filter((m) => m.type === "readIndex");
+  assert.equal(asks().length, 1, "one request for the two reads");
+  const firstAsk = asks()[0];
+  nodes.queue = nodes.queue.filter((m) => m !== firstAsk);
+  const later = [read(), read(), read()]; // while the round is pending
+  nodes.clock.run();
+  assert.equal(asks().length, 0, "no request while one is pending");
+  nodes.queue.push(firstAsk);
+  let requests = 0;
+  // The leader confirms; the next round goes out and back.
+  nodes.deliver((m) => {
+    if (m.type === "readIndex") requests++;
+    return true;
+  });
+  await Promise.all([...first, ...later]);
+  assert.deepEqual(served, [1, 1, 1, 1, 1]);
+  assert.equal(requests, 2, "the held request and one for the three later");
+});
+
+Deno.test("dissertation §6.4 ReadIndex batching: on the leader, reads arriving during a heartbeat round share the next round", async () => {
+  const nodes = new Nodes(["n1", "n2", "n3"]);
+  nodes.get("n1").core.campaign();
+  nodes.deliver();
+  const leader = nodes.get("n1");
+  const rounds = () =>
+    new Set(
+      nodes.queue.flatMap((m) =>
+        m.type === "append" && m.context !== undefined ? [m.context] : []
+      ),
+    );
+  const reads = [leader.readIndex()];
+  nodes.clock.run();
+  assert.equal(rounds().size, 1);
+  for (let i = 0; i < 10; i++) reads.push(leader.readIndex());
+  nodes.clock.run();
+  assert.equal(rounds().size, 1, "the ten later reads wait for the round");
+  const heartbeats = nodes.queue;
+  nodes.queue = [];
+  for (const m of heartbeats) nodes.get(m.to).step([m]);
+  nodes.clock.run(); // the acks
+  const acks = nodes.queue;
+  nodes.queue = [];
+  for (const m of acks) leader.step([m]);
+  nodes.clock.run();
+  assert.equal(rounds().size, 1, "one round for the ten");
+  nodes.deliver();
+  assert.deepEqual(await Promise.all(reads), Array(11).fill(1));
+});
+
+Deno.test("dissertation §6.4 ReadIndex batching: a follower whose request was lost asks again with the same context", async () => {
+  const timers: (() => void)[] = [];
+  const clock = new class extends HandClock {
+    override setTimeout(callback?: () => void): unknown {
+      return timers.push(callback!);
+    }
+  }();
+  const sent: Message[] = [];
+  const follower = new RaftDriver({
+    core: new RaftCore({ id: "n2", voters: ["n1", "n2", "n3"] }),
+    storage: instant,
+    network: { send: (messages) => sent.push(...messages) },
+    clock,
+    apply: () => {},
+  });
+  follower.step([heartbeatFromN1]);
+  clock.run();
+  const read = follower.readIndex();
+  clock.run();
+  const asks = () => sent.filter((m) => m.type === "readIndex");
+  assert.equal(asks().length, 1);
+  // timers[0] is the read's timeout, timers[1] the round's retry.
+  assert.equal(timers.length, 2);
+  timers[1]();
+  clock.run();
+  assert.equal(asks().length, 2, "asked again");
+  const [a, b] = asks() as Extract<Message, { type: "readIndex" }>[];
+  assert.equal(b.context, a.context);
+  follower.step([{
+    type: "readIndexResponse",
+    from: "n1",
+    to: "n2",
+    term: 1,
+    context: a.context,
+    index: 0,
+  }]);
+  clock.run();
+  assert.equal(await read, 0);
+  await follower.stop();
 });
 
 Deno.test("a storage failure stops the driver, reports it and fails what waits", async () => {

@@ -15,12 +15,9 @@
 import { DataDir } from "./data_dir.ts";
 import type { DirLock } from "./dir_lock.ts";
 import { RaftCore, type SoftState } from "./core.ts";
-import {
-  RaftDriver,
-  type RaftStorage,
-  RaftUnavailableError,
-  realClock,
-} from "./driver.ts";
+import { answersFirst } from "./_answers_first.ts";
+import { type NodeStorage, nodeStorage } from "./_node_storage.ts";
+import { RaftDriver, RaftUnavailableError, realClock } from "./driver.ts";
 import {
   type ConfChange,
   type Configuration,
@@ -29,7 +26,7 @@ import {
   membersOf,
 } from "./configuration.ts";
 import type { MemberProgress } from "./core.ts";
-import type { SnapshotPolicy, StorageWrite } from "./driver.ts";
+import type { SnapshotPolicy } from "./driver.ts";
 import { SnapshotStore, type StoredSnapshot } from "./snapshot_store.ts";
 import type { Entry, Message, NodeId, Snapshot } from "./types.ts";
 import { Wal, type WalOptions, type WalSnapshotMarker } from "./wal.ts";
@@ -221,6 +218,8 @@ export class RaftNode<R = unknown> {
   readonly #options: RaftNodeOptions<R>;
   readonly #driver: RaftDriver<R>;
   readonly #wal: Wal;
+  readonly #storage: NodeStorage;
+  readonly #network: ReturnType<typeof answersFirst>;
   readonly #lock: DirLock;
   readonly #transport: RaftTransport;
   readonly #ticker: ReturnType<typeof setInterval>;
@@ -237,11 +236,13 @@ export class RaftNode<R = unknown> {
     this.#wal = wal;
     this.#lock = lock;
     this.#transport = options.transport;
+    this.#storage = nodeStorage(wal, snapshots);
+    this.#network = answersFirst(options.transport);
     const tickMs = options.tickMs ?? 100;
     this.#driver = new RaftDriver({
       core,
-      storage: nodeStorage(wal, snapshots),
-      network: options.transport,
+      storage: this.#storage,
+      network: this.#network,
       clock: realClock,
       apply: options.apply,
       restore: options.restore,
@@ -514,9 +515,11 @@ export class RaftNode<R = unknown> {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#ticker);
+    this.#network.close();
     this.#transport.close();
     await this.#driver.stop();
     try {
+      await this.#storage.flush().catch(() => {});
       await this.#wal.close();
     } finally {
       this.#lock.release();
@@ -552,38 +555,6 @@ export function peerUrlsOf(
     if (url !== undefined) peers[id] = url;
   }
   return peers;
-}
-
-/**
- * The write-ahead log and the snapshot files as a {@link RaftStorage}: a
- * snapshot is saved (its file fsynced and renamed into place) before the
- * log is marked as starting after `compactTo`; done once all is fsynced.
- */
-function nodeStorage(wal: Wal, snapshots: SnapshotStore): RaftStorage {
-  const write = async (w: StorageWrite): Promise<void> => {
-    if (w.snapshot !== undefined) {
-      const { index, term, data, configuration } = w.snapshot;
-      await snapshots.save({ index, term, meta: { configuration }, data });
-      await wal.compact(w.compactTo ?? { index, term }, {
-        discardAfter: w.discardLog === true,
-      });
-    }
-    if (w.entries.length > 0 || w.hardState !== undefined) {
-      await wal.append({
-        hardState: w.hardState,
-        entries: w.entries,
-        sync: w.mustSync !== false,
-      });
-    }
-  };
-  return {
-    persist(w, done) {
-      write(w).then(
-        () => done(),
-        (error) => done(error ?? new Error("storage failed")),
-      );
-    },
-  };
 }
 
 /**

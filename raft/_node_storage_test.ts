@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { nodeStorage } from "./_node_storage.ts";
+import type { StorageWrite } from "./driver.ts";
+import { SnapshotStore } from "./snapshot_store.ts";
+import type { Entry } from "./types.ts";
+import { Wal } from "./wal.ts";
+
+/** Persists `write`; resolves once done, saying whether done came at once. */
+function persist(
+  storage: ReturnType<typeof nodeStorage>,
+  write: StorageWrite,
+): Promise<{ atOnce: boolean }> {
+  return new Promise((resolve, reject) => {
+    let returned = false;
+    storage.persist(write, (error) => {
+      if (error !== undefined) reject(error);
+      else resolve({ atOnce: !returned });
+    });
+    returned = true;
+  });
+}
+
+const entry = (index: number): Entry => ({ index, term: 1, data: `e${index}` });
+
+Deno.test("Raft paper Figure 2: the commit index is volatile: a write that only moves it is done at once, writes nothing, and reaches the log with the next write", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_storage_" });
+  try {
+    let { wal } = await Wal.open(`${dir}/wal`);
+    let storage = nodeStorage(wal, await SnapshotStore.open(`${dir}/snap`));
+    await persist(storage, {
+      hardState: { term: 1, vote: "n1", commit: 0 },
+      entries: [entry(1), entry(2)],
+      mustSync: true,
+    });
+    const before = wal.stats;
+    const commitOnly = await persist(storage, {
+      hardState: { term: 1, vote: "n1", commit: 2 },
+      entries: [],
+      mustSync: false,
+    });
+    assert.equal(commitOnly.atOnce, true, "done before persist returned");
+    assert.deepEqual(wal.stats, before, "nothing written for it");
+    // The next write carries the hard state (it has none of its own).
+    await persist(storage, { entries: [entry(3)], mustSync: true });
+    await wal.close();
+    let opened = await Wal.open(`${dir}/wal`);
+    assert.deepEqual(opened.hardState, { term: 1, vote: "n1", commit: 2 });
+    assert.equal(opened.entries.length, 3);
+
+    // Stopping flushes a commit index no write carried yet.
+    wal = opened.wal;
+    storage = nodeStorage(wal, await SnapshotStore.open(`${dir}/snap`));
+    await persist(storage, {
+      hardState: { term: 1, vote: "n1", commit: 3 },
+      entries: [],
+      mustSync: false,
+    });
+    await storage.flush();
+    await wal.close();
+    opened = await Wal.open(`${dir}/wal`);
+    assert.deepEqual(opened.hardState, { term: 1, vote: "n1", commit: 3 });
+    await opened.wal.close();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
