@@ -27,13 +27,18 @@ const ELECTION_TICKS = 20; // election timeouts of 1000..2000 ms
  */
 const MAX_GAP_MS = TICK_MS + (TICK_MS * ELECTION_TICKS) / 2;
 
-/** Polls until node `id` follows a leader and has applied its commit index. */
+/**
+ * Polls until node `id` follows a leader and has applied everything that
+ * leader had committed when asked (asked first: under continuous binds the
+ * leader's commit index moves on while the follower is asked, so comparing
+ * with a later reading would wait for a quiet moment that may never come).
+ */
 async function waitCaughtUp(cluster: LocalCluster, id: string): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
-    const own = await cluster.status(id);
-    const leaderId = own?.leader ?? null;
+    const leaderId = (await cluster.status(id))?.leader ?? null;
     const leader = leaderId === null ? null : await cluster.status(leaderId);
+    const own = await cluster.status(id);
     if (
       own !== null && leader !== null && leader.role === "leader" &&
       own.appliedIndex >= leader.commitIndex &&

@@ -72,11 +72,13 @@ async function waitCaughtUp(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const own = await cluster.status(id, 2000);
-    const leaderId = own?.leader ?? null;
+    // The leader first: its commit index, as asked before the follower, is
+    // what the follower must have applied (it moves on under writes).
+    const leaderId = (await cluster.status(id, 2000))?.leader ?? null;
     const leader = leaderId === null
       ? null
       : await cluster.status(leaderId, 2000);
+    const own = await cluster.status(id, 2000);
     if (
       own !== null && leader !== null && leader.role === "leader" &&
       own.appliedIndex >= leader.commitIndex
