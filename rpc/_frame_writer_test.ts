@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { FrameWriter, utf8Length } from "./_frame_writer.ts";
+import {
+  EARLY_WRITE_FRAMES,
+  FrameWriter,
+  utf8Length,
+} from "./_frame_writer.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -29,6 +33,29 @@ Deno.test("FrameWriter joins the frames of one tick into one write", async () =>
   );
   await writer.write(encoder.encode("d\n"));
   assert.deepEqual(writes, ["a\nb\nc\n", "d\n"]);
+});
+
+Deno.test("FrameWriter hands the first EARLY_WRITE_FRAMES frames of a long turn to the stream at once; the rest of the turn follows in one write, in order", async () => {
+  const { writable, writes } = recordingStream();
+  const writer = new FrameWriter(writable);
+  const count = EARLY_WRITE_FRAMES * 2 + 8;
+  const lines = Array.from({ length: count }, (_, i) => `${i}`);
+  const written = lines.map((line, i) => {
+    const promise = writer.write(line);
+    // The early write started within the turn, before any microtask ran.
+    if (i === EARLY_WRITE_FRAMES - 1) assert.equal(writes.length, 0);
+    return promise;
+  });
+  await Promise.all(written);
+  await writer.idle();
+  assert.deepEqual(writes, [
+    lines.slice(0, EARLY_WRITE_FRAMES).map((l) => `${l}\n`).join(""),
+    lines.slice(EARLY_WRITE_FRAMES).map((l) => `${l}\n`).join(""),
+  ]);
+  assert.equal(writer.queuedBytes, 0);
+  // A short turn afterwards is still one write at the end of the turn.
+  await Promise.all(["x", "y"].map((l) => writer.write(l)));
+  assert.deepEqual(writes.slice(2), ["x\ny\n"]);
 });
 
 Deno.test("FrameWriter joins what is queued while a write is in progress", async () => {
