@@ -6,6 +6,7 @@
  */
 
 import type { Flag } from "./_args.ts";
+import { median } from "./_report.ts";
 
 /**
  * The flags both scripts take: `--a` and `--b` (the checkouts, default
@@ -65,11 +66,6 @@ export async function spawnServer(
     }
   }
   throw new Error(`${command} ${args.join(" ")} printed no listening line`);
-}
-
-/** The median of `values` (the upper one of an even count). */
-export function median(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 }
 
 /** Figures by row for side A (0) and side B (1), printed as medians. */

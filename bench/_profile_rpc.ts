@@ -28,6 +28,7 @@
 
 import { benchArgs } from "./_args.ts";
 import { AB_FLAGS, AbTable, type Server, spawnServer } from "./_ab.ts";
+import { acceptUntilStdinCloses } from "./_rpc_driver.ts";
 
 const USAGE = `usage: deno run -A bench/_profile_rpc.ts [--a DIR] [--b DIR]
   [--rounds N] [--seconds S] [--calls N] [--only ROWS]`;
@@ -61,16 +62,7 @@ const roots = [String(flags.a), String(flags.b)].map((r) =>
 
 /** A minimal NDJSON JSON-RPC server: parse each line, answer, one write per chunk. */
 async function serveMinimal(): Promise<void> {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  console.log(
-    `listening on tcp://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-  );
-  (async () => {
-    for await (const _ of Deno.stdin.readable) { /* until EOF */ }
-    Deno.exit(0);
-  })();
-  for await (const conn of listener) {
-    conn.setNoDelay(true);
+  for await (const conn of acceptUntilStdinCloses()) {
     (async () => {
       const buffer = new Uint8Array(256 * 1024);
       let rest = "";

@@ -217,7 +217,7 @@ export async function alternate<C, R>(
 let clockTicksPerSecond: number | undefined;
 
 /** Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`, else 100). */
-function clockTicks(): number {
+export function clockTicks(): number {
   if (clockTicksPerSecond !== undefined) return clockTicksPerSecond;
   try {
     const out = new Deno.Command("getconf", { args: ["CLK_TCK"] }).outputSync();

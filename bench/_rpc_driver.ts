@@ -96,6 +96,23 @@ export function serveUntilStdinCloses(
   });
 }
 
+/**
+ * The connections of a Deno server script's TCP listener on 127.0.0.1 (a
+ * free port), Nagle off, with {@link serveUntilStdinCloses}'s life: it
+ * prints where it listens and exits when stdin ends.
+ */
+export async function* acceptUntilStdinCloses(): AsyncGenerator<Deno.TcpConn> {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  serveUntilStdinCloses(
+    `tcp://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    () => listener.close(),
+  );
+  for await (const conn of listener) {
+    conn.setNoDelay(true);
+    yield conn;
+  }
+}
+
 const WARM_UP_CALLS = 200;
 const MAX_CALLS = 10_000_000;
 

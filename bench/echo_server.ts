@@ -5,16 +5,9 @@
  * @module
  */
 
-const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-console.log(
-  `listening on tcp://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-);
-(async () => {
-  for await (const _ of Deno.stdin.readable) { /* until EOF */ }
-  Deno.exit(0);
-})();
-for await (const conn of listener) {
-  conn.setNoDelay(true);
+import { acceptUntilStdinCloses } from "./_rpc_driver.ts";
+
+for await (const conn of acceptUntilStdinCloses()) {
   (async () => {
     const buffer = new Uint8Array(64 * 1024);
     try {

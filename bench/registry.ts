@@ -36,9 +36,15 @@
  * @module
  */
 
-import process from "node:process";
 import { parseArgs } from "node:util";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import {
+  clockTicks,
+  median,
+  percentile,
+  processCpuMs,
+  selfCpuMs,
+} from "./_report.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { abortableSleep } from "../rpc/_timing.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
@@ -216,36 +222,6 @@ const budget = setTimeout(() => {
 
 const CLOCK_TICKS = clockTicks();
 
-/** Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`, else 100). */
-function clockTicks(): number {
-  try {
-    const out = new Deno.Command("getconf", { args: ["CLK_TCK"] }).outputSync();
-    const value = Number(new TextDecoder().decode(out.stdout).trim());
-    return value > 0 ? value : 100;
-  } catch {
-    return 100;
-  }
-}
-
-/** CPU time of this process, ms (every thread, user + system). */
-function benchCpuMs(): number {
-  const usage = process.cpuUsage();
-  return (usage.user + usage.system) / 1000;
-}
-
-/** CPU time of process `pid`, ms, from `/proc/PID/stat`; null where unreadable. */
-function procCpuMs(pid: number): number | null {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    // Fields after the command name, which may hold spaces: state is field 3.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[14 - 3]) + Number(fields[15 - 3]);
-    return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS : null;
-  } catch {
-    return null;
-  }
-}
-
 /** Busy CPU time of the whole machine, ms (every process), from `/proc/stat`. */
 function machineCpuMs(): number | null {
   try {
@@ -281,11 +257,11 @@ interface CpuCost {
 function sampleCpu(): CpuSample {
   const nodes = new Map<string, number | null>();
   for (const id of cluster.registry.keys()) {
-    nodes.set(id, procCpuMs(cluster.child(id).pid));
+    nodes.set(id, processCpuMs(cluster.child(id).pid));
   }
   return {
     at: performance.now(),
-    bench: benchCpuMs(),
+    bench: selfCpuMs(),
     machine: machineCpuMs(),
     nodes,
   };
@@ -313,21 +289,6 @@ function cpuSince(start: CpuSample): CpuCost {
     if (others !== null) others = Math.max(0, others);
   }
   return { wallMs: end.at - start.at, bench, nodes, others };
-}
-
-function percentile(sorted: ArrayLike<number>, p: number): number {
-  if (sorted.length === 0) return NaN;
-  const rank = Math.ceil(p * sorted.length) - 1;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank))];
-}
-
-function median(values: number[]): number {
-  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
-  if (sorted.length === 0) return NaN;
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1
-    ? sorted[middle]
-    : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 function ms(value: number): string {
