@@ -291,13 +291,10 @@ export function optionalLimit(
   value: unknown,
   field: string,
 ): number | undefined {
-  if (value === undefined) return undefined;
-  if (!Number.isSafeInteger(value) || (value as number) < 1) {
-    throw invalid(
-      `"${field}" must be an integer >= 1 (leave it out for every endpoint)`,
-    );
-  }
-  return value as number;
+  return optionalPositiveInteger(
+    value,
+    `"${field}" must be an integer >= 1 (leave it out for every endpoint)`,
+  );
 }
 
 /** An optional revision: an integer >= 1. */
@@ -305,9 +302,20 @@ export function optionalRevision(
   value: unknown,
   field: string,
 ): number | undefined {
+  return optionalPositiveInteger(
+    value,
+    `"${field}" must be a revision: an integer >= 1`,
+  );
+}
+
+/** An optional integer >= 1; -32602 with `message` otherwise. */
+function optionalPositiveInteger(
+  value: unknown,
+  message: string,
+): number | undefined {
   if (value === undefined) return undefined;
   if (!Number.isSafeInteger(value) || (value as number) < 1) {
-    throw invalid(`"${field}" must be a revision: an integer >= 1`);
+    throw invalid(message);
   }
   return value as number;
 }
