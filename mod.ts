@@ -39,18 +39,18 @@ export {
   type StubCallOptions,
   type StubControls,
   type StubOptions,
-} from "./stub/cluster_stub.ts";
+} from "./stub/call/cluster_stub.ts";
 export {
   AmbiguousError,
   type CallErrorDetail,
   NotSentError,
   ServerError,
-} from "./stub/call_errors.ts";
+} from "./stub/call/call_errors.ts";
 export type {
   ClusterMapOptions,
   EndpointPhase,
   EndpointStatus,
-} from "./stub/cluster_map.ts";
+} from "./stub/cluster_map/cluster_map.ts";
 export type { ConnectionPoolOptions } from "./stub/connection_pool.ts";
 export {
   DEFAULT_EDGE_TTL_MS,
@@ -62,20 +62,23 @@ export {
   EndpointHealth,
   HealthBook,
   type HealthOptions,
-} from "./stub/endpoint_health.ts";
-export { RetryBudget, type RetryBudgetOptions } from "./stub/retry_budget.ts";
+} from "./stub/cluster_map/endpoint_health.ts";
+export {
+  RetryBudget,
+  type RetryBudgetOptions,
+} from "./stub/call/retry_budget.ts";
 export {
   type BindOptions,
   type RegistryCallOptions,
   RegistryClient,
   type RegistryClientOptions,
-} from "./stub/registry_client.ts";
+} from "./stub/registry_client/registry_client.ts";
 export {
   type RegistryWatch,
   WatchClient,
   type WatchOptions,
   type WatchUpdate,
-} from "./stub/watch.ts";
+} from "./stub/registry_client/watch.ts";
 
 // Distributors: the contract and the built-in ones.
 export {
@@ -89,7 +92,7 @@ export {
   type FailureInfo,
   type FailureKind,
   makeCandidate,
-} from "./stub/distributor.ts";
+} from "./stub/distributors/distributor.ts";
 export {
   consistentHash,
   firstAvailable,
@@ -116,46 +119,46 @@ export {
   type DeclaredMethod,
   method,
   withContext,
-} from "./rpc/method.ts";
-export type { StandardSchemaV1 } from "./rpc/standard_schema.ts";
+} from "./rpc/server/method.ts";
+export type { StandardSchemaV1 } from "./rpc/server/standard_schema.ts";
 export {
   type DispatchOptions,
   handleText,
   type MethodHandler,
   type Methods,
   type RunningCalls,
-} from "./rpc/dispatcher.ts";
+} from "./rpc/server/dispatcher.ts";
 export {
   type RpcSession,
   type ServerLimits,
   serveStream,
   type ServeStreamOptions,
   type SessionMethods,
-} from "./rpc/server_connection.ts";
+} from "./rpc/server/server_connection.ts";
 export {
   type RpcServer,
   serveListener,
   type ServeOptions,
   type StreamListener,
-} from "./rpc/server.ts";
+} from "./rpc/server/server.ts";
 export {
   type BindableServer,
   bindServer,
   type BindServerEvent,
   type BindServerOptions,
   type ServerBinding,
-} from "./stub/bind_server.ts";
+} from "./stub/binding/bind_server.ts";
 
 // Connections and transports.
-export { dial, type DialOptions } from "./rpc/dial.ts";
+export { dial, type DialOptions } from "./rpc/transport/dial.ts";
 export {
   type BatchRequest,
   type BatchResult,
   type CallOptions,
   RpcConnection,
   type RpcConnectionOptions,
-} from "./rpc/connection.ts";
-export type { Codec } from "./rpc/codec.ts";
+} from "./rpc/client/connection.ts";
+export type { Codec } from "./rpc/codec/codec.ts";
 export {
   type ByteStream,
   type Dialer,
@@ -163,8 +166,11 @@ export {
   parseListenAddress,
   parseTcpUrl,
   type TcpAddress,
-} from "./rpc/transport.ts";
-export { defaultDialer, setDefaultDialer } from "./rpc/default_dialer.ts";
+} from "./rpc/transport/transport.ts";
+export {
+  defaultDialer,
+  setDefaultDialer,
+} from "./rpc/transport/default_dialer.ts";
 
 // Errors and their codes, JSON-RPC messages.
 export {

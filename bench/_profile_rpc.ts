@@ -268,7 +268,9 @@ if (flags.measure !== undefined) {
   // One measurement in a fresh process, so that one checkout's code does
   // not warm up or slow down the other's: prints its figures as JSON.
   const url = String(flags.url);
-  const { dial } = await import(`${flags.root}rpc/dial.ts`) as { dial: Dial };
+  const { dial } = await import(`${flags.root}rpc/transport/dial.ts`) as {
+    dial: Dial;
+  };
   let out: number[];
   if (flags.measure === "seq") {
     const caller = await rafterCaller(dial, url);

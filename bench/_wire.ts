@@ -5,7 +5,7 @@
  */
 
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
-import type { ByteStream, Dialer } from "../rpc/transport.ts";
+import type { ByteStream, Dialer } from "../rpc/transport/transport.ts";
 
 /** Bytes a {@link countingDialer}'s streams wrote and read so far. */
 export interface WireCounts {

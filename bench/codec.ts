@@ -24,7 +24,7 @@
  * @module
  */
 
-import "../rpc/cbor.ts";
+import "../rpc/codec/cbor.ts";
 import { benchArgs, benchScenarios, usageError } from "./_args.ts";
 import {
   alternate,
@@ -35,9 +35,9 @@ import {
   type Row,
 } from "./_report.ts";
 import { countingDialer } from "./_wire.ts";
-import type { Codec } from "../rpc/codec.ts";
-import type { RpcConnection } from "../rpc/connection.ts";
-import { dial } from "../rpc/dial.ts";
+import type { Codec } from "../rpc/codec/codec.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
 
 const USAGE = `usage: deno task bench:codec [options]
 

@@ -46,9 +46,9 @@ import {
   selfCpuMs,
 } from "./_report.ts";
 import { RpcError } from "../rpc/errors.ts";
-import { abortableSleep } from "../rpc/_timing.ts";
+import { abortableSleep } from "../internal/timing.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
-import type { RegistryWatch } from "../stub/watch.ts";
+import type { RegistryWatch } from "../stub/registry_client/watch.ts";
 
 const USAGE = `usage: deno task bench:registry [options]
 

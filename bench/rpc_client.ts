@@ -17,10 +17,10 @@
  * @module
  */
 
-import { dial } from "../rpc/dial.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { nodeTcpDialer } from "../adapter/node/tcp.ts";
-import "../rpc/cbor.ts";
+import "../rpc/codec/cbor.ts";
 import { openLineClient } from "./_line_client.ts";
 import {
   type Call,

@@ -58,10 +58,10 @@ import {
 } from "./_report.ts";
 import { countingDialer, type WireCounts } from "./_wire.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { dial } from "../rpc/dial.ts";
-import type { RpcConnection } from "../rpc/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
-import type { RegistryWatch } from "../stub/watch.ts";
+import type { RegistryWatch } from "../stub/registry_client/watch.ts";
 import type { LookupResult } from "../protocol/registry.ts";
 
 const USAGE = `usage: deno run -A bench/scale.ts [options]

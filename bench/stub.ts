@@ -51,9 +51,9 @@ import {
   type Row,
 } from "./_report.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { dial } from "../rpc/dial.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
-import type { Distributor } from "../stub/distributor.ts";
+import type { Distributor } from "../stub/distributors/distributor.ts";
 import {
   consistentHash,
   firstAvailable,

@@ -20,7 +20,7 @@
 
 import { parseArgs } from "node:util";
 import { connect, type RafterClient } from "../stub/client.ts";
-import { WatchClient } from "../stub/watch.ts";
+import { WatchClient } from "../stub/registry_client/watch.ts";
 import {
   CANCELLED,
   CONNECTION_FAILED,
@@ -28,7 +28,7 @@ import {
   INVALID_PARAMS,
   RpcError,
 } from "../rpc/errors.ts";
-import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport/transport.ts";
 import {
   DEFAULT_REGISTRY_URL,
   type Endpoint,

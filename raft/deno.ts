@@ -89,8 +89,15 @@ export { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
 // a Deno program.
 export * from "./mod.ts";
 // RPC types the peer server's signatures name.
-export type { RpcServer } from "../rpc/server.ts";
-export type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
-export type { ByteStream, Dialer, DialerOptions } from "../rpc/transport.ts";
-export type { MethodHandler, Methods } from "../rpc/dispatcher.ts";
+export type { RpcServer } from "../rpc/server/server.ts";
+export type {
+  RpcSession,
+  SessionMethods,
+} from "../rpc/server/server_connection.ts";
+export type {
+  ByteStream,
+  Dialer,
+  DialerOptions,
+} from "../rpc/transport/transport.ts";
+export type { MethodHandler, Methods } from "../rpc/server/dispatcher.ts";
 export type { Params } from "../rpc/message.ts";

@@ -28,7 +28,7 @@
  * @module
  */
 
-import type { RpcConnection } from "../rpc/connection.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import {
   ConnectionError,
   DEADLINE_EXCEEDED,
@@ -36,7 +36,11 @@ import {
   METHOD_NOT_FOUND,
   RpcError,
 } from "../rpc/errors.ts";
-import { formatTcpUrl, isWildcardHost, parseTcpUrl } from "../rpc/transport.ts";
+import {
+  formatTcpUrl,
+  isWildcardHost,
+  parseTcpUrl,
+} from "../rpc/transport/transport.ts";
 import type { NodeId } from "./types.ts";
 
 /** The method a dialer opens the handshake with: {@link HelloParams} → {@link HelloResult}. */
@@ -329,7 +333,7 @@ export interface DialerHandshakeOptions {
  *
  * @example
  * ```ts ignore
- * import { dial } from "../rpc/dial.ts";
+ * import { dial } from "../rpc/transport/dial.ts";
  * import { authenticatePeer, ClusterKey } from "./peer_auth.ts";
  * const key = await ClusterKey.fromSecret(await Deno.readTextFile("cluster_secret"));
  * const connection = await dial("tcp://127.0.0.1:7102");

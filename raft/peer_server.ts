@@ -14,16 +14,19 @@
  * is answered with the reason, logged, and the connection closed.
  *
  * {@link PeerAcceptor} is Web-standard (it builds the per-connection
- * method tables of `rpc/server_connection.ts`); {@link servePeers} runs it
+ * method tables of `rpc/server/server_connection.ts`); {@link servePeers} runs it
  * on a Deno TCP listener.
  *
  * @module
  */
 
 import { INVALID_PARAMS, messageOf, RpcError } from "../rpc/errors.ts";
-import type { Methods } from "../rpc/dispatcher.ts";
+import type { Methods } from "../rpc/server/dispatcher.ts";
 import { type RpcServer, serve } from "../adapter/deno/serve.ts";
-import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
+import type {
+  RpcSession,
+  SessionMethods,
+} from "../rpc/server/server_connection.ts";
 import { parseMessage } from "./_message_validation.ts";
 import {
   AcceptorHandshake,

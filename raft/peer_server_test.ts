@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import type { RpcConnection } from "../rpc/connection.ts";
-import { dial } from "../rpc/dial.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import {
   ConnectionError,
   INVALID_PARAMS,

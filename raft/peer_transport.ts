@@ -12,11 +12,11 @@
  * @module
  */
 
-import type { RpcConnection } from "../rpc/connection.ts";
-import { dial } from "../rpc/dial.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import { messageOf } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import type { Dialer } from "../rpc/transport.ts";
+import type { Dialer } from "../rpc/transport/transport.ts";
 import {
   authenticatePeer,
   checkMemberId,

@@ -8,7 +8,11 @@
  */
 
 import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
-import { formatTcpUrl, isWildcardHost, parseTcpUrl } from "../rpc/transport.ts";
+import {
+  formatTcpUrl,
+  isWildcardHost,
+  parseTcpUrl,
+} from "../rpc/transport/transport.ts";
 import {
   type Attributes,
   baseNameProblem,

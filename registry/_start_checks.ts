@@ -6,7 +6,7 @@
  * @module
  */
 
-import { formatTcpUrl, type TcpAddress } from "../rpc/transport.ts";
+import { formatTcpUrl, type TcpAddress } from "../rpc/transport/transport.ts";
 
 /** Whether anything exists at `path`. */
 export async function pathExists(path: string): Promise<boolean> {

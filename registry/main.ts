@@ -39,11 +39,11 @@ import {
   parseListenAddress,
   parseTcpUrl,
   type TcpAddress,
-} from "../rpc/transport.ts";
+} from "../rpc/transport/transport.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";
 import { RpcError } from "../rpc/errors.ts";
-import { RegistryClient } from "../stub/registry_client.ts";
+import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { DataDirInUseError, lockDataDir } from "../raft/dir_lock.ts";
 import { PEER_PORT_OFFSET, REGISTRY_METHODS } from "../protocol/registry.ts";

@@ -46,8 +46,8 @@ export type { WatchHub, WatchHubOptions } from "./watch_hub.ts";
 export type { LeaseKeeper } from "./lease_keeper.ts";
 export type { LocalArea } from "./local_area.ts";
 export type { PeerServer, PeerTransport, RaftNode } from "../raft/deno.ts";
-export type { RpcServer } from "../rpc/server.ts";
-export type { TcpAddress } from "../rpc/transport.ts";
+export type { RpcServer } from "../rpc/server/server.ts";
+export type { TcpAddress } from "../rpc/transport/transport.ts";
 export type { Attributes } from "../protocol/registry.ts";
 export {
   type CommandError,
@@ -64,7 +64,7 @@ export { type Message, type NodeId } from "../raft/types.ts";
 export type { PeerAcceptor } from "../raft/peer_server.ts";
 export type { PeerDirectory, PeerStatus } from "../raft/peer_directory.ts";
 export { type RaftStatus } from "../raft/node.ts";
-export { type RpcSession } from "../rpc/server_connection.ts";
+export { type RpcSession } from "../rpc/server/server_connection.ts";
 export {
   type AppendRequest,
   type AppendResponse,
@@ -80,8 +80,8 @@ export {
   type Scope,
 } from "../protocol/registry.ts";
 export { type Params } from "../rpc/message.ts";
-export { type SessionMethods } from "../rpc/server_connection.ts";
+export { type SessionMethods } from "../rpc/server/server_connection.ts";
 export { type SoftState } from "../raft/core.ts";
 export { type Entry, type Role } from "../raft/types.ts";
-export { type Methods } from "../rpc/dispatcher.ts";
-export { type MethodHandler } from "../rpc/dispatcher.ts";
+export { type Methods } from "../rpc/server/dispatcher.ts";
+export { type MethodHandler } from "../rpc/server/dispatcher.ts";

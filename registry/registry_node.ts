@@ -15,7 +15,7 @@ import {
   parseAdvertise,
   parseTcpUrl,
   type TcpAddress,
-} from "../rpc/transport.ts";
+} from "../rpc/transport/transport.ts";
 import { peerUrlsOf, RaftNode, type RaftTransport } from "../raft/node.ts";
 import type { Configuration } from "../raft/configuration.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";

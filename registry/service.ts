@@ -8,9 +8,12 @@
  * @module
  */
 
-import type { Methods } from "../rpc/dispatcher.ts";
+import type { Methods } from "../rpc/server/dispatcher.ts";
 import { RpcError } from "../rpc/errors.ts";
-import type { RpcSession, SessionMethods } from "../rpc/server_connection.ts";
+import type {
+  RpcSession,
+  SessionMethods,
+} from "../rpc/server/server_connection.ts";
 import { LeadershipTransferError, NotLeaderError } from "../raft/core.ts";
 import { type RaftNode, RaftUnavailableError } from "../raft/node.ts";
 import {
@@ -19,7 +22,7 @@ import {
   type Configuration,
   isMember,
 } from "../raft/configuration.ts";
-import { formatTcpUrl, parseTcpUrl } from "../rpc/transport.ts";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport/transport.ts";
 import {
   type BindResult,
   type Endpoint,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { dial } from "../rpc/dial.ts";
-import type { RpcConnection } from "../rpc/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import { INVALID_PARAMS, METHOD_NOT_FOUND, RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
 import { serve } from "../adapter/deno/serve.ts";

@@ -16,7 +16,7 @@
  */
 
 import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
-import type { RpcSession } from "../rpc/server_connection.ts";
+import type { RpcSession } from "../rpc/server/server_connection.ts";
 import {
   COMPACTED,
   type CompactedData,

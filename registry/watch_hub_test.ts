@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { dial } from "../rpc/dial.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
 import { serve } from "../adapter/deno/serve.ts";
-import type { RpcSession } from "../rpc/server_connection.ts";
+import type { RpcSession } from "../rpc/server/server_connection.ts";
 import { RawClient, within } from "../rpc/_test_util.ts";
 import { waitFor } from "../raft/_test_util.ts";
 import {

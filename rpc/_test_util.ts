@@ -14,7 +14,7 @@ import {
   serve,
   type ServeOptions,
 } from "../adapter/deno/serve.ts";
-import type { ByteStream } from "./transport.ts";
+import type { ByteStream } from "./transport/transport.ts";
 
 /** Resolves after `ms` milliseconds. */
 export function delay(ms: number): Promise<void> {

@@ -6,11 +6,11 @@
  * @module
  */
 
-import { type Dialer, parseTcpUrl } from "../rpc/transport.ts";
-import type { Codec } from "../rpc/codec.ts";
-import { codecNamed } from "../rpc/_codecs.ts";
+import { type Dialer, parseTcpUrl } from "../rpc/transport/transport.ts";
+import type { Codec } from "../rpc/codec/codec.ts";
+import { codecNamed } from "../rpc/codec/codecs.ts";
 import { DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
-import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/dial.ts";
+import { DEFAULT_CONNECT_TIMEOUT_MS } from "../rpc/transport/dial.ts";
 import {
   type BindResult,
   type EndpointSpec,
@@ -24,38 +24,41 @@ import {
   ClusterMap,
   type ClusterMapOptions,
   type EndpointStatus,
-} from "./cluster_map.ts";
+} from "./cluster_map/cluster_map.ts";
 import {
   ClusterStub,
   type Stub,
   type StubCallOptions,
   type StubContext,
   type StubOptions,
-} from "./cluster_stub.ts";
+} from "./call/cluster_stub.ts";
 import {
   ConnectionPool,
   type ConnectionPoolOptions,
 } from "./connection_pool.ts";
-import { HealthBook, type HealthOptions } from "./endpoint_health.ts";
+import {
+  HealthBook,
+  type HealthOptions,
+} from "./cluster_map/endpoint_health.ts";
 import type { EdgeCache } from "./edge_cache.ts";
 import {
   type BindOptions,
   type RegistryCallOptions,
   RegistryClient,
   type RegistryClientOptions,
-} from "./registry_client.ts";
+} from "./registry_client/registry_client.ts";
 import {
   type BindableServer,
   bindServer,
   type BindServerOptions,
   type ServerBinding,
-} from "./bind_server.ts";
+} from "./binding/bind_server.ts";
 import {
   type RegistryWatch,
   WatchClient,
   type WatchOptions,
   type WatchUpdate,
-} from "./watch.ts";
+} from "./registry_client/watch.ts";
 
 const DEFAULT_LOCAL_HOSTS = ["127.0.0.1", "::1", "localhost"];
 

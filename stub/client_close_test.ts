@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { CANCELLED } from "../rpc/errors.ts";
-import { serveListener, type StreamListener } from "../rpc/server.ts";
+import { serveListener, type StreamListener } from "../rpc/server/server.ts";
 import { fromDenoConn } from "../adapter/deno/tcp.ts";
 import { delay, waitFor } from "../raft/_test_util.ts";
 import { startTestRegistry } from "./_test_util.ts";
-import { AmbiguousError, NotSentError } from "./call_errors.ts";
+import { AmbiguousError, NotSentError } from "./call/call_errors.ts";
 import { connect } from "./client.ts";
 
 /** A Rafter server on 127.0.0.1 that counts the connections it accepts. */

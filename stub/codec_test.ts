@@ -1,8 +1,8 @@
-import "../rpc/cbor.ts";
+import "../rpc/codec/cbor.ts";
 import assert from "node:assert/strict";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { serve } from "../adapter/deno/serve.ts";
-import type { ByteStream, Dialer } from "../rpc/transport.ts";
+import type { ByteStream, Dialer } from "../rpc/transport/transport.ts";
 import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import { startRegistryNode } from "../registry/registry_node.ts";
 import { connect } from "./client.ts";

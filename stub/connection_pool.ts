@@ -8,12 +8,12 @@
  * @module
  */
 
-import type { RpcConnection } from "../rpc/connection.ts";
-import { dial } from "../rpc/dial.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import { ConnectionError } from "../rpc/errors.ts";
-import type { Dialer } from "../rpc/transport.ts";
-import type { Codec } from "../rpc/codec.ts";
-import { backoffDelay } from "../rpc/_timing.ts";
+import type { Dialer } from "../rpc/transport/transport.ts";
+import type { Codec } from "../rpc/codec/codec.ts";
+import { backoffDelay } from "../internal/timing.ts";
 
 /** Settings of a {@link ConnectionPool}. */
 export interface ConnectionPoolOptions {

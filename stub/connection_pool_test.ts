@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ConnectionError } from "../rpc/errors.ts";
 import { serve } from "../adapter/deno/serve.ts";
-import { withContext } from "../rpc/method.ts";
+import { withContext } from "../rpc/server/method.ts";
 import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { ConnectionPool } from "./connection_pool.ts";

@@ -10,7 +10,10 @@
  */
 
 import type { LookupResult } from "../protocol/registry.ts";
-import { HealthBook, type HealthOptions } from "./endpoint_health.ts";
+import {
+  HealthBook,
+  type HealthOptions,
+} from "./cluster_map/endpoint_health.ts";
 
 /** Settings of an {@link EdgeCache}. */
 export interface EdgeCacheOptions {

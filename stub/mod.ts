@@ -19,14 +19,14 @@
  */
 
 export * from "./client.ts";
-export * from "./cluster_map.ts";
-export * from "./cluster_stub.ts";
+export * from "./cluster_map/cluster_map.ts";
+export * from "./call/cluster_stub.ts";
 export * from "./connection_pool.ts";
-export * from "./distributor.ts";
-export * from "./registry_client.ts";
+export * from "./distributors/distributor.ts";
+export * from "./registry_client/registry_client.ts";
 export * from "./distributors/mod.ts";
-export * from "./watch.ts";
-export * from "./bind_server.ts";
-export * from "./endpoint_health.ts";
-export * from "./retry_budget.ts";
-export * from "./call_errors.ts";
+export * from "./registry_client/watch.ts";
+export * from "./binding/bind_server.ts";
+export * from "./cluster_map/endpoint_health.ts";
+export * from "./call/retry_budget.ts";
+export * from "./call/call_errors.ts";

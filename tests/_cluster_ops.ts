@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { RegistryClient } from "../stub/registry_client.ts";
+import type { RegistryClient } from "../stub/registry_client/registry_client.ts";
 
 /** Sequential binds under `name` until stopped; each acknowledged one is recorded. */
 export class Binder {

@@ -17,7 +17,7 @@
 
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { dial } from "../rpc/dial.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import type { LookupResult } from "../protocol/registry.ts";
 
 const ROOT = new URL("../", import.meta.url);

@@ -6,11 +6,11 @@
 
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { dial } from "../rpc/dial.ts";
+import { dial } from "../rpc/transport/dial.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { NOT_LEADER } from "../protocol/registry.ts";
-import type { RpcConnection } from "../rpc/connection.ts";
-import { parseTcpUrl } from "../rpc/transport.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
+import { parseTcpUrl } from "../rpc/transport/transport.ts";
 import type { LookupResult, NotLeaderData } from "../protocol/registry.ts";
 import { connect } from "../stub/client.ts";
 

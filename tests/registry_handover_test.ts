@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { dial } from "../rpc/dial.ts";
+import { dial } from "../rpc/transport/dial.ts";
 
 const TICK_MS = 50;
 const ELECTION_TICKS = 20; // election timeouts of 1000..2000 ms

@@ -11,8 +11,8 @@
 
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { dial } from "../rpc/dial.ts";
-import type { RpcConnection } from "../rpc/connection.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
 import { waitFor } from "../raft/_test_util.ts";
@@ -25,7 +25,7 @@ import {
   type WatchEventsNotification,
 } from "../protocol/registry.ts";
 import { connect } from "../stub/client.ts";
-import type { WatchUpdate } from "../stub/watch.ts";
+import type { WatchUpdate } from "../stub/registry_client/watch.ts";
 
 /** Raft tick of the test clusters, ms (heartbeat = 1 tick). */
 const TICK_MS = 50;

@@ -13,7 +13,7 @@ import { Binder } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
-import { RegistryClient } from "../stub/registry_client.ts";
+import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 
 const TICK_MS = 50; // one heartbeat round: the leader heartbeats every tick
 const ELECTION_TICKS = 20; // election timeouts of 1000..2000 ms

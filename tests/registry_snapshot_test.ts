@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
-import { RegistryClient } from "../stub/registry_client.ts";
+import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 
 const SNAPSHOT_ENTRIES = 500;
 /** Names the binds are spread over (each lookup answer stays small). */

@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
-import { RegistryClient } from "../stub/registry_client.ts";
+import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import { REGISTRY_METHODS } from "../protocol/registry.ts";
 import { connect } from "../mod.ts";
 import { waitFor } from "../raft/_test_util.ts";

@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { connect } from "../stub/client.ts";
-import { AmbiguousError, NotSentError } from "../stub/call_errors.ts";
+import { AmbiguousError, NotSentError } from "../stub/call/call_errors.ts";
 import { waitFor } from "../raft/_test_util.ts";
 
 const CHAOS_SECONDS = Number(Deno.env.get("STUB_CHAOS_SECONDS") ?? "8");

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { type Dialer, parseTcpUrl } from "../../rpc/transport.ts";
+import { type Dialer, parseTcpUrl } from "../../rpc/transport/transport.ts";
 
 /** The part of workerd's `Socket` (from `cloudflare:sockets`) the dialer uses. */
 export interface CloudflareSocket {

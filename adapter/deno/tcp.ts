@@ -10,8 +10,8 @@ import {
   type Dialer,
   formatTcpUrl,
   parseTcpUrl,
-} from "../../rpc/transport.ts";
-import { streamOfConn } from "../../rpc/_conn_stream.ts";
+} from "../../rpc/transport/transport.ts";
+import { streamOfConn } from "../../rpc/transport/conn_stream.ts";
 
 /**
  * Wraps a `Deno.Conn` as a {@link ByteStream}.

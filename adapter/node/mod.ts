@@ -16,8 +16,8 @@
  * @module
  */
 
-import "../../rpc/cbor.ts";
-import { setDefaultDialer } from "../../rpc/default_dialer.ts";
+import "../../rpc/codec/cbor.ts";
+import { setDefaultDialer } from "../../rpc/transport/default_dialer.ts";
 import { nodeTcpDialer } from "./tcp.ts";
 
 setDefaultDialer(nodeTcpDialer);

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { dial } from "../../rpc/dial.ts";
+import { dial } from "../../rpc/transport/dial.ts";
 import { serve } from "./serve.ts";
 import { fromNodeSocket, nodeTcpDialer } from "./tcp.ts";
 import { connect, createServer, type Socket } from "node:net";
-import { directOf } from "../../rpc/_conn_stream.ts";
+import { directOf } from "../../rpc/transport/conn_stream.ts";
 
 // Runs the node:net adapter under Deno's Node compatibility; the npm
 // package test runs it under Node itself.

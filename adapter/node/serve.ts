@@ -12,13 +12,13 @@ import {
   type ServeOptions,
   type StreamListener,
   validateServeOptions,
-} from "../../rpc/server.ts";
-import type { ByteStream } from "../../rpc/transport.ts";
+} from "../../rpc/server/server.ts";
+import type { ByteStream } from "../../rpc/transport/transport.ts";
 import { fromNodeSocket } from "./tcp.ts";
 // Servers hear CBOR clients too.
-import "../../rpc/cbor.ts";
+import "../../rpc/codec/cbor.ts";
 
-export type { RpcServer, ServeOptions } from "../../rpc/server.ts";
+export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
 
 /**
  * Starts a JSON-RPC 2.0 server on TCP (NDJSON frames) with `node:net`, one

@@ -12,8 +12,8 @@ import {
   type DialerOptions,
   formatTcpUrl,
   parseTcpUrl,
-} from "../../rpc/transport.ts";
-import { directStream } from "../../rpc/_conn_stream.ts";
+} from "../../rpc/transport/transport.ts";
+import { directStream } from "../../rpc/transport/conn_stream.ts";
 
 /** Chunks the readable side buffers before the socket is paused (back-pressure). */
 const READ_HIGH_WATER_CHUNKS = 16;

@@ -14,7 +14,7 @@
 
 import { freePorts } from "../../raft/_test_util.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
-import { dial } from "../../rpc/dial.ts";
+import { dial } from "../../rpc/transport/dial.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 

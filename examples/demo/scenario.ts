@@ -13,7 +13,7 @@
 import { connect } from "../../stub/client.ts";
 import { roundRobin } from "../../stub/distributors/round_robin.ts";
 import type { LookupResult } from "../../protocol/registry.ts";
-import { dial } from "../../rpc/dial.ts";
+import { dial } from "../../rpc/transport/dial.ts";
 import type { Hello } from "../hello/server.ts";
 import { LocalCluster } from "./local_cluster.ts";
 

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { CallInfo, Candidate } from "../distributor.ts";
+import type { CallInfo, Candidate } from "./distributor.ts";
 
 /**
  * A round-robin cursor: each call gives the next position modulo `size`,

@@ -10,7 +10,7 @@ import {
   type Distributor,
   type EndpointStats,
   makeCandidate,
-} from "../distributor.ts";
+} from "./distributor.ts";
 
 /** A seeded PRNG in [0, 1), for repeatable spreads. */
 export { mulberry32 as seeded } from "../../raft/simulator.ts";

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { CallInfo, Candidate, Distributor } from "../distributor.ts";
+import type { CallInfo, Candidate, Distributor } from "./distributor.ts";
 import { untried, weightOf } from "./_pick.ts";
 import { xxhash32 } from "./_xxhash32.ts";
 
@@ -50,7 +50,7 @@ const encoder = new TextEncoder();
  * ```ts
  * import assert from "node:assert/strict";
  * import { consistentHash } from "./consistent_hash.ts";
- * import { type CallInfo, makeCandidate } from "../distributor.ts";
+ * import { type CallInfo, makeCandidate } from "./distributor.ts";
  * const distributor = consistentHash((call) => String((call.params as unknown[])[0]));
  * const endpoints = ["a", "b", "c"].map((id, i) =>
  *   makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })

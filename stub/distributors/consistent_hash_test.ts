@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { CallInfo, Candidate } from "../distributor.ts";
+import type { CallInfo, Candidate } from "./distributor.ts";
 import { consistentHash } from "./consistent_hash.ts";
 import { callInfo, candidate, candidates, tally } from "./_test_util.ts";
 

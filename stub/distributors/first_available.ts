@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "../distributor.ts";
+import type { Distributor } from "./distributor.ts";
 import { untried } from "./_pick.ts";
 
 /**
@@ -20,7 +20,7 @@ import { untried } from "./_pick.ts";
  * ```ts
  * import assert from "node:assert/strict";
  * import { firstAvailable } from "./first_available.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = firstAvailable();
  * const [primary, backup] = ["primary", "backup"].map((id, i) =>
  *   makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "../distributor.ts";
+import type { Distributor } from "./distributor.ts";
 import { bestOf, cursor } from "./_pick.ts";
 
 /** Options of {@link leastInFlight}. */
@@ -28,7 +28,7 @@ export interface LeastInFlightOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { leastInFlight } from "./least_in_flight.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = leastInFlight({ start: 0 });
  * const endpoints = [4, 1, 1].map((inFlight, i) =>
  *   makeCandidate({ id: "abc"[i], url: `tcp://127.0.0.1:${9001 + i}`, stats: { inFlight } })

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Candidate, Distributor } from "../distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { bestOf, cursor } from "./_pick.ts";
 
 /** Options of {@link leastLoaded}. */
@@ -40,7 +40,7 @@ export interface LeastLoadedOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { leastLoaded } from "./least_loaded.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = leastLoaded({ start: 0 });
  * const endpoint = (id: string, load: number | null, inFlight: number) =>
  *   makeCandidate({ id, url: `tcp://${id}:9001`, load, stats: { inFlight } });

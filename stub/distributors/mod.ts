@@ -1,6 +1,6 @@
 /**
  * The built-in distributors: plain functions that return a `Distributor`
- * (see `../distributor.ts`) for a cluster stub (`client.stub(name, {
+ * (see `./distributor.ts`) for a cluster stub (`client.stub(name, {
  * distributor })`). Each one picks only among the endpoints it is given,
  * returns the candidate object itself, and returns undefined only for an
  * empty list.
@@ -9,7 +9,7 @@
  * ```ts
  * import assert from "node:assert/strict";
  * import { roundRobin } from "./mod.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = roundRobin({ start: 1 });
  * const [a, b] = ["a", "b"].map((id, i) =>
  *   makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })

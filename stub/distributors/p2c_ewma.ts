@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Candidate, Distributor } from "../distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { randomIndex } from "./_pick.ts";
 
 /** Options of {@link p2cEwma}. */
@@ -50,7 +50,7 @@ const PENALTY = 2 ** 47 - 1;
  * ```ts
  * import assert from "node:assert/strict";
  * import { p2cEwma } from "./p2c_ewma.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = p2cEwma();
  * const fast = makeCandidate({ id: "fast", url: "tcp://127.0.0.1:9001",
  *   stats: { ewmaLatencyMs: 2, inFlight: 1 } }); // cost 4

@@ -12,7 +12,7 @@ import {
   type Distributor,
   type FailureInfo,
   makeCandidate,
-} from "../distributor.ts";
+} from "./distributor.ts";
 import {
   consistentHash,
   firstAvailable,

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "../distributor.ts";
+import type { Distributor } from "./distributor.ts";
 import { randomIndex } from "./_pick.ts";
 
 /** Options of {@link random}. */
@@ -27,7 +27,7 @@ export interface RandomOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { random } from "./random.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const values = [0.9, 0.1, 0.5];
  * const distributor = random({ random: () => values.shift() ?? 0 });
  * const endpoints = ["a", "b", "c"].map((id, i) =>

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "../distributor.ts";
+import type { Distributor } from "./distributor.ts";
 import { cursor } from "./_pick.ts";
 
 /** Options of {@link roundRobin}. */
@@ -26,7 +26,7 @@ export interface RoundRobinOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { roundRobin } from "./round_robin.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = roundRobin({ start: 0 });
  * const endpoints = [
  *   makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001" }),

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Candidate, Distributor } from "../distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { cursor } from "./_pick.ts";
 
 /** Options of {@link sticky}. */
@@ -35,7 +35,7 @@ export interface StickyOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { sticky } from "./sticky.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = sticky({ start: 1 });
  * const [a, b, c] = ["a", "b", "c"].map((id, i) =>
  *   makeCandidate({ id, url: `tcp://127.0.0.1:${9001 + i}` })

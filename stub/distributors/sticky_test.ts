@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Candidate, FailureInfo, FailureKind } from "../distributor.ts";
+import type { Candidate, FailureInfo, FailureKind } from "./distributor.ts";
 import { sticky } from "./sticky.ts";
 import { callInfo, candidates, picks } from "./_test_util.ts";
 

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Candidate, Distributor } from "../distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { weightOf } from "./_pick.ts";
 
 /** Options of {@link weightedRoundRobin}. */
@@ -42,7 +42,7 @@ export interface WeightedRoundRobinOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { weightedRoundRobin } from "./weighted_round_robin.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = weightedRoundRobin();
  * const endpoints = [
  *   makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001", weight: 5 }),
@@ -62,7 +62,7 @@ export interface WeightedRoundRobinOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { weightedRoundRobin } from "./weighted_round_robin.ts";
- * import { makeCandidate } from "../distributor.ts";
+ * import { makeCandidate } from "./distributor.ts";
  * const distributor = weightedRoundRobin({ preferLocal: true });
  * const near = makeCandidate({ id: "near", url: "tcp://10.0.0.1:9001", local: true });
  * const far = makeCandidate({ id: "far", url: "tcp://10.9.0.1:9001", weight: 10 });

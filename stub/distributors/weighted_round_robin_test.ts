@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Candidate } from "../distributor.ts";
+import type { Candidate } from "./distributor.ts";
 import { weightedRoundRobin } from "./weighted_round_robin.ts";
 import { callInfo, candidate, candidates, picks, tally } from "./_test_util.ts";
 

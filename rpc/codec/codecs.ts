@@ -1,0 +1,50 @@
+/**
+ * The codecs by name, and the one a server hears (private: not part of the
+ * public API). NDJSON is built in; CBOR is installed by `rpc/codec/cbor.ts`,
+ * which the Deno and Node entries import, so that the edge-safe core
+ * reaches no npm package (cbor-x).
+ *
+ * @module
+ */
+
+import type { Codec } from "./codec.ts";
+import type { FrameCodec } from "./_frame_codec.ts";
+import { ndjsonCodec } from "./_ndjson_codec.ts";
+
+/** The first byte of CBOR's preamble, `d9 d9 f7`. */
+const CBOR_FIRST_BYTE = 0xd9;
+
+let cbor: FrameCodec | undefined;
+
+/** Makes `codec` (CBOR) available to every connection of this process. */
+export function installCodec(codec: FrameCodec): void {
+  if (codec.name === "cbor") cbor = codec;
+}
+
+/**
+ * The codec called `name` (`"json"` when undefined).
+ *
+ * @throws {RangeError} for another name, or `"cbor"` when it is not loaded.
+ */
+export function codecNamed(name: Codec | undefined): FrameCodec {
+  if (name === undefined || name === "json") return ndjsonCodec;
+  if (name === "cbor") {
+    if (cbor !== undefined) return cbor;
+    throw new RangeError(
+      'the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it; from the npm package, @rafter/rpc under Node); the edge-safe core leaves it out to keep cbor-x out of edge bundles',
+    );
+  }
+  throw new RangeError(
+    `codec must be "json" or "cbor", got ${JSON.stringify(name)}`,
+  );
+}
+
+/**
+ * The codec a client speaks, from the first byte it sent: CBOR's preamble
+ * starts with 0xd9, which no JSON text can start with (it would be a UTF-8
+ * lead byte of an Arabic letter); anything else is NDJSON. Without the
+ * CBOR codec loaded, everything is NDJSON.
+ */
+export function codecOfFirstByte(byte: number): FrameCodec {
+  return byte === CBOR_FIRST_BYTE && cbor !== undefined ? cbor : ndjsonCodec;
+}

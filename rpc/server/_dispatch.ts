@@ -1,0 +1,417 @@
+/**
+ * The JSON-RPC 2.0 dispatch of one decoded frame, whatever codec it came
+ * in (private: not part of the public API; `handleText` in `dispatcher.ts`
+ * is its JSON-text form). Responses are built by the codec's
+ * {@link ReplyEncoder}, so the logic here (validation, batches,
+ * notifications, deadlines, `rpc.cancel`, error answers) is the same for
+ * every codec.
+ *
+ * @module
+ */
+
+import {
+  CANCELLED,
+  DEADLINE_EXCEEDED,
+  INTERNAL_ERROR,
+  INVALID_REQUEST,
+  messageOf,
+  METHOD_NOT_FOUND,
+  RpcError,
+} from "../errors.ts";
+import {
+  CANCEL_METHOD,
+  isRequestId,
+  type Request,
+  type RequestId,
+  TIMEOUT_MEMBER,
+  validateRequest,
+} from "../message.ts";
+import type { CallContext } from "./method.ts";
+import type { RpcSession } from "./server_connection.ts";
+import type { DispatchOptions, Methods, RunningCalls } from "./dispatcher.ts";
+import type { ReplyEncoder } from "../codec/_frame_codec.ts";
+import { argsOf, specOf, validateParams } from "./_handler.ts";
+import { Refusal } from "../framing/_refusal.ts";
+
+/** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Runs one decoded frame (a message, a batch, or a `Refusal`) against a
+ * method table; see `handleText` for the rules.
+ *
+ * @returns the response part, or null when nothing must be sent (a
+ * notification, or a batch of only notifications). Never rejects.
+ */
+export function dispatch<P>(
+  value: unknown,
+  methods: Methods,
+  hooks: Hooks,
+  codec: ReplyEncoder<P>,
+): Promise<P | null> {
+  // One message: its own promise, without a second async frame around it.
+  return Array.isArray(value)
+    ? dispatchBatch(value, methods, hooks, codec)
+    : handleValue(value, methods, hooks, codec);
+}
+
+async function dispatchBatch<P>(
+  value: unknown[],
+  methods: Methods,
+  hooks: Hooks,
+  codec: ReplyEncoder<P>,
+): Promise<P | null> {
+  if (value.length === 0) {
+    return serializeError(
+      codec,
+      null,
+      new RpcError(
+        INVALID_REQUEST,
+        "Invalid Request: a batch must hold at least one request",
+      ),
+    );
+  }
+  const replies = await Promise.all(
+    value.map((member) => handleValue(member, methods, hooks, codec)),
+  );
+  const sent = replies.filter((reply) => reply !== null);
+  return sent.length === 0 ? null : codec.batch(sent);
+}
+
+/** The hooks of `options`, for a frame read at `receivedAt` (`Date.now()` ms). */
+export function hooksOf(options: DispatchOptions, receivedAt?: number): Hooks {
+  return {
+    onInternalError: options.onInternalError ?? logInternalError,
+    onMethodNotFound: options.onMethodNotFound,
+    signal: options.signal,
+    calls: options.calls,
+    receivedAt: receivedAt ?? options.receivedAt ?? Date.now(),
+    maxDeadlineMs: options.maxDeadlineMs,
+    session: options.session,
+  };
+}
+
+type InternalErrorHook = (error: unknown, method: string) => void;
+
+/** What one frame's dispatch needs besides the message and the methods. */
+export interface Hooks {
+  onInternalError: InternalErrorHook;
+  onMethodNotFound?: (method: string) => string | void;
+  signal?: AbortSignal;
+  calls?: RunningCalls;
+  receivedAt: number;
+  maxDeadlineMs?: number;
+  session?: RpcSession;
+}
+
+/** A request's deadline and where it came from. */
+interface Deadline {
+  /** `Date.now()` time, ms. */
+  at: number;
+  /** The request's `timeoutMs`, when the deadline is the client's. */
+  timeoutMs?: number;
+  /** The server's limit, when that is shorter. */
+  maxDeadlineMs?: number;
+}
+
+function deadlineOf(request: Request, hooks: Hooks): Deadline | null {
+  const sent = (request as unknown as Record<string, unknown>)[TIMEOUT_MEMBER];
+  const timeoutMs = typeof sent === "number" && Number.isFinite(sent)
+    ? sent
+    : undefined;
+  const max = hooks.maxDeadlineMs;
+  if (max !== undefined && (timeoutMs === undefined || timeoutMs > max)) {
+    return { at: hooks.receivedAt + max, maxDeadlineMs: max };
+  }
+  return timeoutMs === undefined
+    ? null
+    : { at: hooks.receivedAt + timeoutMs + CLOCK_GRAIN_MS, timeoutMs };
+}
+
+/**
+ * Added to a client's deadline: `Date.now()` drops the fraction of a ms, so
+ * the time a request was read can be up to 1 ms early, and without it the
+ * server could give up (and answer -32003) just before the client would.
+ */
+const CLOCK_GRAIN_MS = 1;
+
+/** Whether a call's deadline has passed, by the wall clock. */
+function passed(deadline: Deadline): boolean {
+  return (deadline.timeoutMs !== undefined && deadline.timeoutMs <= 0) ||
+    Date.now() >= deadline.at;
+}
+
+function deadlineError(deadline: Deadline, started: boolean): RpcError {
+  if (deadline.timeoutMs !== undefined) {
+    const { timeoutMs } = deadline;
+    return new RpcError(
+      DEADLINE_EXCEEDED,
+      started
+        ? `Deadline exceeded: the call ran past the client's deadline (timeoutMs ${timeoutMs})`
+        : `Deadline exceeded: the client's deadline passed before the call ran (timeoutMs ${timeoutMs})`,
+      { timeoutMs, started },
+    );
+  }
+  const { maxDeadlineMs } = deadline;
+  return new RpcError(
+    DEADLINE_EXCEEDED,
+    started
+      ? `Deadline exceeded: the call ran past the server's limit of ${maxDeadlineMs} ms per call`
+      : `Deadline exceeded: the server's limit of ${maxDeadlineMs} ms per call passed before the call ran`,
+    { maxDeadlineMs, started },
+  );
+}
+
+/**
+ * The abort signal of one call and what aborts it: its deadline, an
+ * `rpc.cancel` naming it, the end of its connection.
+ */
+class CallScope {
+  readonly context: CallContext;
+  readonly #controller = new AbortController();
+  readonly #connection: AbortSignal | undefined;
+  readonly #onEnd = () =>
+    this.#controller.abort(
+      new RpcError(
+        CANCELLED,
+        "Cancelled: the connection ended before the call finished",
+      ),
+    );
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #unregister: (() => void) | undefined;
+
+  constructor(
+    id: RequestId,
+    notification: boolean,
+    deadline: Deadline | null,
+    hooks: Hooks,
+  ) {
+    const controller = this.#controller;
+    if (deadline !== null && deadline.at - Date.now() <= MAX_TIMER_MS) {
+      // A timer can fire a little early (the event loop reads its clock
+      // once per turn): it aborts only once the deadline has passed.
+      const arm = () => {
+        if (passed(deadline)) {
+          this.#timer = undefined;
+          controller.abort(deadlineError(deadline, true));
+        } else {
+          this.#timer = setTimeout(arm, Math.max(1, deadline.at - Date.now()));
+        }
+      };
+      this.#timer = setTimeout(arm, Math.max(0, deadline.at - Date.now()));
+    }
+    const connection = hooks.signal;
+    if (connection?.aborted) {
+      this.#onEnd();
+    } else if (connection !== undefined) {
+      this.#connection = connection;
+      connection.addEventListener("abort", this.#onEnd, { once: true });
+    }
+    if (!notification && id !== null && hooks.calls !== undefined) {
+      this.#unregister = hooks.calls.add(id, (reason) => {
+        controller.abort(reason);
+      });
+    }
+    const context: CallContext = {
+      signal: controller.signal,
+      deadline: deadline?.at ?? null,
+      id,
+    };
+    this.context = hooks.session === undefined
+      ? context
+      : { ...context, session: hooks.session };
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** The call has settled: nothing aborts it any more. */
+  finish(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#connection?.removeEventListener("abort", this.#onEnd);
+    this.#unregister?.();
+  }
+}
+
+/** Handles one request or notification; returns its response text or null. */
+async function handleValue<P>(
+  value: unknown,
+  methods: Methods,
+  hooks: Hooks,
+  codec: ReplyEncoder<P>,
+): Promise<P | null> {
+  const { onInternalError } = hooks;
+  if (value instanceof Refusal) {
+    return serializeError(codec, value.id, value.error);
+  }
+  const request = validateRequest(value);
+  if (request instanceof RpcError) {
+    const record = value as Record<string, unknown>;
+    const id = typeof value === "object" && value !== null &&
+        !Array.isArray(value) && isRequestId(record.id)
+      ? record.id
+      : null;
+    return serializeError(codec, id, request);
+  }
+  const notification = !("id" in request);
+  const id: RequestId = request.id ?? null;
+  const { method, params } = request;
+
+  if (method === CANCEL_METHOD) {
+    const target = typeof params === "object" && !Array.isArray(params)
+      ? params.id
+      : undefined;
+    const cancelled = isRequestId(target) && hooks.calls !== undefined &&
+      hooks.calls.cancel(target);
+    return notification ? null : codec.result(id, cancelled);
+  }
+
+  if (
+    !Object.hasOwn(methods, method) || typeof methods[method] !== "function"
+  ) {
+    let message: string | void = undefined;
+    if (hooks.onMethodNotFound !== undefined) {
+      try {
+        message = hooks.onMethodNotFound(method);
+      } catch {
+        // A failing hook must not take the response down with it.
+      }
+    }
+    if (notification) return null;
+    return serializeError(
+      codec,
+      id,
+      new RpcError(
+        METHOD_NOT_FOUND,
+        typeof message === "string"
+          ? message
+          : `Method not found: no method ${
+            JSON.stringify(method)
+          } on this server`,
+      ),
+    );
+  }
+
+  const deadline = deadlineOf(request, hooks);
+  if (deadline !== null && passed(deadline)) {
+    return notification
+      ? null
+      : serializeError(codec, id, deadlineError(deadline, false));
+  }
+  const handler = methods[method];
+  const spec = specOf(handler);
+  // Registered before the first await, so a cancel read next finds it.
+  const scope = spec?.context
+    ? new CallScope(id, notification, deadline, hooks)
+    : undefined;
+  let result: unknown;
+  try {
+    let args: unknown[];
+    if (spec?.schema !== undefined) {
+      const checked = await validateParams(spec, params);
+      if (checked instanceof RpcError) throw checked;
+      args = checked;
+    } else {
+      args = argsOf(params);
+    }
+    if (scope === undefined) {
+      result = await Reflect.apply(spec?.run ?? handler, methods, args);
+    } else {
+      // Aborted already (the connection ended, or a cancel came during
+      // validation): not run.
+      scope.signal.throwIfAborted();
+      result = await Reflect.apply(spec!.run, methods, [
+        scope.context,
+        ...args,
+      ]);
+    }
+  } catch (thrown) {
+    // What a handler throws once its call was aborted is the abort's echo.
+    const error = scope?.signal.aborted && !(thrown instanceof RpcError)
+      ? scope.signal.reason
+      : thrown;
+    if (notification) {
+      if (!(error instanceof RpcError)) report(onInternalError, error, method);
+      return null;
+    }
+    if (error instanceof RpcError) {
+      const reply = trySerializeError(codec, id, error);
+      if (reply !== null) return reply;
+      report(onInternalError, error, method);
+      return internalError(
+        codec,
+        id,
+        `the error data of ${JSON.stringify(method)} cannot be encoded as JSON`,
+      );
+    }
+    report(onInternalError, error, method);
+    return internalError(codec, id, messageOf(error));
+  } finally {
+    scope?.finish();
+  }
+  if (notification) return null;
+
+  try {
+    return codec.result(id, result);
+  } catch (error) {
+    report(onInternalError, error, method);
+    return internalError(
+      codec,
+      id,
+      `the result of ${JSON.stringify(method)} cannot be encoded as JSON: ${
+        messageOf(error)
+      }`,
+    );
+  }
+}
+
+/**
+ * The error response for `error`; without its `data` when that has no JSON
+ * form.
+ */
+export function serializeError<P>(
+  codec: ReplyEncoder<P>,
+  id: RequestId,
+  error: RpcError,
+): P {
+  return trySerializeError(codec, id, error) ??
+    codec.error(id, { code: error.code, message: error.message });
+}
+
+/** A -32603 response: `Internal error: <detail>`. */
+function internalError<P>(
+  codec: ReplyEncoder<P>,
+  id: RequestId,
+  detail: string,
+): P {
+  return serializeError(
+    codec,
+    id,
+    new RpcError(INTERNAL_ERROR, `Internal error: ${detail}`),
+  );
+}
+
+function trySerializeError<P>(
+  codec: ReplyEncoder<P>,
+  id: RequestId,
+  error: RpcError,
+): P | null {
+  try {
+    return codec.error(id, error.toJSON());
+  } catch {
+    return null;
+  }
+}
+
+function report(hook: InternalErrorHook, error: unknown, method: string): void {
+  try {
+    hook(error, method);
+  } catch {
+    // A failing hook must not take the response down with it.
+  }
+}
+
+function logInternalError(error: unknown, method: string): void {
+  console.error(`rpc: method ${JSON.stringify(method)} failed:`, error);
+}

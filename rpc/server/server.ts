@@ -1,0 +1,230 @@
+/**
+ * The runtime-free half of a TCP server: serves each byte stream a
+ * {@link StreamListener} accepts with {@link serveStream}, and closes or
+ * drains them all. Each runtime entry's `serve()` (Deno: `Deno.listen`,
+ * Node: `node:net`) is a listener handed to {@link serveListener}.
+ *
+ * @module
+ */
+
+import type { Methods } from "./dispatcher.ts";
+import {
+  type RpcSession,
+  type ServerLimits,
+  serveStream,
+  type SessionMethods,
+  validateServerLimits,
+} from "./server_connection.ts";
+import {
+  type ByteStream,
+  formatTcpUrl,
+  isWildcardHost,
+  parseAdvertise,
+  type TcpAddress,
+} from "../transport/transport.ts";
+
+/** Options of `serve()` (each runtime entry has one) and {@link serveListener}. */
+export interface ServeOptions extends ServerLimits {
+  /** Interface to listen on (default `"127.0.0.1"`; `"0.0.0.0"` for all). */
+  hostname?: string;
+  /** TCP port (default 0: an ephemeral port, see {@link RpcServer.port}). */
+  port?: number;
+  /**
+   * The address clients should use, when it differs from the one listened
+   * on: a host (`"10.0.0.5"`, `"api.example.com"`) or `host:port` (behind a
+   * port mapping). Needed when listening on a wildcard address (`0.0.0.0`,
+   * `::`), which no remote client can dial: {@link RpcServer.url} then
+   * names this address. Default: the address listened on.
+   */
+  advertise?: string;
+  /**
+   * The method table, or a function that makes one per connection (to keep
+   * per-client state or push notifications; see {@link RpcSession}). The
+   * built-in `rpc.ping` (returns `"pong"`) is added unless the table has its
+   * own. A plain table's own properties are copied when the server starts:
+   * methods added to it later are not served.
+   */
+  methods: Methods | SessionMethods;
+  /** Aborting it closes the server, like {@link RpcServer.close}. */
+  signal?: AbortSignal;
+}
+
+/** A running server, as returned by `serve()` and {@link serveListener}. */
+export interface RpcServer {
+  /** The address it listens on, e.g. `"127.0.0.1"`. */
+  readonly hostname: string;
+  /** The port it listens on (the actual one when 0 was asked for). */
+  readonly port: number;
+  /**
+   * Whether {@link url} names a wildcard address (listening on `0.0.0.0` or
+   * `::` without `advertise`): such a URL cannot be bound in a registry.
+   */
+  readonly wildcard: boolean;
+  /**
+   * `tcp://host:port` with the actual port (or the `advertise` address),
+   * ready to bind in a registry. For a wildcard listen address without
+   * `advertise` it names the wildcard, which a registry refuses to bind.
+   */
+  readonly url: string;
+  /**
+   * Resolves once the server has stopped listening and every connection is
+   * finished. Never rejects.
+   */
+  readonly finished: Promise<void>;
+  /**
+   * Stops listening and closes every open connection (responses still being
+   * computed are dropped). Resolves like {@link finished}; safe to call more
+   * than once.
+   */
+  close(): Promise<void>;
+  /**
+   * Shuts down gracefully: stops listening, sends every connection the
+   * `rpc.goaway` notification, keeps answering what still arrives, and
+   * finishes when the clients have closed their connections (Rafter
+   * clients do once their calls are answered) or, at the latest, after
+   * `graceMs` (default 5_000 ms), when it closes what is left.
+   */
+  drain(graceMs?: number): Promise<void>;
+}
+
+/**
+ * A listening socket, as a runtime adapter sees it: what it is bound to,
+ * the next accepted connection, and a way to stop.
+ */
+export interface StreamListener {
+  /** The address it is bound to (the actual port when 0 was asked for). */
+  readonly address: TcpAddress;
+  /**
+   * The next accepted connection (Nagle's algorithm off), or null once the
+   * listener is closed.
+   *
+   * @throws on a transient accept failure (the server logs it and retries
+   * after 100 ms).
+   */
+  accept(): Promise<ByteStream | null>;
+  /** Stops accepting; a pending {@link accept} resolves null. Idempotent. */
+  close(): void;
+}
+
+/**
+ * Validates `options` before a runtime adapter listens: the methods and
+ * the limits.
+ *
+ * @throws {RangeError} for limits that `validateServerLimits` refuses.
+ */
+export function validateServeOptions(options: ServeOptions): void {
+  validateServerLimits(options);
+  if (options.advertise !== undefined) parseAdvertise(options.advertise);
+}
+
+/**
+ * Serves JSON-RPC 2.0 on every connection `listener` accepts, one
+ * {@link serveStream} each, with the options of `serve()`; the built-in
+ * `rpc.ping` is added to the methods.
+ *
+ * @param listener an adapter's bound listener (it is closed with the server).
+ * @param options methods, limits, `advertise`, `signal` (`hostname` and
+ * `port` were the adapter's to listen on).
+ * @returns the running server.
+ * @throws {TypeError} for an `advertise` address that is not host or host:port.
+ */
+export function serveListener(
+  listener: StreamListener,
+  options: ServeOptions,
+): RpcServer {
+  const { signal } = options;
+  const given = options.methods;
+  const methods: Methods | SessionMethods = typeof given === "function"
+    ? (session: RpcSession) => ({ "rpc.ping": () => "pong", ...given(session) })
+    : { "rpc.ping": () => "pong", ...given };
+  const advertised = options.advertise === undefined
+    ? undefined
+    : parseAdvertise(options.advertise);
+  const address = listener.address;
+  const connections = new Set<Promise<void>>();
+  const stop = new AbortController();
+  const goAway = new AbortController();
+  let draining = false;
+  const limits = {
+    maxFrameBytes: options.maxFrameBytes,
+    maxInFlight: options.maxInFlight,
+    idleTimeoutMs: options.idleTimeoutMs,
+    maxDeadlineMs: options.maxDeadlineMs,
+    onInternalError: options.onInternalError,
+    onMethodNotFound: options.onMethodNotFound,
+    signal: stop.signal,
+    goAway: goAway.signal,
+  };
+
+  const acceptLoop = async () => {
+    while (!stop.signal.aborted) {
+      let stream: ByteStream | null;
+      try {
+        stream = await listener.accept();
+      } catch (error) {
+        if (stop.signal.aborted) break;
+        // A transient failure (e.g. too many open files): back off a little.
+        console.error("rpc: accept failed:", error);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        continue;
+      }
+      if (stream === null) break;
+      if (stop.signal.aborted) {
+        stream.close();
+        break;
+      }
+      const done = serveStream(stream, methods, limits).finally(
+        () => connections.delete(done),
+      );
+      connections.add(done);
+    }
+  };
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    if (closing === undefined) {
+      signal?.removeEventListener("abort", onAbort);
+      stop.abort();
+      listener.close();
+      closing = finished;
+    }
+    return closing;
+  };
+  const onAbort = () => void close();
+
+  const finished = acceptLoop().then(async () => {
+    if (!draining) close();
+    while (connections.size > 0) await Promise.all([...connections]);
+  });
+
+  const drain = async (graceMs = 5_000): Promise<void> => {
+    if (closing !== undefined || draining) return finished;
+    draining = true;
+    try {
+      listener.close();
+    } catch {
+      // Already closed.
+    }
+    goAway.abort();
+    const timer = setTimeout(() => void close(), graceMs);
+    await finished;
+    clearTimeout(timer);
+  };
+
+  if (signal?.aborted) close();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+
+  const url = formatTcpUrl({
+    hostname: advertised?.hostname ?? address.hostname,
+    port: advertised?.port ?? address.port,
+  });
+  return {
+    hostname: address.hostname,
+    port: address.port,
+    url,
+    wildcard: advertised === undefined && isWildcardHost(address.hostname),
+    finished,
+    close,
+    drain,
+  };
+}

@@ -1,0 +1,503 @@
+/**
+ * A client of the registry cluster, typed by the registry's contract
+ * (`protocol/registry.ts`): writes and lease calls follow the leader
+ * (NOT_LEADER hints), reads are spread across the registry URLs, and when
+ * no node answers the client backs off with jitter, so clients do not all
+ * come back at once when a registry restarts. When no URL accepts a
+ * connection at all the call fails fast with UNAVAILABLE, naming the URLs.
+ *
+ * @module
+ */
+
+import {
+  CANCELLED,
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  RpcError,
+} from "../../rpc/errors.ts";
+import { formatTcpUrl, parseTcpUrl } from "../../rpc/transport/transport.ts";
+import {
+  type BindParams,
+  type BindResult,
+  type EndpointSpec,
+  LEADER_METHODS,
+  type LeaderTransferParams,
+  type LeaderTransferResult,
+  type LeaseGrantResult,
+  type LeaseInfo,
+  type LeaseKeepAliveResult,
+  type LeaseListResult,
+  type LeaseRevokeResult,
+  type ListParams,
+  type ListResult,
+  type LookupParams,
+  type LookupResult,
+  type MemberListResult,
+  NOT_LEADER,
+  type NotLeaderData,
+  type ParamsOf,
+  REGISTRY_METHODS,
+  type RegistryMethod,
+  type RegistryStatus,
+  type ResultOf,
+  type Scope,
+  type SetStateParams,
+  UNAVAILABLE,
+  type UnavailableData,
+  type UnbindParams,
+  type UnbindResult,
+  type WriteResult,
+} from "../../protocol/registry.ts";
+import type { ConnectionPool } from "../connection_pool.ts";
+import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
+
+/** Settings of a {@link RegistryClient}. */
+export interface RegistryClientOptions {
+  /** Total time one registry operation may take, retries included, ms. @default 15_000 */
+  deadlineMs?: number;
+  /** Time one attempt on one registry node may take, ms. @default 4_000 */
+  attemptTimeoutMs?: number;
+  /**
+   * Give up with UNAVAILABLE once every registry URL failed to connect in
+   * this many rounds in a row (a registry that is down, not one that is
+   * electing). @default 2
+   */
+  failFastRounds?: number;
+  /** First back-off after a round where no node answered, ms (jittered). @default 50 */
+  minBackoffMs?: number;
+  /** Longest back-off, ms (jittered). @default 1_000 */
+  maxBackoffMs?: number;
+}
+
+/** Options of one registry operation. */
+export interface RegistryCallOptions {
+  /** Overrides the client's `deadlineMs`. */
+  deadlineMs?: number;
+  /** Aborts the operation (rejects with CANCELLED). */
+  signal?: AbortSignal;
+  /**
+   * Ask exactly this registry node (`tcp://host:port`), with no fail-over:
+   * for local-area bindings, which live on one node.
+   */
+  node?: string;
+  /**
+   * Overrides the client's `attemptTimeoutMs` for this operation: how long
+   * one node may take before the next is tried (a stopped node costs this
+   * much, not the whole deadline).
+   */
+  attemptTimeoutMs?: number;
+}
+
+/** Options of {@link RegistryClient.bind}. */
+export interface BindOptions extends RegistryCallOptions {
+  /** Attach the binding to this lease. */
+  leaseId?: string;
+  /** Grant a lease of this TTL and attach the binding to it, in one step. */
+  grant?: { ttlMs: number };
+  /** Where the binding lives (see Scope). @default "global" */
+  scope?: Scope;
+}
+
+/**
+ * Talks to whichever registry node can answer. Every registry write is
+ * safe to repeat (a bind replaces the same id, an unbind of a missing id
+ * removes nothing, a keep-alive renews again), so a call that may have
+ * reached a node that then died is retried on the next one.
+ *
+ * @example
+ * ```ts ignore
+ * import { ConnectionPool } from "../connection_pool.ts";
+ * import { RegistryClient } from "./registry_client.ts";
+ * const registry = new RegistryClient(
+ *   ["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"],
+ *   new ConnectionPool(),
+ * );
+ * await registry.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
+ * console.log((await registry.lookup("hello")).endpoints.length);
+ * ```
+ */
+export class RegistryClient {
+  readonly #urls: string[];
+  readonly #pool: ConnectionPool;
+  readonly #deadlineMs: number;
+  readonly #attemptTimeoutMs: number;
+  readonly #failFastRounds: number;
+  readonly #minBackoffMs: number;
+  readonly #maxBackoffMs: number;
+  readonly #closing = new AbortController();
+  /** Index of the node believed to lead. */
+  #leader = 0;
+  /** Where the next read goes (round robin). */
+  #reader = Math.floor(Math.random() * 1024);
+
+  /**
+   * Makes a client; nothing is connected until the first operation.
+   *
+   * @param urls registry node URLs (`tcp://host:port`); list two or three so
+   * the client survives a node's death.
+   * @param pool connections, shared with the stubs.
+   * @throws {TypeError} when `urls` is empty or a URL is not
+   * `tcp://host:port` (a bare `host:port` is taken as tcp).
+   */
+  constructor(
+    urls: readonly string[],
+    pool: ConnectionPool,
+    options: RegistryClientOptions = {},
+  ) {
+    if (urls.length === 0) {
+      throw new TypeError("give at least one registry URL (tcp://host:port)");
+    }
+    // One spelling per address, as the registry's leader hints use.
+    this.#urls = [
+      ...new Set(urls.map((url) => formatTcpUrl(parseTcpUrl(url)))),
+    ];
+    this.#pool = pool;
+    this.#deadlineMs = options.deadlineMs ?? 15_000;
+    this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 4_000;
+    this.#failFastRounds = options.failFastRounds ?? 2;
+    this.#minBackoffMs = options.minBackoffMs ?? 50;
+    this.#maxBackoffMs = options.maxBackoffMs ?? 1_000;
+  }
+
+  /** The registry URLs known, including leaders learned from hints. */
+  get urls(): readonly string[] {
+    return this.#urls;
+  }
+
+  /** Aborts when {@link close} is called: long-running helpers stop with it. */
+  get signal(): AbortSignal {
+    return this.#closing.signal;
+  }
+
+  /**
+   * Binds `endpoint` under `name` (`name?key=value` adds attributes),
+   * replacing an endpoint with the same id.
+   *
+   * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL;
+   * LEASE_NOT_FOUND for a `leaseId` that does not exist; UNAVAILABLE or
+   * DEADLINE_EXCEEDED when no leader accepted the write in time.
+   */
+  bind(
+    name: string,
+    endpoint: EndpointSpec,
+    options: BindOptions = {},
+  ): Promise<BindResult> {
+    const params: BindParams = { name, endpoint };
+    if (options.leaseId !== undefined) params.leaseId = options.leaseId;
+    if (options.grant !== undefined) params.grant = options.grant;
+    if (options.scope !== undefined) params.scope = options.scope;
+    return this.call(REGISTRY_METHODS.bind, params, options);
+  }
+
+  /**
+   * Removes endpoint `id` from `name`; `removed` is 0 if it was not bound
+   * (or, with `leaseId`, is now held by another lease).
+   */
+  unbind(
+    name: string,
+    id: string,
+    options: RegistryCallOptions & { leaseId?: string; scope?: Scope } = {},
+  ): Promise<UnbindResult> {
+    const params: UnbindParams = { name, id };
+    if (options.leaseId !== undefined) params.leaseId = options.leaseId;
+    if (options.scope !== undefined) params.scope = options.scope;
+    return this.call(REGISTRY_METHODS.unbind, params, options);
+  }
+
+  /** Marks endpoint `id` of `name` draining (or serving again). */
+  setState(
+    name: string,
+    id: string,
+    state: SetStateParams["state"],
+    options: RegistryCallOptions & { leaseId?: string; scope?: Scope } = {},
+  ): Promise<WriteResult> {
+    const params: SetStateParams & { scope?: Scope } = { name, id, state };
+    if (options.leaseId !== undefined) params.leaseId = options.leaseId;
+    if (options.scope !== undefined) params.scope = options.scope;
+    return this.call(REGISTRY_METHODS.setState, params, options);
+  }
+
+  /** The stubs list of `name` (`name?key=value` filters by attributes). */
+  lookup(
+    name: string,
+    options: RegistryCallOptions & Omit<LookupParams, "name"> = {},
+  ): Promise<LookupResult> {
+    const { deadlineMs: _d, signal: _s, node: _n, ...rest } = options;
+    return this.call(REGISTRY_METHODS.lookup, { name, ...rest }, options);
+  }
+
+  /** Names under `prefix` (every name by default), with counts or endpoints. */
+  list(
+    prefix = "",
+    options: RegistryCallOptions & Omit<ListParams, "prefix"> = {},
+  ): Promise<ListResult> {
+    const { deadlineMs: _d, signal: _s, node: _n, ...rest } = options;
+    return this.call(REGISTRY_METHODS.list, { prefix, ...rest }, options);
+  }
+
+  /** Grants a lease of `ttlMs` (at least 1.5 × the registry's election timeout). */
+  grantLease(
+    ttlMs: number,
+    options: RegistryCallOptions & { id?: string } = {},
+  ): Promise<LeaseGrantResult> {
+    const params = options.id === undefined
+      ? { ttlMs }
+      : { ttlMs, id: options.id };
+    return this.call(REGISTRY_METHODS.leaseGrant, params, options);
+  }
+
+  /**
+   * Renews a lease, reporting the server's `load` if given.
+   * @throws {RpcError} LEASE_NOT_FOUND once the lease has expired.
+   */
+  keepAlive(
+    id: string,
+    load?: number,
+    options?: RegistryCallOptions,
+  ): Promise<LeaseKeepAliveResult> {
+    const params = load === undefined ? { id } : { id, load };
+    return this.call(REGISTRY_METHODS.leaseKeepAlive, params, options);
+  }
+
+  /** Revokes a lease; its bindings go with it. */
+  revokeLease(
+    id: string,
+    options?: RegistryCallOptions,
+  ): Promise<LeaseRevokeResult> {
+    return this.call(REGISTRY_METHODS.leaseRevoke, { id }, options);
+  }
+
+  /** Time left on a lease, and its bindings. */
+  timeToLive(id: string, options?: RegistryCallOptions): Promise<LeaseInfo> {
+    return this.call(REGISTRY_METHODS.leaseTimeToLive, { id }, options);
+  }
+
+  /** Every lease. */
+  leases(options?: RegistryCallOptions): Promise<LeaseListResult> {
+    return this.call(REGISTRY_METHODS.leaseList, {}, options);
+  }
+
+  /**
+   * Hands leadership to member `to` (default: the most up-to-date other
+   * voter) and resolves once another member leads (Raft dissertation
+   * §3.10). Sent to the leader, following NOT_LEADER hints. One attempt
+   * waits `timeoutMs` plus 1 s for the answer, so the server's own timeout
+   * answers first.
+   *
+   * @param options.to the member to lead next.
+   * @param options.timeoutMs how long the leader waits for a member to
+   * take over, ms (1..60_000). @default two election timeouts (server side)
+   * @throws {RpcError} INVALID_PARAMS when `to` is not a member;
+   * LEADER_TRANSFER_FAILED (-32010, not retried) when there is no other
+   * voter, or no member took over in time; UNAVAILABLE or
+   * DEADLINE_EXCEEDED when no leader answered.
+   */
+  leaderTransfer(
+    options: RegistryCallOptions & LeaderTransferParams = {},
+  ): Promise<LeaderTransferResult> {
+    const { to, timeoutMs, ...call } = options;
+    const params: LeaderTransferParams = {};
+    if (to !== undefined) params.to = to;
+    if (timeoutMs !== undefined) params.timeoutMs = timeoutMs;
+    return this.call(REGISTRY_METHODS.leaderTransfer, params, {
+      attemptTimeoutMs: timeoutMs === undefined ? undefined : timeoutMs + 1_000,
+      ...call,
+    });
+  }
+
+  /** Every member with its role and, from the leader, its match index and lag. */
+  memberList(options?: RegistryCallOptions): Promise<MemberListResult> {
+    return this.call(REGISTRY_METHODS.memberList, {}, options);
+  }
+
+  /**
+   * Status of the node at `url`, with no retries elsewhere; without `url`,
+   * of the first node that answers.
+   */
+  async status(
+    url?: string,
+    options: { timeoutMs?: number } = {},
+  ): Promise<RegistryStatus> {
+    if (url === undefined) {
+      return this.call(REGISTRY_METHODS.status, undefined, {
+        deadlineMs: options.timeoutMs,
+      });
+    }
+    const connection = await this.#pool.get(formatTcpUrl(parseTcpUrl(url)));
+    return connection.call<RegistryStatus>(
+      REGISTRY_METHODS.status,
+      undefined,
+      { timeoutMs: options.timeoutMs ?? this.#attemptTimeoutMs },
+    );
+  }
+
+  /**
+   * Calls a registry method: writes and lease calls on the leader (moving
+   * to it on a NOT_LEADER hint), reads on the next node in turn; on a
+   * connection failure, attempt timeout or UNAVAILABLE it moves to the next
+   * node, backing off with jitter after a round where none answered.
+   *
+   * @throws {RpcError} UNAVAILABLE (-32006) at once when no registry URL
+   * accepted a connection for `failFastRounds` rounds (the message names
+   * them and says how to start a registry); the last error, as
+   * DEADLINE_EXCEEDED, once the deadline passes; at once, errors a retry
+   * cannot fix (bad params, method not found, LEASE_NOT_FOUND…); CANCELLED
+   * when the signal aborts or the client is closed.
+   */
+  async call<M extends RegistryMethod>(
+    method: M,
+    params: ParamsOf<M>,
+    options: RegistryCallOptions = {},
+  ): Promise<ResultOf<M>> {
+    const signal = options.signal === undefined
+      ? this.#closing.signal
+      : AbortSignal.any([options.signal, this.#closing.signal]);
+    if (options.node !== undefined) {
+      const url = formatTcpUrl(parseTcpUrl(options.node));
+      const connection = await this.#pool.get(url);
+      return await connection.call<ResultOf<M>>(method, params as never, {
+        timeoutMs: options.deadlineMs ?? this.#attemptTimeoutMs,
+        signal,
+      });
+    }
+    const toLeader = LEADER_METHODS.has(method);
+    const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
+    const attemptTimeoutMs = options.attemptTimeoutMs ??
+      this.#attemptTimeoutMs;
+    const n = () => this.#urls.length;
+    let lastError: unknown = null;
+    let lastAnswer: RpcError | null = null;
+    let refusedRounds = 0;
+    let round = 0;
+    let hops = 0;
+    // Per round: how many nodes were tried, and how many refused to connect.
+    let tried = 0;
+    let refused = 0;
+    let index = toLeader ? this.#leader : this.#reader++ % n();
+    for (let attempt = 0; attempt < 10_000; attempt++) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      if (signal.aborted) throw cancelled(method);
+      const url = this.#urls[index % n()];
+      try {
+        const connection = await this.#pool.get(url);
+        const result = await connection.call<ResultOf<M>>(
+          method,
+          params as never,
+          { timeoutMs: Math.min(remaining, attemptTimeoutMs), signal },
+        );
+        if (toLeader) this.#leader = index % n();
+        return result;
+      } catch (error) {
+        lastError = error;
+        // What a node answered (e.g. why it could not serve a read) says
+        // more than a dead node's refusal or this client's own timer: the
+        // final message quotes the last such answer.
+        if (
+          error instanceof RpcError && !(error instanceof ConnectionError) &&
+          !isLocalTimeout(error)
+        ) {
+          lastAnswer = error;
+        }
+        if (signal.aborted) throw cancelled(method);
+        const hint = leaderHint(error);
+        if (hint !== null && hint !== url && hops++ <= n()) {
+          // Follow the hint at once, but not around a loop of stale hints.
+          index = this.#indexOf(hint);
+          this.#leader = index;
+          continue;
+        }
+        if (error instanceof ConnectionError) {
+          this.#pool.drop(url);
+          if (!error.written) refused++;
+        } else if (
+          !(error instanceof RpcError) ||
+          (error.code !== UNAVAILABLE && error.code !== DEADLINE_EXCEEDED &&
+            error.code !== NOT_LEADER)
+        ) {
+          throw error;
+        }
+        tried++;
+      }
+      index = (index + 1) % n();
+      // A leader that failed (stopped, unreachable, deposed) is not asked
+      // first again: the next operation starts where this one moves on.
+      if (toLeader) this.#leader = index;
+      if (tried >= n()) {
+        // Every node failed once: give up if none even accepted a
+        // connection, else wait before the next round.
+        refusedRounds = refused >= tried ? refusedRounds + 1 : 0;
+        if (refusedRounds >= this.#failFastRounds) {
+          throw noRegistry(method, this.#urls, lastError);
+        }
+        tried = 0;
+        refused = 0;
+        const pause = Math.min(
+          backoffDelay(round++, this.#minBackoffMs, this.#maxBackoffMs),
+          Math.max(deadline - Date.now(), 0),
+        );
+        await abortableSleep(pause, signal);
+        if (signal.aborted) throw cancelled(method);
+      }
+    }
+    const reported = lastAnswer ?? lastError;
+    if (reported instanceof RpcError) {
+      throw new RpcError(
+        DEADLINE_EXCEEDED,
+        `Deadline exceeded: ${method} did not succeed on any registry node (${
+          this.#urls.join(", ")
+        }); last error: ${reported.message}`,
+        { lastError: reported.toJSON() },
+      );
+    }
+    throw lastError ??
+      new RpcError(DEADLINE_EXCEEDED, `Deadline exceeded: ${method}`);
+  }
+
+  /**
+   * Cancels every call under way (they reject with CANCELLED) and every
+   * helper tied to {@link signal}. The client cannot be used afterwards.
+   */
+  close(): void {
+    this.#closing.abort();
+  }
+
+  #indexOf(url: string): number {
+    const index = this.#urls.indexOf(url);
+    return index === -1 ? this.#urls.push(url) - 1 : index;
+  }
+}
+
+/** Whether `error` is this client's own attempt timeout (not a node's answer). */
+function isLocalTimeout(error: unknown): boolean {
+  return error instanceof RpcError && error.code === DEADLINE_EXCEEDED &&
+    (error.data as { written?: unknown } | undefined)?.written !== undefined;
+}
+
+function leaderHint(error: unknown): string | null {
+  if (!(error instanceof RpcError) || error.code !== NOT_LEADER) return null;
+  const data = error.data as Partial<NotLeaderData> | undefined;
+  return typeof data?.leaderUrl === "string" ? data.leaderUrl : null;
+}
+
+function cancelled(method: string): RpcError {
+  return new RpcError(CANCELLED, `Cancelled: the caller aborted ${method}`);
+}
+
+function noRegistry(
+  method: string,
+  urls: readonly string[],
+  lastError: unknown,
+): RpcError {
+  const reason = lastError instanceof Error
+    ? `; last error: ${lastError.message}`
+    : "";
+  const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
+  return new RpcError(
+    UNAVAILABLE,
+    `Unavailable: no registry node accepted a connection for ${method} (tried ${
+      urls.join(", ")
+    })${reason}. Start a registry (deno task registry) or check the registry URLs`,
+    data,
+  );
+}
