@@ -605,7 +605,7 @@ Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CB
     catch (error) { console.log(error.name); }`;
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["eval", "--ext=ts", script],
-    cwd: new URL("../", import.meta.url),
+    cwd: new URL("../../", import.meta.url),
     stdout: "piped",
     stderr: "inherit",
   }).output();
