@@ -1,0 +1,71 @@
+/**
+ * The shapes every command shares: the {@link Command} spec a command file
+ * exports (its name, usage, help and options, and its run function) and
+ * the {@link Context} its run function gets (the cluster stub, the global
+ * options, where to print).
+ *
+ * @module
+ */
+
+import type { RafterClient } from "../stub/client.ts";
+
+/** Receives one line of output. */
+export type Out = (line: string) => void;
+
+/** Options every command takes. */
+export interface Globals {
+  registry: string[];
+  /** Where `registry` came from, for error messages. */
+  registrySource: string;
+  json: boolean;
+  timeoutMs: number;
+}
+
+/** What a command's `run` gets. */
+export interface Context {
+  client: RafterClient;
+  globals: Globals;
+  out: Out;
+  err: Out;
+  signal: AbortSignal | undefined;
+  /** The command's name, e.g. `lookup` or `lease grant`. */
+  command: string;
+}
+
+/** How `node:util`'s parseArgs reads one option. */
+export type OptionType = { type: "string" | "boolean"; multiple?: boolean };
+
+/** The parsed options of a command line, by name. */
+export type Values = Record<string, string | boolean | string[] | undefined>;
+
+/** One command of the CLI: what its help says, and what it does. */
+export interface Command {
+  /** Its name, e.g. `lookup` or `lease grant`. */
+  name: string;
+  /** The arguments after the command's name, e.g. `NAME URL [options]`. */
+  args: string;
+  /** One line for the command list. */
+  summary: string;
+  /** What the command does, for its `--help`. */
+  about: string;
+  /** Its own options, beside the global ones. */
+  options?: Record<string, OptionType>;
+  /** Help lines of its own options. */
+  optionHelp?: string;
+  /** How many positionals it takes: [least, most]. */
+  positionals: [number, number];
+  run(
+    context: Context,
+    positionals: string[],
+    values: Values,
+  ): Promise<number>;
+}
+
+/**
+ * A command of two words (`lease grant`): the group's verbs, and the verbs
+ * that are planned but not built yet (refused with a clear message).
+ */
+export interface Group {
+  verbs: string[];
+  later?: { verbs: string[]; why: string };
+}
