@@ -27,8 +27,11 @@ export const GLOBAL_OPTIONS: Record<string, OptionType> = {
 
 /** A command line read for `command`: the global options, and its own. */
 export interface CommandLine {
+  /** The global options. */
   globals: Globals;
+  /** The arguments that are no option. */
   positionals: string[];
+  /** Every option given, by name. */
   values: Values;
 }
 

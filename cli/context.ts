@@ -14,19 +14,27 @@ export type Out = (line: string) => void;
 
 /** Options every command takes. */
 export interface Globals {
+  /** The registry nodes' client URLs, normalized (`--registry`). */
   registry: string[];
   /** Where `registry` came from, for error messages. */
   registrySource: string;
+  /** `--json`: JSON on stdout, errors as one JSON line on stderr. */
   json: boolean;
+  /** `--timeout-ms`: how long to wait for the registry. */
   timeoutMs: number;
 }
 
 /** What a command's `run` gets. */
 export interface Context {
+  /** A cluster stub of the registry nodes given. */
   client: RafterClient;
+  /** The global options. */
   globals: Globals;
+  /** Prints a line on stdout. */
   out: Out;
+  /** Prints a line on stderr. */
   err: Out;
+  /** Aborting it stops a `watch` (else SIGINT does). */
   signal: AbortSignal | undefined;
   /** The command's name, e.g. `lookup` or `lease grant`. */
   command: string;
@@ -54,6 +62,7 @@ export interface Command {
   optionHelp?: string;
   /** How many positionals it takes: [least, most]. */
   positionals: [number, number];
+  /** Runs the command; its exit code. */
   run(
     context: Context,
     positionals: string[],
@@ -66,6 +75,8 @@ export interface Command {
  * that are planned but not built yet (refused with a clear message).
  */
 export interface Group {
+  /** The verbs built, in the order the help lists them. */
   verbs: string[];
+  /** Verbs planned, refused with `why`. */
   later?: { verbs: string[]; why: string };
 }
