@@ -18,56 +18,26 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
-import { connect, type RafterClient } from "../stub/client.ts";
-import { WatchClient } from "../stub/registry_client/watch.ts";
-import {
-  CANCELLED,
-  CONNECTION_FAILED,
-  DEADLINE_EXCEEDED,
-  INVALID_PARAMS,
-  RpcError,
-} from "../rpc/errors.ts";
-import { formatTcpUrl, parseTcpUrl } from "../rpc/transport/transport.ts";
-import {
-  DEFAULT_REGISTRY_URL,
-  type Endpoint,
-  type EndpointSpec,
-  formatName,
-  type LeaderTransferResult,
-  LEASE_NOT_FOUND,
-  type LeaseInfo,
-  type MemberListResult,
-  NO_ENDPOINTS,
-  NOT_LEADER,
-  type ParamsOf,
-  parseName,
-  REGISTRY_METHODS,
-  type RegistryStatus,
-  UNAVAILABLE,
-  type UnavailableData,
-  type WatchEvent,
-} from "../protocol/registry.ts";
-import { formatTable } from "./table.ts";
+import { connect } from "../stub/client.ts";
+import { type CommandLine, parseCommandLine } from "./args.ts";
+import type { Command, Context, Group, Out } from "./context.ts";
+import { EXIT, report, UsageError, usageFailure } from "./errors.ts";
+import { commandHelp, groupHelp, shortUsage, usage, verbList } from "./help.ts";
+import { bindCommand } from "./commands/bind.ts";
+import { callCommand } from "./commands/call.ts";
+import { drainCommand } from "./commands/drain.ts";
+import { LEADER_COMMANDS } from "./commands/leader.ts";
+import { LEASE_COMMANDS } from "./commands/lease.ts";
+import { lookupCommand } from "./commands/lookup.ts";
+import { lsCommand } from "./commands/ls.ts";
+import { MEMBER_COMMANDS } from "./commands/member.ts";
+import { registry, registryCommand } from "./commands/registry.ts";
+import { statusCommand } from "./commands/status.ts";
+import { unbindCommand } from "./commands/unbind.ts";
+import { watchCommand } from "./commands/watch.ts";
 
-/** Exit codes of the CLI. */
-export const EXIT = {
-  /** The command did what it was asked. */
-  ok: 0,
-  /** The registry or the service answered with an error; `status`: degraded. */
-  failed: 1,
-  /** Bad command line (the usage is printed). */
-  usage: 2,
-  /** No registry node or server could be reached, or none answered in time. */
-  unavailable: 3,
-  /** Nothing found: no endpoint, no such lease or binding. */
-  notFound: 4,
-  /** Stopped by Ctrl-C (SIGINT). */
-  interrupted: 130,
-} as const;
-
-/** Default of `--timeout-ms`: how long a command may wait for the registry. */
-export const DEFAULT_TIMEOUT_MS = 5_000;
+export { EXIT } from "./errors.ts";
+export { DEFAULT_TIMEOUT_MS } from "./args.ts";
 
 /** Where {@link runCli} prints, and what stops a `watch`. */
 export interface CliIo {
@@ -84,431 +54,38 @@ export interface CliIo {
   env?: (name: string) => string | undefined;
 }
 
-type Out = (line: string) => void;
+/** Every command of the table, in the order `rafter --help` lists them. */
+const COMMAND_LIST: readonly Command[] = [
+  statusCommand,
+  lsCommand,
+  lookupCommand,
+  watchCommand,
+  bindCommand,
+  unbindCommand,
+  drainCommand,
+  ...LEASE_COMMANDS,
+  ...LEADER_COMMANDS,
+  ...MEMBER_COMMANDS,
+  callCommand,
+];
 
-/** Options every command takes. */
-interface Globals {
-  registry: string[];
-  /** Where `registry` came from, for error messages. */
-  registrySource: string;
-  json: boolean;
-  timeoutMs: number;
+const COMMANDS: Record<string, Command> = Object.fromEntries(
+  COMMAND_LIST.map((command) => [command.name, command]),
+);
+
+/** The verbs of a group's commands (`lease grant` → `grant`). */
+function verbsOf(commands: readonly Command[]): Group {
+  return { verbs: commands.map((command) => command.name.split(" ")[1]) };
 }
 
-/** What a command's `run` gets. */
-interface Context {
-  client: RafterClient;
-  globals: Globals;
-  out: Out;
-  err: Out;
-  signal: AbortSignal | undefined;
-  /** The command's name, e.g. `lookup` or `lease grant`. */
-  command: string;
-}
-
-type OptionType = { type: "string" | "boolean"; multiple?: boolean };
-
-interface Command {
-  /** The arguments after the command's name, e.g. `NAME URL [options]`. */
-  args: string;
-  /** One line for the command list. */
-  summary: string;
-  /** What the command does, for its `--help`. */
-  about: string;
-  /** Its own options, beside the global ones. */
-  options?: Record<string, OptionType>;
-  /** Help lines of its own options. */
-  optionHelp?: string;
-  /** How many positionals it takes: [least, most]. */
-  positionals: [number, number];
-  run(
-    context: Context,
-    positionals: string[],
-    values: Values,
-  ): Promise<number>;
-}
-
-type Values = Record<string, string | boolean | string[] | undefined>;
-
-/** Raised for bad command lines: printed with the usage, exit 2. */
-class UsageError extends Error {}
-
-const GLOBAL_OPTIONS: Record<string, OptionType> = {
-  registry: { type: "string" },
-  json: { type: "boolean" },
-  "timeout-ms": { type: "string" },
-  help: { type: "boolean" },
+/** Commands of two words (`lease grant`), by their first word. */
+const GROUPS: Record<string, Group> = {
+  lease: verbsOf(LEASE_COMMANDS),
+  leader: verbsOf(LEADER_COMMANDS),
+  member: verbsOf(MEMBER_COMMANDS),
 };
 
-const GLOBAL_HELP = `global options:
-  --registry URLS   registry client ports, comma-separated (default
-                    $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
-  --json            JSON on stdout; errors as one JSON line on stderr
-  --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
-  --help, -h        show help`;
-
-const EXIT_HELP =
-  `exit codes: 0 done, 1 error answer, 2 bad usage, 3 registry (or server)
-unreachable or no answer in time, 4 not found, 130 interrupted (Ctrl-C)`;
-
-const COMMANDS: Record<string, Command> = {
-  status: {
-    args: "",
-    summary: "every member's role, term, leader, indexes",
-    about: `Asks each registry node given, and every member they report, for its
-Raft state; members that do not answer are listed with the reason.
-Exit 0 when every member answered and all agree on a leader, 1 when the
-cluster is degraded (a member did not answer, or there is no leader),
-3 when no node answered.`,
-    positionals: [0, 0],
-    run: (c) => status(c),
-  },
-  ls: {
-    args: "[PREFIX]",
-    summary: "names under PREFIX, with endpoint counts",
-    about:
-      "Lists the names that start with PREFIX and how many endpoints each has.",
-    options: { serializable: { type: "boolean" } },
-    optionHelp:
-      "  --serializable    answer from the node asked, without a quorum (may lag)",
-    positionals: [0, 1],
-    run: (c, [prefix], v) => ls(c, prefix ?? "", v.serializable === true),
-  },
-  lookup: {
-    args: "NAME[?key=value&...]",
-    summary: "the endpoints of NAME (matching the query)",
-    about:
-      `The endpoints bound under NAME, in binding order; with ?key=value&...
-only those whose attributes match every pair (quote it in the shell).
-Exit 4 when none match.`,
-    options: {
-      serializable: { type: "boolean" },
-      all: { type: "boolean" },
-      limit: { type: "string" },
-    },
-    optionHelp:
-      `  --serializable    answer from the node asked, without a quorum (may lag)
-  --all             include endpoints whose health check fails
-  --limit N         the first N endpoints only (and how many matched)`,
-    positionals: [1, 1],
-    run: (c, [name], v) =>
-      lookup(c, checkName(name), {
-        serializable: v.serializable === true,
-        all: v.all === true,
-        limit: optionalInteger(v.limit, "--limit", 1),
-      }),
-  },
-  watch: {
-    args: "PREFIX",
-    summary: "print changes under PREFIX as they happen",
-    about: `Prints one line per change under PREFIX ("" watches every name):
-revision, put or delete, name, endpoint id, URL, and the state (put) or
-the reason (delete). Follows the registry through node failures without
-losing or repeating a change. Ends after --count events (exit 0) or on
-Ctrl-C (exit 130).`,
-    options: { from: { type: "string" }, count: { type: "string" } },
-    optionHelp:
-      `  --from REV        start at revision REV (replays history), instead of now
-  --count N         stop after N events`,
-    positionals: [1, 1],
-    run: (c, [prefix], v) =>
-      watch(
-        c,
-        prefix,
-        optionalInteger(v.from, "--from", 1),
-        optionalInteger(v.count, "--count", 1),
-      ),
-  },
-  bind: {
-    args: "NAME URL",
-    summary: "bind the server at URL under NAME",
-    about:
-      `Binds the server at URL under NAME (NAME?key=value&... adds attributes),
-replacing a binding with the same id. A binding with --ttl-ms or --lease
-goes away when the lease expires: keep it alive with rafter lease keepalive.`,
-    options: {
-      id: { type: "string" },
-      attr: { type: "string", multiple: true },
-      weight: { type: "string" },
-      zone: { type: "string" },
-      lease: { type: "string" },
-      "ttl-ms": { type: "string" },
-      check: { type: "string" },
-      local: { type: "boolean" },
-    },
-    optionHelp: `  --id ID           instance id (default: the URL)
-  --attr KEY=VALUE  an attribute (repeatable)
-  --weight N        share of calls for weighted distributors (default 1)
-  --zone ZONE       failure zone
-  --lease ID        attach to this lease
-  --ttl-ms N        grant a lease of N ms with the binding (not with --lease)
-  --check tcp|ping  let the registry leader probe the server
-  --local           bind in the local area of the one --registry node given`,
-    positionals: [2, 2],
-    run: (c, [name, url], v) => bind(c, checkName(name), url, v),
-  },
-  unbind: {
-    args: "NAME ID",
-    summary: "remove endpoint ID from NAME",
-    about:
-      "Removes endpoint ID from NAME. Exit 4 when nothing was bound as ID.",
-    options: { lease: { type: "string" }, local: { type: "boolean" } },
-    optionHelp: `  --lease ID        only if still attached to this lease
-  --local           in the local area of the one --registry node given`,
-    positionals: [2, 2],
-    run: (c, [name, id], v) => unbind(c, checkName(name), id, v),
-  },
-  drain: {
-    args: "NAME ID",
-    summary: "mark endpoint ID of NAME draining",
-    about:
-      `Marks endpoint ID of NAME draining: stubs pick it for no new calls, calls
-under way finish. --undo marks it serving again. Exit 4 when nothing is
-bound as ID.`,
-    options: {
-      undo: { type: "boolean" },
-      lease: { type: "string" },
-      local: { type: "boolean" },
-    },
-    optionHelp: `  --undo            mark it serving again
-  --lease ID        only if still attached to this lease
-  --local           in the local area of the one --registry node given`,
-    positionals: [2, 2],
-    run: (c, [name, id], v) => drain(c, checkName(name), id, v),
-  },
-  "lease grant": {
-    args: "TTL_MS",
-    summary: "grant a lease of TTL_MS ms",
-    about: `Grants a lease that expires TTL_MS ms after its last keep-alive
-(at least 1.5 × the registry's election timeout).`,
-    options: { id: { type: "string" } },
-    optionHelp: "  --id ID           the lease id (default: a random one)",
-    positionals: [1, 1],
-    run: (c, [ttl], v) =>
-      leaseGrant(c, integer(ttl, "TTL_MS", 1), v.id as string | undefined),
-  },
-  "lease revoke": {
-    args: "ID",
-    summary: "revoke a lease and its bindings",
-    about:
-      "Revokes lease ID and removes its bindings. Exit 4 for an unknown lease.",
-    positionals: [1, 1],
-    run: (c, [id]) => leaseRevoke(c, id),
-  },
-  "lease ttl": {
-    args: "ID",
-    summary: "time left on a lease; its bindings",
-    about:
-      "Time left on lease ID, and its bindings. Exit 4 for an unknown lease.",
-    positionals: [1, 1],
-    run: (c, [id]) => leaseTtl(c, id),
-  },
-  "lease ls": {
-    args: "",
-    summary: "every lease",
-    about: "Lists every lease: its TTL, the time left, and its bindings.",
-    positionals: [0, 0],
-    run: (c) => leaseList(c),
-  },
-  "lease keepalive": {
-    args: "ID",
-    summary: "renew a lease once",
-    about: "Renews lease ID once. Exit 4 for an unknown (or expired) lease.",
-    positionals: [1, 1],
-    run: (c, [id]) => leaseKeepAlive(c, id),
-  },
-  "leader transfer": {
-    args: "",
-    summary: "hand leadership to another member",
-    about: `Asks the leader to hand leadership over (Raft dissertation §3.10) to
---to ID, or else to the most up-to-date other member, and waits until
-another member leads; prints who leads now. Naming the member that
-already leads changes nothing. The leader waits up to --timeout-ms less
-one second (at most 60 s) for another member to take over. Exit 1 when
-the member is unknown, there is no other member, or no member took over
-in time (the leader then leads on).`,
-    options: { to: { type: "string" } },
-    optionHelp:
-      "  --to ID           the member to lead next (default: the most up to date)",
-    positionals: [0, 0],
-    run: (c, _, v) => leaderTransfer(c, v.to as string | undefined),
-  },
-  "member list": {
-    args: "",
-    summary: "every member: role, URLs, match index, lag",
-    about:
-      `Lists every member as the leader sees it: id, role (leader or follower),
-kind (voter, or learner: receives the log without voting), peer and client
-URLs, the highest log index it holds in agreement with the leader (its
-match index; "-" until it acknowledges an append in this term) and how
-many entries it is behind. Asks the leader (a follower redirects), so it
-needs a leader: rafter status works without one.`,
-    positionals: [0, 0],
-    run: (c) => memberList(c),
-  },
-  "member add": {
-    args: "ID PEER_URL",
-    summary: "add a member (a learner unless --voter)",
-    about:
-      `Adds member ID, whose peer port is at PEER_URL (tcp://host:port), one
-server at a time (Raft dissertation §4.1). It joins as a learner, which
-receives the log but does not vote, so the cluster's quorum is not held
-up while it catches up (§4.2.1); promote it with rafter member promote
-once rafter member list shows its lag near 0. --voter adds a voter at
-once. Then start the node with --join (rafter registry --id ID --join URL
---listen ... --peer-listen ... --cluster-secret-file ...; it finds itself
-added and catches up), or let --join add it in the first place. Adding a
-learner that is one already, with the same URLs, changes nothing and
-exits 0 (so a retry is safe). Prints the new member list. Exit 1 when the
-change is refused (a voter already, a change still in progress...).`,
-    options: {
-      "client-url": { type: "string" },
-      voter: { type: "boolean" },
-    },
-    optionHelp: [
-      "  --client-url URL  the member's client URL, told to clients and peers",
-      "  --voter           add it as a voter at once (default: a learner)",
-    ].join("\n"),
-    positionals: [2, 2],
-    run: (c, [id, peerUrl], v) =>
-      memberChange(c, REGISTRY_METHODS.memberAdd, {
-        id,
-        peerUrl: checkUrl(peerUrl, "PEER_URL"),
-        ...(v["client-url"] === undefined ? {} : {
-          clientUrl: checkUrl(v["client-url"] as string, "--client-url"),
-        }),
-        learner: v.voter !== true,
-      }),
-  },
-  "member promote": {
-    args: "ID",
-    summary: "make a learner a voter",
-    about: `Makes learner ID a voter (Raft dissertation §4.2.1): from then on it
-votes and counts towards the quorum. Promote a learner once it has
-caught up (rafter member list shows its lag): a learner more than 1,000
-entries behind (or one never heard from) is refused, since the quorum
-would wait for it. Prints the new member list. Exit 1 when ID is not a
-learner, has not caught up, or another change is in progress.`,
-    positionals: [1, 1],
-    run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberPromote, { id }),
-  },
-  "member remove": {
-    args: "ID",
-    summary: "remove a member (the leader too)",
-    about: `Removes member ID (Raft dissertation §4.1). Removing the leader is
-safe: it first hands leadership to another voter (§3.10), which then
-removes it, so writes pause for a hand-over, not an election; only if no
-voter takes over does it remove itself and step down once that commits
-(§4.2.2). The removed node stays up but takes no part
-(its status says it is no member): stop it. Prints the new member list.
-Exit 1 when ID is not a member, or it is the last voter.`,
-    positionals: [1, 1],
-    run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberRemove, { id }),
-  },
-  call: {
-    args: "NAME METHOD [PARAMS-JSON]",
-    summary: "call METHOD on a server of NAME",
-    about:
-      `Calls METHOD on a server bound under NAME (NAME?key=value&... picks among
-those with the attributes) and prints the result as JSON. PARAMS-JSON is
-a JSON array (positional params) or object (named params); none by
-default. Exit 1 when the server answers with an error, 4 when nothing is
-bound under NAME.`,
-    options: { idempotent: { type: "boolean" } },
-    optionHelp:
-      "  --idempotent      safe to run twice: retry on another server after a failure",
-    positionals: [2, 3],
-    run: (c, [name, method, params], v) =>
-      call(
-        c,
-        checkName(name),
-        method,
-        callParams(params),
-        v.idempotent === true,
-      ),
-  },
-};
-
-/**
- * Commands of two words (`lease grant`): each group's verbs, and the verbs
- * that are planned but not built yet (refused with a clear message).
- */
-const GROUPS: Record<
-  string,
-  { verbs: string[]; later?: { verbs: string[]; why: string } }
-> = {
-  lease: { verbs: ["grant", "revoke", "ttl", "ls", "keepalive"] },
-  leader: { verbs: ["transfer"] },
-  member: { verbs: ["list", "add", "promote", "remove"] },
-};
-
-const USAGE = `usage: rafter <command> [arguments] [options]
-
-commands:
-  registry [node options]         run a registry node
-${
-  Object.entries(COMMANDS).map(([name, command]) =>
-    `  ${`${name} ${command.args}`.padEnd(32)}${command.summary}`
-  ).join("\n")
-}
-
-${GLOBAL_HELP}
-
-${EXIT_HELP}
-
-rafter <command> --help shows a command's options.`;
-
-function usageLine(name: string): string {
-  const command = COMMANDS[name];
-  return `usage: rafter ${name}${
-    command.args === "" ? "" : ` ${command.args}`
-  }${command.options === undefined ? "" : " [options]"}`;
-}
-
-function commandHelp(name: string): string {
-  const command = COMMANDS[name];
-  return [
-    usageLine(name),
-    "",
-    command.about,
-    ...(command.optionHelp === undefined
-      ? []
-      : ["", "options:", command.optionHelp]),
-    "",
-    GLOBAL_HELP,
-    "",
-    EXIT_HELP,
-  ].join("\n");
-}
-
-function groupHelp(group: string): string {
-  const { verbs } = GROUPS[group];
-  const later = GROUPS[group].later?.verbs ?? [];
-  return `usage: rafter ${group} <${verbs.join("|")}> [arguments]
-
-${
-    verbs.map((verb) => {
-      const command = COMMANDS[`${group} ${verb}`];
-      return `  ${
-        `${group} ${verb} ${command.args}`.padEnd(32)
-      }${command.summary}`;
-    }).join("\n")
-  }${
-    later.length === 0
-      ? ""
-      : `\n\nnot available yet: ${
-        later.map((verb) => `${group} ${verb}`).join(", ")
-      } (membership changes)`
-  }
-
-rafter ${group} <verb> --help shows its options.`;
-}
-
-function verbList(verbs: readonly string[]): string {
-  return verbs.length === 1
-    ? verbs[0]
-    : `${verbs.slice(0, -1).join(", ")} or ${verbs[verbs.length - 1]}`;
-}
+const USAGE = usage([registryCommand], COMMAND_LIST);
 
 /**
  * Runs one command line and returns its exit code ({@link EXIT}).
@@ -539,15 +116,41 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
     out(USAGE);
     return EXIT.ok;
   }
-  if (first === "registry") {
-    const { runRegistry } = await import("../registry/main.ts");
-    return await runRegistry(rest);
+  if (first === registryCommand.name) return await registry(rest);
+  const found = findCommand(argv, out, err);
+  if (typeof found === "number") return found;
+  const { command, args } = found;
+  if (args.includes("--help") || args.includes("-h")) {
+    out(commandHelp(command));
+    return EXIT.ok;
   }
+  let line: CommandLine;
+  try {
+    line = parseCommandLine(command, args, env);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      return commandUsageFailure(error, command, argv, err);
+    }
+    throw error;
+  }
+  return await execute(command, line, io.signal, argv, out, err);
+}
+
+/**
+ * The command `argv` names (one word, or a group's two) and the words
+ * after its name; or, when it names none, the exit code of saying so.
+ */
+function findCommand(
+  argv: string[],
+  out: Out,
+  err: Out,
+): { command: Command; args: string[] } | number {
+  const [first, ...rest] = argv;
   let name = first;
   let args = rest;
   const group = Object.hasOwn(GROUPS, first) ? GROUPS[first] : undefined;
   if (group !== undefined) {
-    const help = groupHelp(first);
+    const help = groupHelp(first, group, COMMANDS);
     const verb = rest[0];
     if (verb === undefined || verb.startsWith("-")) {
       if (rest.includes("--help") || rest.includes("-h")) {
@@ -591,27 +194,18 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
       err,
     );
   }
-  if (args.includes("--help") || args.includes("-h")) {
-    out(commandHelp(name));
-    return EXIT.ok;
-  }
-  let globals: Globals;
-  let positionals: string[];
-  let values: Values;
-  try {
-    ({ globals, positionals, values } = parseCommandLine(name, args, env));
-  } catch (error) {
-    if (error instanceof UsageError) {
-      return usageFailure(
-        error.message,
-        `${usageLine(name)}\n(rafter ${name} --help shows its options)`,
-        argv,
-        err,
-        name,
-      );
-    }
-    throw error;
-  }
+  return { command, args };
+}
+
+/** Runs `command` on a cluster stub of the registry; its exit code. */
+async function execute(
+  command: Command,
+  { globals, positionals, values }: CommandLine,
+  signal: AbortSignal | undefined,
+  argv: string[],
+  out: Out,
+  err: Out,
+): Promise<number> {
   const client = connect(globals.registry, {
     deadlineMs: globals.timeoutMs,
     attemptTimeoutMs: Math.min(globals.timeoutMs, 4_000),
@@ -619,25 +213,19 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
     // One-shot commands need no watch to keep a cluster map current.
     watch: false,
   });
-  const context = {
+  const context: Context = {
     client,
     globals,
     out,
     err,
-    signal: io.signal,
-    command: name,
+    signal,
+    command: command.name,
   };
   try {
     return await command.run(context, positionals, values);
   } catch (error) {
     if (error instanceof UsageError) {
-      return usageFailure(
-        error.message,
-        `${usageLine(name)}\n(rafter ${name} --help shows its options)`,
-        argv,
-        err,
-        name,
-      );
+      return commandUsageFailure(error, command, argv, err);
     }
     return report(error, context);
   } finally {
@@ -645,883 +233,19 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
   }
 }
 
-function usageFailure(
-  message: string,
-  usage: string,
+function commandUsageFailure(
+  error: UsageError,
+  command: Command,
   argv: string[],
   err: Out,
-  name?: string,
 ): number {
-  if (argv.includes("--json")) {
-    err(JSON.stringify({ error: { message, usage: usage.split("\n")[0] } }));
-  } else {
-    err(`rafter${name === undefined ? "" : ` ${name}`}: ${message}\n${usage}`);
-  }
-  return EXIT.usage;
-}
-
-function parseCommandLine(
-  name: string,
-  args: string[],
-  env: (name: string) => string | undefined,
-): { globals: Globals; positionals: string[]; values: Values } {
-  const command = COMMANDS[name];
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: { ...GLOBAL_OPTIONS, ...command.options },
-      strict: true,
-      allowPositionals: true,
-    });
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    const option = /'(-[^' ]+)/.exec((error as Error).message)?.[1];
-    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && option !== undefined) {
-      throw new UsageError(`unknown option ${option}`);
-    }
-    if (
-      code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && option !== undefined
-    ) {
-      throw new UsageError(
-        /ambiguous/.test((error as Error).message)
-          ? `${option} needs a value; write ${option}=VALUE for a value that starts with "-"`
-          : `${option} needs a value`,
-      );
-    }
-    throw new UsageError((error as Error).message);
-  }
-  const values = parsed.values as Values;
-  const positionals = parsed.positionals;
-  const [least, most] = command.positionals;
-  if (positionals.length < least || positionals.length > most) {
-    const extra = positionals.length > most
-      ? `; unexpected ${JSON.stringify(positionals[most])}`
-      : "";
-    throw new UsageError(
-      command.args === ""
-        ? `takes no arguments${extra}`
-        : `takes ${command.args}${extra}`,
-    );
-  }
-  const fromOption = values.registry as string | undefined;
-  const fromEnv = env("RAFTER_REGISTRY");
-  const registrySource = fromOption !== undefined
-    ? "--registry"
-    : fromEnv !== undefined && fromEnv.trim() !== ""
-    ? "RAFTER_REGISTRY"
-    : "the default";
-  const text = fromOption ??
-    (registrySource === "RAFTER_REGISTRY" ? fromEnv! : DEFAULT_REGISTRY_URL);
-  const registry = text.split(",").map((u) => u.trim()).filter((u) => u !== "");
-  if (registry.length === 0) {
-    throw new UsageError(`${registrySource} names no registry URL`);
-  }
-  for (let i = 0; i < registry.length; i++) {
-    try {
-      registry[i] = formatTcpUrl(parseTcpUrl(registry[i]));
-    } catch (error) {
-      throw new UsageError(
-        `${registrySource}: ${
-          (error as Error).message
-        } (a registry node's client port)`,
-      );
-    }
-  }
-  if (values.local === true && registry.length !== 1) {
-    throw new UsageError(
-      "--local works on one registry node: give exactly one --registry URL",
-    );
-  }
-  return {
-    globals: {
-      registry,
-      registrySource,
-      json: values.json === true,
-      timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
-        DEFAULT_TIMEOUT_MS,
-    },
-    positionals,
-    values,
-  };
-}
-
-// --- commands ----------------------------------------------------------------
-
-/** One row of `status`: a member (or a URL given) and its answer. */
-interface NodeAnswer {
-  id: string | null;
-  url: string | null;
-  status: RegistryStatus | null;
-  error: string | null;
-}
-
-async function status(context: Context): Promise<number> {
-  const { client, globals, out, err } = context;
-  // Ask every URL given, then every member the answers name, until no new
-  // client URL turns up (a few rounds at most).
-  const answers = new Map<string, RegistryStatus | Error>();
-  let pending = [...globals.registry];
-  for (let round = 0; round < 4 && pending.length > 0; round++) {
-    await Promise.all(pending.map(async (url) => {
-      try {
-        answers.set(
-          url,
-          await client.registry.status(url, { timeoutMs: globals.timeoutMs }),
-        );
-      } catch (error) {
-        answers.set(url, error as Error);
-      }
-    }));
-    pending = [];
-    for (const answer of answers.values()) {
-      if (answer instanceof Error) continue;
-      for (const member of answer.members) {
-        const url = member.clientUrl;
-        if (url !== null && !answers.has(url) && !pending.includes(url)) {
-          pending.push(url);
-        }
-      }
-    }
-  }
-  const nodes = statusRows(answers);
-  const answered = nodes.filter((n) => n.status !== null);
-  const leaders = new Set(answered.map((n) => n.status!.leader));
-  const leader = leaders.size === 1 ? [...leaders][0] : null;
-  if (globals.json) {
-    out(JSON.stringify({ leader, nodes }, null, 2));
-  } else {
-    out(formatTable(
-      [
-        "ID",
-        "URL",
-        "ROLE",
-        "TERM",
-        "LEADER",
-        "COMMIT",
-        "APPLIED",
-        "REVISION",
-        "ERRORS",
-      ],
-      nodes.map((n) => {
-        const s = n.status;
-        if (s === null) {
-          return [
-            n.id ?? "?",
-            n.url ?? "-",
-            "unreachable",
-            "-",
-            "-",
-            "-",
-            "-",
-            "-",
-            n.error ?? "",
-          ];
-        }
-        const problems = memberProblems(s);
-        return [
-          s.id,
-          s.url,
-          s.role,
-          String(s.term),
-          s.leader ?? "(none)",
-          String(s.commitIndex),
-          String(s.appliedIndex),
-          String(s.revision),
-          problems.join("; ") || "-",
-        ];
-      }),
-    ));
-  }
-  if (answered.length === 0) {
-    if (!globals.json) {
-      err(
-        `rafter: no registry node answered (${
-          globals.registry.join(", ")
-        }, from ${globals.registrySource}).\n${START_HINT}`,
-      );
-    }
-    return EXIT.unavailable;
-  }
-  const degraded = answered.length < nodes.length || leader === null;
-  if (!globals.json) {
-    const summary = leader === null
-      ? `no leader agreed on (${
-        [...leaders].map((l) => l ?? "none").join(", ")
-      }): an election may be under way`
-      : `leader ${leader}, term ${
-        answered.find((n) => n.status!.id === leader)?.status?.term ??
-          answered[0].status!.term
-      }`;
-    out(`${summary}; ${answered.length} of ${nodes.length} members answered`);
-  }
-  return degraded ? EXIT.failed : EXIT.ok;
-}
-
-/**
- * What a node's view of its peers says is wrong: peers it cannot reach,
- * and, between a leader and its followers (who hear from each other at
- * every heartbeat), a peer silent for over two election timeouts (a
- * process that is stopped but keeps its connections open).
- */
-function memberProblems(s: RegistryStatus): string[] {
-  const problems: string[] = [];
-  for (const m of s.members) {
-    if (m.self) continue;
-    if (!m.reachable) {
-      problems.push(
-        `cannot reach ${m.id}${
-          m.lastError === null ? "" : ` (${m.lastError})`
-        }`,
-      );
-    } else if (s.role === "leader" || m.id === s.leader) {
-      if (m.lastHeardMsAgo === null) {
-        problems.push(`never heard from ${m.id}`);
-      } else if (m.lastHeardMsAgo > 2 * s.electionTimeoutMs) {
-        problems.push(
-          `no word from ${m.id} for ${(m.lastHeardMsAgo / 1000).toFixed(1)} s`,
-        );
-      }
-    }
-  }
-  return problems;
-}
-
-function statusRows(
-  answers: Map<string, RegistryStatus | Error>,
-): NodeAnswer[] {
-  const rows = new Map<string, NodeAnswer>();
-  const urlOf = new Map<string, string | null>(); // member id → client URL
-  for (const answer of answers.values()) {
-    if (answer instanceof Error) continue;
-    rows.set(answer.id, {
-      id: answer.id,
-      url: answer.url,
-      status: answer,
-      error: null,
-    });
-    for (const member of answer.members) {
-      if (!urlOf.has(member.id) || urlOf.get(member.id) === null) {
-        urlOf.set(member.id, member.clientUrl);
-      }
-    }
-  }
-  const claimed = new Set(
-    [...rows.values()].map((row) => row.url).filter((u) => u !== null),
+  return usageFailure(
+    error.message,
+    shortUsage(command),
+    argv,
+    err,
+    command.name,
   );
-  for (const [id, url] of urlOf) {
-    if (rows.has(id)) continue;
-    const answer = url === null ? undefined : answers.get(url);
-    rows.set(id, {
-      id,
-      url,
-      status: null,
-      error: answer instanceof Error
-        ? answer.message
-        : "no member knows its client URL yet (it has not connected since they started)",
-    });
-    if (url !== null) claimed.add(url);
-  }
-  // URLs given that answered with an error and belong to no known member.
-  for (const [url, answer] of answers) {
-    if (!(answer instanceof Error) || claimed.has(url)) continue;
-    rows.set(`?${url}`, { id: null, url, status: null, error: answer.message });
-  }
-  return [...rows.values()].sort((a, b) =>
-    (a.id ?? `~${a.url}`).localeCompare(b.id ?? `~${b.url}`)
-  );
-}
-
-async function ls(
-  context: Context,
-  prefix: string,
-  serializable: boolean,
-): Promise<number> {
-  const { client, globals, out } = context;
-  const result = await client.list(prefix, {
-    consistency: serializable ? "serializable" : "linearizable",
-  });
-  if (globals.json) {
-    out(JSON.stringify(result, null, 2));
-  } else {
-    out(formatTable(
-      ["NAME", "ENDPOINTS"],
-      result.names.map((n) => [n.name, String(n.count)]),
-    ));
-    out(`revision ${result.revision}`);
-  }
-  return EXIT.ok;
-}
-
-async function lookup(
-  context: Context,
-  name: string,
-  options: { serializable: boolean; all: boolean; limit?: number },
-): Promise<number> {
-  const { client, globals, out, err } = context;
-  const result = await client.lookup(name, {
-    consistency: options.serializable ? "serializable" : "linearizable",
-    includeUnhealthy: options.all,
-    // People compare one lookup with the next: keep the binding order.
-    rotate: false,
-    limit: options.limit,
-  });
-  if (globals.json) {
-    out(JSON.stringify(result, null, 2));
-  } else if (result.endpoints.length > 0) {
-    out(endpointTable(result.endpoints));
-    const shown = result.endpoints.length < result.total
-      ? `, ${result.endpoints.length} of ${result.total} endpoints shown (--limit)`
-      : "";
-    out(`revision ${result.revision}${shown}`);
-  } else {
-    const query = Object.keys(result.query).length === 0
-      ? ""
-      : ` matching ${formatName("", result.query).slice(1)}`;
-    // Say so when endpoints are bound but all fail their health checks.
-    const unhealthy = options.all ? 0 : (await client.lookup(name, {
-      consistency: "serializable",
-      includeUnhealthy: true,
-      rotate: false,
-    })).endpoints.filter((e) => e.state === "unhealthy").length;
-    err(
-      unhealthy > 0
-        ? `rafter: ${unhealthy} endpoint(s) ${
-          unhealthy === 1 ? "is" : "are"
-        } bound under "${result.name}"${query} but failing ${
-          unhealthy === 1 ? "its" : "their"
-        } health check (revision ${result.revision}); --all shows ${
-          unhealthy === 1 ? "it" : "them"
-        }`
-        : `rafter: nothing is bound under "${result.name}"${query} (revision ${result.revision}); rafter ls lists the names bound${
-          options.all ? "" : ", --all includes unhealthy endpoints"
-        }`,
-    );
-  }
-  return result.endpoints.length === 0 ? EXIT.notFound : EXIT.ok;
-}
-
-function endpointTable(endpoints: readonly Endpoint[]): string {
-  return formatTable(
-    ["ID", "URL", "STATE", "WEIGHT", "ZONE", "LOAD", "LEASE", "ATTRS"],
-    endpoints.map((e) => [
-      e.scope === "local" ? `${e.id} (local)` : e.id,
-      e.url,
-      e.state,
-      String(e.weight),
-      e.zone ?? "-",
-      e.load === null ? "-" : String(e.load),
-      e.leaseId ?? "-",
-      Object.entries(e.attrs).map(([k, v]) => `${k}=${v}`).join(",") || "-",
-    ]),
-  );
-}
-
-async function watch(
-  context: Context,
-  prefix: string,
-  fromRevision: number | undefined,
-  count: number | undefined,
-): Promise<number> {
-  const { client, globals, out, err, signal } = context;
-  // Fail fast (exit 3) when no registry node answers, and learn the
-  // revision to start from, so nothing between this and the watch is lost.
-  const listed = await client.list(prefix);
-  const from = fromRevision ?? listed.revision + 1;
-  const interrupted = new AbortController();
-  const onSigint = () => interrupted.abort();
-  if (signal === undefined) Deno.addSignalListener("SIGINT", onSigint);
-  signal?.addEventListener("abort", onSigint, { once: true });
-  if (signal?.aborted) interrupted.abort();
-  let lastNoticeAt = -Infinity;
-  const watches = new WatchClient(client.registry, {
-    connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
-    callTimeoutMs: Math.min(globals.timeoutMs, 4_000),
-    onReconnect: (url, error) => {
-      // At most one notice per 10 s while the registry is away.
-      if (Date.now() - lastNoticeAt < 10_000) return;
-      lastNoticeAt = Date.now();
-      const notice = `watch connection to ${url} failed (${
-        (error as Error)?.message ?? error
-      }); retrying on the registry nodes, from revision ${
-        watcher.revision + 1
-      }`;
-      err(
-        globals.json
-          ? JSON.stringify({ warning: notice })
-          : `rafter: ${notice}`,
-      );
-    },
-  });
-  const watcher = watches.watch(prefix, {
-    fromRevision: from,
-    signal: interrupted.signal,
-  });
-  if (!globals.json) {
-    err(
-      `watching ${
-        prefix === "" ? "every name" : `names under "${prefix}"`
-      } from revision ${from}; Ctrl-C stops`,
-    );
-  }
-  let seen = 0;
-  try {
-    for await (const update of watcher) {
-      if (update.kind === "reset") {
-        out(
-          globals.json
-            ? JSON.stringify({
-              type: "reset",
-              revision: update.revision,
-              names: update.names,
-            })
-            : `${update.revision} reset  ${update.names.length} names (the watch fell behind the registry's history; this is the whole prefix now)`,
-        );
-        continue;
-      }
-      for (const event of update.events) {
-        out(globals.json ? JSON.stringify(event) : eventLine(event));
-        if (count !== undefined && ++seen >= count) return EXIT.ok;
-      }
-    }
-    return interrupted.signal.aborted ? EXIT.interrupted : EXIT.ok;
-  } finally {
-    watcher.close();
-    watches.close();
-    if (signal === undefined) Deno.removeSignalListener("SIGINT", onSigint);
-    signal?.removeEventListener("abort", onSigint);
-  }
-}
-
-function eventLine(event: WatchEvent): string {
-  const e = event.endpoint;
-  return [
-    String(event.revision),
-    event.type.padEnd(6),
-    event.name,
-    e.scope === "local" ? `${e.id} (local)` : e.id,
-    e.url,
-    event.type === "put" ? e.state : event.reason ?? "",
-  ].join(" ").trimEnd();
-}
-
-async function bind(
-  context: Context,
-  name: string,
-  url: string,
-  values: Values,
-): Promise<number> {
-  const { client, globals, out } = context;
-  try {
-    parseTcpUrl(url);
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  if (!url.startsWith("tcp://")) url = `tcp://${url}`;
-  const attrs: Record<string, string> = {};
-  for (const pair of (values.attr as string[] | undefined) ?? []) {
-    const equals = pair.indexOf("=");
-    if (equals < 1) {
-      throw new UsageError(`--attr ${pair}: write --attr key=value`);
-    }
-    attrs[pair.slice(0, equals)] = pair.slice(equals + 1);
-  }
-  const lease = values.lease as string | undefined;
-  const ttlMs = optionalInteger(values["ttl-ms"], "--ttl-ms", 1);
-  if (lease !== undefined && ttlMs !== undefined) {
-    throw new UsageError("give --lease ID or --ttl-ms N, not both");
-  }
-  const check = values.check as string | undefined;
-  if (check !== undefined && check !== "tcp" && check !== "ping") {
-    throw new UsageError(`--check must be tcp or ping, not "${check}"`);
-  }
-  const spec: EndpointSpec = { url };
-  if (values.id !== undefined) spec.id = values.id as string;
-  if (Object.keys(attrs).length > 0) spec.attrs = attrs;
-  const weight = optionalInteger(values.weight, "--weight", 1);
-  if (weight !== undefined) spec.weight = weight;
-  if (values.zone !== undefined) spec.zone = values.zone as string;
-  if (check !== undefined) spec.check = { kind: check };
-  const local = values.local === true;
-  // A local binding cannot grant its lease in the same call: grant it
-  // first (on the leader), then bind with it on the node.
-  const granted = local && ttlMs !== undefined
-    ? await client.registry.grantLease(ttlMs)
-    : undefined;
-  const bound = await client.bind(name, spec, {
-    leaseId: granted?.id ?? lease,
-    grant: ttlMs === undefined || local ? undefined : { ttlMs },
-    scope: local ? "local" : undefined,
-    node: local ? globals.registry[0] : undefined,
-  });
-  const result = granted === undefined
-    ? bound
-    : { ...bound, ttlMs: granted.ttlMs };
-  if (globals.json) {
-    out(JSON.stringify(result, null, 2));
-  } else {
-    const e = result.endpoint;
-    const leaseText = result.leaseId === null
-      ? ""
-      : `, lease ${result.leaseId}${
-        result.ttlMs === undefined ? "" : ` (ttl ${result.ttlMs} ms)`
-      }: it lapses unless kept alive (rafter lease keepalive ${result.leaseId})`;
-    out(
-      `bound "${e.id}" (${e.url}) under "${result.name}"${
-        local ? " in the local area of " + globals.registry[0] : ""
-      } at revision ${result.revision}${leaseText}`,
-    );
-  }
-  return EXIT.ok;
-}
-
-async function unbind(
-  context: Context,
-  name: string,
-  id: string,
-  values: Values,
-): Promise<number> {
-  const { client, globals, out, err } = context;
-  const local = values.local === true;
-  const result = await client.unbind(name, id, {
-    leaseId: values.lease as string | undefined,
-    scope: local ? "local" : undefined,
-    node: local ? globals.registry[0] : undefined,
-  });
-  if (globals.json) out(JSON.stringify(result, null, 2));
-  else if (result.removed === 0) {
-    err(
-      `rafter: nothing is bound as "${id}" under "${name}"${
-        values.lease === undefined ? "" : ` with lease ${values.lease}`
-      }; rafter lookup ${name} lists what is`,
-    );
-  } else out(`unbound "${id}" from "${name}" at revision ${result.revision}`);
-  return result.removed === 0 ? EXIT.notFound : EXIT.ok;
-}
-
-async function drain(
-  context: Context,
-  name: string,
-  id: string,
-  values: Values,
-): Promise<number> {
-  const { client, globals, out, err } = context;
-  const local = values.local === true;
-  const state = values.undo === true ? "serving" : "draining";
-  const node = local ? globals.registry[0] : undefined;
-  let result;
-  try {
-    result = await client.registry.setState(name, id, state, {
-      leaseId: values.lease as string | undefined,
-      scope: local ? "local" : undefined,
-      node,
-    });
-  } catch (error) {
-    // The registry refuses an unknown endpoint as invalid params: tell
-    // "not found" (exit 4) from other bad params by looking it up.
-    if (error instanceof RpcError && error.code === INVALID_PARAMS) {
-      const found = await client.lookup(parseName(name).base, {
-        includeUnhealthy: true,
-        rotate: false,
-        node,
-      });
-      if (!found.endpoints.some((e) => e.id === id)) {
-        if (globals.json) err(JSON.stringify({ error: error.toJSON() }));
-        else {
-          err(
-            `rafter: nothing is bound as "${id}" under "${name}"; rafter lookup ${name} lists what is`,
-          );
-        }
-        return EXIT.notFound;
-      }
-    }
-    throw error;
-  }
-  if (globals.json) out(JSON.stringify(result, null, 2));
-  else {
-    out(`"${id}" of "${name}" is ${state} (revision ${result.revision})`);
-  }
-  return EXIT.ok;
-}
-
-async function leaseGrant(
-  context: Context,
-  ttlMs: number,
-  id: string | undefined,
-): Promise<number> {
-  const { client, globals, out } = context;
-  const result = await client.registry.grantLease(ttlMs, { id });
-  if (globals.json) out(JSON.stringify(result, null, 2));
-  else {
-    out(
-      `lease ${result.id} granted, ttl ${result.ttlMs} ms (bind with --lease ${result.id}; renew with rafter lease keepalive ${result.id})`,
-    );
-  }
-  return EXIT.ok;
-}
-
-async function leaseRevoke(context: Context, id: string): Promise<number> {
-  const { client, globals, out } = context;
-  const result = await client.registry.revokeLease(id);
-  if (globals.json) out(JSON.stringify(result, null, 2));
-  else {
-    out(
-      `lease ${id} revoked, ${result.removed} binding${
-        result.removed === 1 ? "" : "s"
-      } removed (revision ${result.revision})`,
-    );
-  }
-  return EXIT.ok;
-}
-
-async function leaseKeepAlive(context: Context, id: string): Promise<number> {
-  const { client, globals, out } = context;
-  const result = await client.registry.keepAlive(id);
-  if (globals.json) out(JSON.stringify(result, null, 2));
-  else out(`lease ${result.id} renewed, ttl ${result.ttlMs} ms`);
-  return EXIT.ok;
-}
-
-async function leaseTtl(context: Context, id: string): Promise<number> {
-  const { client, globals, out } = context;
-  const info = await client.registry.timeToLive(id);
-  if (globals.json) out(JSON.stringify(info, null, 2));
-  else out(leaseTable([info]));
-  return EXIT.ok;
-}
-
-async function leaseList(context: Context): Promise<number> {
-  const { client, globals, out } = context;
-  const { leases } = await client.registry.leases();
-  if (globals.json) out(JSON.stringify({ leases }, null, 2));
-  else out(leaseTable(leases));
-  return EXIT.ok;
-}
-
-function leaseTable(leases: readonly LeaseInfo[]): string {
-  return formatTable(
-    ["LEASE", "TTL_MS", "REMAINING_MS", "BINDINGS"],
-    leases.map((l) => [
-      l.id,
-      String(l.ttlMs),
-      String(l.remainingMs),
-      l.bindings.map((b) => `${b.name}/${b.id}`).join(", ") || "-",
-    ]),
-  );
-}
-
-async function leaderTransfer(
-  context: Context,
-  to: string | undefined,
-): Promise<number> {
-  const { client, globals, out } = context;
-  // The leader waits at most this long for a member to take over, leaving
-  // time for its answer within --timeout-ms (so a slow hand-over answers
-  // "not in time" rather than being retried elsewhere).
-  const timeoutMs = Math.max(
-    1,
-    Math.min(
-      60_000,
-      globals.timeoutMs - Math.min(1_000, Math.floor(globals.timeoutMs / 2)),
-    ),
-  );
-  const result: LeaderTransferResult = await client.registry.leaderTransfer({
-    to,
-    timeoutMs,
-    attemptTimeoutMs: globals.timeoutMs,
-  });
-  if (globals.json) out(JSON.stringify(result, null, 2));
-  else if (result.leader === result.previousLeader) {
-    out(
-      `${result.leader} already leads (term ${result.term}); nothing to do`,
-    );
-  } else {
-    out(
-      `leadership moved from ${result.previousLeader} to ${result.leader} in ${result.tookMs} ms; ${result.leader} leads term ${result.term}${
-        result.leaderUrl === null ? "" : ` at ${result.leaderUrl}`
-      }`,
-    );
-  }
-  return EXIT.ok;
-}
-
-async function memberList(context: Context): Promise<number> {
-  return printMembers(context, await context.client.registry.memberList());
-}
-
-/** Runs one membership change and prints the member list it leaves. */
-async function memberChange<
-  M extends
-    | typeof REGISTRY_METHODS.memberAdd
-    | typeof REGISTRY_METHODS.memberPromote
-    | typeof REGISTRY_METHODS.memberRemove,
->(context: Context, method: M, params: ParamsOf<M>): Promise<number> {
-  const result = await context.client.registry.call(method, params, {
-    attemptTimeoutMs: context.globals.timeoutMs,
-  });
-  return printMembers(context, result);
-}
-
-function checkUrl(text: string, what: string): string {
-  try {
-    return formatTcpUrl(parseTcpUrl(text));
-  } catch (error) {
-    throw new UsageError(
-      `${what} must be tcp://host:port, not "${text}" (${
-        (error as Error).message
-      })`,
-    );
-  }
-}
-
-function printMembers(context: Context, result: MemberListResult): number {
-  const { globals, out } = context;
-  if (globals.json) {
-    out(JSON.stringify(result, null, 2));
-    return EXIT.ok;
-  }
-  out(formatTable(
-    ["ID", "ROLE", "KIND", "PEER_URL", "CLIENT_URL", "MATCH", "LAG"],
-    result.members.map((m) => [
-      m.id,
-      m.role,
-      m.kind,
-      m.peerUrl,
-      m.clientUrl ?? "-",
-      m.matchIndex === null ? "-" : String(m.matchIndex),
-      m.lag === null ? "-" : String(m.lag),
-    ]),
-  ));
-  out(
-    `leader ${result.leader}, term ${result.term}, last index ${result.lastIndex}, commit index ${result.commitIndex}`,
-  );
-  return EXIT.ok;
-}
-
-async function call(
-  context: Context,
-  name: string,
-  method: string,
-  params: unknown[] | Record<string, unknown>,
-  idempotent: boolean,
-): Promise<number> {
-  const { client, globals, out } = context;
-  const result = await client.call(name, method, params, {
-    deadlineMs: globals.timeoutMs,
-    idempotent,
-  });
-  out(JSON.stringify(result ?? null, null, 2));
-  return EXIT.ok;
-}
-
-function callParams(
-  text: string | undefined,
-): unknown[] | Record<string, unknown> {
-  if (text === undefined) return [];
-  let params: unknown;
-  try {
-    params = JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(
-      `PARAMS-JSON must be a JSON array or object (${
-        (error as Error).message
-      }); e.g. '["Ada"]' or '{"name":"Ada"}'`,
-    );
-  }
-  if (typeof params !== "object" || params === null) {
-    throw new UsageError(
-      `PARAMS-JSON must be a JSON array or object, not ${text}; e.g. '[${text}]'`,
-    );
-  }
-  return params as unknown[] | Record<string, unknown>;
-}
-
-// --- errors ------------------------------------------------------------------
-
-const START_HINT =
-  "Start a registry with: deno task registry (or deno task rafter registry), or point at yours with --registry tcp://host:port,... or RAFTER_REGISTRY.";
-
-/** Prints `error` for a person (or as JSON) and returns its exit code. */
-function report(error: unknown, context: Context): number {
-  const { globals, err } = context;
-  const code = exitCodeOf(error);
-  if (globals.json) {
-    err(JSON.stringify({
-      error: error instanceof RpcError
-        ? error.toJSON()
-        : { message: (error as Error)?.message ?? String(error) },
-    }));
-    return code;
-  }
-  const message = (error as Error)?.message ?? String(error);
-  err(`rafter: ${message}${hintFor(error, context)}`);
-  return code;
-}
-
-function exitCodeOf(error: unknown): number {
-  if (!(error instanceof RpcError)) return EXIT.failed;
-  switch (error.code) {
-    case UNAVAILABLE:
-    case DEADLINE_EXCEEDED:
-    case NOT_LEADER:
-    case CONNECTION_FAILED:
-      return EXIT.unavailable;
-    case LEASE_NOT_FOUND:
-    case NO_ENDPOINTS:
-      return EXIT.notFound;
-    case CANCELLED:
-      return EXIT.interrupted;
-    default:
-      return EXIT.failed;
-  }
-}
-
-function hintFor(error: unknown, context: Context): string {
-  if (!(error instanceof RpcError)) return "";
-  const { globals, command } = context;
-  const stale = command === "ls" || command === "lookup"
-    ? " Without a quorum, --serializable answers from one node (possibly stale)."
-    : "";
-  const urls = `${
-    globals.registry.join(", ")
-  } (from ${globals.registrySource})`;
-  if (error.code === UNAVAILABLE) {
-    const tried = (error.data as UnavailableData | undefined)?.tried;
-    return tried === undefined
-      ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
-      : `\nRegistry URLs: ${urls}.`;
-  }
-  if (error.code === DEADLINE_EXCEEDED) {
-    return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
-  }
-  return "";
-}
-
-function checkName(name: string): string {
-  try {
-    parseName(name);
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  return name;
-}
-
-function integer(text: string, what: string, min: number): number {
-  const value = Number(text);
-  if (text.trim() === "" || !Number.isSafeInteger(value) || value < min) {
-    throw new UsageError(
-      `${what} must be an integer of at least ${min}, not "${text}"`,
-    );
-  }
-  return value;
-}
-
-function optionalInteger(
-  value: Values[string],
-  what: string,
-  min: number,
-): number | undefined {
-  return typeof value === "string" ? integer(value, what, min) : undefined;
 }
 
 if (import.meta.main) {

@@ -1,0 +1,215 @@
+/**
+ * The command line's shared parsing: the global options every command
+ * takes (`--registry`, `--json`, `--timeout-ms`, `--help`), reading one
+ * command's arguments into {@link Globals}, positionals and option values,
+ * and the checkers of names, URLs and integers that raise a
+ * {@link UsageError} (exit 2) for a bad value.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { formatTcpUrl, parseTcpUrl } from "../rpc/transport/transport.ts";
+import { DEFAULT_REGISTRY_URL, parseName } from "../protocol/registry.ts";
+import type { Command, Globals, OptionType, Values } from "./context.ts";
+import { UsageError } from "./errors.ts";
+
+/** Default of `--timeout-ms`: how long a command may wait for the registry. */
+export const DEFAULT_TIMEOUT_MS = 5_000;
+
+/** The options every command takes, beside its own. */
+export const GLOBAL_OPTIONS: Record<string, OptionType> = {
+  registry: { type: "string" },
+  json: { type: "boolean" },
+  "timeout-ms": { type: "string" },
+  help: { type: "boolean" },
+};
+
+/** A command line read for `command`: the global options, and its own. */
+export interface CommandLine {
+  /** The global options. */
+  globals: Globals;
+  /** The arguments that are no option. */
+  positionals: string[];
+  /** Every option given, by name. */
+  values: Values;
+}
+
+/**
+ * Reads `args` (the words after the command's name) for `command`, taking
+ * the registry URLs from `--registry`, else `RAFTER_REGISTRY` (read with
+ * `env`), else the default. Throws {@link UsageError} for a bad line.
+ */
+export function parseCommandLine(
+  command: Command,
+  args: string[],
+  env: (name: string) => string | undefined,
+): CommandLine {
+  const { values, positionals } = parseOptions(command, args);
+  checkPositionals(command, positionals);
+  const { registry, registrySource } = registryUrls(values, env);
+  if (values.local === true && registry.length !== 1) {
+    throw new UsageError(
+      "--local works on one registry node: give exactly one --registry URL",
+    );
+  }
+  return {
+    globals: {
+      registry,
+      registrySource,
+      json: values.json === true,
+      timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
+        DEFAULT_TIMEOUT_MS,
+    },
+    positionals,
+    values,
+  };
+}
+
+/** parseArgs with the command's options, its errors told as usage errors. */
+function parseOptions(
+  command: Command,
+  args: string[],
+): { values: Values; positionals: string[] } {
+  try {
+    const parsed = parseArgs({
+      args,
+      options: { ...GLOBAL_OPTIONS, ...command.options },
+      strict: true,
+      allowPositionals: true,
+    });
+    return { values: parsed.values as Values, positionals: parsed.positionals };
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    const option = /'(-[^' ]+)/.exec((error as Error).message)?.[1];
+    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && option !== undefined) {
+      throw new UsageError(`unknown option ${option}`);
+    }
+    if (
+      code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && option !== undefined
+    ) {
+      throw new UsageError(
+        /ambiguous/.test((error as Error).message)
+          ? `${option} needs a value; write ${option}=VALUE for a value that starts with "-"`
+          : `${option} needs a value`,
+      );
+    }
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function checkPositionals(command: Command, positionals: string[]): void {
+  const [least, most] = command.positionals;
+  if (positionals.length < least || positionals.length > most) {
+    const extra = positionals.length > most
+      ? `; unexpected ${JSON.stringify(positionals[most])}`
+      : "";
+    throw new UsageError(
+      command.args === ""
+        ? `takes no arguments${extra}`
+        : `takes ${command.args}${extra}`,
+    );
+  }
+}
+
+/** The registry URLs to use, normalized, and where they came from. */
+function registryUrls(
+  values: Values,
+  env: (name: string) => string | undefined,
+): { registry: string[]; registrySource: string } {
+  const fromOption = values.registry as string | undefined;
+  const fromEnv = env("RAFTER_REGISTRY");
+  const registrySource = fromOption !== undefined
+    ? "--registry"
+    : fromEnv !== undefined && fromEnv.trim() !== ""
+    ? "RAFTER_REGISTRY"
+    : "the default";
+  const text = fromOption ??
+    (registrySource === "RAFTER_REGISTRY" ? fromEnv! : DEFAULT_REGISTRY_URL);
+  const registry = text.split(",").map((u) => u.trim()).filter((u) => u !== "");
+  if (registry.length === 0) {
+    throw new UsageError(`${registrySource} names no registry URL`);
+  }
+  for (let i = 0; i < registry.length; i++) {
+    try {
+      registry[i] = formatTcpUrl(parseTcpUrl(registry[i]));
+    } catch (error) {
+      throw new UsageError(
+        `${registrySource}: ${
+          (error as Error).message
+        } (a registry node's client port)`,
+      );
+    }
+  }
+  return { registry, registrySource };
+}
+
+/** `--lease ID` and `--local`: which binding `unbind` and `drain` touch. */
+export const TARGET_OPTIONS: Record<string, OptionType> = {
+  lease: { type: "string" },
+  local: { type: "boolean" },
+};
+
+/** Help lines of {@link TARGET_OPTIONS}. */
+export const TARGET_OPTION_HELP =
+  `  --lease ID        only if still attached to this lease
+  --local           in the local area of the one --registry node given`;
+
+/**
+ * The binding {@link TARGET_OPTIONS} name: its lease, and with `--local`
+ * the local area of the one registry node given.
+ */
+export function bindingTarget(
+  values: Values,
+  globals: Globals,
+): { leaseId?: string; scope?: "local"; node?: string } {
+  const local = values.local === true;
+  return {
+    leaseId: values.lease as string | undefined,
+    scope: local ? "local" : undefined,
+    node: local ? globals.registry[0] : undefined,
+  };
+}
+
+/** `name` if it is a valid registry name (`NAME[?key=value&...]`). */
+export function checkName(name: string): string {
+  try {
+    parseName(name);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  return name;
+}
+
+/** `text` as a normalized `tcp://host:port` URL; `what` names it in errors. */
+export function checkUrl(text: string, what: string): string {
+  try {
+    return formatTcpUrl(parseTcpUrl(text));
+  } catch (error) {
+    throw new UsageError(
+      `${what} must be tcp://host:port, not "${text}" (${
+        (error as Error).message
+      })`,
+    );
+  }
+}
+
+/** `text` as an integer of at least `min`; `what` names it in errors. */
+export function integer(text: string, what: string, min: number): number {
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isSafeInteger(value) || value < min) {
+    throw new UsageError(
+      `${what} must be an integer of at least ${min}, not "${text}"`,
+    );
+  }
+  return value;
+}
+
+/** An option's value as an {@link integer}, or undefined when not given. */
+export function optionalInteger(
+  value: Values[string],
+  what: string,
+  min: number,
+): number | undefined {
+  return typeof value === "string" ? integer(value, what, min) : undefined;
+}

@@ -1,0 +1,76 @@
+/**
+ * `rafter call NAME METHOD [PARAMS-JSON]`: calls METHOD on a server bound
+ * under NAME through a cluster stub, as grpcurl does, and prints the
+ * result as JSON; exit 1 for an error answer, 4 when nothing is bound.
+ *
+ * @module
+ */
+
+import { checkName } from "../args.ts";
+import type { Command, Context } from "../context.ts";
+import { EXIT, UsageError } from "../errors.ts";
+
+/** The spec of `rafter call`. */
+export const callCommand: Command = {
+  name: "call",
+  args: "NAME METHOD [PARAMS-JSON]",
+  summary: "call METHOD on a server of NAME",
+  about:
+    `Calls METHOD on a server bound under NAME (NAME?key=value&... picks among
+those with the attributes) and prints the result as JSON. PARAMS-JSON is
+a JSON array (positional params) or object (named params); none by
+default. Exit 1 when the server answers with an error, 4 when nothing is
+bound under NAME.`,
+  options: { idempotent: { type: "boolean" } },
+  optionHelp:
+    "  --idempotent      safe to run twice: retry on another server after a failure",
+  positionals: [2, 3],
+  run: (c, [name, method, params], v) =>
+    call(
+      c,
+      checkName(name),
+      method,
+      callParams(params),
+      v.idempotent === true,
+    ),
+};
+
+/** Runs `rafter call`. */
+export async function call(
+  context: Context,
+  name: string,
+  method: string,
+  params: unknown[] | Record<string, unknown>,
+  idempotent: boolean,
+): Promise<number> {
+  const { client, globals, out } = context;
+  const result = await client.call(name, method, params, {
+    deadlineMs: globals.timeoutMs,
+    idempotent,
+  });
+  out(JSON.stringify(result ?? null, null, 2));
+  return EXIT.ok;
+}
+
+/** PARAMS-JSON as params: a JSON array or object; none when not given. */
+function callParams(
+  text: string | undefined,
+): unknown[] | Record<string, unknown> {
+  if (text === undefined) return [];
+  let params: unknown;
+  try {
+    params = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(
+      `PARAMS-JSON must be a JSON array or object (${
+        (error as Error).message
+      }); e.g. '["Ada"]' or '{"name":"Ada"}'`,
+    );
+  }
+  if (typeof params !== "object" || params === null) {
+    throw new UsageError(
+      `PARAMS-JSON must be a JSON array or object, not ${text}; e.g. '[${text}]'`,
+    );
+  }
+  return params as unknown[] | Record<string, unknown>;
+}

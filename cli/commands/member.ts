@@ -1,0 +1,154 @@
+/**
+ * `rafter member list|add|promote|remove`: the registry's members as the
+ * leader sees them (role, kind, URLs, match index, lag), and the
+ * membership changes, one server at a time: add a learner (or a voter),
+ * promote a learner, remove a member (the leader too).
+ *
+ * @module
+ */
+
+import {
+  type MemberListResult,
+  type ParamsOf,
+  REGISTRY_METHODS,
+} from "../../protocol/registry.ts";
+import { checkUrl } from "../args.ts";
+import type { Command, Context } from "../context.ts";
+import { EXIT } from "../errors.ts";
+import { formatTable } from "../table.ts";
+
+/** The spec of `rafter member list`. */
+export const memberListCommand: Command = {
+  name: "member list",
+  args: "",
+  summary: "every member: role, URLs, match index, lag",
+  about:
+    `Lists every member as the leader sees it: id, role (leader or follower),
+kind (voter, or learner: receives the log without voting), peer and client
+URLs, the highest log index it holds in agreement with the leader (its
+match index; "-" until it acknowledges an append in this term) and how
+many entries it is behind. Asks the leader (a follower redirects), so it
+needs a leader: rafter status works without one.`,
+  positionals: [0, 0],
+  run: (c) => memberList(c),
+};
+
+/** The spec of `rafter member add`. */
+export const memberAddCommand: Command = {
+  name: "member add",
+  args: "ID PEER_URL",
+  summary: "add a member (a learner unless --voter)",
+  about: `Adds member ID, whose peer port is at PEER_URL (tcp://host:port), one
+server at a time (Raft dissertation §4.1). It joins as a learner, which
+receives the log but does not vote, so the cluster's quorum is not held
+up while it catches up (§4.2.1); promote it with rafter member promote
+once rafter member list shows its lag near 0. --voter adds a voter at
+once. Then start the node with --join (rafter registry --id ID --join URL
+--listen ... --peer-listen ... --cluster-secret-file ...; it finds itself
+added and catches up), or let --join add it in the first place. Adding a
+learner that is one already, with the same URLs, changes nothing and
+exits 0 (so a retry is safe). Prints the new member list. Exit 1 when the
+change is refused (a voter already, a change still in progress...).`,
+  options: {
+    "client-url": { type: "string" },
+    voter: { type: "boolean" },
+  },
+  optionHelp: [
+    "  --client-url URL  the member's client URL, told to clients and peers",
+    "  --voter           add it as a voter at once (default: a learner)",
+  ].join("\n"),
+  positionals: [2, 2],
+  run: (c, [id, peerUrl], v) =>
+    memberChange(c, REGISTRY_METHODS.memberAdd, {
+      id,
+      peerUrl: checkUrl(peerUrl, "PEER_URL"),
+      ...(v["client-url"] === undefined ? {} : {
+        clientUrl: checkUrl(v["client-url"] as string, "--client-url"),
+      }),
+      learner: v.voter !== true,
+    }),
+};
+
+/** The spec of `rafter member promote`. */
+export const memberPromoteCommand: Command = {
+  name: "member promote",
+  args: "ID",
+  summary: "make a learner a voter",
+  about: `Makes learner ID a voter (Raft dissertation §4.2.1): from then on it
+votes and counts towards the quorum. Promote a learner once it has
+caught up (rafter member list shows its lag): a learner more than 1,000
+entries behind (or one never heard from) is refused, since the quorum
+would wait for it. Prints the new member list. Exit 1 when ID is not a
+learner, has not caught up, or another change is in progress.`,
+  positionals: [1, 1],
+  run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberPromote, { id }),
+};
+
+/** The spec of `rafter member remove`. */
+export const memberRemoveCommand: Command = {
+  name: "member remove",
+  args: "ID",
+  summary: "remove a member (the leader too)",
+  about: `Removes member ID (Raft dissertation §4.1). Removing the leader is
+safe: it first hands leadership to another voter (§3.10), which then
+removes it, so writes pause for a hand-over, not an election; only if no
+voter takes over does it remove itself and step down once that commits
+(§4.2.2). The removed node stays up but takes no part
+(its status says it is no member): stop it. Prints the new member list.
+Exit 1 when ID is not a member, or it is the last voter.`,
+  positionals: [1, 1],
+  run: (c, [id]) => memberChange(c, REGISTRY_METHODS.memberRemove, { id }),
+};
+
+/** The verbs of `rafter member`, in the order the help lists them. */
+export const MEMBER_COMMANDS: readonly Command[] = [
+  memberListCommand,
+  memberAddCommand,
+  memberPromoteCommand,
+  memberRemoveCommand,
+];
+
+/** Runs `rafter member list`. */
+export async function memberList(context: Context): Promise<number> {
+  return printMembers(context, await context.client.registry.memberList());
+}
+
+/**
+ * Runs one membership change (`rafter member add|promote|remove`) and
+ * prints the member list it leaves.
+ */
+export async function memberChange<
+  M extends
+    | typeof REGISTRY_METHODS.memberAdd
+    | typeof REGISTRY_METHODS.memberPromote
+    | typeof REGISTRY_METHODS.memberRemove,
+>(context: Context, method: M, params: ParamsOf<M>): Promise<number> {
+  const result = await context.client.registry.call(method, params, {
+    attemptTimeoutMs: context.globals.timeoutMs,
+  });
+  return printMembers(context, result);
+}
+
+function printMembers(context: Context, result: MemberListResult): number {
+  const { globals, out } = context;
+  if (globals.json) {
+    out(JSON.stringify(result, null, 2));
+    return EXIT.ok;
+  }
+  out(formatTable(
+    ["ID", "ROLE", "KIND", "PEER_URL", "CLIENT_URL", "MATCH", "LAG"],
+    result.members.map((m) => [
+      m.id,
+      m.role,
+      m.kind,
+      m.peerUrl,
+      m.clientUrl ?? "-",
+      m.matchIndex === null ? "-" : String(m.matchIndex),
+      m.lag === null ? "-" : String(m.lag),
+    ]),
+  ));
+  out(
+    `leader ${result.leader}, term ${result.term}, last index ${result.lastIndex}, commit index ${result.commitIndex}`,
+  );
+  return EXIT.ok;
+}

@@ -1,0 +1,229 @@
+/**
+ * `rafter status`: asks each registry node given, and every member they
+ * report, for its Raft state (role, term, leader, commit and applied
+ * indexes, revision) and what it sees wrong with its peers; exit 1 when
+ * the cluster is degraded, 3 when no node answered.
+ *
+ * @module
+ */
+
+import type { RegistryStatus } from "../../protocol/registry.ts";
+import type { Command, Context } from "../context.ts";
+import { EXIT, START_HINT } from "../errors.ts";
+import { formatTable } from "../table.ts";
+
+/** The spec of `rafter status`. */
+export const statusCommand: Command = {
+  name: "status",
+  args: "",
+  summary: "every member's role, term, leader, indexes",
+  about: `Asks each registry node given, and every member they report, for its
+Raft state; members that do not answer are listed with the reason.
+Exit 0 when every member answered and all agree on a leader, 1 when the
+cluster is degraded (a member did not answer, or there is no leader),
+3 when no node answered.`,
+  positionals: [0, 0],
+  run: (c) => status(c),
+};
+
+/** One row of `status`: a member (or a URL given) and its answer. */
+interface NodeAnswer {
+  id: string | null;
+  url: string | null;
+  status: RegistryStatus | null;
+  error: string | null;
+}
+
+/** Runs `rafter status`. */
+export async function status(context: Context): Promise<number> {
+  const { globals, out, err } = context;
+  const nodes = statusRows(await askEveryMember(context));
+  const answered = nodes.filter((n) => n.status !== null);
+  const leaders = new Set(answered.map((n) => n.status!.leader));
+  const leader = leaders.size === 1 ? [...leaders][0] : null;
+  if (globals.json) {
+    out(JSON.stringify({ leader, nodes }, null, 2));
+  } else {
+    out(statusTable(nodes));
+  }
+  if (answered.length === 0) {
+    if (!globals.json) {
+      err(
+        `rafter: no registry node answered (${
+          globals.registry.join(", ")
+        }, from ${globals.registrySource}).\n${START_HINT}`,
+      );
+    }
+    return EXIT.unavailable;
+  }
+  const degraded = answered.length < nodes.length || leader === null;
+  if (!globals.json) {
+    const summary = leader === null
+      ? `no leader agreed on (${
+        [...leaders].map((l) => l ?? "none").join(", ")
+      }): an election may be under way`
+      : `leader ${leader}, term ${
+        answered.find((n) => n.status!.id === leader)?.status?.term ??
+          answered[0].status!.term
+      }`;
+    out(`${summary}; ${answered.length} of ${nodes.length} members answered`);
+  }
+  return degraded ? EXIT.failed : EXIT.ok;
+}
+
+/**
+ * Asks every URL given, then every member the answers name, until no new
+ * client URL turns up (a few rounds at most): each URL's status or error.
+ */
+async function askEveryMember(
+  context: Context,
+): Promise<Map<string, RegistryStatus | Error>> {
+  const { client, globals } = context;
+  const answers = new Map<string, RegistryStatus | Error>();
+  let pending = [...globals.registry];
+  for (let round = 0; round < 4 && pending.length > 0; round++) {
+    await Promise.all(pending.map(async (url) => {
+      try {
+        answers.set(
+          url,
+          await client.registry.status(url, { timeoutMs: globals.timeoutMs }),
+        );
+      } catch (error) {
+        answers.set(url, error as Error);
+      }
+    }));
+    pending = [];
+    for (const answer of answers.values()) {
+      if (answer instanceof Error) continue;
+      for (const member of answer.members) {
+        const url = member.clientUrl;
+        if (url !== null && !answers.has(url) && !pending.includes(url)) {
+          pending.push(url);
+        }
+      }
+    }
+  }
+  return answers;
+}
+
+function statusTable(nodes: readonly NodeAnswer[]): string {
+  return formatTable(
+    [
+      "ID",
+      "URL",
+      "ROLE",
+      "TERM",
+      "LEADER",
+      "COMMIT",
+      "APPLIED",
+      "REVISION",
+      "ERRORS",
+    ],
+    nodes.map((n) => {
+      const s = n.status;
+      if (s === null) {
+        return [
+          n.id ?? "?",
+          n.url ?? "-",
+          "unreachable",
+          "-",
+          "-",
+          "-",
+          "-",
+          "-",
+          n.error ?? "",
+        ];
+      }
+      const problems = memberProblems(s);
+      return [
+        s.id,
+        s.url,
+        s.role,
+        String(s.term),
+        s.leader ?? "(none)",
+        String(s.commitIndex),
+        String(s.appliedIndex),
+        String(s.revision),
+        problems.join("; ") || "-",
+      ];
+    }),
+  );
+}
+
+/**
+ * What a node's view of its peers says is wrong: peers it cannot reach,
+ * and, between a leader and its followers (who hear from each other at
+ * every heartbeat), a peer silent for over two election timeouts (a
+ * process that is stopped but keeps its connections open).
+ */
+function memberProblems(s: RegistryStatus): string[] {
+  const problems: string[] = [];
+  for (const m of s.members) {
+    if (m.self) continue;
+    if (!m.reachable) {
+      problems.push(
+        `cannot reach ${m.id}${
+          m.lastError === null ? "" : ` (${m.lastError})`
+        }`,
+      );
+    } else if (s.role === "leader" || m.id === s.leader) {
+      if (m.lastHeardMsAgo === null) {
+        problems.push(`never heard from ${m.id}`);
+      } else if (m.lastHeardMsAgo > 2 * s.electionTimeoutMs) {
+        problems.push(
+          `no word from ${m.id} for ${(m.lastHeardMsAgo / 1000).toFixed(1)} s`,
+        );
+      }
+    }
+  }
+  return problems;
+}
+
+/**
+ * One row per member any answer names (those that did not answer with
+ * the reason), then the URLs given that failed and belong to no member.
+ */
+function statusRows(
+  answers: Map<string, RegistryStatus | Error>,
+): NodeAnswer[] {
+  const rows = new Map<string, NodeAnswer>();
+  const urlOf = new Map<string, string | null>(); // member id → client URL
+  for (const answer of answers.values()) {
+    if (answer instanceof Error) continue;
+    rows.set(answer.id, {
+      id: answer.id,
+      url: answer.url,
+      status: answer,
+      error: null,
+    });
+    for (const member of answer.members) {
+      if (!urlOf.has(member.id) || urlOf.get(member.id) === null) {
+        urlOf.set(member.id, member.clientUrl);
+      }
+    }
+  }
+  const claimed = new Set(
+    [...rows.values()].map((row) => row.url).filter((u) => u !== null),
+  );
+  for (const [id, url] of urlOf) {
+    if (rows.has(id)) continue;
+    const answer = url === null ? undefined : answers.get(url);
+    rows.set(id, {
+      id,
+      url,
+      status: null,
+      error: answer instanceof Error
+        ? answer.message
+        : "no member knows its client URL yet (it has not connected since they started)",
+    });
+    if (url !== null) claimed.add(url);
+  }
+  // URLs given that answered with an error and belong to no known member.
+  for (const [url, answer] of answers) {
+    if (!(answer instanceof Error) || claimed.has(url)) continue;
+    rows.set(`?${url}`, { id: null, url, status: null, error: answer.message });
+  }
+  return [...rows.values()].sort((a, b) =>
+    (a.id ?? `~${a.url}`).localeCompare(b.id ?? `~${b.url}`)
+  );
+}

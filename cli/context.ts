@@ -1,0 +1,82 @@
+/**
+ * The shapes every command shares: the {@link Command} spec a command file
+ * exports (its name, usage, help and options, and its run function) and
+ * the {@link Context} its run function gets (the cluster stub, the global
+ * options, where to print).
+ *
+ * @module
+ */
+
+import type { RafterClient } from "../stub/client.ts";
+
+/** Receives one line of output. */
+export type Out = (line: string) => void;
+
+/** Options every command takes. */
+export interface Globals {
+  /** The registry nodes' client URLs, normalized (`--registry`). */
+  registry: string[];
+  /** Where `registry` came from, for error messages. */
+  registrySource: string;
+  /** `--json`: JSON on stdout, errors as one JSON line on stderr. */
+  json: boolean;
+  /** `--timeout-ms`: how long to wait for the registry. */
+  timeoutMs: number;
+}
+
+/** What a command's `run` gets. */
+export interface Context {
+  /** A cluster stub of the registry nodes given. */
+  client: RafterClient;
+  /** The global options. */
+  globals: Globals;
+  /** Prints a line on stdout. */
+  out: Out;
+  /** Prints a line on stderr. */
+  err: Out;
+  /** Aborting it stops a `watch` (else SIGINT does). */
+  signal: AbortSignal | undefined;
+  /** The command's name, e.g. `lookup` or `lease grant`. */
+  command: string;
+}
+
+/** How `node:util`'s parseArgs reads one option. */
+export type OptionType = { type: "string" | "boolean"; multiple?: boolean };
+
+/** The parsed options of a command line, by name. */
+export type Values = Record<string, string | boolean | string[] | undefined>;
+
+/** One command of the CLI: what its help says, and what it does. */
+export interface Command {
+  /** Its name, e.g. `lookup` or `lease grant`. */
+  name: string;
+  /** The arguments after the command's name, e.g. `NAME URL [options]`. */
+  args: string;
+  /** One line for the command list. */
+  summary: string;
+  /** What the command does, for its `--help`. */
+  about: string;
+  /** Its own options, beside the global ones. */
+  options?: Record<string, OptionType>;
+  /** Help lines of its own options. */
+  optionHelp?: string;
+  /** How many positionals it takes: [least, most]. */
+  positionals: [number, number];
+  /** Runs the command; its exit code. */
+  run(
+    context: Context,
+    positionals: string[],
+    values: Values,
+  ): Promise<number>;
+}
+
+/**
+ * A command of two words (`lease grant`): the group's verbs, and the verbs
+ * that are planned but not built yet (refused with a clear message).
+ */
+export interface Group {
+  /** The verbs built, in the order the help lists them. */
+  verbs: string[];
+  /** Verbs planned, refused with `why`. */
+  later?: { verbs: string[]; why: string };
+}

@@ -1,0 +1,122 @@
+/**
+ * How the CLI ends: its exit codes ({@link EXIT}), the {@link UsageError}
+ * a bad command line raises, and how an error is printed for a person (with
+ * a hint on what to try) or as one JSON line, with its exit code.
+ *
+ * @module
+ */
+
+import {
+  CANCELLED,
+  CONNECTION_FAILED,
+  DEADLINE_EXCEEDED,
+  RpcError,
+} from "../rpc/errors.ts";
+import {
+  LEASE_NOT_FOUND,
+  NO_ENDPOINTS,
+  NOT_LEADER,
+  UNAVAILABLE,
+  type UnavailableData,
+} from "../protocol/registry.ts";
+import type { Context, Out } from "./context.ts";
+
+/** Exit codes of the CLI. */
+export const EXIT = {
+  /** The command did what it was asked. */
+  ok: 0,
+  /** The registry or the service answered with an error; `status`: degraded. */
+  failed: 1,
+  /** Bad command line (the usage is printed). */
+  usage: 2,
+  /** No registry node or server could be reached, or none answered in time. */
+  unavailable: 3,
+  /** Nothing found: no endpoint, no such lease or binding. */
+  notFound: 4,
+  /** Stopped by Ctrl-C (SIGINT). */
+  interrupted: 130,
+} as const;
+
+/** Raised for bad command lines: printed with the usage, exit 2. */
+export class UsageError extends Error {}
+
+/** What to do when no registry node answers. */
+export const START_HINT =
+  "Start a registry with: deno task registry (or deno task rafter registry), or point at yours with --registry tcp://host:port,... or RAFTER_REGISTRY.";
+
+/**
+ * Prints a bad command line's `message` with `usage` (or, under `--json`,
+ * both as one JSON line) and returns {@link EXIT.usage}.
+ */
+export function usageFailure(
+  message: string,
+  usage: string,
+  argv: string[],
+  err: Out,
+  name?: string,
+): number {
+  if (argv.includes("--json")) {
+    err(JSON.stringify({ error: { message, usage: usage.split("\n")[0] } }));
+  } else {
+    err(`rafter${name === undefined ? "" : ` ${name}`}: ${message}\n${usage}`);
+  }
+  return EXIT.usage;
+}
+
+/** Prints `error` for a person (or as JSON) and returns its exit code. */
+export function report(error: unknown, context: Context): number {
+  const { globals, err } = context;
+  const code = exitCodeOf(error);
+  if (globals.json) {
+    err(JSON.stringify({
+      error: error instanceof RpcError
+        ? error.toJSON()
+        : { message: (error as Error)?.message ?? String(error) },
+    }));
+    return code;
+  }
+  const message = (error as Error)?.message ?? String(error);
+  err(`rafter: ${message}${hintFor(error, context)}`);
+  return code;
+}
+
+/** The exit code an error from the registry or a server ends a command with. */
+export function exitCodeOf(error: unknown): number {
+  if (!(error instanceof RpcError)) return EXIT.failed;
+  switch (error.code) {
+    case UNAVAILABLE:
+    case DEADLINE_EXCEEDED:
+    case NOT_LEADER:
+    case CONNECTION_FAILED:
+      return EXIT.unavailable;
+    case LEASE_NOT_FOUND:
+    case NO_ENDPOINTS:
+      return EXIT.notFound;
+    case CANCELLED:
+      return EXIT.interrupted;
+    default:
+      return EXIT.failed;
+  }
+}
+
+/** What to try next after `error`: a line to print after its message. */
+function hintFor(error: unknown, context: Context): string {
+  if (!(error instanceof RpcError)) return "";
+  const { globals, command } = context;
+  const stale = command === "ls" || command === "lookup"
+    ? " Without a quorum, --serializable answers from one node (possibly stale)."
+    : "";
+  const urls = `${
+    globals.registry.join(", ")
+  } (from ${globals.registrySource})`;
+  if (error.code === UNAVAILABLE) {
+    const tried = (error.data as UnavailableData | undefined)?.tried;
+    return tried === undefined
+      ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
+      : `\nRegistry URLs: ${urls}.`;
+  }
+  if (error.code === DEADLINE_EXCEEDED) {
+    return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
+  }
+  return "";
+}

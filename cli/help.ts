@@ -1,0 +1,116 @@
+/**
+ * The CLI's help texts: the command list (`rafter --help`), one command's
+ * help (`rafter lookup --help`), a group's verbs (`rafter lease --help`),
+ * and the usage line printed with a bad command line.
+ *
+ * @module
+ */
+
+import { DEFAULT_REGISTRY_URL } from "../protocol/registry.ts";
+import { DEFAULT_TIMEOUT_MS } from "./args.ts";
+import type { Command, Group } from "./context.ts";
+
+/** Help of the options every command takes. */
+export const GLOBAL_HELP = `global options:
+  --registry URLS   registry client ports, comma-separated (default
+                    $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
+  --json            JSON on stdout; errors as one JSON line on stderr
+  --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
+  --help, -h        show help`;
+
+/** One paragraph on the exit codes. */
+export const EXIT_HELP =
+  `exit codes: 0 done, 1 error answer, 2 bad usage, 3 registry (or server)
+unreachable or no answer in time, 4 not found, 130 interrupted (Ctrl-C)`;
+
+/** One line of a command list: `  NAME ARGS` padded, then the summary. */
+function listLine(nameAndArgs: string, summary: string): string {
+  return `  ${nameAndArgs.padEnd(32)}${summary}`;
+}
+
+/**
+ * `rafter --help`: every command of `commands`, after the lines of
+ * `first` (commands outside the table, such as `registry`).
+ */
+export function usage(
+  first: readonly { name: string; args: string; summary: string }[],
+  commands: readonly Command[],
+): string {
+  return `usage: rafter <command> [arguments] [options]
+
+commands:
+${
+    [...first, ...commands].map((command) =>
+      listLine(`${command.name} ${command.args}`, command.summary)
+    ).join("\n")
+  }
+
+${GLOBAL_HELP}
+
+${EXIT_HELP}
+
+rafter <command> --help shows a command's options.`;
+}
+
+/** `usage: rafter NAME ARGS [options]`. */
+export function usageLine(command: Command): string {
+  return `usage: rafter ${command.name}${
+    command.args === "" ? "" : ` ${command.args}`
+  }${command.options === undefined ? "" : " [options]"}`;
+}
+
+/** The usage printed after a bad command line for `command`. */
+export function shortUsage(command: Command): string {
+  return `${
+    usageLine(command)
+  }\n(rafter ${command.name} --help shows its options)`;
+}
+
+/** `rafter NAME --help`. */
+export function commandHelp(command: Command): string {
+  return [
+    usageLine(command),
+    "",
+    command.about,
+    ...(command.optionHelp === undefined
+      ? []
+      : ["", "options:", command.optionHelp]),
+    "",
+    GLOBAL_HELP,
+    "",
+    EXIT_HELP,
+  ].join("\n");
+}
+
+/** `rafter GROUP --help`: the group's verbs, from `commands` by name. */
+export function groupHelp(
+  name: string,
+  group: Group,
+  commands: Readonly<Record<string, Command>>,
+): string {
+  const { verbs } = group;
+  const later = group.later?.verbs ?? [];
+  return `usage: rafter ${name} <${verbs.join("|")}> [arguments]
+
+${
+    verbs.map((verb) => {
+      const command = commands[`${name} ${verb}`];
+      return listLine(`${name} ${verb} ${command.args}`, command.summary);
+    }).join("\n")
+  }${
+    later.length === 0
+      ? ""
+      : `\n\nnot available yet: ${
+        later.map((verb) => `${name} ${verb}`).join(", ")
+      } (membership changes)`
+  }
+
+rafter ${name} <verb> --help shows its options.`;
+}
+
+/** `a`, `a or b`, `a, b or c`. */
+export function verbList(verbs: readonly string[]): string {
+  return verbs.length === 1
+    ? verbs[0]
+    : `${verbs.slice(0, -1).join(", ")} or ${verbs[verbs.length - 1]}`;
+}
