@@ -185,7 +185,7 @@ function findCommand(
     name = `${first} ${verb}`;
     args = rest.slice(1);
   }
-  const command = COMMANDS[name];
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (command === undefined) {
     return usageFailure(
       `unknown command ${JSON.stringify(first)}`,

@@ -209,6 +209,16 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
 
   const bad: Array<[string[], RegExp]> = [
     [["bogus"], /^rafter: unknown command "bogus"\nusage: rafter <command>/],
+    // Names of Object.prototype's properties are no commands either (they
+    // crashed with "undefined is not iterable").
+    [
+      ["toString"],
+      /^rafter: unknown command "toString"\nusage: rafter <command>/,
+    ],
+    [
+      ["constructor"],
+      /^rafter: unknown command "constructor"\nusage: rafter <command>/,
+    ],
     [
       ["lookup"],
       /^rafter lookup: takes NAME\[\?key=value&\.\.\.\]\nusage: rafter lookup NAME/,
