@@ -12,37 +12,9 @@
  * @module
  */
 
-import type { Entry, NodeId } from "./types.ts";
+import type { Configuration, Entry, NodeId } from "./types.ts";
 
-/**
- * The members of a cluster at one point of its log.
- *
- * `voters` elect the leader and form quorums; `learners` receive the log
- * but never vote, never count towards a quorum and never stand for election
- * (dissertation §4.2.1, catching up new servers). A node is in at most one
- * of the two lists. The lists are sorted and free of duplicates when made
- * by {@link makeConfiguration}.
- */
-export interface Configuration {
-  /** Voting members. Empty only for a node that is waiting to join. */
-  readonly voters: readonly NodeId[];
-  /** Non-voting members that receive the log. */
-  readonly learners: readonly NodeId[];
-  /**
-   * Member id → its peer URL (`tcp://host:port` of its peer port), for the
-   * members whose address the log carries: set by an `addLearner` or
-   * `addVoter` change that gives `peerUrl`, or by the bootstrap
-   * configuration (the `--peers` list); dropped with the member. Absent
-   * when no member has one. Replicated with the configuration, so every
-   * member (and a restart, and a snapshot) knows where the others are.
-   */
-  readonly peerUrls?: Readonly<Record<NodeId, string>>;
-  /**
-   * Member id → its client URL (where its registry API listens), for the
-   * members whose change gave one; like {@link Configuration.peerUrls}.
-   */
-  readonly clientUrls?: Readonly<Record<NodeId, string>>;
-}
+export type { Configuration } from "./types.ts";
 
 /** The addresses a {@link Configuration} carries (see {@link makeConfiguration}). */
 export interface MemberUrls {

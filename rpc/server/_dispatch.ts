@@ -4,7 +4,8 @@
  * is its JSON-text form). Responses are built by the codec's
  * {@link ReplyEncoder}, so the logic here (validation, batches,
  * notifications, deadlines, `rpc.cancel`, error answers) is the same for
- * every codec.
+ * every codec. `RunningCalls`, the table `rpc.cancel` looks calls up in,
+ * is here too (`dispatcher.ts` exports it).
  *
  * @module
  */
@@ -26,9 +27,7 @@ import {
   TIMEOUT_MEMBER,
   validateRequest,
 } from "../message.ts";
-import type { CallContext } from "./method.ts";
-import type { RpcSession } from "./server_connection.ts";
-import type { DispatchOptions, Methods, RunningCalls } from "./dispatcher.ts";
+import type { CallContext, Methods, RpcSession } from "./method.ts";
 import type { ReplyEncoder } from "../codec/_frame_codec.ts";
 import { argsOf, specOf, validateParams } from "./_handler.ts";
 import { Refusal } from "../framing/_refusal.ts";
@@ -76,19 +75,6 @@ async function dispatchBatch<P>(
   );
   const sent = replies.filter((reply) => reply !== null);
   return sent.length === 0 ? null : codec.batch(sent);
-}
-
-/** The hooks of `options`, for a frame read at `receivedAt` (`Date.now()` ms). */
-export function hooksOf(options: DispatchOptions, receivedAt?: number): Hooks {
-  return {
-    onInternalError: options.onInternalError ?? logInternalError,
-    onMethodNotFound: options.onMethodNotFound,
-    signal: options.signal,
-    calls: options.calls,
-    receivedAt: receivedAt ?? options.receivedAt ?? Date.now(),
-    maxDeadlineMs: options.maxDeadlineMs,
-    session: options.session,
-  };
 }
 
 type InternalErrorHook = (error: unknown, method: string) => void;
@@ -412,6 +398,88 @@ function report(hook: InternalErrorHook, error: unknown, method: string): void {
   }
 }
 
-function logInternalError(error: unknown, method: string): void {
-  console.error(`rpc: method ${JSON.stringify(method)} failed:`, error);
+/**
+ * The calls of one connection that are running, by request id, so that
+ * an `rpc.cancel` notification can abort them. A call is in it only while
+ * it runs (from its dispatch until its handler settles); only calls with a
+ * `CallContext` (handlers made by `withContext`) are registered, since
+ * nothing else could observe the abort.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { RunningCalls } from "./dispatcher.ts";
+ * const calls = new RunningCalls();
+ * const reasons: unknown[] = [];
+ * const remove = calls.add(7, (reason) => reasons.push(reason));
+ * assert.equal(calls.size, 1);
+ * assert.equal(calls.cancel(7), true);
+ * assert.equal(calls.cancel("7"), false); // ids "7" and 7 differ
+ * remove();
+ * assert.equal(calls.size, 0);
+ * assert.equal(reasons.length, 1);
+ * ```
+ */
+export class RunningCalls {
+  readonly #byId = new Map<string, Set<(reason: unknown) => void>>();
+  #size = 0;
+
+  /** How many calls are registered. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /**
+   * Registers a running call.
+   *
+   * @param id the request's id.
+   * @param abort called with the -32005 {@link RpcError} when the call is
+   * cancelled.
+   * @returns the function that removes the call again (safe to call twice).
+   */
+  add(
+    id: string | number | bigint,
+    abort: (reason: unknown) => void,
+  ): () => void {
+    const key = keyOfId(id);
+    let calls = this.#byId.get(key);
+    if (calls === undefined) {
+      calls = new Set();
+      this.#byId.set(key, calls);
+    }
+    const entry = (reason: unknown) => abort(reason);
+    calls.add(entry);
+    this.#size++;
+    let removed = false;
+    return () => {
+      if (removed) return;
+      removed = true;
+      calls.delete(entry);
+      this.#size--;
+      if (calls.size === 0 && this.#byId.get(key) === calls) {
+        this.#byId.delete(key);
+      }
+    };
+  }
+
+  /**
+   * Aborts every running call with this id (a client may reuse ids).
+   *
+   * @returns whether any was running.
+   */
+  cancel(id: RequestId): boolean {
+    if (id === null) return false;
+    const calls = this.#byId.get(keyOfId(id));
+    if (calls === undefined) return false;
+    const reason = new RpcError(
+      CANCELLED,
+      `Cancelled: the client cancelled the call (${CANCEL_METHOD})`,
+    );
+    for (const abort of [...calls]) abort(reason);
+    return true;
+  }
+}
+
+function keyOfId(id: string | number | bigint): string {
+  return typeof id === "string" ? `s${id}` : `n${id}`;
 }

@@ -7,42 +7,12 @@
  * @module
  */
 
-import { CANCELLED, RpcError } from "../errors.ts";
-import { CANCEL_METHOD, type RequestId } from "../message.ts";
-import type { RpcSession } from "./server_connection.ts";
-import { dispatch, hooksOf } from "./_dispatch.ts";
+import type { Methods, RpcSession } from "./method.ts";
+import { dispatch, type Hooks, RunningCalls } from "./_dispatch.ts";
 import { ndjsonCodec, parseJsonMessage } from "../codec/_ndjson_codec.ts";
 
-/**
- * A method a server offers. It receives the params spread when they are
- * positional (`[1, 2]` → `handler(1, 2)`), as one object when they are named
- * (`{ a: 1 }` → `handler({ a: 1 })`), and nothing when there are none. `this`
- * is the method table. It may return a value or a promise; `undefined`
- * becomes `null`. To send a specific error, throw an {@link RpcError}; any
- * other thrown value becomes an "Internal error" (-32603).
- *
- * A handler made by `withContext` also gets the call's `CallContext` (its
- * abort signal and deadline) first; one made by `method` has its params
- * validated by a schema first.
- */
-// deno-lint-ignore no-explicit-any
-export type MethodHandler = (...args: any[]) => unknown;
-
-/**
- * A server's method table: method name → handler. Only own properties are
- * methods, so inherited names such as `toString` or `__proto__` are never
- * callable.
- *
- * @example
- * ```ts
- * import type { Methods } from "./dispatcher.ts";
- * const methods: Methods = {
- *   subtract: (a: number, b: number) => a - b,
- *   greet: ({ name }: { name: string }) => `Hello, ${name}!`,
- * };
- * ```
- */
-export type Methods = Record<string, MethodHandler>;
+export type { MethodHandler, Methods } from "./method.ts";
+export { RunningCalls };
 
 /** Options of {@link handleText}. */
 export interface DispatchOptions {
@@ -80,92 +50,6 @@ export interface DispatchOptions {
   maxDeadlineMs?: number;
   /** The client connection, passed on in each `CallContext`. */
   session?: RpcSession;
-}
-
-/**
- * The calls of one connection that are running, by request id, so that
- * an `rpc.cancel` notification can abort them. A call is in it only while
- * it runs (from its dispatch until its handler settles); only calls with a
- * `CallContext` (handlers made by `withContext`) are registered, since
- * nothing else could observe the abort.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { RunningCalls } from "./dispatcher.ts";
- * const calls = new RunningCalls();
- * const reasons: unknown[] = [];
- * const remove = calls.add(7, (reason) => reasons.push(reason));
- * assert.equal(calls.size, 1);
- * assert.equal(calls.cancel(7), true);
- * assert.equal(calls.cancel("7"), false); // ids "7" and 7 differ
- * remove();
- * assert.equal(calls.size, 0);
- * assert.equal(reasons.length, 1);
- * ```
- */
-export class RunningCalls {
-  readonly #byId = new Map<string, Set<(reason: unknown) => void>>();
-  #size = 0;
-
-  /** How many calls are registered. */
-  get size(): number {
-    return this.#size;
-  }
-
-  /**
-   * Registers a running call.
-   *
-   * @param id the request's id.
-   * @param abort called with the -32005 {@link RpcError} when the call is
-   * cancelled.
-   * @returns the function that removes the call again (safe to call twice).
-   */
-  add(
-    id: string | number | bigint,
-    abort: (reason: unknown) => void,
-  ): () => void {
-    const key = keyOfId(id);
-    let calls = this.#byId.get(key);
-    if (calls === undefined) {
-      calls = new Set();
-      this.#byId.set(key, calls);
-    }
-    const entry = (reason: unknown) => abort(reason);
-    calls.add(entry);
-    this.#size++;
-    let removed = false;
-    return () => {
-      if (removed) return;
-      removed = true;
-      calls.delete(entry);
-      this.#size--;
-      if (calls.size === 0 && this.#byId.get(key) === calls) {
-        this.#byId.delete(key);
-      }
-    };
-  }
-
-  /**
-   * Aborts every running call with this id (a client may reuse ids).
-   *
-   * @returns whether any was running.
-   */
-  cancel(id: RequestId): boolean {
-    if (id === null) return false;
-    const calls = this.#byId.get(keyOfId(id));
-    if (calls === undefined) return false;
-    const reason = new RpcError(
-      CANCELLED,
-      `Cancelled: the client cancelled the call (${CANCEL_METHOD})`,
-    );
-    for (const abort of [...calls]) abort(reason);
-    return true;
-  }
-}
-
-function keyOfId(id: string | number | bigint): string {
-  return typeof id === "string" ? `s${id}` : `n${id}`;
 }
 
 /**
@@ -221,4 +105,21 @@ export function handleText(
     hooksOf(options),
     ndjsonCodec,
   );
+}
+
+/** The hooks of `options`, for a frame read at `receivedAt` (`Date.now()` ms). */
+export function hooksOf(options: DispatchOptions, receivedAt?: number): Hooks {
+  return {
+    onInternalError: options.onInternalError ?? logInternalError,
+    onMethodNotFound: options.onMethodNotFound,
+    signal: options.signal,
+    calls: options.calls,
+    receivedAt: receivedAt ?? options.receivedAt ?? Date.now(),
+    maxDeadlineMs: options.maxDeadlineMs,
+    session: options.session,
+  };
+}
+
+function logInternalError(error: unknown, method: string): void {
+  console.error(`rpc: method ${JSON.stringify(method)} failed:`, error);
 }

@@ -2,16 +2,76 @@
  * Declared methods: handlers that get a {@link CallContext} (the call's
  * cancellation signal and deadline) with {@link withContext}, and handlers
  * whose params a Standard Schema validates with {@link method}. Both are
- * plain functions in a method table, next to undeclared ones.
+ * plain functions in a method table, next to undeclared ones. The method
+ * table ({@link Methods}) and the client connection a method may see
+ * ({@link RpcSession}) are here too, below the dispatch that uses them.
  *
  * @module
  */
 
 import { RpcError } from "../errors.ts";
-import type { RequestId } from "../message.ts";
-import type { RpcSession } from "./server_connection.ts";
+import type { Params, RequestId } from "../message.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
 import { specOf, validateParams, withSpec } from "./_handler.ts";
+
+/**
+ * A method a server offers. It receives the params spread when they are
+ * positional (`[1, 2]` → `handler(1, 2)`), as one object when they are named
+ * (`{ a: 1 }` → `handler({ a: 1 })`), and nothing when there are none. `this`
+ * is the method table. It may return a value or a promise; `undefined`
+ * becomes `null`. To send a specific error, throw an {@link RpcError}; any
+ * other thrown value becomes an "Internal error" (-32603).
+ *
+ * A handler made by `withContext` also gets the call's `CallContext` (its
+ * abort signal and deadline) first; one made by `method` has its params
+ * validated by a schema first.
+ */
+// deno-lint-ignore no-explicit-any
+export type MethodHandler = (...args: any[]) => unknown;
+
+/**
+ * A server's method table: method name → handler. Only own properties are
+ * methods, so inherited names such as `toString` or `__proto__` are never
+ * callable.
+ *
+ * @example
+ * ```ts
+ * import type { Methods } from "./dispatcher.ts";
+ * const methods: Methods = {
+ *   subtract: (a: number, b: number) => a - b,
+ *   greet: ({ name }: { name: string }) => `Hello, ${name}!`,
+ * };
+ * ```
+ */
+export type Methods = Record<string, MethodHandler>;
+
+/**
+ * One client connection as the server's methods see it: a way to push
+ * notifications to that client (server → client, as JSON-RPC 2.0 allows
+ * either side to send requests), and to learn when it goes away.
+ */
+export interface RpcSession {
+  /** Unique among the sessions of this process, from 1. */
+  readonly id: number;
+  /** The peer's address as the transport reports it (e.g. `127.0.0.1:51234`), if known. */
+  readonly remoteAddress: string | undefined;
+  /** Aborts when the connection ends, for whatever reason. */
+  readonly signal: AbortSignal;
+  /**
+   * Bytes queued for this client and not yet taken by the transport: grows
+   * when the client reads slower than the server writes.
+   */
+  readonly queuedBytes: number;
+  /**
+   * Queues a notification to the client (a request without an id).
+   *
+   * @returns false, sending nothing, when the connection has ended.
+   * @throws {RpcError} INVALID_PARAMS when `params` cannot be encoded as JSON.
+   */
+  notify(method: string, params?: Params): boolean;
+  /** Ends the connection at once (responses not yet written are dropped). */
+  close(): void;
+}
 
 /**
  * What a method declared with {@link withContext} learns of the call it

@@ -9,9 +9,11 @@
 
 import {
   type DispatchOptions,
+  hooksOf,
   type Methods,
   RunningCalls,
 } from "./dispatcher.ts";
+import type { RpcSession } from "./method.ts";
 import { FrameWriter } from "../framing/_frame_writer.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../framing/_ndjson.ts";
 import {
@@ -29,38 +31,12 @@ import type {
   InboundFrame,
 } from "../codec/_frame_codec.ts";
 import { codecOfFirstByte } from "../codec/codecs.ts";
-import { dispatch, hooksOf, serializeError } from "./_dispatch.ts";
+import { dispatch, serializeError } from "./_dispatch.ts";
 import { jsonValue } from "../codec/_json_value.ts";
 import { Refusal } from "../framing/_refusal.ts";
 import { directOf, streamReading } from "../transport/conn_stream.ts";
 
-/**
- * One client connection as the server's methods see it: a way to push
- * notifications to that client (server → client, as JSON-RPC 2.0 allows
- * either side to send requests), and to learn when it goes away.
- */
-export interface RpcSession {
-  /** Unique among the sessions of this process, from 1. */
-  readonly id: number;
-  /** The peer's address as the transport reports it (e.g. `127.0.0.1:51234`), if known. */
-  readonly remoteAddress: string | undefined;
-  /** Aborts when the connection ends, for whatever reason. */
-  readonly signal: AbortSignal;
-  /**
-   * Bytes queued for this client and not yet taken by the transport: grows
-   * when the client reads slower than the server writes.
-   */
-  readonly queuedBytes: number;
-  /**
-   * Queues a notification to the client (a request without an id).
-   *
-   * @returns false, sending nothing, when the connection has ended.
-   * @throws {RpcError} INVALID_PARAMS when `params` cannot be encoded as JSON.
-   */
-  notify(method: string, params?: Params): boolean;
-  /** Ends the connection at once (responses not yet written are dropped). */
-  close(): void;
-}
+export type { RpcSession } from "./method.ts";
 
 /**
  * A method table made for each connection, so methods can keep per-client
