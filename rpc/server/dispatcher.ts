@@ -35,11 +35,14 @@ export type MethodHandler = (...args: any[]) => unknown;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import type { Methods } from "./dispatcher.ts";
  * const methods: Methods = {
  *   subtract: (a: number, b: number) => a - b,
  *   greet: ({ name }: { name: string }) => `Hello, ${name}!`,
  * };
+ * assert.equal(methods.subtract(42, 23), 19);
+ * assert.equal(methods.greet({ name: "Ada" }), "Hello, Ada!");
  * ```
  */
 export type Methods = Record<string, MethodHandler>;
@@ -201,13 +204,14 @@ function keyOfId(id: string | number | bigint): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { handleText } from "./dispatcher.ts";
  * const methods = { subtract: (a: number, b: number) => a - b };
  * const reply = await handleText(
  *   '{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":1}',
  *   methods,
  * );
- * console.log(reply); // {"jsonrpc":"2.0","result":19,"id":1}
+ * assert.equal(reply, '{"jsonrpc":"2.0","result":19,"id":1}');
  * ```
  */
 export function handleText(
