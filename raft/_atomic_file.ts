@@ -15,8 +15,9 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parentDir } from "./_atomic_file.ts";
- * console.log(parentDir("data/n1/cluster_secret")); // data/n1
+ * assert.equal(parentDir("data/n1/cluster_secret"), "data/n1");
  * ```
  */
 export function parentDir(path: string): string {
@@ -63,10 +64,12 @@ function isDirSyncUnsupported(err: unknown): boolean {
  *
  * @example Make a freshly created file's name durable
  * ```ts
+ * import assert from "node:assert/strict";
  * import { syncDir } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/node.id`, "n1");
  * await syncDir(dir);
+ * await assert.rejects(syncDir(`${dir}/missing`), Deno.errors.NotFound);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
@@ -98,12 +101,14 @@ export async function syncDir(dir: string): Promise<void> {
  *
  * @example Write a buffer fully, then make it durable
  * ```ts
+ * import assert from "node:assert/strict";
  * import { writeAll } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * const file = await Deno.open(`${dir}/log`, { create: true, append: true });
  * await writeAll(file, new Uint8Array(100_000));
  * await file.syncData();
  * file.close();
+ * assert.equal((await Deno.stat(`${dir}/log`)).size, 100_000);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
@@ -142,12 +147,12 @@ export async function writeAll(
  *
  * @example Persist a node's identity
  * ```ts
+ * import assert from "node:assert/strict";
  * import { readFileIfExists, writeFileAtomic } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * const meta = new TextEncoder().encode(JSON.stringify({ id: "n1", peers: [] }));
  * await writeFileAtomic(`${dir}/meta.json`, meta);
- * const back = await readFileIfExists(`${dir}/meta.json`); // same bytes as `meta`
- * console.assert(back !== null && back.length === meta.length);
+ * assert.deepEqual(await readFileIfExists(`${dir}/meta.json`), meta);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
@@ -174,13 +179,14 @@ export async function writeFileAtomic(
  *
  * @example Write a file in two pieces
  * ```ts
+ * import assert from "node:assert/strict";
  * import { writeAll, writeFileAtomicWith } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * await writeFileAtomicWith(`${dir}/big`, async (file) => {
  *   await writeAll(file, new Uint8Array(10));
  *   await writeAll(file, new Uint8Array(20));
  * });
- * console.assert((await Deno.stat(`${dir}/big`)).size === 30);
+ * assert.equal((await Deno.stat(`${dir}/big`)).size, 30);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
@@ -220,10 +226,11 @@ export async function writeFileAtomicWith(
  *
  * @example Load optional state
  * ```ts
+ * import assert from "node:assert/strict";
  * import { readFileIfExists } from "./_atomic_file.ts";
  * const dir = await Deno.makeTempDir();
  * const meta = await readFileIfExists(`${dir}/meta.json`);
- * console.assert(meta === null); // first start
+ * assert.equal(meta, null); // first start
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

@@ -101,10 +101,11 @@ function update(
  *
  * @example Checksum a string, in one go or in pieces
  * ```ts
+ * import assert from "node:assert/strict";
  * import { crc32 } from "./_crc32.ts";
  * const bytes = new TextEncoder().encode("123456789");
- * console.assert(crc32(bytes) === 0xCBF43926);
- * console.assert(crc32(bytes.subarray(4), crc32(bytes.subarray(0, 4))) === 0xCBF43926);
+ * assert.equal(crc32(bytes), 0xCBF43926);
+ * assert.equal(crc32(bytes.subarray(4), crc32(bytes.subarray(0, 4))), 0xCBF43926);
  * ```
  */
 export function crc32(bytes: Uint8Array, seed = 0): number {
@@ -127,10 +128,11 @@ export function crc32(bytes: Uint8Array, seed = 0): number {
  *
  * @example The standard check value, in one go or in pieces
  * ```ts
+ * import assert from "node:assert/strict";
  * import { crc32c } from "./_crc32.ts";
  * const bytes = new TextEncoder().encode("123456789");
- * console.assert(crc32c(bytes) === 0xE3069283);
- * console.assert(crc32c(bytes.subarray(4), crc32c(bytes.subarray(0, 4))) === 0xE3069283);
+ * assert.equal(crc32c(bytes), 0xE3069283);
+ * assert.equal(crc32c(bytes.subarray(4), crc32c(bytes.subarray(0, 4))), 0xE3069283);
  * ```
  */
 export function crc32c(bytes: Uint8Array, seed = 0): number {

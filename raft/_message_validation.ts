@@ -30,11 +30,12 @@ const TYPES = new Set([
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseMessage } from "./_message_validation.ts";
  * const message = parseMessage({
  *   type: "voteResponse", from: "n2", to: "n1", term: 3, granted: true,
  * });
- * console.log(message.type); // voteResponse
+ * assert.equal(message.type, "voteResponse");
  * ```
  */
 export function parseMessage(value: unknown): Message {

@@ -54,11 +54,13 @@ export class ClusterSecretError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadClusterSecret } from "./cluster_secret.ts";
  * const dir = await Deno.makeTempDir();
  * const first = await loadClusterSecret(`${dir}/cluster_secret`); // generated
  * const again = await loadClusterSecret(`${dir}/cluster_secret`); // read back
- * console.log(first === again, first.length); // true 43
+ * assert.equal(again, first);
+ * assert.equal(first.length, 43);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

@@ -364,6 +364,7 @@ interface PendingRead {
  *
  * @example A single-node cluster elects itself and commits a proposal
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RaftCore } from "./core.ts";
  * const core = new RaftCore({ id: "n1", voters: ["n1"] });
  * core.campaign();
@@ -373,7 +374,7 @@ interface PendingRead {
  * core.advance(ready);
  * // Only now is the leader's own copy durable, and so the entries committed.
  * ready = core.ready();
- * console.log(ready.committedEntries.map((e) => e.data)); // ["", "hello"]
+ * assert.deepEqual(ready.committedEntries.map((e) => e.data), ["", "hello"]);
  * core.advance(ready);
  * ```
  */

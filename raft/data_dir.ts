@@ -125,9 +125,10 @@ export class DataDirMismatchError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { bootstrapClusterId } from "./data_dir.ts";
  * const id = await bootstrapClusterId({ n1: "tcp://127.0.0.1:7101" });
- * console.log(id.length); // 16
+ * assert.match(id, /^[0-9a-f]{16}$/);
  * ```
  */
 export async function bootstrapClusterId(
@@ -175,13 +176,15 @@ export async function readDataDirMeta(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { DataDir } from "./data_dir.ts";
  * const path = `${await Deno.makeTempDir()}/n1`;
  * const dir = await DataDir.open(path, {
  *   memberId: "n1",
  *   members: { n1: "tcp://127.0.0.1:7101" },
  * });
- * console.log(dir.created, dir.walDir === `${path}/wal`); // true true
+ * assert.equal(dir.created, true);
+ * assert.equal(dir.walDir, `${path}/wal`);
  * dir.release();
  * await Deno.remove(path, { recursive: true });
  * ```

@@ -41,9 +41,11 @@ export interface DirLock {
  *
  * @example
  * ```ts
- * import { lockDataDir } from "./dir_lock.ts";
+ * import assert from "node:assert/strict";
+ * import { DataDirInUseError, lockDataDir } from "./dir_lock.ts";
  * const dir = await Deno.makeTempDir();
  * const lock = await lockDataDir(dir);
+ * await assert.rejects(lockDataDir(dir), DataDirInUseError); // held already
  * lock.release();
  * await Deno.remove(dir, { recursive: true });
  * ```

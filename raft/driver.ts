@@ -297,6 +297,7 @@ interface TransferWaiter {
  *
  * @example A single node on in-memory storage
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RaftCore } from "./core.ts";
  * import { RaftDriver, realClock } from "./driver.ts";
  * const driver = new RaftDriver({
@@ -307,7 +308,7 @@ interface TransferWaiter {
  *   apply: (entry) => entry.data.length,
  * });
  * driver.core.campaign();
- * console.log(await driver.propose("hello")); // 5
+ * assert.equal(await driver.propose("hello"), 5);
  * await driver.stop();
  * ```
  */

@@ -28,9 +28,12 @@ export const COMPACTED_TERM = -2;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RaftLog } from "./log.ts";
  * const log = new RaftLog([{ index: 1, term: 1, data: "" }]);
- * console.log(log.lastIndex, log.termAt(1), log.termAt(0)); // 1 1 0
+ * assert.equal(log.lastIndex, 1);
+ * assert.equal(log.termAt(1), 1);
+ * assert.equal(log.termAt(0), 0);
  * ```
  */
 export class RaftLog {

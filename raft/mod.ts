@@ -12,10 +12,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RaftCore } from "./mod.ts";
  * const core = new RaftCore({ id: "n1", voters: ["n1"] });
  * core.campaign();
- * console.log(core.role); // leader
+ * assert.equal(core.role, "leader");
  * ```
  *
  * @module

@@ -189,29 +189,35 @@ export interface RaftStatus {
  * once a peer has authenticated).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { ClusterKey } from "./peer_auth.ts";
- * import { servePeers } from "./peer_server.ts";
+ * import { bootstrapClusterId } from "./data_dir.ts";
  * import { PeerTransport } from "./peer_transport.ts";
  * import { RaftNode } from "./node.ts";
+ * // One member; with more, also serve the peer port (servePeers in
+ * // peer_server.ts) with `onStep: (messages) => node.step(messages)`.
  * const peers = { n1: "tcp://127.0.0.1:7101" };
  * const key = await ClusterKey.random();
- * const transport = new PeerTransport({ id: "n1", peers, key });
+ * const clusterId = await bootstrapClusterId(peers);
+ * const transport = new PeerTransport({ id: "n1", peers, key, clusterId });
+ * const dataDir = await Deno.makeTempDir();
+ * const { promise: leading, resolve } = Promise.withResolvers<void>();
  * const node = await RaftNode.start({
  *   id: "n1",
  *   peers,
+ *   clusterId,
  *   transport,
- *   dataDir: "./data/n1",
+ *   dataDir,
+ *   tickMs: 10,
  *   apply: (entry) => entry.data.length,
- * });
- * const server = servePeers({
- *   port: 7101, id: "n1", key, directory: transport.directory,
- *   onStep: (messages) => node.step(messages),
+ *   onSoftState: (state) => state.role === "leader" && resolve(),
  * });
  * transport.start();
- * console.log(await node.propose("hello")); // 5, once committed
- * await server.close();
+ * await leading;
+ * assert.equal(await node.propose("hello"), 5); // once committed
  * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export class RaftNode<R = unknown> {
@@ -539,10 +545,11 @@ export class RaftNode<R = unknown> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { makeConfiguration } from "./configuration.ts";
  * import { peerUrlsOf } from "./node.ts";
  * const config = makeConfiguration(["n1", "n2"], ["n3"], { peerUrls: { n3: "tcp://h:3" } });
- * console.log(peerUrlsOf(config, { n1: "tcp://h:1" })); // { n1: "tcp://h:1", n3: "tcp://h:3" }
+ * assert.deepEqual(peerUrlsOf(config, { n1: "tcp://h:1" }), { n1: "tcp://h:1", n3: "tcp://h:3" });
  * ```
  */
 export function peerUrlsOf(

@@ -155,6 +155,7 @@ export class ClusterMismatchError extends PeerHandshakeError {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ClusterKey, newNonce } from "./peer_auth.ts";
  * const key = await ClusterKey.fromSecret("an example secret of at least 32 characters");
  * const subject = {
@@ -162,8 +163,8 @@ export class ClusterMismatchError extends PeerHandshakeError {
  *   dialerNonce: newNonce(), acceptorNonce: newNonce(),
  * };
  * const proof = await key.prove("acceptor", subject);
- * console.log(await key.verify("acceptor", subject, proof)); // true
- * console.log(await key.verify("dialer", subject, proof)); // false
+ * assert.equal(await key.verify("acceptor", subject, proof), true);
+ * assert.equal(await key.verify("dialer", subject, proof), false);
  * ```
  */
 export class ClusterKey {
@@ -332,15 +333,29 @@ export interface DialerHandshakeOptions {
  * which.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { dial } from "../rpc/transport/dial.ts";
  * import { authenticatePeer, ClusterKey } from "./peer_auth.ts";
- * const key = await ClusterKey.fromSecret(await Deno.readTextFile("cluster_secret"));
- * const connection = await dial("tcp://127.0.0.1:7102");
+ * import { PeerDirectory } from "./peer_directory.ts";
+ * import { servePeers } from "./peer_server.ts";
+ * const key = await ClusterKey.random();
+ * const clusterId = "0123456789abcdef";
+ * // Member n2's peer port, which also tells its client URL.
+ * const directory = new PeerDirectory("n2", { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" });
+ * const server = servePeers({
+ *   id: "n2", clusterId, directory, key, onStep: () => {},
+ *   clientUrl: () => "tcp://127.0.0.1:7002",
+ * });
+ * const connection = await dial(server.url);
  * const { clientUrl } = await authenticatePeer(connection, {
- *   key, clusterId: "0123456789abcdef", from: "n1", to: "n2",
+ *   key, clusterId, from: "n1", to: "n2",
  *   clientUrl: "tcp://127.0.0.1:7001",
  * });
+ * assert.equal(clientUrl, "tcp://127.0.0.1:7002");
+ * assert.equal(directory.clientUrl("n1"), "tcp://127.0.0.1:7001"); // learnt
+ * connection.close();
+ * await server.close();
  * ```
  */
 export async function authenticatePeer(
@@ -465,12 +480,29 @@ export interface AcceptorHandshakeOptions {
  * closes the connection.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dial } from "../rpc/transport/dial.ts";
+ * import { serve } from "../adapter/deno/serve.ts";
+ * import { AcceptorHandshake, authenticatePeer, ClusterKey } from "./peer_auth.ts";
+ * const key = await ClusterKey.random();
+ * const clusterId = "0123456789abcdef";
  * const handshake = new AcceptorHandshake({
  *   key, clusterId, self: "n2", members: ["n1", "n2", "n3"],
  * });
- * const hello = await handshake.hello(helloParams); // send back to the dialer
- * const { peer, clientUrl } = await handshake.auth(authParams); // authenticated
+ * // One handshake per connection; servePeers (peer_server.ts) does this.
+ * const server = serve({
+ *   methods: {
+ *     "peer.hello": (params: unknown) => handshake.hello(params),
+ *     "peer.auth": (params: unknown) => handshake.auth(params),
+ *   },
+ * });
+ * const connection = await dial(server.url);
+ * await authenticatePeer(connection, { key, clusterId, from: "n1", to: "n2", clientUrl: null });
+ * assert.equal(handshake.authenticated, true);
+ * assert.equal(handshake.claimedPeer, "n1");
+ * connection.close();
+ * await server.close();
  * ```
  */
 export class AcceptorHandshake {

@@ -43,13 +43,16 @@ export interface PeerStatus {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { PeerDirectory } from "./peer_directory.ts";
  * const directory = new PeerDirectory("n1", {
  *   n1: "tcp://127.0.0.1:7101",
  *   n2: "tcp://127.0.0.1:7102",
  * });
  * directory.failed("n2", "connection refused");
- * console.log(directory.unreachable()); // [ { id: "n2", peerUrl: "tcp://127.0.0.1:7102", reason: "connection refused" } ]
+ * assert.deepEqual(directory.unreachable(), [
+ *   { id: "n2", peerUrl: "tcp://127.0.0.1:7102", reason: "connection refused" },
+ * ]);
  * ```
  */
 export class PeerDirectory {

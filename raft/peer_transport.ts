@@ -92,18 +92,35 @@ export interface PeerTransportOptions {
  * after failures.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { ClusterKey } from "./peer_auth.ts";
+ * import { PeerDirectory } from "./peer_directory.ts";
+ * import { servePeers } from "./peer_server.ts";
  * import { PeerTransport } from "./peer_transport.ts";
+ * import type { Message } from "./types.ts";
+ * const key = await ClusterKey.random();
+ * const clusterId = "0123456789abcdef";
+ * // Member n2's peer port, here in the same process.
+ * const { promise: delivered, resolve } = Promise.withResolvers<Message[]>();
+ * const server = servePeers({
+ *   id: "n2", clusterId, key, onStep: resolve,
+ *   directory: new PeerDirectory("n2", { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" }),
+ * });
  * const transport = new PeerTransport({
  *   id: "n1",
- *   peers: { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" },
- *   key: await ClusterKey.fromSecret(await Deno.readTextFile("cluster_secret")),
+ *   peers: { n1: "tcp://127.0.0.1:7101", n2: server.url },
+ *   key,
+ *   clusterId,
  * });
  * transport.start();
  * transport.send([{ type: "voteResponse", from: "n1", to: "n2", term: 1, granted: true }]);
- * console.log(transport.peerStatus());
+ * assert.deepEqual(await delivered, [
+ *   { type: "voteResponse", from: "n1", to: "n2", term: 1, granted: true },
+ * ]);
+ * assert.equal(transport.peerStatus().find((peer) => peer.id === "n2")?.reachable, true);
  * transport.close();
+ * await server.close();
  * ```
  */
 export class PeerTransport {

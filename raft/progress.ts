@@ -43,10 +43,13 @@ export interface SnapshotTransfer {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Progress } from "./progress.ts";
  * const progress = new Progress(11, { maxAppends: 4, maxBytes: 1 << 20 });
  * progress.onSuccess(10);
- * console.log(progress.state, progress.match, progress.next); // replicate 10 11
+ * assert.equal(progress.state, "replicate");
+ * assert.equal(progress.match, 10);
+ * assert.equal(progress.next, 11);
  * ```
  */
 export class Progress {

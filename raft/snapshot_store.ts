@@ -71,14 +71,19 @@ export interface StoredSnapshot extends Snapshot {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SnapshotCorruptError, SnapshotStore } from "./snapshot_store.ts";
  * const dir = await Deno.makeTempDir();
  * const store = await SnapshotStore.open(dir);
- * try {
- *   await store.latest();
- * } catch (err) {
- *   if (err instanceof SnapshotCorruptError) console.error(err.path);
- * }
+ * await store.save({ index: 10, term: 2, meta: { voters: ["n1"] }, data: '{"k":"v"}' });
+ * const { path } = (await store.latest())!;
+ * const bytes = await Deno.readFile(path);
+ * bytes[bytes.length - 2] ^= 0xff; // damage the data
+ * await Deno.writeFile(path, bytes);
+ * await assert.rejects(
+ *   store.latest(),
+ *   (error) => error instanceof SnapshotCorruptError && error.path === path,
+ * );
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
@@ -112,12 +117,14 @@ export class SnapshotCorruptError extends Error {
  *
  * @example Save and load a snapshot
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SnapshotStore } from "./snapshot_store.ts";
  * const dir = await Deno.makeTempDir();
  * const store = await SnapshotStore.open(`${dir}/snap`);
  * await store.save({ index: 10, term: 2, meta: { voters: ["n1"] }, data: '{"k":"v"}' });
  * const back = await store.latest();
- * console.assert(back?.index === 10 && back.data === '{"k":"v"}');
+ * assert.equal(back?.index, 10);
+ * assert.equal(back?.data, '{"k":"v"}');
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

@@ -79,15 +79,21 @@ const encoder = new TextEncoder();
  *
  * @example Tell the operator what to do
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Wal, WalCorruptError } from "./wal.ts";
  * const dir = await Deno.makeTempDir();
- * try {
- *   const { wal } = await Wal.open(dir);
- *   await wal.close();
- * } catch (err) {
- *   if (err instanceof WalCorruptError) console.error(err.message, err.offset);
- *   else throw err;
- * }
+ * const { wal } = await Wal.open(dir, { segmentBytes: 100 });
+ * for (let i = 1; i <= 10; i++) await wal.append({ entries: [{ index: i, term: 1, data: "x" }] });
+ * await wal.close();
+ * // Damage a segment before the last: no crash during a write explains it.
+ * const first = [...Deno.readDirSync(dir)].map((e) => e.name).sort()[0];
+ * const bytes = await Deno.readFile(`${dir}/${first}`);
+ * bytes[bytes.length - 2] ^= 0xff;
+ * await Deno.writeFile(`${dir}/${first}`, bytes);
+ * await assert.rejects(Wal.open(dir), (err) => {
+ *   // Tell the operator what to do: err.message names the file and offset.
+ *   return err instanceof WalCorruptError && err.message.includes(first);
+ * });
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
@@ -130,9 +136,11 @@ export class WalCorruptError extends Error {
  *
  * @example Report a full disk
  * ```ts
+ * import assert from "node:assert/strict";
  * import { WalWriteError } from "./wal.ts";
  * const err = new WalWriteError("/data/wal/x.wal", "write", Object.assign(new Error("No space left on device"), { code: "ENOSPC" }));
- * console.assert(err.code === "ENOSPC" && err.message.includes("disk full"));
+ * assert.equal(err.code, "ENOSPC");
+ * assert.match(err.message, /disk full/);
  * ```
  */
 export class WalWriteError extends Error {
@@ -361,6 +369,7 @@ interface Segment extends SegmentInfo {
  *
  * @example Persist a vote and an entry, then recover them
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Wal } from "./wal.ts";
  * const dir = await Deno.makeTempDir();
  * const { wal } = await Wal.open(dir);
@@ -370,7 +379,8 @@ interface Segment extends SegmentInfo {
  * });
  * await wal.close();
  * const again = await Wal.open(dir);
- * console.assert(again.entries.length === 1 && again.hardState.vote === "n1");
+ * assert.equal(again.entries.length, 1);
+ * assert.equal(again.hardState.vote, "n1");
  * await again.wal.close();
  * await Deno.remove(dir, { recursive: true });
  * ```
@@ -440,11 +450,15 @@ export class Wal {
    *
    * @example Open a node's log at startup
    * ```ts
+   * import assert from "node:assert/strict";
    * import { Wal } from "./wal.ts";
    * const dir = await Deno.makeTempDir();
    * const { wal, hardState, entries, snapshot, repairedBytes } = await Wal.open(`${dir}/wal`);
-   * console.assert(hardState.term === 0 && entries.length === 0 && snapshot === null);
-   * console.assert(repairedBytes === 0 && wal.lastIndex === 0);
+   * assert.equal(hardState.term, 0);
+   * assert.equal(entries.length, 0);
+   * assert.equal(snapshot, null);
+   * assert.equal(repairedBytes, 0);
+   * assert.equal(wal.lastIndex, 0);
    * await wal.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
@@ -611,12 +625,13 @@ export class Wal {
    *
    * @example Truncate a conflicting suffix
    * ```ts
+   * import assert from "node:assert/strict";
    * import { Wal } from "./wal.ts";
    * const dir = await Deno.makeTempDir();
    * const { wal } = await Wal.open(dir);
    * await wal.append({ entries: [1, 2, 3].map((index) => ({ index, term: 1, data: "x" })) });
    * await wal.append({ entries: [{ index: 2, term: 2, data: "y" }] });
-   * console.assert(wal.lastIndex === 2);
+   * assert.equal(wal.lastIndex, 2);
    * await wal.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
@@ -665,6 +680,7 @@ export class Wal {
    *
    * @example Drop the log up to a snapshot
    * ```ts
+   * import assert from "node:assert/strict";
    * import { Wal } from "./wal.ts";
    * const dir = await Deno.makeTempDir();
    * const { wal } = await Wal.open(dir, { segmentBytes: 100 });
@@ -672,7 +688,8 @@ export class Wal {
    * await wal.compact({ index: 8, term: 1 });
    * await wal.close();
    * const again = await Wal.open(dir);
-   * console.assert(again.snapshot?.index === 8 && again.entries[0].index === 9);
+   * assert.equal(again.snapshot?.index, 8);
+   * assert.equal(again.entries[0].index, 9);
    * await again.wal.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
@@ -712,10 +729,12 @@ export class Wal {
    *
    * @example
    * ```ts
+   * import assert from "node:assert/strict";
    * import { Wal } from "./wal.ts";
    * const dir = await Deno.makeTempDir();
    * const { wal } = await Wal.open(dir);
    * await wal.close();
+   * await assert.rejects(wal.append({ entries: [{ index: 1, term: 1, data: "" }] }));
    * await Deno.remove(dir, { recursive: true });
    * ```
    */

@@ -55,6 +55,7 @@ export interface ErrorObject {
  *
  * @example Refuse bad params from a method
  * ```ts
+ * import assert from "node:assert/strict";
  * import { INVALID_PARAMS, RpcError } from "./errors.ts";
  * function greet(name: unknown): string {
  *   if (typeof name !== "string") {
@@ -62,6 +63,7 @@ export interface ErrorObject {
  *   }
  *   return `Hello, ${name}!`;
  * }
+ * assert.throws(() => greet(42), { code: -32602 });
  * ```
  */
 export class RpcError extends Error {
@@ -105,9 +107,11 @@ export class RpcError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ConnectionError } from "./errors.ts";
  * const error = new ConnectionError("connect refused", false);
- * console.log(error.code, error.written); // -32004 false
+ * assert.equal(error.code, -32004);
+ * assert.equal(error.written, false);
  * ```
  */
 export class ConnectionError extends RpcError {
@@ -140,8 +144,10 @@ export class ConnectionError extends RpcError {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { messageOf } from "./errors.ts";
- * console.log(messageOf(new Error("refused")), messageOf(42)); // refused 42
+ * assert.equal(messageOf(new Error("refused")), "refused");
+ * assert.equal(messageOf(42), "42");
  * ```
  */
 export function messageOf(error: unknown): string {

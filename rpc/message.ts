@@ -107,9 +107,12 @@ export function isNotification(request: Request): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { validateRequest } from "./message.ts";
+ * import { RpcError } from "./errors.ts";
  * const checked = validateRequest({ jsonrpc: "2.0", method: 1, id: 7 });
- * console.log(checked instanceof Error); // true
+ * assert.ok(checked instanceof RpcError);
+ * assert.equal(checked.code, -32600);
  * ```
  */
 export function validateRequest(value: unknown): Request | RpcError {

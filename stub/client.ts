@@ -128,13 +128,31 @@ export interface ConnectOptions
  * A connected Rafter client. Connections open lazily, on first use.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { connect } from "./client.ts";
+ * import { serve } from "../adapter/deno/serve.ts";
+ * import { startRegistryNode } from "../registry/mod.ts";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
+ * const server = serve({
+ *   methods: { greet: (name: string) => ({ greeting: `Hello, ${name}!`, server: "h1" }) },
+ * });
  * interface Hello { greet(name: string): { greeting: string; server: string } }
- * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"]);
+ * const client = connect([node.url]);
+ * await client.bind("hello", { id: "h1", url: server.url });
  * const hello = client.stub<Hello>("hello");
- * console.log((await hello.greet("Ada")).greeting);
+ * assert.deepEqual(await hello.greet("Ada"), { greeting: "Hello, Ada!", server: "h1" });
  * client.close();
+ * await server.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export class RafterClient {
@@ -425,11 +443,24 @@ function noQuorum(error: unknown): boolean {
  * @throws {TypeError} when no URL is given.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { connect } from "./client.ts";
- * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002"]);
- * await client.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
+ * import { startRegistryNode } from "../registry/mod.ts";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
+ * const client = connect([node.url]);
+ * const { revision } = await client.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
+ * assert.equal((await client.lookup("hello")).revision, revision);
  * client.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export function connect(

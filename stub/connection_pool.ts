@@ -66,12 +66,16 @@ interface Endpoint {
  * Keeps up to `size` multiplexed connections per URL.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { ConnectionPool } from "./connection_pool.ts";
+ * import { serve } from "../adapter/deno/serve.ts";
+ * const server = serve({ methods: {} });
  * const pool = new ConnectionPool({ size: 2 });
- * const connection = await pool.get("tcp://127.0.0.1:7001");
- * console.log(await connection.call("rpc.ping"));
+ * const connection = await pool.get(server.url);
+ * assert.equal(await connection.call("rpc.ping"), "pong");
  * pool.close();
+ * await server.close();
  * ```
  */
 export class ConnectionPool {

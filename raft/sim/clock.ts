@@ -21,13 +21,15 @@ interface Timer {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SimClock } from "./clock.ts";
  * const clock = new SimClock(0);
  * let fired = 0;
  * clock.setTimeout(() => fired++, 5);
  * clock.advance(4);
+ * assert.equal(fired, 0);
  * clock.advance(5);
- * console.log(fired); // 1
+ * assert.equal(fired, 1);
  * ```
  */
 export class SimClock implements RaftClock {

@@ -29,9 +29,10 @@
  *
  * @example Replaying one seed
  * ```ts
+ * import assert from "node:assert/strict";
  * import { simulateSeed } from "./cluster.ts";
  * const result = await simulateSeed(42, 3);
- * console.log(result.finalIndex > 0); // true
+ * assert.ok(result.finalIndex > 0);
  * ```
  *
  * @module
@@ -125,10 +126,11 @@ class SimNode implements NodeView {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ClusterSimulator } from "./cluster.ts";
  * const sim = new ClusterSimulator({ seed: 1, nodes: 3, steps: 500 });
  * const result = await sim.run();
- * console.log(result.finalIndex === sim.appliedLog.length); // true
+ * assert.equal(result.finalIndex, sim.appliedLog.length);
  * ```
  */
 export class ClusterSimulator {

@@ -85,13 +85,16 @@ export type CrashedWrite =
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SimDisk } from "./disk.ts";
  * const disk = new SimDisk((detail) => { throw new Error(detail); });
  * let durable = false;
  * disk.persist({ entries: [{ index: 1, term: 1, data: "" }] }, () => durable = true);
- * console.log(durable, disk.durable.entries.length); // false 0
+ * assert.equal(durable, false);
+ * assert.equal(disk.durable.entries.length, 0);
  * disk.complete();
- * console.log(durable, disk.durable.entries.length); // true 1
+ * assert.equal(durable, true);
+ * assert.equal(disk.durable.entries.length, 1);
  * ```
  */
 export class SimDisk implements RaftStorage {

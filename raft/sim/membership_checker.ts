@@ -43,10 +43,11 @@ import type { Entry, NodeId } from "../types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { majoritiesIntersect } from "./membership_checker.ts";
  * const c = (...voters: string[]) => ({ voters, learners: [] });
- * console.log(majoritiesIntersect(c("a", "b", "c"), c("a", "b", "c", "d"))); // true
- * console.log(majoritiesIntersect(c("a", "b", "c"), c("a", "b", "c", "d", "e"))); // false
+ * assert.equal(majoritiesIntersect(c("a", "b", "c"), c("a", "b", "c", "d")), true);
+ * assert.equal(majoritiesIntersect(c("a", "b", "c"), c("a", "b", "c", "d", "e")), false);
  * ```
  */
 export function majoritiesIntersect(

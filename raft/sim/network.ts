@@ -54,6 +54,7 @@ interface Flap {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Prng } from "./prng.ts";
  * import { SimNetwork } from "./network.ts";
  * const net = new SimNetwork(new Prng(1), ["n1", "n2"], {
@@ -62,7 +63,7 @@ interface Flap {
  * net.send({ type: "timeoutNow", from: "n1", to: "n2", term: 1 }, 0);
  * const got: string[] = [];
  * net.deliver(1, (m) => got.push(m.to));
- * console.log(got); // ["n2"]
+ * assert.deepEqual(got, ["n2"]);
  * ```
  */
 export class SimNetwork {

@@ -12,9 +12,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { mulberry32 } from "./prng.ts";
  * const a = mulberry32(7), b = mulberry32(7);
- * console.log(a() === b()); // true
+ * assert.equal(a(), b());
  * ```
  */
 export function mulberry32(seed: number): () => number {

@@ -15,9 +15,12 @@ import { mixSeed, Prng } from "./prng.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { replayCommand } from "./scenario.ts";
- * console.log(replayCommand(17, 5, 3000));
- * // deno task sim --nodes 5 --from 17 --seeds 1 --steps 3000 --trace 300
+ * assert.equal(
+ *   replayCommand(17, 5, 3000),
+ *   "deno task sim --nodes 5 --from 17 --seeds 1 --steps 3000 --trace 300",
+ * );
  * ```
  */
 export function replayCommand(

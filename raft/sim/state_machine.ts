@@ -34,12 +34,13 @@ interface SimState {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SimStateMachine } from "./state_machine.ts";
  * const a = new SimStateMachine();
  * a.apply({ index: 1, term: 1, data: "p1.1" });
  * const b = new SimStateMachine();
  * b.restore(a.take());
- * console.log(a.fingerprint() === b.fingerprint()); // true
+ * assert.equal(a.fingerprint(), b.fingerprint());
  * ```
  */
 export class SimStateMachine {

@@ -36,6 +36,7 @@ export interface Timed {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Deadlines } from "./_deadlines.ts";
  * const waiting = new Set<{ at: number }>();
  * const deadlines = new Deadlines<{ at: number }>({
@@ -47,7 +48,7 @@ export interface Timed {
  * waiting.add(item);
  * deadlines.add(item);
  * await new Promise((resolve) => setTimeout(resolve, 30));
- * console.log(waiting.size); // 0: it expired
+ * assert.equal(waiting.size, 0); // it expired
  * ```
  */
 export class Deadlines<T extends Timed> {

@@ -180,13 +180,17 @@ class WaitingCall implements PendingCall {
  * that was answered, or never sent, is never cancelled.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { dial } from "../transport/dial.ts";
- * const connection = await dial("tcp://127.0.0.1:7001");
- * const pong = await connection.call<string>("rpc.ping");
- * const sum = await connection.call<number>("add", [1, 2], { timeoutMs: 1000 });
+ * import { serve } from "../../adapter/deno/serve.ts";
+ * const server = serve({ methods: { add: (a: number, b: number) => a + b } });
+ * const connection = await dial(server.url);
+ * assert.equal(await connection.call<string>("rpc.ping"), "pong");
+ * assert.equal(await connection.call<number>("add", [1, 2], { timeoutMs: 1000 }), 3);
  * connection.close();
  * await connection.closed;
+ * await server.close();
  * ```
  */
 export class RpcConnection {
@@ -318,11 +322,19 @@ export class RpcConnection {
    * an array or object or cannot be encoded as JSON (nothing is sent).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { dial } from "../transport/dial.ts";
+   * import { serve } from "../../adapter/deno/serve.ts";
+   * const server = serve({ methods: { greet: ({ name }: { name: string }) => `Hello, ${name}!` } });
+   * const connection = await dial(server.url);
    * const greeting = await connection.call<string>("greet", { name: "Ada" }, {
    *   timeoutMs: 2_000,
    *   signal: AbortSignal.timeout(5_000),
    * });
+   * assert.equal(greeting, "Hello, Ada!");
+   * connection.close();
+   * await server.close();
    * ```
    */
   call<T = unknown>(
@@ -397,12 +409,25 @@ export class RpcConnection {
    * (`written` says whether it left), `DEADLINE_EXCEEDED`, `CANCELLED`.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { dial } from "../transport/dial.ts";
+   * import { serve } from "../../adapter/deno/serve.ts";
+   * const server = serve({
+   *   methods: {
+   *     add: (a: number, b: number) => a + b,
+   *     greet: (name: string) => `Hello, ${name}!`,
+   *   },
+   * });
+   * const connection = await dial(server.url);
    * const [sum, greeting] = await connection.batch([
    *   { method: "add", params: [1, 2] },
    *   { method: "greet", params: ["Ada"] },
    * ]);
-   * if (sum.ok) console.log(sum.value); // 3
+   * assert.deepEqual(sum, { ok: true, value: 3 });
+   * assert.deepEqual(greeting, { ok: true, value: "Hello, Ada!" });
+   * connection.close();
+   * await server.close();
    * ```
    */
   batch(
@@ -535,8 +560,18 @@ export class RpcConnection {
    * @throws {RpcError} `INVALID_PARAMS` when `params` cannot be encoded.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { dial } from "../transport/dial.ts";
+   * import { serve } from "../../adapter/deno/serve.ts";
+   * const logged: string[] = [];
+   * const server = serve({ methods: { log: (line: string) => void logged.push(line) } });
+   * const connection = await dial(server.url);
    * await connection.notify("log", ["started"]);
+   * await connection.call("rpc.ping"); // answered after the notification ran
+   * assert.deepEqual(logged, ["started"]);
+   * connection.close();
+   * await server.close();
    * ```
    */
   async notify(method: string, params?: Params): Promise<void> {
@@ -572,9 +607,20 @@ export class RpcConnection {
    * Await {@link closed} to know the stream is closed.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { dial } from "../transport/dial.ts";
+   * import { ConnectionError } from "../errors.ts";
+   * import { serve } from "../../adapter/deno/serve.ts";
+   * const server = serve({ methods: {} });
+   * const connection = await dial(server.url);
    * connection.close();
    * await connection.closed;
+   * await assert.rejects(
+   *   connection.call("rpc.ping"),
+   *   (error) => error instanceof ConnectionError && !error.written,
+   * );
+   * await server.close();
    * ```
    */
   close(): void {

@@ -7,10 +7,16 @@
  * that an edge bundle reaches no npm package.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import "./cbor.ts";
  * import { dial } from "../transport/dial.ts";
- * const connection = await dial("tcp://127.0.0.1:7001", { codec: "cbor" });
+ * import { serve } from "../../adapter/deno/serve.ts";
+ * const server = serve({ methods: { echo: (value: unknown) => value } });
+ * const connection = await dial(server.url, { codec: "cbor" });
+ * assert.deepEqual(await connection.call("echo", [{ n: 1 }]), { n: 1 });
+ * connection.close();
+ * await server.close();
  * ```
  *
  * @module

@@ -58,12 +58,14 @@ interface Batch {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { FrameWriter } from "./_frame_writer.ts";
  * const chunks: Uint8Array[] = [];
  * const writer = new FrameWriter(new WritableStream({ write(c) { chunks.push(c); } }));
  * const encoder = new TextEncoder();
  * await Promise.all([writer.write(encoder.encode("a\n")), writer.write(encoder.encode("b\n"))]);
- * console.log(chunks.length); // 1: both frames went out in one write
+ * assert.equal(chunks.length, 1); // both frames went out in one write
+ * assert.equal(new TextDecoder().decode(chunks[0]), "a\nb\n");
  * ```
  */
 export class FrameWriter {

@@ -55,11 +55,14 @@ const BYTE_ORDER_MARK = 0xfeff;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { NdjsonDecoder } from "./_ndjson.ts";
  * const decoder = new NdjsonDecoder();
  * const bytes = new TextEncoder().encode('{"a":1}\n{"b"');
- * console.log(decoder.push(bytes)); // [{ kind: "text", text: '{"a":1}' }]
- * console.log(decoder.push(new TextEncoder().encode(":2}\n"))); // [{ kind: "text", text: '{"b":2}' }]
+ * assert.deepEqual(decoder.push(bytes), [{ kind: "text", text: '{"a":1}' }]);
+ * assert.deepEqual(decoder.push(new TextEncoder().encode(":2}\n")), [
+ *   { kind: "text", text: '{"b":2}' },
+ * ]);
  * ```
  */
 export class NdjsonDecoder {
@@ -251,9 +254,10 @@ const encoder = new TextEncoder();
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { encodeFrame } from "./_ndjson.ts";
  * const bytes = encodeFrame({ jsonrpc: "2.0", method: "rpc.ping", id: 1 });
- * console.log(new TextDecoder().decode(bytes)); // {"jsonrpc":"2.0","method":"rpc.ping","id":1}\n
+ * assert.equal(new TextDecoder().decode(bytes), '{"jsonrpc":"2.0","method":"rpc.ping","id":1}\n');
  * ```
  */
 export function encodeFrame(value: unknown): Uint8Array {
@@ -273,8 +277,9 @@ export function encodeFrame(value: unknown): Uint8Array {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { encodeTextFrame } from "./_ndjson.ts";
- * console.log(encodeTextFrame('{"a":1}').length); // 8
+ * assert.equal(encodeTextFrame('{"a":1}').length, 8);
  * ```
  */
 export function encodeTextFrame(text: string): Uint8Array {

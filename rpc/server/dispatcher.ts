@@ -85,13 +85,14 @@ export interface DispatchOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { handleText } from "./dispatcher.ts";
  * const methods = { subtract: (a: number, b: number) => a - b };
  * const reply = await handleText(
  *   '{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":1}',
  *   methods,
  * );
- * console.log(reply); // {"jsonrpc":"2.0","result":19,"id":1}
+ * assert.equal(reply, '{"jsonrpc":"2.0","result":19,"id":1}');
  * ```
  */
 export function handleText(

@@ -36,11 +36,14 @@ export type MethodHandler = (...args: any[]) => unknown;
  *
  * @example
  * ```ts
- * import type { Methods } from "./dispatcher.ts";
+ * import assert from "node:assert/strict";
+ * import type { Methods } from "./method.ts";
  * const methods: Methods = {
  *   subtract: (a: number, b: number) => a - b,
  *   greet: ({ name }: { name: string }) => `Hello, ${name}!`,
  * };
+ * assert.equal(methods.subtract(42, 23), 19);
+ * assert.equal(methods.greet({ name: "Ada" }), "Hello, Ada!");
  * ```
  */
 export type Methods = Record<string, MethodHandler>;

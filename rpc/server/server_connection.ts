@@ -136,8 +136,10 @@ const MAX_TIMER_MS = 2_147_483_647;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { validateServerLimits } from "./server_connection.ts";
  * validateServerLimits({ maxFrameBytes: 64 * 1024, idleTimeoutMs: 0 });
+ * assert.throws(() => validateServerLimits({ maxFrameBytes: 0 }), RangeError);
  * ```
  */
 export function validateServerLimits(limits: ServerLimits): void {
@@ -210,12 +212,19 @@ export function validateServerLimits(limits: ServerLimits): void {
  * {@link validateServerLimits} refuses.
  *
  * @example Serve one accepted Deno connection
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { serveStream } from "./server_connection.ts";
  * import { fromDenoConn } from "../../adapter/deno/tcp.ts";
+ * import { dial } from "../transport/dial.ts";
  * const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+ * const client = dial(`tcp://127.0.0.1:${listener.addr.port}`);
  * const conn = await listener.accept();
- * await serveStream(fromDenoConn(conn), { add: (a: number, b: number) => a + b });
+ * const finished = serveStream(fromDenoConn(conn), { add: (a: number, b: number) => a + b });
+ * const connection = await client;
+ * assert.equal(await connection.call("add", [1, 2]), 3);
+ * connection.close();
+ * await finished; // the client closed the connection
  * listener.close();
  * ```
  */

@@ -43,11 +43,15 @@ export interface DialOptions extends RpcConnectionOptions {
  * is closed again).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { dial } from "./dial.ts";
- * const connection = await dial("tcp://127.0.0.1:7001", { connectTimeoutMs: 1_000 });
- * console.log(await connection.call("rpc.ping")); // "pong"
+ * import { serve } from "../../adapter/deno/serve.ts";
+ * const server = serve({ methods: {} });
+ * const connection = await dial(server.url, { connectTimeoutMs: 1_000 });
+ * assert.equal(await connection.call("rpc.ping"), "pong");
  * connection.close();
+ * await server.close();
  * ```
  */
 export async function dial(

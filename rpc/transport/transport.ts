@@ -55,8 +55,9 @@ export interface TcpAddress {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseTcpUrl } from "./transport.ts";
- * console.log(parseTcpUrl("tcp://127.0.0.1:7001")); // { hostname: "127.0.0.1", port: 7001 }
+ * assert.deepEqual(parseTcpUrl("tcp://127.0.0.1:7001"), { hostname: "127.0.0.1", port: 7001 });
  * ```
  */
 export function parseTcpUrl(url: string): TcpAddress {
@@ -96,8 +97,9 @@ export function parseTcpUrl(url: string): TcpAddress {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { formatTcpUrl } from "./transport.ts";
- * console.log(formatTcpUrl({ hostname: "::1", port: 7001 })); // tcp://[::1]:7001
+ * assert.equal(formatTcpUrl({ hostname: "::1", port: 7001 }), "tcp://[::1]:7001");
  * ```
  */
 export function formatTcpUrl(address: TcpAddress): string {
@@ -116,8 +118,9 @@ export function formatTcpUrl(address: TcpAddress): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseListenAddress } from "./transport.ts";
- * console.log(parseListenAddress("127.0.0.1:0")); // { hostname: "127.0.0.1", port: 0 }
+ * assert.deepEqual(parseListenAddress("127.0.0.1:0"), { hostname: "127.0.0.1", port: 0 });
  * ```
  */
 export function parseListenAddress(text: string): TcpAddress {
@@ -138,8 +141,10 @@ export function parseListenAddress(text: string): TcpAddress {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { isWildcardHost } from "./transport.ts";
- * console.log(isWildcardHost("0.0.0.0"), isWildcardHost("127.0.0.1")); // true false
+ * assert.equal(isWildcardHost("0.0.0.0"), true);
+ * assert.equal(isWildcardHost("127.0.0.1"), false);
  * ```
  */
 export function isWildcardHost(hostname: string): boolean {
@@ -157,9 +162,10 @@ export function isWildcardHost(hostname: string): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseAdvertise } from "./transport.ts";
- * console.log(parseAdvertise("10.0.0.5")); // { hostname: "10.0.0.5", port: undefined }
- * console.log(parseAdvertise("10.0.0.5:9001")); // { hostname: "10.0.0.5", port: 9001 }
+ * assert.deepEqual(parseAdvertise("10.0.0.5"), { hostname: "10.0.0.5", port: undefined });
+ * assert.deepEqual(parseAdvertise("10.0.0.5:9001"), { hostname: "10.0.0.5", port: 9001 });
  * ```
  */
 export function parseAdvertise(

@@ -116,16 +116,30 @@ export interface ServerBinding {
  * errors (UNAVAILABLE…) when the first bind fails.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { serve } from "@rafter/rpc/deno";
  * import { bindServer, connect } from "@rafter/rpc";
- * const server = serve({ methods: { greet: (name: string) => `Hello, ${name}!` } });
- * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"]);
- * const binding = await bindServer(client.registry, "greeter", server, { ttlMs: 5_000 });
- * Deno.addSignalListener("SIGTERM", async () => {
- *   await binding.close();
- *   client.close();
+ * import { startRegistryNode } from "@rafter/rpc/registry";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
  * });
+ * const server = serve({ methods: { greet: (name: string) => `Hello, ${name}!` } });
+ * const client = connect([node.url]);
+ * const binding = await bindServer(client.registry, "greeter", server, { ttlMs: 5_000 });
+ * const { endpoints } = await client.lookup("greeter");
+ * assert.deepEqual(endpoints.map((endpoint) => endpoint.url), [server.url]);
+ * // At SIGTERM (Deno.addSignalListener): drain the server, revoke the lease.
+ * await binding.close();
+ * client.close();
+ * await server.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export async function bindServer(

@@ -97,6 +97,7 @@ const REMOVED_KEPT_MS = 30_000;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ClusterMap } from "./cluster_map.ts";
  * import { HealthBook } from "./endpoint_health.ts";
  * import { makeEndpoint } from "../../protocol/registry.ts";
@@ -109,9 +110,9 @@ const REMOVED_KEPT_MS = 30_000;
  *     endpoints: [endpoint("a", 9001), endpoint("b", 9002)], total: 2,
  *   }),
  * }, { health });
- * await map.endpoints();
+ * assert.deepEqual((await map.endpoints()).map((e) => e.id), ["a", "b"]);
  * health.of("tcp://127.0.0.1:9001").failed("refused");
- * console.log((await map.endpoints()).map((e) => e.id)); // ["b"]
+ * assert.deepEqual((await map.endpoints()).map((e) => e.id), ["b"]);
  * ```
  */
 export class ClusterMap {

@@ -51,14 +51,16 @@ const FAILURE_WINDOW_MS = 10_000;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { EndpointHealth } from "./endpoint_health.ts";
  * let now = 0;
  * const health = new EndpointHealth({ now: () => now });
  * health.failed("timeout");
  * health.failed("timeout");
- * console.log(health.state, health.ejectedUntil); // ejected 1000
+ * assert.equal(health.state, "ejected");
+ * assert.equal(health.ejectedUntil, 1000);
  * now = 1000;
- * console.log(health.probeDue()); // true
+ * assert.equal(health.probeDue(), true);
  * ```
  */
 export class EndpointHealth implements EndpointStats {

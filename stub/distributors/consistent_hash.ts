@@ -60,7 +60,6 @@ const encoder = new TextEncoder();
  *   idempotent: true, tried: [], remainingMs: 30_000,
  * });
  * const owner = distributor.choose(endpoints, call("ada"));
- * console.log(owner?.id); // a
  * // The same key, the same endpoint, whatever the order.
  * assert.equal(distributor.choose([...endpoints].reverse(), call("ada")), owner);
  * // Another endpoint leaves: "ada" stays where it was.

@@ -116,8 +116,16 @@ export type ErrorDecision = "retry" | "throw" | { return: unknown };
  *
  * @example A distributor that always prefers the first endpoint
  * ```ts
- * import type { Distributor } from "./distributor.ts";
+ * import assert from "node:assert/strict";
+ * import { makeCandidate, type Distributor } from "./distributor.ts";
  * const first: Distributor = { choose: (endpoints) => endpoints[0] };
+ * const a = makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001" });
+ * const b = makeCandidate({ id: "b", url: "tcp://127.0.0.1:9002" });
+ * const call = {
+ *   name: "hello", method: "greet", params: [], attempt: 0,
+ *   idempotent: false, tried: [], remainingMs: 30_000,
+ * };
+ * assert.equal(first.choose([a, b], call), a);
  * ```
  */
 export interface Distributor {
@@ -163,9 +171,12 @@ export const NO_STATS: EndpointStats = Object.freeze({
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { makeCandidate } from "./distributor.ts";
  * const c = makeCandidate({ id: "a", url: "tcp://127.0.0.1:9001", weight: 3 });
- * console.log(c.weight, c.stats.inFlight, c.local); // 3 0 false
+ * assert.equal(c.weight, 3);
+ * assert.equal(c.stats.inFlight, 0);
+ * assert.equal(c.local, false);
  * ```
  */
 export function makeCandidate(

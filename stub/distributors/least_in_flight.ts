@@ -38,7 +38,6 @@ export interface LeastInFlightOptions {
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
  * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call)?.id);
- * console.log(picks); // ["b", "c", "b"]
  * assert.deepEqual(picks, ["b", "c", "b"]);
  * ```
  */

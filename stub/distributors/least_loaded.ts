@@ -51,10 +51,8 @@ export interface LeastLoadedOptions {
  * const busy = endpoint("busy", 0.9, 0);
  * const idle = endpoint("idle", 0.2, 3);
  * const fresh = endpoint("fresh", null, 0);
- * console.log(distributor.choose([busy, idle, fresh], call)?.id); // idle
  * // Nobody reports a load: the fewest calls under way.
  * const [x, y] = [endpoint("x", null, 2), endpoint("y", null, 1)];
- * console.log(distributor.choose([x, y], call)?.id); // y
  * assert.equal(distributor.choose([busy, idle, fresh], call), idle);
  * assert.equal(distributor.choose([x, y], call), y);
  * ```

@@ -19,7 +19,6 @@
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
  * const picks = [1, 2].map(() => distributor.choose([a, b], call)?.id);
- * console.log(picks); // ["b", "a"]
  * assert.deepEqual(picks, ["b", "a"]);
  * ```
  *

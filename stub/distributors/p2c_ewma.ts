@@ -61,7 +61,7 @@ const PENALTY = 2 ** 47 - 1;
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
  * // With two endpoints, both are drawn every time.
- * console.log(distributor.choose([fast, slow], call)?.id); // fast
+ * assert.equal(distributor.choose([fast, slow], call), fast);
  * assert.equal(distributor.choose([slow, fast], call), fast);
  * ```
  */

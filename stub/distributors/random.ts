@@ -38,7 +38,6 @@ export interface RandomOptions {
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
  * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call)?.id);
- * console.log(picks); // ["c", "a", "b"]
  * assert.deepEqual(picks, ["c", "a", "b"]);
  * ```
  */

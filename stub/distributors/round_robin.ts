@@ -37,7 +37,6 @@ export interface RoundRobinOptions {
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
  * const picks = [1, 2, 3].map(() => distributor.choose(endpoints, call)?.id);
- * console.log(picks); // ["a", "b", "a"]
  * assert.deepEqual(picks, ["a", "b", "a"]);
  * ```
  */

@@ -50,7 +50,6 @@ export interface StickyOptions {
  *   distributor.choose([a, c], call), // c: b left, c came after it
  *   distributor.choose([a, b, c], call), // c: b is back, c stays
  * ].map((e) => e?.id);
- * console.log(picks); // ["b", "b", "c", "c"]
  * assert.deepEqual(picks, ["b", "b", "c", "c"]);
  * ```
  */

@@ -54,7 +54,6 @@ export interface WeightedRoundRobinOptions {
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
  * const picks = Array.from({ length: 7 }, () => distributor.choose(endpoints, call)?.id);
- * console.log(picks.join(" ")); // a a b a c a a
  * assert.equal(picks.join(" "), "a a b a c a a");
  * ```
  *
@@ -70,8 +69,6 @@ export interface WeightedRoundRobinOptions {
  *   name: "hello", method: "greet", params: [], attempt: 0,
  *   idempotent: false, tried: [], remainingMs: 30_000,
  * };
- * console.log(distributor.choose([near, far], call)?.id); // near
- * console.log(distributor.choose([far], call)?.id); // far
  * assert.equal(distributor.choose([near, far], call), near);
  * assert.equal(distributor.choose([far], call), far);
  * ```

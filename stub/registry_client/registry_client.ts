@@ -105,15 +105,27 @@ export interface BindOptions extends RegistryCallOptions {
  * reached a node that then died is retried on the next one.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { ConnectionPool } from "../connection_pool.ts";
  * import { RegistryClient } from "./registry_client.ts";
- * const registry = new RegistryClient(
- *   ["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"],
- *   new ConnectionPool(),
- * );
+ * import { startRegistryNode } from "../../registry/mod.ts";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
+ * const pool = new ConnectionPool();
+ * const registry = new RegistryClient([node.url], pool);
  * await registry.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
- * console.log((await registry.lookup("hello")).endpoints.length);
+ * assert.equal((await registry.lookup("hello")).endpoints.length, 1);
+ * registry.close();
+ * pool.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export class RegistryClient {

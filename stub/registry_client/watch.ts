@@ -176,10 +176,39 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
  * a time, moving to the next registry URL when a node fails.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ConnectionPool } from "../connection_pool.ts";
+ * import { RegistryClient } from "./registry_client.ts";
+ * import { WatchClient } from "./watch.ts";
+ * import { startRegistryNode } from "../../registry/mod.ts";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
+ * const pool = new ConnectionPool();
+ * const registry = new RegistryClient([node.url], pool);
  * const watches = new WatchClient(registry);
- * const watch = watches.watch("hello", { list: true });
- * for await (const update of watch) console.log(update);
+ * const kinds: string[] = [];
+ * for await (const update of watches.watch("hello", { list: true })) {
+ *   kinds.push(update.kind);
+ *   if (update.kind === "reset") { // the listing: bind something now
+ *     await registry.bind("hello", { id: "h1", url: "tcp://127.0.0.1:9001" });
+ *   } else if (update.events.length > 0) {
+ *     assert.equal(update.events[0].endpoint.id, "h1");
+ *     break; // closes the watch
+ *   }
+ * }
+ * assert.equal(kinds[0], "reset");
+ * watches.close();
+ * registry.close();
+ * pool.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export class WatchClient {
