@@ -98,9 +98,18 @@ const USAGE = usage([registryCommand], COMMAND_LIST);
  * (registry/main.ts) once the node stops.
  *
  * @example
- * ```ts ignore
- * import { runCli } from "./main.ts";
- * Deno.exit(await runCli(["ls", "--json"]));
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { EXIT, runCli } from "./main.ts";
+ * // No registry listens on port 1: the command says so and exits 3.
+ * const err: string[] = [];
+ * const code = await runCli(["ls", "--json", "--timeout-ms", "2000"], {
+ *   env: (name) => name === "RAFTER_REGISTRY" ? "tcp://127.0.0.1:1" : undefined,
+ *   out: () => {},
+ *   err: (line) => err.push(line),
+ * });
+ * assert.equal(code, EXIT.unavailable);
+ * assert.deepEqual(JSON.parse(err[0]).error.data.tried, ["tcp://127.0.0.1:1"]);
  * ```
  */
 export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {

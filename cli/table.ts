@@ -11,10 +11,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { formatTable } from "./table.ts";
- * console.log(formatTable(["NAME", "ENDPOINTS"], [["hello", "2"]]));
- * // NAME   ENDPOINTS
- * // hello  2
+ * assert.equal(
+ *   formatTable(["NAME", "ENDPOINTS"], [["hello", "2"]]),
+ *   "NAME   ENDPOINTS\nhello  2",
+ * );
+ * assert.equal(formatTable(["NAME"], []), "NAME\n(none)");
  * ```
  */
 export function formatTable(headers: string[], rows: string[][]): string {
