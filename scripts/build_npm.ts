@@ -3,10 +3,13 @@
  * Node 20 and later, edge runtimes and bundlers:
  *
  * - JavaScript: `deno bundle` (esbuild inside) with code splitting, one
- *   file per entry (`esm/mod.js`, the edge-safe core; `esm/adapter/node/mod.js`,
- *   the Node entry) and the code they share in content-hashed chunks, so
- *   both entries use one copy of the default dialer and of every class
- *   (`instanceof RpcError` holds across them);
+ *   file per entry (`esm/mod.js`, the edge-safe core; its subpaths
+ *   `client`, `distributors`, `transport`, `protocol`;
+ *   `esm/adapter/node/mod.js`, the Node entry; `esm/adapter/node/package_root.js`,
+ *   the core with Node's `connect` and `serve`, which `@rafter/rpc` is under
+ *   Node; the Cloudflare entry) and the code they share in content-hashed
+ *   chunks, so all entries use one copy of the default dialer and of every
+ *   class (`instanceof RpcError` holds across them);
  * - declarations: the TypeScript compiler (`declaration`,
  *   `emitDeclarationOnly`), one `.d.ts` per source module under `types/`;
  *   any diagnostic fails the build;
@@ -35,7 +38,12 @@ const ROOT = fileURLToPath(new URL("../", import.meta.url));
 /** The package's entries: subpath, source module, and what it is. */
 const ENTRIES = {
   core: "mod.ts",
+  client: "stub/mod.ts",
+  distributors: "stub/distributors/mod.ts",
+  transport: "rpc/transport/mod.ts",
+  protocol: "protocol/mod.ts",
   node: "adapter/node/mod.ts",
+  nodeRoot: "adapter/node/package_root.ts",
   cloudflare: "adapter/cloudflare/mod.ts",
 } as const;
 
@@ -112,7 +120,7 @@ export async function buildNpm(
   return { outDir: out, name: config.name, version: config.version, files };
 }
 
-/** The JavaScript: both entries in one `deno bundle` run, split into chunks. */
+/** The JavaScript: all entries in one `deno bundle` run, split into chunks. */
 async function bundle(esmDir: string, quiet: boolean): Promise<void> {
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args: [
@@ -183,18 +191,11 @@ function emitDeclarations(typesDir: string): void {
 function packageJson(
   config: { name: string; version: string; license: string },
 ): Record<string, unknown> {
-  const core = {
-    types: "./types/mod.d.ts",
-    default: "./esm/mod.js",
-  };
-  const node = {
-    types: "./types/adapter/node/mod.d.ts",
-    default: "./esm/adapter/node/mod.js",
-  };
-  const cloudflare = {
-    types: "./types/adapter/cloudflare/mod.d.ts",
-    default: "./esm/adapter/cloudflare/mod.js",
-  };
+  const entry = (source: string) => ({
+    types: `./types/${source.replace(/\.ts$/, ".d.ts")}`,
+    default: `./esm/${source.replace(/\.ts$/, ".js")}`,
+  });
+  const core = entry(ENTRIES.core);
   return {
     name: config.name,
     version: config.version,
@@ -203,19 +204,23 @@ function packageJson(
     license: config.license,
     type: "module",
     engines: { node: NODE_ENGINES },
-    // Edge runtimes and browsers get the core (no node:*), Node the Node
-    // entry (serve() and the node:net dialer); edge conditions come first
-    // because some edge bundlers also set "node".
+    // Edge runtimes and browsers get the core (no node:*), Node the core
+    // with Node's connect() and serve() (on node:net); edge conditions come
+    // first because some edge bundlers also set "node".
     exports: {
       ".": {
         workerd: core,
         worker: core,
         browser: core,
-        node,
+        node: entry(ENTRIES.nodeRoot),
         default: core,
       },
-      "./node": node,
-      "./cloudflare": cloudflare,
+      "./client": entry(ENTRIES.client),
+      "./distributors": entry(ENTRIES.distributors),
+      "./transport": entry(ENTRIES.transport),
+      "./protocol": entry(ENTRIES.protocol),
+      "./node": entry(ENTRIES.node),
+      "./cloudflare": entry(ENTRIES.cloudflare),
       "./core": core,
       "./package.json": "./package.json",
     },

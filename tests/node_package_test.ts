@@ -193,7 +193,11 @@ const CONSUMER = `import {
   type Stub,
 } from "@rafter/rpc";
 import { nodeTcpDialer, serve as serveNode } from "@rafter/rpc/node";
-import { type Distributor, RpcError, setDefaultDialer } from "@rafter/rpc/core";
+import { type Distributor, RpcError } from "@rafter/rpc/core";
+import { sticky } from "@rafter/rpc/distributors";
+import type { LookupResult } from "@rafter/rpc/protocol";
+import { setDefaultDialer } from "@rafter/rpc/transport";
+import { RetryBudget } from "@rafter/rpc/client";
 
 interface Hello {
   greet(name: string): { greeting: string; server: string };
@@ -206,6 +210,9 @@ export async function main(): Promise<string> {
   setDefaultDialer(nodeTcpDialer);
   const client = connect("tcp://127.0.0.1:7001");
   const distributor: Distributor = roundRobin();
+  const pinned: Distributor = sticky();
+  const empty: LookupResult["endpoints"] = [];
+  const budget = new RetryBudget();
   const hello: Stub<Hello> = client.stub<Hello>("hello", { distributor, idempotent: ["greet"] });
   const { greeting } = await hello.greet("Ada");
   // @ts-expect-error greet takes a string
@@ -216,7 +223,8 @@ export async function main(): Promise<string> {
   await binding.close();
   client.close();
   await server.close();
-  return greeting + String(notAwaited) + String(new RpcError(-32000, "x").code);
+  return greeting + String(notAwaited) + String(new RpcError(-32000, "x").code) +
+    String(pinned) + String(empty) + String(budget);
 }
 `;
 
@@ -274,6 +282,9 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
         "esm/adapter/node/mod.js",
         "types/mod.d.ts",
         "types/adapter/node/mod.d.ts",
+        "esm/adapter/node/package_root.js",
+        "esm/protocol/mod.js",
+        "types/rpc/transport/mod.d.ts",
       ]
     ) {
       assert.ok(paths.includes(entry), `the tarball has no ${entry}`);
@@ -316,7 +327,8 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
       await Deno.copyFile(`${ROOT}examples/node/${file}`, `${app}/${file}`);
     }
 
-    // Which entry each condition gets, and that both share one copy.
+    // Which entry each condition gets, that all share one copy, and that
+    // importing the Node entry sets no process-wide default dialer.
     const resolved = JSON.parse(
       await run(
         "node",
@@ -326,9 +338,15 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
           `const node = await import("@rafter/rpc");
          const core = await import("@rafter/rpc/core");
          const sub = await import("@rafter/rpc/node");
+         const transport = await import("@rafter/rpc/transport");
+         let noDefault = false;
+         try { transport.defaultDialer(); } catch (error) { noDefault = error instanceof TypeError; }
          console.log(JSON.stringify({
            nodeServe: typeof node.serve, coreServe: typeof core.serve,
-           same: node === sub && node.RpcError === core.RpcError,
+           same: node.connect === sub.connect && node.serve === sub.serve &&
+             node.RpcError === core.RpcError &&
+             transport.setDefaultDialer !== undefined,
+           noDefault,
          }));`,
         ],
         app,
@@ -339,6 +357,7 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
       nodeServe: "function",
       coreServe: "undefined",
       same: true,
+      noDefault: true,
     });
     const edge = JSON.parse(
       await run(

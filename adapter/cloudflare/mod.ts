@@ -1,8 +1,10 @@
 /**
- * Rafter for Cloudflare Workers (workerd): everything in `@rafter/rpc`,
- * plus a dialer on workerd's TCP sockets and `edgeClient()`, which makes a
- * client per request over stubs lists kept in the isolate. Pass `connect`
- * from `cloudflare:sockets` in: this entry imports no runtime module.
+ * Rafter for Cloudflare Workers (workerd): a dialer on workerd's TCP
+ * sockets (`cloudflareDialer`) and `edgeClient()`, which makes a client per
+ * request over stubs lists kept in the isolate. Pass `connect` from
+ * `cloudflare:sockets` in: this entry imports no runtime module and
+ * changes no global state. Everything else comes from `@rafter/rpc` and
+ * its subpaths.
  *
  * @example A worker that calls `hello` on each request
  * ```ts ignore
@@ -21,7 +23,6 @@
  * @module
  */
 
-export * from "../../mod.ts";
 export {
   type CloudflareConnect,
   cloudflareDialer,

@@ -39,7 +39,8 @@ export type CloudflareConnect = (
  * @example
  * ```ts ignore
  * import { connect } from "cloudflare:sockets";
- * import { cloudflareDialer, dial } from "@rafter/rpc/cloudflare";
+ * import { cloudflareDialer } from "@rafter/rpc/cloudflare";
+ * import { dial } from "@rafter/rpc/transport";
  * const connection = await dial("tcp://10.0.0.5:7001", { dialer: cloudflareDialer(connect) });
  * ```
  */

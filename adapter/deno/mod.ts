@@ -1,9 +1,12 @@
 /**
- * Rafter for Deno: everything in `@rafter/rpc`, plus the TCP server
- * (`serve`, on `Deno.listen`) and the TCP dialer (`Deno.connect`, Nagle off,
- * 64 KiB reads), which this entry makes the default of `dial()`,
- * `connect()` and the stubs when imported. Kept out of the edge-safe
- * `mod.ts`, as Hono keeps its runtime adapters at the edge of the code.
+ * Rafter for Deno: the TCP server (`serve`, on `Deno.listen`), the TCP
+ * dialer (`denoTcpDialer`: `Deno.connect`, Nagle off, 64 KiB reads), and
+ * `connect()` and `dial()` that use it when no `dialer` is given. Importing
+ * it sets no process-wide default dialer (`connect` of `@rafter/rpc`
+ * finds `Deno.connect` by feature detection, Nagle off too); it loads the
+ * CBOR codec. Kept out of the edge-safe `@rafter/rpc`, as Hono
+ * keeps its runtime adapters at the edge of the code; everything else comes
+ * from `@rafter/rpc` and its subpaths.
  *
  * @example Serve a method table and bind it in the registry
  * ```ts ignore
@@ -17,11 +20,39 @@
  */
 
 import "../../rpc/codec/cbor.ts";
-import { setDefaultDialer } from "../../rpc/transport/default_dialer.ts";
+import type { ConnectOptions, RafterClient } from "../../stub/client.ts";
+import type { DialOptions } from "../../rpc/transport/dial.ts";
+import type { RpcConnection } from "../../rpc/client/connection.ts";
+import { connectWith, dialWith } from "../_with_dialer.ts";
 import { denoTcpDialer } from "./tcp.ts";
 
-setDefaultDialer(denoTcpDialer);
-
-export * from "../../mod.ts";
 export { serve } from "./serve.ts";
 export { denoTcpDialer, fromDenoConn } from "./tcp.ts";
+
+/**
+ * `connect()` of `@rafter/rpc` on {@link denoTcpDialer} unless
+ * `options.dialer` says otherwise: a client of the registry cluster at
+ * `registryUrls` whose stubs call the servers bound in it.
+ *
+ * @throws {TypeError} when no URL is given.
+ */
+export function connect(
+  registryUrls: string | readonly string[],
+  options: ConnectOptions = {},
+): RafterClient {
+  return connectWith(denoTcpDialer, registryUrls, options);
+}
+
+/**
+ * `dial()` of `@rafter/rpc/transport` on {@link denoTcpDialer} unless
+ * `options.dialer` says otherwise: one multiplexed JSON-RPC connection to
+ * the endpoint at `url`.
+ *
+ * @throws {ConnectionError} when the connection cannot be opened.
+ */
+export function dial(
+  url: string,
+  options: DialOptions = {},
+): Promise<RpcConnection> {
+  return dialWith(denoTcpDialer, url, options);
+}

@@ -128,8 +128,8 @@ export function fromNodeSocket(socket: Socket): ByteStream {
 }
 
 /**
- * Opens a TCP connection with `node:net` (Nagle's algorithm off). The
- * default dialer of `@rafter/rpc/node`.
+ * Opens a TCP connection with `node:net` (Nagle's algorithm off): what
+ * `connect()` and `dial()` of `@rafter/rpc/node` use unless given another.
  *
  * @param url `tcp://host:port`.
  * @param options `signal` aborts the attempt (the socket is destroyed).

@@ -15,13 +15,12 @@
 import { parseArgs } from "node:util";
 import {
   type BindServerOptions,
-  connect,
   DEFAULT_REGISTRY_URL,
   INVALID_PARAMS,
-  parseListenAddress,
   RpcError,
 } from "../../mod.ts";
-import { serve } from "../../adapter/deno/mod.ts";
+import { connect, serve } from "../../adapter/deno/mod.ts";
+import { parseListenAddress } from "../../rpc/transport/mod.ts";
 
 /** What `greet` returns: the greeting, and which server made it. */
 export interface Greeting {

@@ -21,10 +21,10 @@ import {
   connect,
   DEFAULT_REGISTRY_URL,
   INVALID_PARAMS,
-  parseListenAddress,
   RpcError,
   serve,
 } from "@rafter/rpc";
+import { parseListenAddress } from "@rafter/rpc/transport";
 
 const USAGE = `usage: node server.mjs [options]
 

@@ -22,8 +22,8 @@ import {
   type CloudflareConnect,
   type EdgeClient,
   edgeClient,
-  RpcError,
 } from "../../../adapter/cloudflare/mod.ts";
+import { RpcError } from "../../../mod.ts";
 
 /** The hello service's interface (examples/hello/server.ts). */
 interface Hello {

@@ -17,18 +17,18 @@
  * curl 'http://127.0.0.1:8000/?name=Ada'
  * ```
  *
- * Outside this repository, import `jsr:@rafter/rpc/deno` instead of the
- * relative path.
+ * Outside this repository, import `@rafter/rpc/deno` and `@rafter/rpc`
+ * instead of the relative paths.
  *
  * @module
  */
 
+import { connect } from "../../../adapter/deno/mod.ts";
 import {
-  connect,
   DEADLINE_EXCEEDED,
   DEFAULT_REGISTRY_URL,
   RpcError,
-} from "../../../adapter/deno/mod.ts";
+} from "../../../mod.ts";
 import type { Hello } from "../../hello/server.ts";
 
 /** Deadline of one `greet` call, all attempts included, ms. */
