@@ -6,7 +6,7 @@
  */
 
 import type { Flag } from "./_args.ts";
-import { median } from "./_report.ts";
+import { median } from "./report.ts";
 
 /**
  * The flags both scripts take: `--a` and `--b` (the checkouts, default

@@ -5,7 +5,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { selectedScenarios } from "./_report.ts";
+import { selectedScenarios } from "./report.ts";
 
 /** A flag: a string value or a boolean switch, with its default. */
 export interface Flag {

@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 import v8 from "node:v8";
 import vm from "node:vm";
 import { connect } from "../stub/client.ts";
-import { processRssMiB, selfCpuMs } from "./_report.ts";
+import { processRssMiB, selfCpuMs } from "./report.ts";
 
 const { values } = parseArgs({
   args: Deno.args,

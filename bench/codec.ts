@@ -33,7 +33,7 @@ import {
   ratio,
   Report,
   type Row,
-} from "./_report.ts";
+} from "./report.ts";
 import { countingDialer } from "./_wire.ts";
 import type { Codec } from "../rpc/codec/codec.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";

@@ -31,7 +31,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { renderTable, type ReportJson, type Table } from "./_report.ts";
+import { renderTable, type ReportJson, type Table } from "./report.ts";
 
 /** A script of the suite and the scenarios it runs. */
 interface Script {

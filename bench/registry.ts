@@ -44,7 +44,7 @@ import {
   percentile,
   processCpuMs,
   selfCpuMs,
-} from "./_report.ts";
+} from "./report.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { abortableSleep } from "../internal/timing.ts";
 import { connect, type RafterClient } from "../stub/client.ts";

@@ -74,7 +74,7 @@ import {
   Report,
   type Row,
   selectedScenarios,
-} from "./_report.ts";
+} from "./report.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 

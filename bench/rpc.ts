@@ -57,7 +57,7 @@ import {
   Report,
   type Row,
   selectedScenarios,
-} from "./_report.ts";
+} from "./report.ts";
 
 const USAGE =
   `usage: deno run -A bench/rpc.ts [--scenarios rtt,throughput] [--quick]

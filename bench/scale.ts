@@ -55,7 +55,7 @@ import {
   ratio,
   Report,
   type Row,
-} from "./_report.ts";
+} from "./report.ts";
 import { countingDialer, type WireCounts } from "./_wire.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";

@@ -49,7 +49,7 @@ import {
   ratio,
   Report,
   type Row,
-} from "./_report.ts";
+} from "./report.ts";
 import { LocalCluster } from "../examples/demo/local_cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { connect, type RafterClient } from "../stub/client.ts";

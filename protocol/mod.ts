@@ -1,8 +1,8 @@
 /**
  * The wire contract (`@rafter/rpc/protocol`): the registry's methods, their
- * parameters and results, its error codes and their data, and the JSON-RPC
- * 2.0 message shapes every Rafter connection carries: types, constants
- * and `makeEndpoint()`, no I/O. The code that calls the registry is
+ * parameters and results, its error codes and their data: types,
+ * constants and `makeEndpoint()`, no I/O (the JSON-RPC 2.0 message types
+ * are in `@rafter/rpc/transport`). The code that calls the registry is
  * `client.registry` of `connect()` (`RegistryClient`, in
  * `@rafter/rpc/client`).
  *
@@ -78,13 +78,3 @@ export {
   type WatchResult,
   type WriteResult,
 } from "./registry.ts";
-
-// JSON-RPC 2.0 messages.
-export type {
-  ErrorResponse,
-  Params,
-  Request,
-  RequestId,
-  Response,
-  SuccessResponse,
-} from "../rpc/message.ts";

@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { ReportJson } from "../bench/_report.ts";
+import type { ReportJson } from "../bench/report.ts";
 
 Deno.test("bench/rpc.ts --quick gives every scenario a table with a number in every Rafter cell", async () => {
   const json = await Deno.makeTempFile({ prefix: "rafter-bench-smoke-" });

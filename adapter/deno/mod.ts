@@ -20,10 +20,13 @@
  */
 
 import "../../rpc/codec/cbor.ts";
-import type { ConnectOptions, RafterClient } from "../../stub/client.ts";
-import type { DialOptions } from "../../rpc/transport/dial.ts";
+import {
+  connect as connectOn,
+  type ConnectOptions,
+  type RafterClient,
+} from "../../stub/client.ts";
+import { dial as dialOn, type DialOptions } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
-import { connectWith, dialWith } from "../_with_dialer.ts";
 import { denoTcpDialer } from "./tcp.ts";
 
 export { serve } from "./serve.ts";
@@ -40,7 +43,10 @@ export function connect(
   registryUrls: string | readonly string[],
   options: ConnectOptions = {},
 ): RafterClient {
-  return connectWith(denoTcpDialer, registryUrls, options);
+  return connectOn(registryUrls, {
+    ...options,
+    dialer: options.dialer ?? denoTcpDialer,
+  });
 }
 
 /**
@@ -54,5 +60,5 @@ export function dial(
   url: string,
   options: DialOptions = {},
 ): Promise<RpcConnection> {
-  return dialWith(denoTcpDialer, url, options);
+  return dialOn(url, { ...options, dialer: options.dialer ?? denoTcpDialer });
 }

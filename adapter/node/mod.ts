@@ -21,10 +21,13 @@
  */
 
 import "../../rpc/codec/cbor.ts";
-import type { ConnectOptions, RafterClient } from "../../stub/client.ts";
-import type { DialOptions } from "../../rpc/transport/dial.ts";
+import {
+  connect as connectOn,
+  type ConnectOptions,
+  type RafterClient,
+} from "../../stub/client.ts";
+import { dial as dialOn, type DialOptions } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
-import { connectWith, dialWith } from "../_with_dialer.ts";
 import { nodeTcpDialer } from "./tcp.ts";
 
 export { serve } from "./serve.ts";
@@ -41,7 +44,10 @@ export function connect(
   registryUrls: string | readonly string[],
   options: ConnectOptions = {},
 ): RafterClient {
-  return connectWith(nodeTcpDialer, registryUrls, options);
+  return connectOn(registryUrls, {
+    ...options,
+    dialer: options.dialer ?? nodeTcpDialer,
+  });
 }
 
 /**
@@ -55,5 +61,5 @@ export function dial(
   url: string,
   options: DialOptions = {},
 ): Promise<RpcConnection> {
-  return dialWith(nodeTcpDialer, url, options);
+  return dialOn(url, { ...options, dialer: options.dialer ?? nodeTcpDialer });
 }

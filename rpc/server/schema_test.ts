@@ -7,7 +7,6 @@ import { type CallContext, method, withContext } from "./method.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
 import { RawClient, within } from "../_test_util.ts";
-import type { Stub } from "../../stub/call/cluster_stub.ts";
 
 /** Calls `method` with `params` (JSON text) through handleText, id 1. */
 function call(
@@ -386,53 +385,6 @@ Deno.test("method() refuses what is not a schema, and a second schema", () => {
     () => withContext(42 as unknown as () => 1),
     /withContext takes a function/,
   );
-});
-
-// --------------------------------------------------------------- typing
-
-type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends
-  (<T>() => T extends B ? 1 : 2) ? true : false;
-function assertType<T extends true>(_proof?: T): void {}
-
-Deno.test("Stub<typeof methods> takes the params types from the schemas", async () => {
-  type S = Stub<typeof zodMethods>;
-  assertType<Equal<S["greet"], (...args: [string]) => Promise<string>>>();
-  assertType<Equal<S["add"], (...args: [number, number]) => Promise<number>>>();
-  // The stub sends what the schema takes in: a string, not the length.
-  assertType<Equal<S["length"], (...args: [string]) => Promise<number>>>();
-  assertType<
-    Equal<
-      S["signUp"],
-      (params: { name: string; age?: number | undefined }) => Promise<string>
-    >
-  >();
-  type V = Stub<typeof valibotMethods>;
-  assertType<Equal<V["greet"], (...args: [string]) => Promise<string>>>();
-  assertType<
-    Equal<
-      V["signUp"],
-      (params: { name: string; age?: number | undefined }) => Promise<string>
-    >
-  >();
-  // withContext hides the context from callers.
-  const contextual = {
-    sleep: withContext((_c: CallContext, ms: number) =>
-      Promise.resolve(`slept ${ms}`)
-    ),
-  };
-  type C = Stub<typeof contextual>;
-  assertType<Equal<C["sleep"], (ms: number) => Promise<string>>>();
-  // The checks the README shows: a plain function of that type fits.
-  const greet: S["greet"] = (name: string) => Promise.resolve(name);
-  const signUp: S["signUp"] = ({ name }) => Promise.resolve(name);
-  // @ts-expect-error: greet takes a string
-  const wrong: S["greet"] = (name: number) => Promise.resolve(`${name}`);
-  assert.equal(typeof wrong, "function");
-  assert.equal(await greet("Ada"), "Ada");
-  assert.equal(await signUp({ name: "Ada" }), "Ada");
-  // And the table is a method table.
-  const methods: Methods = { ...zodMethods, ...valibotMethods, ...contextual };
-  assert.ok(Object.keys(methods).length > 0);
 });
 
 Deno.test("named params sent to a positional schema: the error says the method takes an array", async () => {

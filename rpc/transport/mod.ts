@@ -4,7 +4,7 @@
  * and the `ByteStream` it yields (bring your own transport), TCP URL
  * parsing, the process-wide default dialer, the wire codecs' names, and
  * `handleText()`, the JSON-RPC dispatch of one text message for servers on
- * transports of their own. Web-standard only, like `@rafter/rpc`.
+ * transports of their own, and the JSON-RPC 2.0 message types. Web-standard only, like `@rafter/rpc`.
  *
  * `dial()` and `connect()` without a `dialer` use `defaultDialer()`: the
  * one set with `setDefaultDialer()`, else `Deno.connect` found by feature
@@ -44,3 +44,13 @@ export {
   handleText,
   type RunningCalls,
 } from "../server/dispatcher.ts";
+
+// JSON-RPC 2.0 messages, for code that reads or writes them itself.
+export type {
+  ErrorResponse,
+  Params,
+  Request,
+  RequestId,
+  Response,
+  SuccessResponse,
+} from "../message.ts";

@@ -9,7 +9,7 @@ import {
   ratio,
   renderTable,
   selectedScenarios,
-} from "./_report.ts";
+} from "./report.ts";
 
 Deno.test("renderTable prints the header with units, the rows, and a skipped peer's reason", () => {
   const text = renderTable({

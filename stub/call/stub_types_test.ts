@@ -1,0 +1,82 @@
+// A cluster stub's method types come from the server's method table: the
+// params a schema takes in (zod, valibot), without the context that
+// withContext adds. Type-level checks, plus the calls the README shows.
+import assert from "node:assert/strict";
+import { z } from "zod";
+import * as v from "valibot";
+import {
+  type CallContext,
+  method,
+  type Methods,
+  withContext,
+} from "../../rpc/server/method.ts";
+import type { Stub } from "./cluster_stub.ts";
+
+const zodMethods = {
+  greet: method(z.tuple([z.string()]), (name) => `Hello, ${name}!`),
+  add: method(
+    { params: z.tuple([z.number(), z.number()]) },
+    (a, b) => a + b,
+  ),
+  length: method(
+    z.tuple([z.string().transform((text) => text.length)]),
+    (n) => n * 10,
+  ),
+  signUp: method(
+    { named: z.object({ name: z.string(), age: z.number().optional() }) },
+    ({ name, age }) => `${name} (${age ?? "?"})`,
+  ),
+};
+
+const valibotMethods = {
+  greet: method(v.tuple([v.string()]), (name) => `Hello, ${name}!`),
+  signUp: method(
+    { named: v.object({ name: v.string(), age: v.optional(v.number()) }) },
+    ({ name, age }) => `${name} (${age ?? "?"})`,
+  ),
+};
+
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends
+  (<T>() => T extends B ? 1 : 2) ? true : false;
+function assertType<T extends true>(_proof?: T): void {}
+
+Deno.test("Stub<typeof methods> takes the params types from the schemas", async () => {
+  type S = Stub<typeof zodMethods>;
+  assertType<Equal<S["greet"], (...args: [string]) => Promise<string>>>();
+  assertType<Equal<S["add"], (...args: [number, number]) => Promise<number>>>();
+  // The stub sends what the schema takes in: a string, not the length.
+  assertType<Equal<S["length"], (...args: [string]) => Promise<number>>>();
+  assertType<
+    Equal<
+      S["signUp"],
+      (params: { name: string; age?: number | undefined }) => Promise<string>
+    >
+  >();
+  type V = Stub<typeof valibotMethods>;
+  assertType<Equal<V["greet"], (...args: [string]) => Promise<string>>>();
+  assertType<
+    Equal<
+      V["signUp"],
+      (params: { name: string; age?: number | undefined }) => Promise<string>
+    >
+  >();
+  // withContext hides the context from callers.
+  const contextual = {
+    sleep: withContext((_c: CallContext, ms: number) =>
+      Promise.resolve(`slept ${ms}`)
+    ),
+  };
+  type C = Stub<typeof contextual>;
+  assertType<Equal<C["sleep"], (ms: number) => Promise<string>>>();
+  // The checks the README shows: a plain function of that type fits.
+  const greet: S["greet"] = (name: string) => Promise.resolve(name);
+  const signUp: S["signUp"] = ({ name }) => Promise.resolve(name);
+  // @ts-expect-error: greet takes a string
+  const wrong: S["greet"] = (name: number) => Promise.resolve(`${name}`);
+  assert.equal(typeof wrong, "function");
+  assert.equal(await greet("Ada"), "Ada");
+  assert.equal(await signUp({ name: "Ada" }), "Ada");
+  // And the table is a method table.
+  const methods: Methods = { ...zodMethods, ...valibotMethods, ...contextual };
+  assert.ok(Object.keys(methods).length > 0);
+});
