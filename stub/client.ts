@@ -80,7 +80,7 @@ const LINEARIZABLE_MAP_LOOKUP_MS = 3_000;
 /** Settings of {@link connect}. */
 export interface ConnectOptions
   extends RegistryClientOptions, ClusterMapOptions {
-  /** Opens byte streams. Default: the runtime entry's dialer (`defaultDialer()`). */
+  /** Opens byte streams. Default: `defaultDialer()` (the runtime entries' `connect` pass theirs). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default 2_000 */
   connectTimeoutMs?: number;

@@ -17,7 +17,7 @@ import { backoffDelay } from "../internal/timing.ts";
 
 /** Settings of a {@link ConnectionPool}. */
 export interface ConnectionPoolOptions {
-  /** Opens byte streams. Default: the runtime entry's dialer (`defaultDialer()`). */
+  /** Opens byte streams. Default: `defaultDialer()` (the runtime entries' `connect` pass theirs). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;

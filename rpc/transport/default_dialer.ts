@@ -1,8 +1,9 @@
 /**
- * The dialer used when none is passed: the one a runtime entry set
- * (`@rafter/rpc/deno`, `@rafter/rpc/node`, `@rafter/rpc/cloudflare`), or,
- * with none set, one found by feature detection (`Deno.connect`, reached
- * through `globalThis`, so this module needs no runtime's types).
+ * The dialer used when none is passed: the one set with
+ * {@link setDefaultDialer}, or, with none set, one found by feature
+ * detection (`Deno.connect`, reached through `globalThis`, so this module
+ * needs no runtime's types). No runtime entry sets it on import: `connect`
+ * and `dial` of `@rafter/rpc/deno` and `@rafter/rpc/node` pass their own.
  *
  * @module
  */
@@ -14,8 +15,8 @@ let chosen: Dialer | null = null;
 
 /**
  * Makes `dialer` the default of `dial()`, `connect()` and the stubs' pools
- * from now on (each runtime entry does this when imported); null goes back
- * to feature detection.
+ * from now on (process-wide: no entry calls it for you); null goes back to
+ * feature detection.
  *
  * @example
  * ```ts
@@ -35,9 +36,10 @@ export function setDefaultDialer(dialer: Dialer | null): void {
  * The default dialer: the one set with {@link setDefaultDialer}, else TCP
  * through `Deno.connect` when the runtime has it.
  *
- * @throws {TypeError} on a runtime with neither, saying which entry to
- * import (Node: `@rafter/rpc/node`; Cloudflare Workers:
- * `@rafter/rpc/cloudflare`) or to pass a `dialer`.
+ * @throws {TypeError} on a runtime with neither, saying what to use
+ * instead (Node: `connect`/`dial` of `@rafter/rpc/node`; Cloudflare
+ * Workers: `edgeClient` of `@rafter/rpc/cloudflare`), or to pass a
+ * `dialer` or call `setDefaultDialer()`.
  */
 export function defaultDialer(): Dialer {
   if (chosen !== null) return chosen;
@@ -47,7 +49,7 @@ export function defaultDialer(): Dialer {
     return chosen;
   }
   throw new TypeError(
-    "no TCP dialer on this runtime: import from @rafter/rpc/node (Node) or @rafter/rpc/cloudflare (Cloudflare Workers), which set one, or pass the `dialer` option",
+    "no TCP dialer on this runtime: use connect/dial of @rafter/rpc/node (Node) or edgeClient of @rafter/rpc/cloudflare (Cloudflare Workers), pass the `dialer` option, or call setDefaultDialer()",
   );
 }
 

@@ -18,9 +18,9 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
 /** Options of {@link dial}. */
 export interface DialOptions extends RpcConnectionOptions {
   /**
-   * Opens the byte stream. Default: {@link defaultDialer} (the runtime
-   * entry's, e.g. `@rafter/rpc/node`, or `Deno.connect` found by feature
-   * detection).
+   * Opens the byte stream. Default: {@link defaultDialer} (the one set with
+   * `setDefaultDialer()`, else `Deno.connect` found by feature detection;
+   * `dial` of `@rafter/rpc/node` passes Node's).
    */
   dialer?: Dialer;
   /** Time allowed to open the connection, in ms. @default 2_000 */
@@ -38,7 +38,7 @@ export interface DialOptions extends RpcConnectionOptions {
  * opened: refused, unreachable, a malformed URL, or no connection within
  * `connectTimeoutMs`.
  * @throws {TypeError} when no dialer is given and the runtime has no default
- * (its message names the runtime entry to import).
+ * (its message says what to use instead).
  * @throws {RangeError} for a bad `maxFrameBytes` or `timeoutMs` (the stream
  * is closed again).
  *

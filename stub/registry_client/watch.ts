@@ -60,7 +60,7 @@ export interface WatchOptions {
 
 /** Settings of a {@link WatchClient}. */
 export interface WatchClientOptions {
-  /** Opens connections. Default: the runtime entry's dialer (`defaultDialer()`). */
+  /** Opens connections. Default: `defaultDialer()` (the runtime entries' `connect` pass theirs). */
   dialer?: Dialer;
   /** Time allowed to open a connection, ms. @default DEFAULT_CONNECT_TIMEOUT_MS (2_000) */
   connectTimeoutMs?: number;
