@@ -15,7 +15,7 @@ import {
   NO_ENDPOINTS,
 } from "../../protocol/registry.ts";
 import { NotSentError } from "./call_errors.ts";
-import { ClusterMap } from "../cluster_map/cluster_map.ts";
+import { fixedMap } from "./_test_util.ts";
 import { ClusterStub, type StubOptions } from "./cluster_stub.ts";
 import { ConnectionPool } from "../connection_pool.ts";
 import { HealthBook } from "../cluster_map/endpoint_health.ts";
@@ -45,16 +45,7 @@ async function withStub(
   const health = new HealthBook();
   const pool = new ConnectionPool({ dialer: denoTcpDialer });
   const closed = new AbortController();
-  const map = new ClusterMap("svc", {
-    lookup: () =>
-      Promise.resolve({
-        name: "svc",
-        query: {},
-        revision: 1,
-        endpoints,
-        total: endpoints.length,
-      }),
-  }, { health });
+  const map = fixedMap("svc", endpoints, health);
   try {
     await fn(
       new ClusterStub(
