@@ -5,7 +5,7 @@ import { type RpcServer, serve } from "../../adapter/deno/serve.ts";
 import { delay, freePorts } from "../../raft/_test_util.ts";
 import { makeEndpoint } from "../../protocol/registry.ts";
 import { AmbiguousError } from "./call_errors.ts";
-import { ClusterMap } from "../cluster_map/cluster_map.ts";
+import { fixedMap } from "./_test_util.ts";
 import { ClusterStub } from "./cluster_stub.ts";
 import { ConnectionPool } from "../connection_pool.ts";
 import { HealthBook } from "../cluster_map/endpoint_health.ts";
@@ -39,16 +39,7 @@ Deno.test("a call that may have run on one server and then was refused by anothe
     makeEndpoint({ id: "raw", url: raw.url }),
     makeEndpoint({ id: "refused", url: refused }),
   ];
-  const map = new ClusterMap("svc", {
-    lookup: () =>
-      Promise.resolve({
-        name: "svc",
-        query: {},
-        revision: 1,
-        endpoints,
-        total: endpoints.length,
-      }),
-  }, { health });
+  const map = fixedMap("svc", endpoints, health);
   try {
     const stub = new ClusterStub("svc", { map, pool, health }, {
       idempotent: true,
