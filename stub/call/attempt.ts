@@ -22,7 +22,7 @@ import type {
 } from "../cluster_map/endpoint_health.ts";
 import { NotSentError } from "./call_errors.ts";
 import { cancelled, classify, deadlineError, type Outcome } from "./outcome.ts";
-import type { Latencies } from "./hedge.ts";
+import type { Latencies } from "./latencies.ts";
 
 /** What a stub needs from its client. */
 export interface StubContext {

@@ -27,13 +27,15 @@ import { ServerError } from "./call_errors.ts";
 import { RetryBudget, type RetryBudgetOptions } from "./retry_budget.ts";
 import { roundRobin } from "../distributors/round_robin.ts";
 import { Attempts, type StubContext } from "./attempt.ts";
-import { type HedgeOptions, Latencies } from "./hedge.ts";
+import { type HedgeOptions, Latencies } from "./latencies.ts";
+import type { StubCallOptions } from "./call_options.ts";
 import { NOTIFICATION } from "./notification_rule.ts";
 import { CALL } from "./call_rule.ts";
 import { RetryLoop } from "./retry_loop.ts";
 
 export type { StubContext } from "./attempt.ts";
-export type { HedgeOptions } from "./hedge.ts";
+export type { HedgeOptions } from "./latencies.ts";
+export type { StubCallOptions } from "./call_options.ts";
 
 /**
  * Property names a stub never turns into remote calls: `then` (so the stub
@@ -80,18 +82,6 @@ export interface StubOptions {
   retryBudget?: RetryBudgetOptions | RetryBudget | false;
   /** Hedge idempotent calls that are slower than usual. @default off */
   hedge?: HedgeOptions;
-}
-
-/** Options of one call. */
-export interface StubCallOptions {
-  /** Aborting it rejects the call with CANCELLED (-32005) at once. */
-  signal?: AbortSignal;
-  /** Overrides the stub's deadline, ms. */
-  deadlineMs?: number;
-  /** Overrides the stub's attempt timeout, ms. */
-  attemptTimeoutMs?: number;
-  /** Overrides whether the method is idempotent, for this call. */
-  idempotent?: boolean;
 }
 
 /** The stub's own members, beside the remote methods. */

@@ -11,46 +11,9 @@ import type { CallInfo, Candidate } from "../distributors/distributor.ts";
 import type { Attempts, Send } from "./attempt.ts";
 import type { Outcome } from "./outcome.ts";
 import type { RetryBudget } from "./retry_budget.ts";
+import type { HedgeOptions, Latencies } from "./latencies.ts";
 
-/** Hedged requests (for idempotent methods only). */
-export interface HedgeOptions {
-  /**
-   * Send a second attempt to another server when the first has not
-   * answered within this long, ms. Default: the `percentile` of the
-   * stub's recent latencies (no hedge before 20 calls were measured).
-   */
-  delayMs?: number;
-  /** The latency percentile that triggers a hedge. @default 0.95 */
-  percentile?: number;
-}
-
-const LATENCY_SAMPLES = 512;
-const MIN_HEDGE_SAMPLES = 20;
-
-/** The latest answered calls' latencies (a ring of 512), ms. */
-export class Latencies {
-  readonly #samples: number[] = [];
-  #cursor = 0;
-
-  /** Records one latency, replacing the oldest once the ring is full. */
-  add(latency: number): void {
-    if (this.#samples.length < LATENCY_SAMPLES) {
-      this.#samples.push(latency);
-    } else {
-      this.#samples[this.#cursor] = latency;
-      this.#cursor = (this.#cursor + 1) % LATENCY_SAMPLES;
-    }
-  }
-
-  /** The hedge delay `options` give: theirs, or the percentile (null before 20 samples). */
-  hedgeDelay(options: HedgeOptions): number | null {
-    if (options.delayMs !== undefined) return options.delayMs;
-    if (this.#samples.length < MIN_HEDGE_SAMPLES) return null;
-    const sorted = [...this.#samples].sort((a, b) => a - b);
-    const p = options.percentile ?? 0.95;
-    return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
-  }
-}
+export type { HedgeOptions } from "./latencies.ts";
 
 /** One hedged attempt: where it goes, and what bounds it. */
 export interface HedgedAttempt {

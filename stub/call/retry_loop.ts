@@ -24,7 +24,7 @@ import {
   type Step,
 } from "./outcome.ts";
 import type { RetryBudget } from "./retry_budget.ts";
-import type { StubCallOptions } from "./cluster_stub.ts";
+import type { StubCallOptions } from "./call_options.ts";
 
 const NONE_TRIED: readonly string[] = Object.freeze([]);
 const NONE: readonly Candidate[] = Object.freeze([]);
