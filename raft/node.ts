@@ -191,7 +191,7 @@ export interface RaftStatus {
  * @example
  * ```ts ignore
  * import { ClusterKey } from "./peer_auth.ts";
- * import { servePeers } from "./peer_server.ts";
+ * import { servePeers } from "./deno.ts";
  * import { PeerTransport } from "./peer_transport.ts";
  * import { RaftNode } from "./node.ts";
  * const peers = { n1: "tcp://127.0.0.1:7101" };

@@ -24,7 +24,7 @@ import type { SoftState } from "../raft/core.ts";
 import type { Snapshot } from "../raft/types.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
 import { PeerDirectory } from "../raft/peer_directory.ts";
-import { type PeerServer, servePeers } from "../raft/peer_server.ts";
+import { type PeerServer, servePeers } from "../raft/deno.ts";
 import { PeerTransport } from "../raft/peer_transport.ts";
 import {
   type MemberStatus,
