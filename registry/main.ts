@@ -47,7 +47,12 @@ import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { DataDirInUseError, lockDataDir } from "../raft/dir_lock.ts";
 import { PEER_PORT_OFFSET, REGISTRY_METHODS } from "../protocol/registry.ts";
-import { type RegistryNode, startRegistryNode } from "./registry_node.ts";
+import { serve } from "../adapter/deno/serve.ts";
+import type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
+import { RegistryNodeAssembly } from "./node/assembly.ts";
+import { internals } from "./node/internals.ts";
+
+export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 import { pathExists, portsFree } from "./_start_checks.ts";
 
 const USAGE = `usage: deno run -A registry/main.ts [options]
@@ -107,6 +112,39 @@ prove the cluster secret).
   --help             show this text
 
 (The same options work as: deno task rafter registry [options].)`;
+
+/**
+ * Starts a registry node on Deno, in this order: checks the options,
+ * checks that both ports are free, opens `dataDir` (creating it if
+ * missing) and reloads its log, then serves `registry.*` and `rpc.ping`
+ * on the client port, the peer protocol on the peer port, and connects to
+ * its peers.
+ *
+ * @throws {import("../raft/data_dir.ts").DataDirMismatchError} when the data
+ * folder belongs to another member or cluster.
+ * @throws {Error} when the data folder is unusable, a multi-node node has
+ * no `clusterSecret` or no fixed peer port, or `listen` is a wildcard
+ * address without `advertise`.
+ * @throws {Deno.errors.AddrInUse} when a port is taken (the message says
+ * which).
+ *
+ * @example
+ * ```ts ignore
+ * import { startRegistryNode } from "./main.ts";
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir: await Deno.makeTempDir(),
+ * });
+ * console.log(node.url, node.peerUrl);
+ * await node.stop();
+ * ```
+ */
+export async function startRegistryNode(
+  options: RegistryNodeOptions,
+): Promise<RegistryNode> {
+  return await RegistryNodeAssembly.start(options, serve);
+}
 
 /** Parsed command line of a registry node. */
 export interface RegistryArgs {
@@ -625,12 +663,12 @@ async function askPromotionWhileLearner(
         new Promise((resolve) => setTimeout(resolve, intervalMs)),
       ]);
       if (done) return;
-      const status = node.raft.status;
+      const status = internals(node).raft.status;
       if (!status.learner) {
         if (status.member) return; // a voter now
         continue; // not added yet (or removed): nothing to ask
       }
-      const directory = node.transport.directory;
+      const directory = internals(node).transport.directory;
       const urls = directory.ids
         .filter((id) => id !== args.id)
         .map((id) => directory.clientUrl(id))
