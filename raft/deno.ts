@@ -120,9 +120,10 @@ export function servePeers(options: ServePeersOptions): PeerServer {
   return servePeersOn(serve, options);
 }
 // RPC types the peer server's signatures name.
-export type { RpcServer } from "../rpc/server/server.ts";
+export type { RpcServer, ServeOptions } from "../rpc/server/server.ts";
 export type {
   RpcSession,
+  ServerLimits,
   SessionMethods,
 } from "../rpc/server/server_connection.ts";
 export type {
