@@ -39,6 +39,7 @@ import type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 import { RegistryNodeAssembly } from "./node/assembly.ts";
 import {
   HelpRequested,
+  nodeOptionsOf,
   parseRegistryArgs,
   type RegistryArgs,
   USAGE,
@@ -148,30 +149,12 @@ export async function runRegistry(argv: string[]): Promise<number> {
     return await cannotStart(error);
   }
   try {
-    node = await startRegistryNode({
-      id: args.id,
-      listen: args.listen,
-      peerListen: args.peerListen,
-      advertise: args.advertise,
-      peers: joining?.peers ?? args.peers,
-      join: joining === undefined
-        ? undefined
-        : { clusterId: joining.clusterId },
-      clusterSecret,
-      dataDir: args.dataDir,
-      clusterToken: args.clusterToken,
-      tickMs: args.tickMs,
-      electionTicks: args.electionTicks,
-      historyEvents: args.historyEvents,
-      snapshotEntries: args.snapshotEntries,
-      snapshotTrailingEntries: args.snapshotTrailing,
-      walSegmentBytes: args.walSegmentBytes,
-      log,
-      onFatal: (error) => {
+    node = await startRegistryNode(
+      nodeOptionsOf(args, { clusterSecret, joining, log }, (error) => {
         fatal = error;
         stopped.resolve();
-      },
-    });
+      }),
+    );
   } catch (error) {
     return await cannotStart(error);
   }

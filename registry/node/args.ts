@@ -15,6 +15,7 @@ import {
   type TcpAddress,
 } from "../../rpc/transport/transport.ts";
 import { PEER_PORT_OFFSET } from "../../protocol/registry.ts";
+import type { RegistryNodeOptions } from "./options.ts";
 
 /** The usage text of `registry/main.ts` (and `rafter registry`). */
 export const USAGE = `usage: deno run -A registry/main.ts [options]
@@ -319,6 +320,41 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
         4096,
       ),
     watchStdin: values["watch-stdin"] ?? false,
+  };
+}
+
+/**
+ * The node's options from the command line, the secret it loaded and the
+ * cluster it joins (the members `registry.memberAdd` named), if any.
+ */
+export function nodeOptionsOf(
+  args: RegistryArgs,
+  start: {
+    clusterSecret: string;
+    joining: { clusterId: string; peers: Record<string, string> } | undefined;
+    log(line: string): void;
+  },
+  onFatal: (error: unknown) => void,
+): RegistryNodeOptions {
+  const { joining } = start;
+  return {
+    id: args.id,
+    listen: args.listen,
+    peerListen: args.peerListen,
+    advertise: args.advertise,
+    peers: joining?.peers ?? args.peers,
+    join: joining === undefined ? undefined : { clusterId: joining.clusterId },
+    clusterSecret: start.clusterSecret,
+    dataDir: args.dataDir,
+    clusterToken: args.clusterToken,
+    tickMs: args.tickMs,
+    electionTicks: args.electionTicks,
+    historyEvents: args.historyEvents,
+    snapshotEntries: args.snapshotEntries,
+    snapshotTrailingEntries: args.snapshotTrailing,
+    walSegmentBytes: args.walSegmentBytes,
+    log: start.log,
+    onFatal,
   };
 }
 
