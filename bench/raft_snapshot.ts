@@ -32,7 +32,7 @@ import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
 import { RaftNode } from "../raft/node.ts";
 import { bootstrapClusterId } from "../raft/data_dir.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
-import { type PeerServer, servePeers } from "../raft/peer_server.ts";
+import { type PeerServer, servePeers } from "../raft/deno.ts";
 import { PeerTransport } from "../raft/peer_transport.ts";
 
 const USAGE = `usage: deno task bench:snapshot [options]

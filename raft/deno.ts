@@ -30,6 +30,13 @@
  * @module
  */
 
+import { serve } from "../adapter/deno/serve.ts";
+import {
+  type PeerServer,
+  servePeersOn,
+  type ServePeersOptions,
+} from "./peer_server.ts";
+
 export {
   peerUrlsOf,
   RaftNode,
@@ -81,17 +88,42 @@ export {
   type PeerHandler,
   type PeerServer,
   type PeerServerStats,
-  servePeers,
+  type ServeFunction,
+  servePeersOn,
   type ServePeersOptions,
 } from "./peer_server.ts";
 export { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
 // The core too, whose types the driver's signatures name: one import serves
 // a Deno program.
 export * from "./mod.ts";
+
+/**
+ * Listens on the peer port (Deno TCP) and serves the peer protocol:
+ * {@link servePeersOn} with Deno's `serve`.
+ *
+ * @throws {Deno.errors.AddrInUse} and the other errors of `Deno.listen`.
+ * @throws {RangeError} when a handler uses a reserved method name.
+ *
+ * @example
+ * ```ts ignore
+ * import { servePeers } from "./deno.ts";
+ * const server = servePeers({
+ *   hostname: "127.0.0.1", port: 7101,
+ *   id: "n1", clusterId, directory, key,
+ *   onStep: (messages) => node.step(messages),
+ * });
+ * console.log(server.url);
+ * await server.close();
+ * ```
+ */
+export function servePeers(options: ServePeersOptions): PeerServer {
+  return servePeersOn(serve, options);
+}
 // RPC types the peer server's signatures name.
-export type { RpcServer } from "../rpc/server/server.ts";
+export type { RpcServer, ServeOptions } from "../rpc/server/server.ts";
 export type {
   RpcSession,
+  ServerLimits,
   SessionMethods,
 } from "../rpc/server/server_connection.ts";
 export type {

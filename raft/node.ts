@@ -196,7 +196,7 @@ export interface RaftStatus {
  * import { PeerTransport } from "./peer_transport.ts";
  * import { RaftNode } from "./node.ts";
  * // One member; with more, also serve the peer port (servePeers in
- * // peer_server.ts) with `onStep: (messages) => node.step(messages)`.
+ * // deno.ts) with `onStep: (messages) => node.step(messages)`.
  * const peers = { n1: "tcp://127.0.0.1:7101" };
  * const key = await ClusterKey.random();
  * const clusterId = await bootstrapClusterId(peers);

@@ -4,7 +4,7 @@ import { NotLeaderError } from "./core.ts";
 import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
 import { bootstrapClusterId } from "./data_dir.ts";
 import { ClusterKey } from "./peer_auth.ts";
-import { type PeerServer, servePeers } from "./peer_server.ts";
+import { type PeerServer, servePeers } from "./deno.ts";
 import { PeerTransport } from "./peer_transport.ts";
 import type { AppendRequest, Entry, Message } from "./types.ts";
 

@@ -14,15 +14,16 @@
  * is answered with the reason, logged, and the connection closed.
  *
  * {@link PeerAcceptor} is Web-standard (it builds the per-connection
- * method tables of `rpc/server/server_connection.ts`); {@link servePeers} runs it
- * on a Deno TCP listener.
+ * method tables of `rpc/server/server_connection.ts`); {@link servePeersOn} runs it
+ * on the listener of a runtime's `serve` (`raft/deno.ts`'s `servePeers`
+ * passes Deno's).
  *
  * @module
  */
 
 import { INVALID_PARAMS, messageOf, RpcError } from "../rpc/errors.ts";
 import type { Methods } from "../rpc/server/dispatcher.ts";
-import { type RpcServer, serve } from "../adapter/deno/serve.ts";
+import type { RpcServer, ServeOptions } from "../rpc/server/server.ts";
 import type {
   RpcSession,
   SessionMethods,
@@ -120,7 +121,7 @@ interface SessionState {
 /**
  * Makes the method table of each peer connection and enforces the
  * handshake. Serve it with `methods: acceptor.methods` and
- * `onMethodNotFound: acceptor.onMethodNotFound` (as {@link servePeers}
+ * `onMethodNotFound: acceptor.onMethodNotFound` (as {@link servePeersOn}
  * does).
  *
  * @example
@@ -484,7 +485,7 @@ export interface PeerServerStats {
   refusedConnections: number;
 }
 
-/** Settings of {@link servePeers}: the acceptor's, and where to listen. */
+/** Settings of {@link servePeersOn}: the acceptor's, and where to listen. */
 export interface ServePeersOptions extends PeerAcceptorOptions {
   /** Interface to listen on. @default "127.0.0.1" */
   hostname?: string;
@@ -494,23 +495,34 @@ export interface ServePeersOptions extends PeerAcceptorOptions {
   maxFrameBytes?: number;
 }
 
-/** A running peer port, as {@link servePeers} returns it. */
+/** A running peer port, as {@link servePeersOn} returns it. */
 export interface PeerServer extends RpcServer {
   /** The acceptor: counts of refused connections and dropped messages. */
   readonly acceptor: PeerAcceptor;
 }
 
 /**
- * Listens on the peer port (Deno TCP) and serves {@link PeerAcceptor}'s
- * methods: the handshake, `raft.step`, and the application's peer methods.
+ * A runtime's JSON-RPC server on TCP (`adapter/deno/serve.ts`'s `serve`
+ * under Deno): the Raft and registry layers are handed one, and import
+ * no runtime adapter themselves.
+ */
+export type ServeFunction = (options: ServeOptions) => RpcServer;
+
+/**
+ * Listens on the peer port with `serve` (a runtime's TCP server) and
+ * serves {@link PeerAcceptor}'s methods: the handshake, `raft.step`, and
+ * the application's peer methods. Under Deno, `servePeers` of
+ * `raft/deno.ts` passes Deno's `serve`.
  *
- * @throws {Deno.errors.AddrInUse} and the other errors of `Deno.listen`.
+ * @throws what `serve` throws when the address cannot be bound (under
+ * Deno, `Deno.errors.AddrInUse`).
  * @throws {RangeError} when a handler uses a reserved method name.
  *
  * @example
  * ```ts ignore
- * import { servePeers } from "./peer_server.ts";
- * const server = servePeers({
+ * import { serve } from "../adapter/deno/serve.ts";
+ * import { servePeersOn } from "./peer_server.ts";
+ * const server = servePeersOn(serve, {
  *   hostname: "127.0.0.1", port: 7101,
  *   id: "n1", clusterId, directory, key,
  *   onStep: (messages) => node.step(messages),
@@ -519,7 +531,10 @@ export interface PeerServer extends RpcServer {
  * await server.close();
  * ```
  */
-export function servePeers(options: ServePeersOptions): PeerServer {
+export function servePeersOn(
+  serve: ServeFunction,
+  options: ServePeersOptions,
+): PeerServer {
   const acceptor = new PeerAcceptor(options);
   const server = serve({
     hostname: options.hostname ?? "127.0.0.1",

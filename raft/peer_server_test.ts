@@ -19,7 +19,7 @@ import {
   PeerHandshakeError,
 } from "./peer_auth.ts";
 import { PeerDirectory } from "./peer_directory.ts";
-import { type PeerServer, servePeers } from "./peer_server.ts";
+import { type PeerServer, servePeers } from "./deno.ts";
 import { PeerTransport } from "./peer_transport.ts";
 import type { Message } from "./types.ts";
 

@@ -3,7 +3,7 @@ import { type RpcServer, serve } from "../adapter/deno/serve.ts";
 import { delay, freePorts, TEST_SECRET, waitFor } from "./_test_util.ts";
 import { ClusterKey } from "./peer_auth.ts";
 import { PeerDirectory } from "./peer_directory.ts";
-import { type PeerServer, servePeers } from "./peer_server.ts";
+import { type PeerServer, servePeers } from "./deno.ts";
 import { PeerTransport, type PeerTransportOptions } from "./peer_transport.ts";
 import type { Message } from "./types.ts";
 

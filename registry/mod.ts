@@ -26,10 +26,12 @@
 export {
   type RegistryNode,
   type RegistryNodeOptions,
+  startRegistryNode,
+} from "./main.ts";
+export {
   type RegistryNodeSnapshot,
   restoreRegistrySnapshot,
-  startRegistryNode,
-} from "./registry_node.ts";
+} from "./node/replica.ts";
 export {
   type RegistrySnapshot,
   RegistryState,
@@ -39,49 +41,25 @@ export {
   type ApplyOutcome,
   type ApplyResult,
   type Binding,
-  type HistoryItem,
-  type LeaseRecord,
-} from "./state.ts";
-export type { WatchHub, WatchHubOptions } from "./watch_hub.ts";
-export type { LeaseKeeper } from "./lease_keeper.ts";
-export type { LocalArea } from "./local_area.ts";
-export type { PeerServer, PeerTransport, RaftNode } from "../raft/deno.ts";
-export type { RpcServer } from "../rpc/server/server.ts";
-export type { TcpAddress } from "../rpc/transport/transport.ts";
-export type { Attributes } from "../protocol/registry.ts";
-export {
   type CommandError,
   type CommandValue,
+  type HistoryItem,
+  type LeaseRecord,
   type StateChange,
 } from "./state.ts";
-export {
-  type Endpoint,
-  type WatchEvent,
-  type WatchResult,
+export type { LeaseKeeper, LeaseSync } from "./lease_keeper.ts";
+export type { WatchHubOptions } from "./watch_hub.ts";
+export type { TcpAddress } from "../rpc/transport/transport.ts";
+export type {
+  Attributes,
+  DeleteReason,
+  Endpoint,
+  EndpointState,
+  HealthCheck,
+  MemberKind,
+  MemberStatus,
+  RegistryStatus,
+  Scope,
+  WatchEvent,
+  WatchResult,
 } from "../protocol/registry.ts";
-export { type LeaseSync } from "./lease_keeper.ts";
-export { type Message, type NodeId } from "../raft/types.ts";
-export type { PeerAcceptor } from "../raft/peer_server.ts";
-export type { PeerDirectory, PeerStatus } from "../raft/peer_directory.ts";
-export { type RaftStatus } from "../raft/node.ts";
-export { type RpcSession } from "../rpc/server/server_connection.ts";
-export {
-  type AppendRequest,
-  type AppendResponse,
-  type ReadIndexRequest,
-  type ReadIndexResponse,
-  type VoteRequest,
-  type VoteResponse,
-} from "../raft/types.ts";
-export {
-  type DeleteReason,
-  type EndpointState,
-  type HealthCheck,
-  type Scope,
-} from "../protocol/registry.ts";
-export { type Params } from "../rpc/message.ts";
-export { type SessionMethods } from "../rpc/server/server_connection.ts";
-export { type SoftState } from "../raft/core.ts";
-export { type Entry, type Role } from "../raft/types.ts";
-export { type Methods } from "../rpc/server/dispatcher.ts";
-export { type MethodHandler } from "../rpc/server/dispatcher.ts";

@@ -1,0 +1,388 @@
+/**
+ * The command line of a registry node (`registry/main.ts`): its usage
+ * text and {@link parseRegistryArgs}.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import {
+  formatTcpUrl,
+  isWildcardHost,
+  parseAdvertise,
+  parseListenAddress,
+  parseTcpUrl,
+  type TcpAddress,
+} from "../../rpc/transport/transport.ts";
+import { PEER_PORT_OFFSET } from "../../protocol/registry.ts";
+import type { RegistryNodeOptions } from "./options.ts";
+
+/** The usage text of `registry/main.ts` (and `rafter registry`). */
+export const USAGE = `usage: deno run -A registry/main.ts [options]
+
+A node serves clients on its client port (the registry API) and the other
+members on its peer port (Raft traffic, accepted only from connections that
+prove the cluster secret).
+
+  --id ID            this node's id (default n1; required with --peers)
+  --listen HOST:PORT client port (default: 127.0.0.1:7001 for a single node;
+                     with --peers, the peer port - ${PEER_PORT_OFFSET} on the same host)
+  --peer-listen HOST:PORT
+                     peer port (default: this node's --peers entry, or the
+                     client port + ${PEER_PORT_OFFSET} without --peers)
+  --peers LIST       every voter's PEER address as id=host:port,
+                     comma-separated, this node included; omit for a
+                     single-node registry
+  --cluster-secret-file PATH
+                     file holding the cluster secret (32+ characters) every
+                     node of the cluster shares; created with a new random
+                     secret if missing (then copy it to the other nodes).
+                     Required with --peers; default DIR/cluster_secret for
+                     a single node
+  --join URL         join the running cluster some member of which serves
+                     clients at URL (tcp://host:port): this node is added as
+                     a learner with its --peer-listen and client URLs, and
+                     promoted to voter once caught up. Not with --peers. A
+                     joined node restarts without it (its folder and log
+                     know the cluster); a folder of another cluster is
+                     refused
+  --cluster-token TOKEN
+                     part of the cluster id the members compute when they
+                     first start (like etcd's --initial-cluster-token): the
+                     same on every member; tells apart clusters of the same
+                     --peers. A data folder of another cluster is refused
+  --advertise HOST[:PORT]
+                     the client URL to tell clients and peers (required when
+                     --listen is a wildcard address such as 0.0.0.0)
+  --data DIR         folder for this node's log (default ./data/ID); it
+                     belongs to this --id of this cluster, and is made only
+                     once both ports are free
+  --tick-ms N        milliseconds per Raft tick (default 100)
+  --election-ticks N election timeout in ticks (default 10, at least 2)
+  --history-events N changes kept for watches to resume from (default 10000;
+                     the same on every node); older ones answer COMPACTED
+  --snapshot-entries N
+                     snapshot the registry and compact the log every N
+                     applied entries (default 10000)
+  --snapshot-trailing N
+                     log entries kept before a snapshot for slow followers
+                     (default 5000, at most --snapshot-entries)
+  --wal-segment-bytes N
+                     size of a write-ahead log segment (default 67108864);
+                     segments a snapshot covers are deleted
+  --watch-stdin      exit when standard input closes (for supervisors and
+                     tests, so a node never outlives its parent)
+  --help             show this text
+
+(The same options work as: deno task rafter registry [options].)`;
+
+/** Parsed command line of a registry node. */
+export interface RegistryArgs {
+  /** This node's id. */
+  id: string;
+  /** The client port's address. */
+  listen: TcpAddress;
+  /** The peer port's address. */
+  peerListen: TcpAddress;
+  /** The client URL to advertise (`host` or `host:port`), if given. */
+  advertise: string | undefined;
+  /** Every voter's id → peer URL, or undefined for a single node. */
+  peers: Record<string, string> | undefined;
+  /** A member's client URL to join the cluster through (`--join`), if given. */
+  join: string | undefined;
+  /** Where the cluster secret is (created if missing). */
+  clusterSecretFile: string;
+  /** The cluster token (part of the cluster id), or "" for none. */
+  clusterToken: string;
+  /** This node's data folder. */
+  dataDir: string;
+  /** Milliseconds per Raft tick. */
+  tickMs: number;
+  /** Election timeout in ticks. */
+  electionTicks: number;
+  /** Events kept for watches. */
+  historyEvents: number;
+  /** Applied entries between two snapshots. */
+  snapshotEntries: number;
+  /** Entries kept before a snapshot, or undefined for the default. */
+  snapshotTrailing: number | undefined;
+  /** WAL segment size, bytes, or undefined for the default. */
+  walSegmentBytes: number | undefined;
+  /** Exit when standard input closes. */
+  watchStdin: boolean;
+}
+
+/**
+ * Parses the command line.
+ *
+ * @throws {Error} with a message that names the bad option and the expected
+ * form.
+ *
+ * @example
+ * ```ts
+ * import { parseRegistryArgs } from "./args.ts";
+ * const args = parseRegistryArgs([
+ *   "--id", "n2", "--peers", "n1=127.0.0.1:7101,n2=127.0.0.1:7102",
+ *   "--cluster-secret-file", "./cluster_secret",
+ * ]);
+ * console.log(args.listen.port, args.peerListen.port, args.dataDir); // 7002 7102 ./data/n2
+ * ```
+ */
+export function parseRegistryArgs(argv: string[]): RegistryArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      id: { type: "string" },
+      listen: { type: "string" },
+      "peer-listen": { type: "string" },
+      advertise: { type: "string" },
+      "cluster-secret-file": { type: "string" },
+      "cluster-token": { type: "string" },
+      peers: { type: "string" },
+      join: { type: "string" },
+      data: { type: "string" },
+      "tick-ms": { type: "string" },
+      "election-ticks": { type: "string" },
+      "history-events": { type: "string" },
+      "snapshot-entries": { type: "string" },
+      "snapshot-trailing": { type: "string" },
+      "wal-segment-bytes": { type: "string" },
+      "watch-stdin": { type: "boolean", default: false },
+      help: { type: "boolean", default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) throw new HelpRequested();
+  if (values.id !== undefined && values.id.trim() === "") {
+    throw new Error("--id must not be empty");
+  }
+  let peers: Record<string, string> | undefined;
+  if (values.peers !== undefined) {
+    if (values.id === undefined) {
+      throw new Error(
+        "--id is required with --peers: which of the peers is this node?",
+      );
+    }
+    peers = {};
+    for (const item of values.peers.split(",").filter((s) => s.trim() !== "")) {
+      const [id, address, extra] = item.trim().split("=");
+      if (!id || !address || extra !== undefined) {
+        throw new Error(
+          `--peers item "${item}" is not of the form id=host:port`,
+        );
+      }
+      if (id in peers) {
+        throw new Error(`--peers lists the id "${id}" more than once`);
+      }
+      if (id.includes("|")) {
+        throw new Error(`--peers item "${item}": an id must not contain "|"`);
+      }
+      try {
+        peers[id] = formatTcpUrl(parseTcpUrl(address));
+      } catch (error) {
+        throw new Error(`--peers item "${item}": ${(error as Error).message}`);
+      }
+      if (isWildcardHost(parseTcpUrl(address).hostname)) {
+        throw new Error(
+          `--peers item "${item}": a wildcard address cannot be dialed; list the address the other nodes reach it at`,
+        );
+      }
+    }
+    if (!(values.id in peers)) {
+      throw new Error(`--peers does not list this node's id "${values.id}"`);
+    }
+    if (Object.keys(peers).length > 1 && !values["cluster-secret-file"]) {
+      throw new Error(
+        "--cluster-secret-file is required with --peers: every node of a cluster proves the same secret to the others (a missing file is created with a new secret; copy it to every node)",
+      );
+    }
+  }
+  let join: string | undefined;
+  if (values.join !== undefined) {
+    if (values.peers !== undefined) {
+      throw new Error(
+        "--join and --peers exclude each other: --peers bootstraps a new cluster, --join adds this node to a running one",
+      );
+    }
+    if (values.id === undefined) {
+      throw new Error("--id is required with --join: the new member's id");
+    }
+    if (!values["cluster-secret-file"]) {
+      throw new Error(
+        "--cluster-secret-file is required with --join: the file with the secret the cluster's members share",
+      );
+    }
+    try {
+      join = formatTcpUrl(parseTcpUrl(values.join));
+    } catch (error) {
+      throw new Error(
+        `--join ${values.join}: ${
+          (error as Error).message
+        }; give a member's client URL, tcp://host:port`,
+      );
+    }
+  }
+  const id = values.id ?? "n1";
+  const dataDir = values.data ?? `./data/${id}`;
+  let listen: TcpAddress;
+  let peerListen: TcpAddress;
+  if (peers !== undefined) {
+    peerListen = values["peer-listen"] !== undefined
+      ? listenAddress(values["peer-listen"], "--peer-listen")
+      : parseTcpUrl(peers[id]);
+    if (values.listen !== undefined) {
+      listen = listenAddress(values.listen, "--listen");
+    } else if (peerListen.port > PEER_PORT_OFFSET) {
+      listen = {
+        hostname: peerListen.hostname,
+        port: peerListen.port - PEER_PORT_OFFSET,
+      };
+    } else {
+      throw new Error(
+        `--listen is needed: the peer port ${peerListen.port} leaves no default client port (peer port - ${PEER_PORT_OFFSET})`,
+      );
+    }
+  } else {
+    listen = values.listen !== undefined
+      ? listenAddress(values.listen, "--listen")
+      : { hostname: "127.0.0.1", port: 7001 };
+    if (values["peer-listen"] !== undefined) {
+      peerListen = listenAddress(values["peer-listen"], "--peer-listen");
+    } else if (listen.port + PEER_PORT_OFFSET <= 65535) {
+      peerListen = {
+        hostname: listen.hostname,
+        port: listen.port === 0 ? 0 : listen.port + PEER_PORT_OFFSET,
+      };
+    } else {
+      throw new Error(
+        `--peer-listen is needed: the client port ${listen.port} leaves no default peer port (client port + ${PEER_PORT_OFFSET})`,
+      );
+    }
+  }
+  if (values.advertise !== undefined) {
+    try {
+      parseAdvertise(values.advertise);
+    } catch (error) {
+      throw new Error(`--advertise: ${(error as Error).message}`);
+    }
+  } else if (isWildcardHost(listen.hostname)) {
+    throw new Error(
+      `--listen ${
+        formatTcpUrl(listen).slice("tcp://".length)
+      } is a wildcard address, which clients cannot dial: pass --advertise HOST[:PORT] with the address clients and peers reach this node at`,
+    );
+  }
+  return {
+    id,
+    listen,
+    peerListen,
+    advertise: values.advertise,
+    peers,
+    join,
+    clusterSecretFile: values["cluster-secret-file"] ??
+      `${dataDir}/cluster_secret`,
+    clusterToken: values["cluster-token"] ?? "",
+    dataDir,
+    tickMs: positiveInteger(values["tick-ms"], "--tick-ms", 100),
+    // At least 2: a leader heartbeats every tick, more often than the
+    // election timeout.
+    electionTicks: positiveInteger(
+      values["election-ticks"],
+      "--election-ticks",
+      10,
+      2,
+    ),
+    historyEvents: positiveInteger(
+      values["history-events"],
+      "--history-events",
+      10_000,
+    ),
+    snapshotEntries: positiveInteger(
+      values["snapshot-entries"],
+      "--snapshot-entries",
+      10_000,
+    ),
+    snapshotTrailing: values["snapshot-trailing"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["snapshot-trailing"],
+        "--snapshot-trailing",
+        5_000,
+        0,
+      ),
+    walSegmentBytes: values["wal-segment-bytes"] === undefined
+      ? undefined
+      : positiveInteger(
+        values["wal-segment-bytes"],
+        "--wal-segment-bytes",
+        64 << 20,
+        4096,
+      ),
+    watchStdin: values["watch-stdin"] ?? false,
+  };
+}
+
+/**
+ * The node's options from the command line, the secret it loaded and the
+ * cluster it joins (the members `registry.memberAdd` named), if any.
+ */
+export function nodeOptionsOf(
+  args: RegistryArgs,
+  start: {
+    clusterSecret: string;
+    joining: { clusterId: string; peers: Record<string, string> } | undefined;
+    log(line: string): void;
+  },
+  onFatal: (error: unknown) => void,
+): RegistryNodeOptions {
+  const { joining } = start;
+  return {
+    id: args.id,
+    listen: args.listen,
+    peerListen: args.peerListen,
+    advertise: args.advertise,
+    peers: joining?.peers ?? args.peers,
+    join: joining === undefined ? undefined : { clusterId: joining.clusterId },
+    clusterSecret: start.clusterSecret,
+    dataDir: args.dataDir,
+    clusterToken: args.clusterToken,
+    tickMs: args.tickMs,
+    electionTicks: args.electionTicks,
+    historyEvents: args.historyEvents,
+    snapshotEntries: args.snapshotEntries,
+    snapshotTrailingEntries: args.snapshotTrailing,
+    walSegmentBytes: args.walSegmentBytes,
+    log: start.log,
+    onFatal,
+  };
+}
+
+/** Thrown by {@link parseRegistryArgs} for `--help`. */
+export class HelpRequested extends Error {}
+
+function listenAddress(text: string, option: string): TcpAddress {
+  try {
+    return parseListenAddress(text);
+  } catch (error) {
+    throw new Error(`${option}: ${(error as Error).message}`);
+  }
+}
+
+function positiveInteger(
+  text: string | undefined,
+  option: string,
+  fallback: number,
+  min = 1,
+): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isSafeInteger(value) || value < min) {
+    throw new Error(
+      min === 1
+        ? `${option} must be a positive integer, got "${text}"`
+        : `${option} must be an integer of at least ${min}, got "${text}"`,
+    );
+  }
+  return value;
+}

@@ -1,0 +1,435 @@
+/**
+ * How a registry node is put together, read top to bottom (like
+ * hashicorp/raft's `NewRaft`): {@link RegistryNodeAssembly.start} checks
+ * the options, builds the parts that need no I/O (the constructor), then
+ * opens the log, connects the peers, listens on both ports and starts the
+ * duty timer, each step undoing what came before if it fails. The parts'
+ * behaviour lives beside this file: the registry replica (`replica.ts`),
+ * leadership duties (`leadership.ts`), membership (`membership.ts`) and
+ * status (`status.ts`). It imports no runtime adapter: the caller hands
+ * it the runtime's `serve` (`registry/main.ts` passes Deno's).
+ *
+ * @module
+ */
+
+import type { RpcServer } from "../../rpc/server/server.ts";
+import { peerUrlsOf, RaftNode, type RaftTransport } from "../../raft/node.ts";
+import { readDataDirMeta } from "../../raft/data_dir.ts";
+import { DataDirInUseError } from "../../raft/dir_lock.ts";
+import { ClusterKey } from "../../raft/peer_auth.ts";
+import { PeerDirectory } from "../../raft/peer_directory.ts";
+import {
+  type PeerServer,
+  type ServeFunction,
+  servePeersOn,
+} from "../../raft/peer_server.ts";
+import { PeerTransport } from "../../raft/peer_transport.ts";
+import type { RegistryStatus } from "../../protocol/registry.ts";
+import { type RegistryContext, registryMethods } from "../service.ts";
+import { type ApplyResult, encodeCommand } from "../state.ts";
+import { LEASE_SYNC_METHOD } from "../lease_keeper.ts";
+import { HealthChecker } from "../_health_checker.ts";
+import { listening, pathExists, portsFree } from "../_start_checks.ts";
+import {
+  type NodeSettings,
+  ownPeerUrl,
+  type RegistryNodeOptions,
+  settingsOf,
+} from "./options.ts";
+import { type RegistryNodeSnapshot, Replica } from "./replica.ts";
+import { MEMBER_REMOVED_METHOD, Membership } from "./membership.ts";
+import { Leadership } from "./leadership.ts";
+import { quorumProblem, roleLogger, statusOf } from "./status.ts";
+import type { RegistryNodeInternals } from "./internals.ts";
+
+/** A running registry node and its parts. */
+export class RegistryNodeAssembly implements RegistryNodeInternals {
+  readonly #settings: NodeSettings;
+  readonly #key: ClusterKey;
+  readonly #directory: PeerDirectory;
+  readonly #checker: HealthChecker;
+  readonly #replica: Replica;
+  readonly #membership: Membership;
+  readonly #leadership: Leadership;
+  /** The Raft node's connection-lost listeners, for the transport. */
+  readonly #lostListeners: ((peer: string) => void)[] = [];
+  // Filled in by start(), step by step.
+  #existed = false;
+  #raft: RaftNode<ApplyResult> | undefined;
+  #clusterId = "";
+  #transport: PeerTransport | undefined;
+  #server: RpcServer | undefined;
+  #peerServer: PeerServer | undefined;
+  /** A single node's peer port may be a free one, known once it listens. */
+  #peerUrl: string;
+  #dutyTimer: ReturnType<typeof setInterval> | undefined;
+
+  /**
+   * Starts a node, in this order: checks the options, checks that both
+   * ports are free, opens `dataDir` (creating it if missing) and reloads
+   * its log, connects to its peers, then serves `registry.*` and
+   * `rpc.ping` on the client port (with `serve`) and the peer protocol on
+   * the peer port.
+   */
+  static async start(
+    options: RegistryNodeOptions,
+    serve: ServeFunction,
+  ): Promise<RegistryNodeAssembly> {
+    const settings = settingsOf(options);
+    const key = options.clusterSecret === undefined
+      ? await ClusterKey.random()
+      : await ClusterKey.fromSecret(options.clusterSecret);
+    const node = new RegistryNodeAssembly(settings, key);
+    await node.#openLog();
+    await node.#connectPeers();
+    await node.#listen(serve);
+    node.#startDuties();
+    return node;
+  }
+
+  private constructor(settings: NodeSettings, key: ClusterKey) {
+    const { id, peers, log } = settings;
+    this.#settings = settings;
+    this.#key = key;
+    this.#directory = new PeerDirectory(id, peers);
+    this.#checker = new HealthChecker({
+      propose: (command) =>
+        this.raft.propose(encodeCommand(command), { timeoutMs: 3000 }),
+      maxConcurrentProbes: settings.options.maxConcurrentProbes,
+      log,
+    });
+    this.#replica = new Replica(settings, this.#checker);
+    this.#membership = new Membership(id, this.#directory, log);
+    this.#leadership = new Leadership({
+      id,
+      raft: () => this.#raft,
+      replica: this.#replica,
+      checker: this.#checker,
+      membership: this.#membership,
+      peers: () => this.#directory.ids.filter((peer) => peer !== id),
+      send: (peer, sync) =>
+        this.transport.notify(
+          peer,
+          LEASE_SYNC_METHOD,
+          sync as unknown as Record<string, unknown>,
+        ),
+      logRole: roleLogger(id, this.#directory, log),
+      log,
+    });
+    this.#peerUrl = peers[id];
+  }
+
+  /**
+   * Checks that both ports are free (nothing is written before), then
+   * opens the data folder and replays the log into the replica.
+   */
+  async #openLog(): Promise<void> {
+    const { options, listen, peerListen } = this.#settings;
+    portsFree([["client", listen], ["peer", peerListen]]);
+    this.#existed = await pathExists(options.dataDir);
+    const snapshotEntries = options.snapshotEntries ?? 10_000;
+    try {
+      this.#raft = await RaftNode.start<ApplyResult>({
+        id: this.id,
+        peers: this.#settings.peers,
+        transport: this.#raftTransport(),
+        dataDir: options.dataDir,
+        clusterToken: options.clusterToken,
+        tickMs: this.#settings.tickMs,
+        electionTicks: this.#settings.electionTicks,
+        preVote: options.preVote,
+        join: options.join !== undefined,
+        clusterId: options.join?.clusterId,
+        onConfiguration: (configuration) =>
+          this.#membership.onConfiguration(configuration),
+        restore: (snapshot) =>
+          this.#replica.restore(snapshot, this.#raft !== undefined),
+        walOptions: options.walSegmentBytes === undefined
+          ? undefined
+          : { segmentBytes: options.walSegmentBytes },
+        snapshot: {
+          take: () => this.#replica.snapshotJson(),
+          everyEntries: snapshotEntries,
+          trailingEntries: options.snapshotTrailingEntries ??
+            Math.min(5_000, snapshotEntries),
+        },
+        apply: (entry) => this.#replica.apply(entry),
+        onSoftState: (soft) => this.#leadership.onSoftState(soft),
+        onFatal: options.onFatal,
+      });
+    } catch (error) {
+      // (A folder another process created meanwhile and holds is its own.)
+      if (!(error instanceof DataDirInUseError)) await this.#forget();
+      throw error;
+    }
+  }
+
+  /**
+   * The Raft node's transport. The peer connections need the cluster id,
+   * known once the data folder is open: until then the Raft node's
+   * messages are dropped (Raft resends).
+   */
+  #raftTransport(): RaftTransport {
+    const { lingerMs } = this.#settings;
+    return {
+      send: (messages) => this.#transport?.send(messages),
+      close: () => this.#transport?.close(),
+      updateMembers: (members) =>
+        this.#transport?.updateMembers(members, { lingerMs }),
+      onConnectionLost: (listener) => void this.#lostListeners.push(listener),
+    };
+  }
+
+  /** Reads the cluster id and dials the members the log knows. */
+  async #connectPeers(): Promise<void> {
+    const { id, peers, options, lingerMs, tickMs, electionTicks, log } =
+      this.#settings;
+    const raft = this.raft;
+    try {
+      this.#clusterId = (await readDataDirMeta(options.dataDir))!.clusterId;
+      const transport = new PeerTransport({
+        id,
+        peers,
+        key: this.#key,
+        clusterId: this.#clusterId,
+        directory: this.#directory,
+        clientUrl: () => this.#directory.clientUrl(id),
+      });
+      this.#transport = transport;
+      transport.onConnectionLost((peer) => {
+        const soft = this.#leadership.lastSoft;
+        if (soft?.role === "follower" && soft.leader === peer) {
+          log(
+            `${id}: the connection to leader ${peer} ended (its process exited?); standing for election within ${
+              Math.ceil(electionTicks / 2) * tickMs
+            } ms unless another node still hears it`,
+          );
+        }
+        for (const listener of this.#lostListeners) listener(peer);
+      });
+      // The members recovered from the log (restart), not only the
+      // bootstrap list.
+      const current = raft.configuration;
+      transport.updateMembers(
+        current.voters.length === 0 ? peers : peerUrlsOf(current, peers),
+        { lingerMs },
+      );
+      this.#membership.onConfiguration(current);
+    } catch (error) {
+      await raft.stop();
+      await this.#forget();
+      throw error;
+    }
+  }
+
+  /** Serves the client port, then the peer port. */
+  async #listen(serve: ServeFunction): Promise<void> {
+    const { id, listen, peerListen, options, maxFrameBytes, log } =
+      this.#settings;
+    const directory = this.#directory;
+    try {
+      const server = listening("client", listen, () =>
+        serve({
+          hostname: listen.hostname,
+          port: listen.port,
+          advertise: options.advertise,
+          maxFrameBytes,
+          methods: registryMethods(this.#serviceContext()),
+        }));
+      this.#server = server;
+      directory.setClientUrl(id, server.url);
+      this.#peerServer = listening(
+        "peer",
+        peerListen,
+        () =>
+          servePeersOn(serve, {
+            hostname: peerListen.hostname,
+            port: peerListen.port,
+            maxFrameBytes,
+            id,
+            key: this.#key,
+            clusterId: this.#clusterId,
+            directory,
+            clientUrl: () => directory.clientUrl(id),
+            onStep: (messages) => this.raft.step(messages),
+            onNewPeer: (peer, peerUrl) =>
+              this.#membership.admitPeer(this.transport, peer, peerUrl),
+            handlers: {
+              [MEMBER_REMOVED_METHOD]: (params, from) =>
+                this.#membership.onRemovedNotice(params, from, this.raft),
+              [LEASE_SYNC_METHOD]: (params, from) =>
+                this.#leadership.onLeaseSync(params, from),
+            },
+            log,
+          }),
+      );
+    } catch (error) {
+      this.watches.close();
+      await this.#server?.close();
+      await this.raft.stop();
+      // A port taken meanwhile: leave no folder this start made.
+      await this.#forget();
+      throw error;
+    }
+    this.#peerUrl = ownPeerUrl(this.#settings, this.#peerServer);
+  }
+
+  /** What the registry service (`registry.*`, `lease.*`) works with. */
+  #serviceContext(): RegistryContext {
+    const { minTtlMs, electionTimeoutMs } = this.#settings;
+    return {
+      raft: this.raft,
+      state: this.state,
+      leases: this.leases,
+      watches: this.watches,
+      local: this.local,
+      leaderReady: () => this.#leadership.ready(),
+      clientUrlOf: (member) => this.#directory.clientUrl(member),
+      status: () => this.status(),
+      clusterId: this.#clusterId,
+      promoteWhenCaughtUp: (member) =>
+        this.#membership.promoteWhenCaughtUp.add(member),
+      memberRemoved: (member) => {
+        this.transport.notify(member, MEMBER_REMOVED_METHOD, {
+          term: this.raft.status.term,
+        });
+      },
+      nextSoftState: (timeoutMs) => this.#leadership.nextSoftState(timeoutMs),
+      quorumProblem: () => quorumProblem(this.#directory.status()),
+      minTtlMs,
+      electionTimeoutMs,
+    };
+  }
+
+  /** Dials the peers and starts the tick of the leader's duties. */
+  #startDuties(): void {
+    this.transport.start();
+    this.#dutyTimer = setInterval(
+      () => this.#leadership.tick(),
+      this.#settings.tickMs,
+    );
+  }
+
+  /** After a failed start: removes the data folder if this start made it. */
+  async #forget(): Promise<void> {
+    if (!this.#existed) {
+      await Deno.remove(this.#settings.options.dataDir, { recursive: true })
+        .catch(() => {});
+    }
+  }
+
+  get id(): string {
+    return this.#settings.id;
+  }
+
+  get clusterId(): string {
+    return this.#clusterId;
+  }
+
+  get url(): string {
+    return this.server.url;
+  }
+
+  get peerUrl(): string {
+    return this.#peerUrl;
+  }
+
+  get minTtlMs(): number {
+    return this.#settings.minTtlMs;
+  }
+
+  get raft(): RaftNode<ApplyResult> {
+    return this.#raft!;
+  }
+
+  get state(): Replica["state"] {
+    return this.#replica.state;
+  }
+
+  get leases(): Replica["leases"] {
+    return this.#replica.leases;
+  }
+
+  get watches(): Replica["watches"] {
+    return this.#replica.watches;
+  }
+
+  get local(): Replica["local"] {
+    return this.#replica.local;
+  }
+
+  get server(): RpcServer {
+    return this.#server!;
+  }
+
+  get peerServer(): PeerServer {
+    return this.#peerServer!;
+  }
+
+  get transport(): PeerTransport {
+    return this.#transport!;
+  }
+
+  status(): RegistryStatus {
+    return statusOf({
+      settings: this.#settings,
+      directory: this.#directory,
+      peerUrl: this.#peerUrl,
+      raft: this.raft.status,
+      removed: this.#membership.removed,
+      state: this.state,
+      watches: this.watches,
+    });
+  }
+
+  snapshot(): RegistryNodeSnapshot {
+    return this.#replica.snapshotAt(this.raft.status.appliedIndex);
+  }
+
+  async stop(
+    options: { graceMs?: number; handOver?: boolean } = {},
+  ): Promise<void> {
+    clearInterval(this.#dutyTimer);
+    this.#replica.stopFanOut();
+    const raft = this.raft;
+    if (
+      options.handOver && this.#settings.multiNode &&
+      raft.status.role === "leader"
+    ) {
+      await this.#handOver();
+    }
+    this.#checker.stop();
+    this.watches.close();
+    if (options.graceMs !== undefined) {
+      await this.server.drain(options.graceMs);
+    }
+    await this.server.close();
+    await this.peerServer.close();
+    await raft.stop();
+  }
+
+  /**
+   * Hands leadership to the most up-to-date follower (Raft dissertation
+   * §3.10), waiting up to two election timeouts; logs how it went.
+   */
+  async #handOver(): Promise<void> {
+    const { id, electionTimeoutMs, log } = this.#settings;
+    const started = performance.now();
+    try {
+      const next = await this.raft.transferLeadership({
+        timeoutMs: 2 * electionTimeoutMs,
+      });
+      log(
+        `${id}: handed leadership to ${next} in ${
+          Math.round(performance.now() - started)
+        } ms before stopping`,
+      );
+    } catch (error) {
+      log(
+        `${id}: leadership hand-over failed (${
+          (error as Error).message
+        }); stopping anyway, the others elect a leader after an election timeout`,
+      );
+    }
+  }
+}

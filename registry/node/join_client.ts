@@ -1,0 +1,218 @@
+/**
+ * The registry's own client for `--join`: calls a leader method
+ * (`registry.memberList`, `registry.memberAdd`) on the cluster through the
+ * rpc layer's connections, following NOT_LEADER hints, moving on from a
+ * node that refuses, times out or is unavailable, and backing off with
+ * jitter after a round where none answered; it gives up with UNAVAILABLE
+ * once no URL accepted a connection for `failFastRounds` rounds, or with
+ * DEADLINE_EXCEEDED (quoting the last answer) at the deadline. The same
+ * policy as the stubs' `RegistryClient` for leader methods, without the
+ * stub layer (the registry reaches only raft, rpc, protocol, internal).
+ *
+ * @module
+ */
+
+import type { RpcConnection } from "../../rpc/client/connection.ts";
+import { dial } from "../../rpc/transport/dial.ts";
+import {
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  RpcError,
+} from "../../rpc/errors.ts";
+import { formatTcpUrl, parseTcpUrl } from "../../rpc/transport/transport.ts";
+import {
+  NOT_LEADER,
+  type NotLeaderData,
+  type ParamsOf,
+  type RegistryMethod,
+  type ResultOf,
+  UNAVAILABLE,
+  type UnavailableData,
+} from "../../protocol/registry.ts";
+import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
+
+/** Settings of a {@link JoinClient}. */
+export interface JoinClientOptions {
+  /** Time one call may take, retries included, ms. @default 15_000 */
+  deadlineMs?: number;
+  /** Time one attempt on one node may take, ms. @default 4_000 */
+  attemptTimeoutMs?: number;
+  /** Rounds in which no URL accepted a connection before UNAVAILABLE. @default 2 */
+  failFastRounds?: number;
+}
+
+/** First and longest back-off after a round where no node answered, ms. */
+const BACKOFF_MS = { min: 50, max: 1_000 };
+
+/** Calls leader methods of a registry cluster, for a joining node. */
+export class JoinClient {
+  readonly #urls: string[];
+  readonly #deadlineMs: number;
+  readonly #attemptTimeoutMs: number;
+  readonly #failFastRounds: number;
+  readonly #connections = new Map<string, Promise<RpcConnection>>();
+  readonly #closing = new AbortController();
+  /** Index of the node believed to lead. */
+  #leader = 0;
+
+  /** @param urls client URLs of members (`tcp://host:port`), at least one. */
+  constructor(urls: readonly string[], options: JoinClientOptions = {}) {
+    // One spelling per address, as the leader hints use.
+    this.#urls = [
+      ...new Set(urls.map((url) => formatTcpUrl(parseTcpUrl(url)))),
+    ];
+    this.#deadlineMs = options.deadlineMs ?? 15_000;
+    this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 4_000;
+    this.#failFastRounds = options.failFastRounds ?? 2;
+  }
+
+  /**
+   * Calls `method` on the leader.
+   *
+   * @throws {RpcError} UNAVAILABLE when no URL accepted a connection for
+   * `failFastRounds` rounds; DEADLINE_EXCEEDED at the deadline; at once,
+   * an answer a retry cannot change (bad params, a refused member…).
+   */
+  async call<M extends RegistryMethod>(
+    method: M,
+    params: ParamsOf<M>,
+  ): Promise<ResultOf<M>> {
+    const deadline = Date.now() + this.#deadlineMs;
+    const signal = this.#closing.signal;
+    const round = { tried: 0, refused: 0, refusedRounds: 0, count: 0 };
+    let lastError: unknown = null;
+    let lastAnswer: RpcError | null = null;
+    let hops = 0;
+    while (Date.now() < deadline && !signal.aborted) {
+      const url = this.#urls[this.#leader];
+      try {
+        const connection = await this.#connection(url);
+        return await connection.call<ResultOf<M>>(method, params as never, {
+          timeoutMs: Math.min(deadline - Date.now(), this.#attemptTimeoutMs),
+          signal,
+        });
+      } catch (error) {
+        lastError = error;
+        if (isAnswer(error)) lastAnswer = error;
+        const hint = leaderHint(error);
+        if (hint !== null && hint !== url && hops++ <= this.#urls.length) {
+          // Follow the hint at once, but not around a loop of stale hints.
+          this.#leader = this.#indexOf(hint);
+          continue;
+        }
+        if (error instanceof ConnectionError) {
+          this.#drop(url);
+          if (!error.written) round.refused++;
+        } else if (!isRetryable(error)) {
+          throw error;
+        }
+        round.tried++;
+      }
+      this.#leader = (this.#leader + 1) % this.#urls.length;
+      if (round.tried < this.#urls.length) continue;
+      // Every node failed once: give up if none even accepted a
+      // connection, else wait before the next round.
+      round.refusedRounds = round.refused >= round.tried
+        ? round.refusedRounds + 1
+        : 0;
+      if (round.refusedRounds >= this.#failFastRounds) {
+        throw givingUp(method, this.#urls, { lastError, refused: true });
+      }
+      round.tried = round.refused = 0;
+      await abortableSleep(
+        Math.min(
+          backoffDelay(round.count++, BACKOFF_MS.min, BACKOFF_MS.max),
+          Math.max(deadline - Date.now(), 0),
+        ),
+        signal,
+      );
+    }
+    throw givingUp(method, this.#urls, { lastError, lastAnswer });
+  }
+
+  /** Cancels the calls under way and closes the connections. */
+  close(): void {
+    this.#closing.abort();
+    for (const url of [...this.#connections.keys()]) this.#drop(url);
+  }
+
+  #connection(url: string): Promise<RpcConnection> {
+    let connection = this.#connections.get(url);
+    if (connection === undefined) {
+      connection = dial(url);
+      // A failed dial is dialed again next time.
+      connection.catch(() => this.#connections.delete(url));
+      this.#connections.set(url, connection);
+    }
+    return connection;
+  }
+
+  #drop(url: string): void {
+    this.#connections.get(url)?.then((c) => c.close(), () => {});
+    this.#connections.delete(url);
+  }
+
+  #indexOf(url: string): number {
+    const index = this.#urls.indexOf(url);
+    return index === -1 ? this.#urls.push(url) - 1 : index;
+  }
+}
+
+/** What a node answered, not a dead node's refusal or a local timeout. */
+function isAnswer(error: unknown): error is RpcError {
+  return error instanceof RpcError && !(error instanceof ConnectionError) &&
+    !(error.code === DEADLINE_EXCEEDED &&
+      (error.data as { written?: unknown } | undefined)?.written !==
+        undefined);
+}
+
+/** An answer the next node (or a later round) may not repeat. */
+function isRetryable(error: unknown): boolean {
+  return error instanceof RpcError &&
+    (error.code === UNAVAILABLE || error.code === DEADLINE_EXCEEDED ||
+      error.code === NOT_LEADER);
+}
+
+function leaderHint(error: unknown): string | null {
+  if (!(error instanceof RpcError) || error.code !== NOT_LEADER) return null;
+  const data = error.data as Partial<NotLeaderData> | undefined;
+  return typeof data?.leaderUrl === "string" ? data.leaderUrl : null;
+}
+
+/**
+ * The error a call ends with when no node succeeded (worded as the stubs'
+ * `RegistryClient` words it): UNAVAILABLE when none even accepted a
+ * connection (`refused`), else DEADLINE_EXCEEDED quoting the last answer
+ * (or the last error) a node gave.
+ */
+function givingUp(
+  method: string,
+  urls: readonly string[],
+  why: { lastError: unknown; lastAnswer?: RpcError | null; refused?: true },
+): unknown {
+  const tried = urls.join(", ");
+  const last = (error: unknown) =>
+    error instanceof Error ? `; last error: ${error.message}` : "";
+  if (why.refused) {
+    const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
+    return new RpcError(
+      UNAVAILABLE,
+      `Unavailable: no registry node accepted a connection for ${method} (tried ${tried})${
+        last(why.lastError)
+      }. Start a registry (deno task registry) or check the registry URLs`,
+      data,
+    );
+  }
+  const reported = why.lastAnswer ?? why.lastError;
+  if (!(reported instanceof RpcError)) {
+    return why.lastError ??
+      new RpcError(DEADLINE_EXCEEDED, `Deadline exceeded: ${method}`);
+  }
+  return new RpcError(
+    DEADLINE_EXCEEDED,
+    `Deadline exceeded: ${method} did not succeed on any registry node (${tried})${
+      last(reported)
+    }`,
+    { lastError: reported.toJSON() },
+  );
+}

@@ -1,0 +1,255 @@
+/**
+ * What an embedder gives {@link RegistryNodeOptions} and gets back
+ * ({@link RegistryNode}), and the settings a node derives from the
+ * options before it touches a port or a file ({@link settingsOf}).
+ *
+ * @module
+ */
+
+import {
+  formatTcpUrl,
+  isWildcardHost,
+  parseAdvertise,
+  parseTcpUrl,
+  type TcpAddress,
+} from "../../rpc/transport/transport.ts";
+import {
+  PEER_PORT_OFFSET,
+  type RegistryStatus,
+} from "../../protocol/registry.ts";
+import type { WatchHubOptions } from "../watch_hub.ts";
+
+/** Settings of `startRegistryNode`. */
+export interface RegistryNodeOptions {
+  /** This node's id, a key of `peers`. */
+  id: string;
+  /** Address of the client port; port 0 picks a free port. */
+  listen: TcpAddress;
+  /**
+   * Address of the peer port. @default this node's `peers` entry; for a
+   * single node without `peers`, the client port + 100
+   * ({@link PEER_PORT_OFFSET}) on the same host, or a free port when the
+   * client port is 0
+   */
+  peerListen?: TcpAddress;
+  /**
+   * The client URL to tell clients and peers (NOT_LEADER hints, status):
+   * `host` or `host:port`. Required when `listen` is a wildcard address
+   * (`0.0.0.0`, `::`). @default the address listened on
+   */
+  advertise?: string;
+  /**
+   * Every voter's id → its PEER URL (`tcp://host:port` of its peer port),
+   * this node included. Omit for a single-node registry.
+   */
+  peers?: Record<string, string>;
+  /**
+   * Join a running cluster instead of bootstrapping one (dissertation
+   * §4.2.1): the cluster's id (recorded in the new data folder; a folder of
+   * another cluster is refused). `peers` then lists the members known
+   * (from `registry.memberAdd`'s answer, this node included); the node
+   * starts with an empty configuration and learns it from the leader.
+   * A restart of a joined node passes its folder's cluster id again.
+   */
+  join?: { clusterId: string };
+  /**
+   * The cluster secret every peer connection proves (at least 32
+   * characters; see `loadClusterSecret`). Required with more than one
+   * member. @default a random one, for a single node
+   */
+  clusterSecret?: string;
+  /**
+   * Folder for this node's log; created if missing, after both ports were
+   * found free (a node that cannot start leaves no folder behind). It
+   * belongs to one member of one cluster (see `raft/data_dir.ts`).
+   */
+  dataDir: string;
+  /**
+   * Cluster token: part of the cluster id the members compute at bootstrap
+   * (`bootstrapClusterId`), so two clusters of the same members and peer
+   * URLs are told apart. Every member must use the same. @default ""
+   */
+  clusterToken?: string;
+  /** Milliseconds per Raft tick. @default 100 */
+  tickMs?: number;
+  /** Election timeout in ticks (randomized up to twice this). @default 10 */
+  electionTicks?: number;
+  /**
+   * PreVote (Raft dissertation §9.6): a member cut off and rejoined does not
+   * force an election. Every member should use the same value. @default true
+   */
+  preVote?: boolean;
+  /** Largest request frame accepted, bytes. @default 8 MiB */
+  maxFrameBytes?: number;
+  /**
+   * Most events kept for watches to resume from (older revisions get
+   * COMPACTED). Every member must use the same value. @default 10_000
+   */
+  historyEvents?: number;
+  /** Limits of the watches this node serves. */
+  watch?: Omit<WatchHubOptions, "now">;
+  /**
+   * Take a snapshot of the registry (its state and the leases' remaining
+   * times) and compact the log every this many applied entries (Raft
+   * paper §7). @default 10_000
+   */
+  snapshotEntries?: number;
+  /**
+   * Log entries kept before a snapshot's index for followers slightly
+   * behind. @default the smaller of 5_000 and `snapshotEntries`
+   */
+  snapshotTrailingEntries?: number;
+  /**
+   * Size after which the write-ahead log starts a new segment, bytes; a
+   * segment a snapshot covers is deleted. @default 64 MiB
+   */
+  walSegmentBytes?: number;
+  /** Most health-check probes under way at once on the leader. @default 64 */
+  maxConcurrentProbes?: number;
+  /**
+   * Receives one line per notable event: role changes (a candidate's line
+   * names the peers it cannot reach, and why), refused peer connections.
+   */
+  log?(line: string): void;
+  /** Called if storage fails and the node had to stop. */
+  onFatal?(error: unknown): void;
+}
+
+/** A started registry node, as an embedder sees it. */
+export interface RegistryNode {
+  /** This node's id. */
+  readonly id: string;
+  /** The id of its cluster, as its data folder records it (16 hex digits). */
+  readonly clusterId: string;
+  /** Its client URL (actual port, or the advertised address). */
+  readonly url: string;
+  /** Its peer URL: its `peers` entry, or the peer port listened on. */
+  readonly peerUrl: string;
+  /** What `registry.status` answers: role, term, indexes, members… */
+  status(): RegistryStatus;
+  /**
+   * Stops serving and stops the Raft node (the log stays on disk). With
+   * `handOver`, a leader first hands leadership to the most up-to-date
+   * follower (Raft dissertation §3.10) and waits up to two election
+   * timeouts for it to take over, so the cluster has a new leader without
+   * waiting out an election timeout; writes arriving meanwhile are refused
+   * as "not the leader" (retryable). With `graceMs`, it then drains the
+   * client port: requests under way are answered and clients are told to
+   * go elsewhere, for up to that many ms.
+   */
+  stop(options?: { graceMs?: number; handOver?: boolean }): Promise<void>;
+}
+
+/** The options with every default filled in and every check passed. */
+export interface NodeSettings {
+  readonly options: RegistryNodeOptions;
+  readonly id: string;
+  readonly listen: TcpAddress;
+  readonly peerListen: TcpAddress;
+  /** `advertise`, parsed. */
+  readonly advertised: { hostname: string; port?: number } | undefined;
+  /** The bootstrap (or joining) members: id → peer URL. */
+  readonly peers: Record<string, string>;
+  /** More than one member, or joining: needs a secret and a fixed peer port. */
+  readonly multiNode: boolean;
+  readonly tickMs: number;
+  readonly electionTicks: number;
+  readonly electionTimeoutMs: number;
+  /** Smallest lease TTL accepted, ms (1.5 × the election timeout). */
+  readonly minTtlMs: number;
+  /**
+   * How long a removed member's link stays open, for the leader's "you
+   * were removed" notice (registry.memberRemove sends it once committed).
+   */
+  readonly lingerMs: number;
+  readonly maxFrameBytes: number;
+  readonly log: (line: string) => void;
+}
+
+/**
+ * Checks the options and fills in their defaults.
+ *
+ * @throws {Error} when a multi-node node has no `clusterSecret` or no
+ * fixed peer port, or `listen` is a wildcard address without `advertise`.
+ */
+export function settingsOf(options: RegistryNodeOptions): NodeSettings {
+  const { id, listen } = options;
+  const tickMs = options.tickMs ?? 100;
+  const electionTicks = options.electionTicks ?? 10;
+  const advertised = options.advertise === undefined
+    ? undefined
+    : parseAdvertise(options.advertise);
+  if (advertised === undefined && isWildcardHost(listen.hostname)) {
+    throw new Error(
+      `the client port listens on the wildcard address ${listen.hostname}, which clients cannot dial; pass advertise (--advertise) with this host's reachable address`,
+    );
+  }
+  const peerListen = options.peerListen ?? defaultPeerListen(options);
+  const peers = options.peers ??
+    { [id]: formatTcpUrl(advertisedPeer(peerListen, advertised)) };
+  const multiNode = Object.keys(peers).length > 1 ||
+    options.join !== undefined;
+  if (multiNode && peerListen.port === 0) {
+    throw new Error(
+      "a node of a multi-node registry needs a fixed peer port: its peers must know where to reach it",
+    );
+  }
+  if (multiNode && options.clusterSecret === undefined) {
+    throw new Error(
+      "a node of a multi-node registry needs the cluster secret (--cluster-secret-file) its peers share",
+    );
+  }
+  const electionTimeoutMs = tickMs * electionTicks;
+  return {
+    options,
+    id,
+    listen,
+    peerListen,
+    advertised,
+    peers,
+    multiNode,
+    tickMs,
+    electionTicks,
+    electionTimeoutMs,
+    minTtlMs: Math.ceil(1.5 * electionTimeoutMs),
+    lingerMs: 2 * electionTimeoutMs,
+    maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
+    log: options.log ?? (() => {}),
+  };
+}
+
+/**
+ * The peer URL a node tells: its `peers` entry, or (a single node, whose
+ * peer port may be a free one) the advertised host with the port listened
+ * on.
+ */
+export function ownPeerUrl(
+  settings: NodeSettings,
+  listening: TcpAddress,
+): string {
+  return settings.options.peers?.[settings.id] ??
+    formatTcpUrl(advertisedPeer(listening, settings.advertised));
+}
+
+/**
+ * The peer port a node listens on by default: its `peers` entry, or for a
+ * single node the client port + {@link PEER_PORT_OFFSET} (a free port when
+ * the client port is 0).
+ */
+function defaultPeerListen(options: RegistryNodeOptions): TcpAddress {
+  const own = options.peers?.[options.id];
+  if (own !== undefined) return parseTcpUrl(own);
+  const { hostname, port } = options.listen;
+  return { hostname, port: port === 0 ? 0 : port + PEER_PORT_OFFSET };
+}
+
+/** The advertised host with the peer port (single node, for status only). */
+function advertisedPeer(
+  address: TcpAddress,
+  advertised: { hostname: string } | undefined,
+): TcpAddress {
+  return {
+    hostname: advertised?.hostname ?? address.hostname,
+    port: address.port,
+  };
+}
