@@ -338,7 +338,7 @@ export interface DialerHandshakeOptions {
  * import { dial } from "../rpc/transport/dial.ts";
  * import { authenticatePeer, ClusterKey } from "./peer_auth.ts";
  * import { PeerDirectory } from "./peer_directory.ts";
- * import { servePeers } from "./peer_server.ts";
+ * import { servePeers } from "./deno.ts";
  * const key = await ClusterKey.random();
  * const clusterId = "0123456789abcdef";
  * // Member n2's peer port, which also tells its client URL.

@@ -96,7 +96,7 @@ export interface PeerTransportOptions {
  * import assert from "node:assert/strict";
  * import { ClusterKey } from "./peer_auth.ts";
  * import { PeerDirectory } from "./peer_directory.ts";
- * import { servePeers } from "./peer_server.ts";
+ * import { servePeers } from "./deno.ts";
  * import { PeerTransport } from "./peer_transport.ts";
  * import type { Message } from "./types.ts";
  * const key = await ClusterKey.random();
