@@ -40,7 +40,7 @@ import { type RegistryNodeSnapshot, Replica } from "./replica.ts";
 import { MEMBER_REMOVED_METHOD, Membership } from "./membership.ts";
 import { Leadership } from "./leadership.ts";
 import { quorumProblem, roleLogger, statusOf } from "./status.ts";
-import type { RegistryNodeInternals } from "./internals.ts";
+import type { RegistryNodeInternals } from "./parts.ts";
 
 /** A running registry node and its parts. */
 export class RegistryNodeAssembly implements RegistryNodeInternals {
