@@ -62,6 +62,23 @@ async function documented(
     }
     byModule.set(fileURLToPath(specifier), kinds);
   }
+  // One run documents each declaration once: a name that a second entry
+  // re-exports is a "reference" there, and which entry gets the
+  // declaration depends on the others. Name the declared kind instead, so
+  // that an entry's lines change only when its own exports do.
+  const declared = new Map<string, string>();
+  for (const kinds of byModule.values()) {
+    for (const [name, kind] of kinds) {
+      if (kind !== "reference") declared.set(name, kind);
+    }
+  }
+  for (const kinds of byModule.values()) {
+    for (const [name, kind] of kinds) {
+      if (kind === "reference" && declared.has(name)) {
+        kinds.set(name, declared.get(name)!);
+      }
+    }
+  }
   return byModule;
 }
 
