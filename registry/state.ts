@@ -22,6 +22,7 @@ import {
   matchesQuery,
   type WatchEvent,
 } from "../protocol/registry.ts";
+import { MAX_TTL_MS } from "../protocol/registry_params.ts";
 
 /** The fields of an endpoint a bind command carries (validated by the service). */
 export interface EndpointRecord {
@@ -174,9 +175,6 @@ export interface RegistrySnapshot {
   /** Events of the kept revisions, oldest first. */
   history: HistoryItem[];
 }
-
-/** Largest lease TTL the state accepts, ms (about 24.8 days: the longest timer). */
-export const MAX_TTL_MS = 2_147_483_647;
 
 /**
  * The bindings of every name, the leases, the revision (bumped once by each
