@@ -8,7 +8,7 @@ import type {
   ListResult,
   LookupResult,
 } from "../../protocol/registry.ts";
-import { ids, rejectsWith, withSingleNode } from "./_fixture.ts";
+import { BIND_SHAPE, ids, rejectsWith, withSingleNode } from "./_fixture.ts";
 
 Deno.test("bind, lookup and unbind by name and by position, with full endpoints and the revision read", async () => {
   await withSingleNode(async (node, connection) => {
@@ -397,5 +397,53 @@ Deno.test("a health-checked endpoint whose server stops answering is marked unhe
     await waitFor(() => state() === "serving", "serving again", 5_000);
     assert.equal(node.state.revision, afterDown + 1);
     await server.close();
+  });
+});
+
+Deno.test("bind, unbind, setState, lookup and list refuse an unknown param, naming it and the accepted ones", async () => {
+  await withSingleNode(async (node, connection) => {
+    const url = "tcp://127.0.0.1:9001";
+    await rejectsWith(
+      connection.call("registry.lookup", { name: "a", serializable: true }),
+      INVALID_PARAMS,
+      'Invalid params: "serializable" is not a param of registry.lookup, which takes { name, consistency?, rotate?, includeUnhealthy?, limit? }',
+    );
+    await rejectsWith(
+      connection.call("registry.lookup", ["a", "serializable", true]),
+      INVALID_PARAMS,
+      "Invalid params: registry.lookup takes { name, consistency?, rotate?, includeUnhealthy?, limit? }, or at most 2 params by position (name, consistency); 3 were sent",
+    );
+    await rejectsWith(
+      connection.call("registry.bind", {
+        name: "a",
+        endpoint: { url },
+        ttl: 5,
+      }),
+      INVALID_PARAMS,
+      `Invalid params: "ttl" is not a param of registry.bind, which takes ${
+        BIND_SHAPE.slice("Invalid params: registry.bind takes ".length)
+      }`,
+    );
+    await rejectsWith(
+      connection.call("registry.unbind", { name: "a", id: url, force: true }),
+      INVALID_PARAMS,
+      'Invalid params: "force" is not a param of registry.unbind, which takes { name, id, leaseId?, scope? }',
+    );
+    await rejectsWith(
+      connection.call("registry.setState", {
+        name: "a",
+        id: url,
+        state: "draining",
+        reason: "deploy",
+      }),
+      INVALID_PARAMS,
+      'Invalid params: "reason" is not a param of registry.setState, which takes { name, id, state: "serving" | "draining", leaseId?, scope? }',
+    );
+    await rejectsWith(
+      connection.call("registry.list", { prefix: "", limit: 5 }),
+      INVALID_PARAMS,
+      'Invalid params: "limit" is not a param of registry.list, which takes { prefix?, consistency?, endpoints? }',
+    );
+    assert.equal(node.state.revision, 0);
   });
 });

@@ -311,3 +311,13 @@ Deno.test("dissertation §3.10 a write reaching a leader that is handing over is
     }
   });
 });
+
+Deno.test("registry.leaderTransfer refuses an unknown param, naming it and the accepted ones", async () => {
+  await withSingleNode(async (_node, connection) => {
+    await rejectsWith(
+      connection.call("registry.leaderTransfer", { target: "n2" }),
+      INVALID_PARAMS,
+      'Invalid params: "target" is not a param of registry.leaderTransfer, which takes { to?, timeoutMs? }',
+    );
+  });
+});

@@ -195,3 +195,34 @@ Deno.test("a node's snapshot restores to the same state, with the leases' remain
     assert.ok(remaining > 55_000 && remaining <= 60_000, String(remaining));
   });
 });
+
+Deno.test("the lease calls refuse an unknown param, naming it and the accepted ones", async () => {
+  await withSingleNode(async (node, connection) => {
+    await rejectsWith(
+      connection.call("lease.grant", { ttlMs: 60_000, ttl: 60 }),
+      INVALID_PARAMS,
+      'Invalid params: "ttl" is not a param of lease.grant, which takes { ttlMs, id? }',
+    );
+    await rejectsWith(
+      connection.call("lease.keepAlive", { id: "abc", cpu: 0.5 }),
+      INVALID_PARAMS,
+      'Invalid params: "cpu" is not a param of lease.keepAlive, which takes { id, load? }',
+    );
+    await rejectsWith(
+      connection.call("lease.revoke", { id: "abc", bindings: false }),
+      INVALID_PARAMS,
+      'Invalid params: "bindings" is not a param of lease.revoke, which takes { id }',
+    );
+    await rejectsWith(
+      connection.call("lease.timeToLive", { id: "abc", keys: true }),
+      INVALID_PARAMS,
+      'Invalid params: "keys" is not a param of lease.timeToLive, which takes { id }',
+    );
+    await rejectsWith(
+      connection.call("lease.list", { limit: 10 }),
+      INVALID_PARAMS,
+      'Invalid params: "limit" is not a param: lease.list takes no params',
+    );
+    assert.equal(node.state.leaseCount, 0);
+  });
+});

@@ -141,3 +141,29 @@ Deno.test("dissertation §4.1 registry.memberAdd/memberPromote/memberRemove: the
     assert.equal(node.raft.status.role, "leader");
   });
 });
+
+Deno.test("the membership calls refuse an unknown param, naming it and the accepted ones", async () => {
+  await withSingleNode(async (_node, connection) => {
+    await rejectsWith(
+      connection.call("registry.memberAdd", {
+        id: "n2",
+        peerUrl: "tcp://127.0.0.1:7102",
+        voter: true,
+      }),
+      INVALID_PARAMS,
+      'Invalid params: "voter" is not a param of registry.memberAdd, which takes { id, peerUrl, clientUrl?, learner?, promoteWhenCaughtUp? }',
+    );
+    for (const method of ["registry.memberPromote", "registry.memberRemove"]) {
+      await rejectsWith(
+        connection.call(method, { id: "n2", force: true }),
+        INVALID_PARAMS,
+        `Invalid params: "force" is not a param of ${method}, which takes { id }`,
+      );
+    }
+    await rejectsWith(
+      connection.call("registry.memberList", { verbose: true }),
+      INVALID_PARAMS,
+      'Invalid params: "verbose" is not a param: registry.memberList takes no params',
+    );
+  });
+});

@@ -54,3 +54,13 @@ Deno.test("the client port has no raft.step: a client gets -32601", async () => 
     );
   });
 });
+
+Deno.test("registry.status refuses an unknown param, naming it", async () => {
+  await withSingleNode(async (_node, connection) => {
+    await rejectsWith(
+      connection.call("registry.status", { verbose: true }),
+      INVALID_PARAMS,
+      'Invalid params: "verbose" is not a param: registry.status takes no params',
+    );
+  });
+});
