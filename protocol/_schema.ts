@@ -141,7 +141,7 @@ export interface ParamsOptions<F extends Fields> {
  * const greet = params<GreetParams>()("greet", {
  *   name: required<string>(text("name")),
  *   title: optional<string>((v) => v === undefined ? "" : text("title")(v)),
- * }, { positional: ["name"] });
+ * }, { positional: ["name", "title"] });
  * assert.equal(greet.shape, "{ name, title? }");
  * assert.deepEqual(greet.parse([{ name: "Ada" }]), { name: "Ada", title: "" });
  * assert.deepEqual(greet.parse(["Ada", "Dr"]), { name: "Ada", title: "Dr" });
@@ -230,9 +230,9 @@ function paramsObject(
   if (positional.length > 0 && typeof first === "string") {
     if (args.length > positional.length) {
       throw new ParamsError(
-        `${takes}, or at most ${positional.length} params by position (${
-          positional.join(", ")
-        }); ${args.length} were sent`,
+        `${takes}, or at most ${positional.length} ${
+          positional.length === 1 ? "param" : "params"
+        } by position (${positional.join(", ")}); ${args.length} were sent`,
       );
     }
     const named: Record<string, unknown> = {};

@@ -71,6 +71,14 @@ export const MAX_TRANSFER_TIMEOUT_MS = 60_000;
 /** A lease id: 1..64 characters of `A-Z a-z 0-9 _ -`. */
 export const LEASE_ID: RegExp = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** The states `registry.setState` sets (a health check sets `unhealthy`). */
+export const SETTABLE_STATES: readonly ("serving" | "draining")[] = [
+  "serving",
+  "draining",
+];
+/** The kinds of health check. */
+export const CHECK_KINDS: readonly HealthCheck["kind"][] = ["tcp", "ping"];
+
 /** An endpoint as a bind reads it: validated, the name's attributes merged. */
 export interface ParsedEndpoint {
   /** Instance id (the URL when not given). */
@@ -198,9 +206,7 @@ function healthCheck(value: unknown, field: string): HealthCheck {
       `"${field}" must be { kind: "tcp" | "ping", intervalMs?, timeoutMs?, failuresBeforeUnhealthy? }`,
     );
   }
-  if (value.kind !== "tcp" && value.kind !== "ping") {
-    throw new ParamsError(`"${field}.kind" must be "tcp" or "ping"`);
-  }
+  const kind = oneOf(`${field}.kind`, CHECK_KINDS)(value.kind);
   const intervalMs = integer(
     value.intervalMs,
     `${field}.intervalMs`,
@@ -222,7 +228,7 @@ function healthCheck(value: unknown, field: string): HealthCheck {
     1,
     100,
   );
-  return { kind: value.kind, intervalMs, timeoutMs, failuresBeforeUnhealthy };
+  return { kind, intervalMs, timeoutMs, failuresBeforeUnhealthy };
 }
 
 /** The endpoint of a bind, with the name's query attributes merged in. */
@@ -446,7 +452,7 @@ export const REGISTRY_PARAMS = {
       name: required<string>((value) => nameWithQuery(value).base),
       id: required<string>((value) => requireBase(value, "id")),
       state: required<"serving" | "draining">(
-        oneOf("state", ["serving", "draining"]),
+        oneOf("state", SETTABLE_STATES),
         ': "serving" | "draining"',
       ),
       leaseId: optional<string>(optionalLeaseId),

@@ -160,6 +160,11 @@ export class ServiceCore {
     return result.value;
   }
 
+  /**
+   * Waits until this node's state reflects every write acknowledged
+   * before the call (ReadIndex through the leader, Raft dissertation
+   * §6.4), for a linearizable read.
+   */
   async barrier(): Promise<void> {
     try {
       await this.context.raft.readBarrier({
@@ -184,6 +189,11 @@ export class ServiceCore {
     }
   }
 
+  /**
+   * A Raft error as the registry's answer: NOT_LEADER naming the leader,
+   * UNAVAILABLE (with the quorum problem, if any) when none is known or
+   * the write or read did not complete in time; any other error as it is.
+   */
   rpcError(error: unknown, kind: "write" | "read"): unknown {
     const retryAfterMs = this.context.electionTimeoutMs;
     if (error instanceof NotLeaderError) {

@@ -77,7 +77,7 @@ export function leaseMethods(
           throw leaseNotFound(id);
         }
         context.leases.keepAlive(id, load);
-        return Promise.resolve({ id, ttlMs: lease.ttlMs });
+        return { id, ttlMs: lease.ttlMs };
       },
     ),
 
@@ -90,14 +90,14 @@ export function leaseMethods(
       core.requireLeaderReady();
       const info = leaseInfo(id);
       if (info === undefined) throw leaseNotFound(id);
-      return Promise.resolve(info);
+      return info;
     }),
 
     [leaseList]: method(REGISTRY_PARAMS[leaseList], () => {
       core.requireLeaderReady();
-      return Promise.resolve({
+      return {
         leases: context.state.leases().map(({ id }) => leaseInfo(id)!),
-      });
+      };
     }),
   };
 }

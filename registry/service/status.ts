@@ -17,7 +17,7 @@ export function statusMethods(core: ServiceCore): MethodTable<typeof status> {
   return {
     [status]: method(
       REGISTRY_PARAMS[status],
-      () => Promise.resolve(core.context.status()),
+      () => core.context.status(),
     ),
   };
 }

@@ -23,12 +23,11 @@ export function watchMethods(
   return {
     [watch]: method(
       REGISTRY_PARAMS[watch],
-      (p) => Promise.resolve(watches.watch(session, p)),
+      (p) => watches.watch(session, p),
     ),
     [unwatch]: method(
       REGISTRY_PARAMS[unwatch],
-      (p) =>
-        Promise.resolve({ cancelled: watches.unwatch(session, p.watchId) }),
+      (p) => ({ cancelled: watches.unwatch(session, p.watchId) }),
     ),
   };
 }
