@@ -374,6 +374,8 @@ export interface SetStateParams {
   state: "serving" | "draining";
   /** Only if still attached to this lease (see {@link UnbindParams.leaseId}). */
   leaseId?: string;
+  /** Where the binding lives (see Scope). @default "global" */
+  scope?: Scope;
 }
 
 // --- reads -----------------------------------------------------------------

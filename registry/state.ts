@@ -22,6 +22,11 @@ import {
   matchesQuery,
   type WatchEvent,
 } from "../protocol/registry.ts";
+import {
+  CHECK_KINDS,
+  MAX_TTL_MS,
+  SETTABLE_STATES,
+} from "../protocol/registry_params.ts";
 
 /** The fields of an endpoint a bind command carries (validated by the service). */
 export interface EndpointRecord {
@@ -174,9 +179,6 @@ export interface RegistrySnapshot {
   /** Events of the kept revisions, oldest first. */
   history: HistoryItem[];
 }
-
-/** Largest lease TTL the state accepts, ms (about 24.8 days: the longest timer). */
-export const MAX_TTL_MS = 2_147_483_647;
 
 /**
  * The bindings of every name, the leases, the revision (bumped once by each
@@ -890,6 +892,13 @@ function copyEvent(event: WatchEvent): WatchEvent {
 }
 
 // --- validation of commands (a corrupt or forged entry changes nothing) -----
+//
+// Commands are not params: they carry what the service made of the params
+// (normalized endpoint records, server-chosen lease ids) and ops no client
+// sends (health, leaseExpire), and every entry an earlier version wrote must
+// still apply. So these guards check the shape a command needs to apply,
+// with the enumerations and limits of the params declarations
+// (protocol/registry_params.ts), not the params rules themselves.
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -923,7 +932,7 @@ function isAttributes(value: unknown): boolean {
 
 function isCheck(value: unknown): boolean {
   return value === null || isRecord(value) &&
-      (value.kind === "tcp" || value.kind === "ping") &&
+      CHECK_KINDS.includes(value.kind as HealthCheck["kind"]) &&
       isTtl(value.intervalMs) && isTtl(value.timeoutMs) &&
       Number.isSafeInteger(value.failuresBeforeUnhealthy) &&
       (value.failuresBeforeUnhealthy as number) >= 1;
@@ -961,7 +970,7 @@ function commandProblem(value: unknown): string | null {
           optional(value, "leaseId", isText);
       case "setState":
         return isText(value.name) && isText(value.id) &&
-          (value.state === "serving" || value.state === "draining") &&
+          SETTABLE_STATES.includes(value.state as "serving") &&
           optional(value, "leaseId", isText);
       case "health":
         return isText(value.name) && isText(value.id) &&

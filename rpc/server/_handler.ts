@@ -50,6 +50,9 @@ export function argsOf(params: Params | undefined): unknown[] {
   return params === undefined ? [] : Array.isArray(params) ? params : [params];
 }
 
+/** The Standard Schema vendor of the params schemas of `protocol/_schema.ts`. */
+export const RAFTER_PARAMS_VENDOR = "rafter-params";
+
 /** Most issues listed in an Invalid params message. */
 const MESSAGE_ISSUES = 3;
 /** Most issues sent in an Invalid params error's `data.issues`. */
@@ -82,8 +85,11 @@ export async function validateParams(
   }
   const result = await schema["~standard"].validate(input);
   if (result.issues !== undefined) {
+    // No hint for Rafter's own params schemas (protocol/_schema.ts): they
+    // read named and positional params themselves, and word each refusal.
     const namedSent = !spec.named && typeof params === "object" &&
-      params !== null && !Array.isArray(params);
+      params !== null && !Array.isArray(params) &&
+      schema["~standard"].vendor !== RAFTER_PARAMS_VENDOR;
     return invalidParams(
       result.issues,
       namedSent

@@ -1,0 +1,129 @@
+/**
+ * The shared set-up of the registry service tests: an elected single node
+ * or three nodes, a raw connection, and the assertion of an RpcError.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { dial } from "../../rpc/transport/dial.ts";
+import type { RpcConnection } from "../../rpc/client/connection.ts";
+import { RpcError } from "../../rpc/errors.ts";
+import type { Params } from "../../rpc/message.ts";
+import { freePorts, TEST_SECRET, waitFor } from "../../raft/_test_util.ts";
+import { type RegistryNode, startRegistryNode } from "../registry_node.ts";
+import type { LookupResult } from "../../protocol/registry.ts";
+
+/** A single-node registry (elected) and a raw connection to it. */
+export async function withSingleNode(
+  fn: (node: RegistryNode, connection: RpcConnection) => Promise<void>,
+  options: {
+    onNotification?: (method: string, params: Params | undefined) => void;
+  } = {},
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
+  const node = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    dataDir: dir,
+    tickMs: 10,
+    electionTicks: 5,
+  });
+  let connection: RpcConnection | undefined;
+  try {
+    await waitFor(() => node.raft.status.role === "leader", "n1 to lead");
+    connection = await dial(node.url, {
+      onNotification: options.onNotification,
+    });
+    await fn(node, connection);
+  } finally {
+    connection?.close();
+    await connection?.closed;
+    await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+export async function rejectsWith(
+  call: Promise<unknown>,
+  code: number,
+  message: string | RegExp,
+  data?: unknown,
+): Promise<void> {
+  await assert.rejects(call, (error: unknown) => {
+    assert.ok(error instanceof RpcError, `${error} is an RpcError`);
+    if (typeof message === "string") assert.equal(error.message, message);
+    else assert.match(error.message, message);
+    assert.equal(error.code, code);
+    if (data !== undefined) assert.deepEqual(error.data, data);
+    return true;
+  });
+}
+
+export const BIND_SHAPE =
+  "Invalid params: registry.bind takes { name, endpoint: { url, id?, attrs?, weight?, zone?, check? }, leaseId?, grant?: { ttlMs }, scope? }";
+export const ENDPOINT_SHAPE =
+  'Invalid params: "endpoint" must be { url, id?, attrs?, weight?, zone?, check? }';
+
+export function ids(result: LookupResult): string[] {
+  return result.endpoints.map((e) => e.id);
+}
+
+/** Three in-process registry nodes n1..n3 with a leader elected. */
+export async function withThreeNodes(
+  fn: (
+    nodes: RegistryNode[],
+    leader: RegistryNode,
+    stop: (node: RegistryNode) => Promise<void>,
+  ) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
+  const ports = freePorts(6);
+  const peers: Record<string, string> = {};
+  for (let i = 0; i < 3; i++) {
+    peers[`n${i + 1}`] = `tcp://127.0.0.1:${ports[3 + i]}`;
+  }
+  const nodes = await Promise.all([0, 1, 2].map((i) =>
+    startRegistryNode({
+      id: `n${i + 1}`,
+      listen: { hostname: "127.0.0.1", port: ports[i] },
+      peers,
+      clusterSecret: TEST_SECRET,
+      dataDir: `${dir}/n${i + 1}`,
+      tickMs: 20,
+      electionTicks: 10,
+    })
+  ));
+  const running = new Set(nodes);
+  const leaderOf = () => {
+    const leaders = nodes.filter((n) => n.raft.status.role === "leader");
+    return leaders.length === 1 &&
+        nodes.every((n) => n.raft.status.leader === leaders[0].id)
+      ? leaders[0]
+      : undefined;
+  };
+  try {
+    await waitFor(() => leaderOf() !== undefined, "a leader all follow");
+    await fn(nodes, leaderOf()!, async (node) => {
+      running.delete(node);
+      await node.stop();
+    });
+  } finally {
+    for (const node of running) await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+export async function callOn<T>(
+  node: RegistryNode,
+  method: string,
+  params?: Record<string, unknown>,
+): Promise<T> {
+  const connection = await dial(node.url);
+  try {
+    return await connection.call<T>(method, params, { timeoutMs: 5_000 });
+  } finally {
+    connection.close();
+    await connection.closed;
+  }
+}
