@@ -71,7 +71,10 @@ export const MAY_IMPORT: Readonly<
   Record<string, readonly string[] | typeof ANY>
 > = {
   internal: [],
-  protocol: ["internal"],
+  // The registry's contract is JSON-RPC methods on TCP endpoints: its
+  // params schemas use the Standard Schema contract of `rpc/server/` and
+  // the TCP URL rules of `rpc/transport/`.
+  protocol: ["rpc", "internal"],
   rpc: ["internal"],
   stub: ["rpc", "protocol", "internal"],
   raft: ["rpc", "internal"],
