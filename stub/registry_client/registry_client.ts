@@ -88,6 +88,23 @@ export interface RegistryCallOptions {
   attemptTimeoutMs?: number;
 }
 
+/**
+ * The registry params among `options`: all but the {@link RegistryCallOptions}
+ * of the call itself, which the registry refuses as unknown params.
+ */
+function paramsOf<T extends RegistryCallOptions>(
+  options: T,
+): Omit<T, keyof RegistryCallOptions> {
+  const {
+    deadlineMs: _d,
+    signal: _s,
+    node: _n,
+    attemptTimeoutMs: _a,
+    ...params
+  } = options;
+  return params;
+}
+
 /** Options of {@link RegistryClient.bind}. */
 export interface BindOptions extends RegistryCallOptions {
   /** Attach the binding to this lease. */
@@ -234,8 +251,11 @@ export class RegistryClient {
     name: string,
     options: RegistryCallOptions & Omit<LookupParams, "name"> = {},
   ): Promise<LookupResult> {
-    const { deadlineMs: _d, signal: _s, node: _n, ...rest } = options;
-    return this.call(REGISTRY_METHODS.lookup, { name, ...rest }, options);
+    return this.call(
+      REGISTRY_METHODS.lookup,
+      { name, ...paramsOf(options) },
+      options,
+    );
   }
 
   /** Names under `prefix` (every name by default), with counts or endpoints. */
@@ -243,8 +263,11 @@ export class RegistryClient {
     prefix = "",
     options: RegistryCallOptions & Omit<ListParams, "prefix"> = {},
   ): Promise<ListResult> {
-    const { deadlineMs: _d, signal: _s, node: _n, ...rest } = options;
-    return this.call(REGISTRY_METHODS.list, { prefix, ...rest }, options);
+    return this.call(
+      REGISTRY_METHODS.list,
+      { prefix, ...paramsOf(options) },
+      options,
+    );
   }
 
   /** Grants a lease of `ttlMs` (at least 1.5 × the registry's election timeout). */

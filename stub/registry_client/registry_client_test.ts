@@ -171,6 +171,30 @@ Deno.test("a lookup through a follower right after a bind through the leader see
   });
 });
 
+Deno.test("a lookup or list with call options sends none of them as params (the registry refuses unknown params)", async () => {
+  await withCluster(async (cluster) => {
+    const leader = await cluster.leader();
+    const client = connect(leader.url);
+    try {
+      await client.bind("svc", { id: "s1", url: "tcp://127.0.0.1:9001" });
+      const call = {
+        deadlineMs: 5_000,
+        attemptTimeoutMs: 2_000,
+        signal: new AbortController().signal,
+      };
+      const found = await client.registry.lookup("svc", {
+        ...call,
+        rotate: false,
+      });
+      assert.deepEqual(found.endpoints.map((e) => e.id), ["s1"]);
+      const listed = await client.registry.list("", call);
+      assert.deepEqual(listed.names.map((n) => n.name), ["svc"]);
+    } finally {
+      client.close();
+    }
+  });
+});
+
 Deno.test("after the leader stops, a bind succeeds once a new leader is elected", async () => {
   await withCluster(async (cluster) => {
     const client = connect(Object.values(cluster.urls), { deadlineMs: 8_000 });
