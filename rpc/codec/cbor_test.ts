@@ -596,7 +596,8 @@ Deno.test("cbor decoder: frames split anywhere decode the same, and a frame is b
 
 Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CBOR", async () => {
   const script = `
-    import { connect, RpcConnection } from "./mod.ts";
+    import { connect } from "./mod.ts";
+    import { RpcConnection } from "./rpc/transport/mod.ts";
     const stream = { readable: new ReadableStream(), writable: new WritableStream(), close() {} };
     try { new RpcConnection(stream, { codec: "cbor" }); console.log("no error"); }
     catch (error) { console.log(error.name + ": " + error.message); }

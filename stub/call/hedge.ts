@@ -11,7 +11,7 @@ import type { CallInfo, Candidate } from "../distributors/distributor.ts";
 import type { Attempts, Send } from "./attempt.ts";
 import type { Outcome } from "./outcome.ts";
 import type { RetryBudget } from "./retry_budget.ts";
-import type { HedgeOptions, Latencies } from "./latencies.ts";
+import type { HedgeOptions } from "./latencies.ts";
 
 export type { HedgeOptions } from "./latencies.ts";
 
