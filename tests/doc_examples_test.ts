@@ -57,7 +57,6 @@ export const PENDING_OTHER_OWNERS: readonly string[] = [
   // Being rewritten by other work at the time this check was written.
   "registry/",
   "protocol/",
-  "README.md",
   // Outside the change that wrote this check, which converted rpc/,
   // internal/, raft/ and stub/ but not these files.
   "raft/deno.ts",
