@@ -22,13 +22,33 @@
  * the consensus library from `@rafter/rpc/raft`.
  *
  * @example Call a service bound in the registry
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { connect } from "@rafter/rpc";
+ * import { serve } from "@rafter/rpc/deno";
+ * import { startRegistryNode } from "@rafter/rpc/registry";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
+ * const server = serve({
+ *   methods: { greet: (name: string) => ({ greeting: `Hello, ${name}!`, server: "h1" }) },
+ * });
  * interface Hello { greet(name: string): { greeting: string; server: string } }
- * const client = connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"]);
+ * // A real client lists the registry cluster's nodes:
+ * // connect(["tcp://127.0.0.1:7001", "tcp://127.0.0.1:7002", "tcp://127.0.0.1:7003"])
+ * const client = connect([node.url]);
+ * await client.bind("hello", { id: "h1", url: server.url }); // what a server does
  * const hello = client.stub<Hello>("hello");
- * console.log((await hello.greet("Ada")).greeting);
+ * assert.equal((await hello.greet("Ada")).greeting, "Hello, Ada!");
  * client.close();
+ * await server.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  *
  * @module

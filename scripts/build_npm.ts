@@ -72,6 +72,8 @@ export interface BuildResult {
  *
  * @example
  * ```ts ignore
+ * // not run: a full build (deno bundle, then the TypeScript compiler) takes
+ * // up to a minute; tests/node_package_test.ts builds and installs it
  * import { buildNpm } from "./build_npm.ts";
  * const { outDir, version } = await buildNpm("dist/npm");
  * console.log(`built @rafter/rpc ${version} in ${outDir}`);

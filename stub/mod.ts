@@ -7,14 +7,31 @@
  * Web-standard only, like `@rafter/rpc`.
  *
  * @example What a client knows of the servers bound as `hello`
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import type { EndpointStatus } from "@rafter/rpc/client";
- * import { connect } from "@rafter/rpc/deno";
- * const client = connect("tcp://127.0.0.1:7001");
+ * import { connect, serve } from "@rafter/rpc/deno";
+ * import { startRegistryNode } from "@rafter/rpc/registry";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
+ * const server = serve({ methods: { greet: (name: string) => `Hello, ${name}!` } });
+ * const client = connect(node.url);
+ * await client.bind("hello", { id: "hello-1", url: server.url });
  * await client.stub<{ greet(name: string): string }>("hello").greet("Ada");
  * const states: EndpointStatus[] = client.endpointStates("hello");
- * console.log(states);
+ * assert.deepEqual(states, [
+ *   { id: "hello-1", url: server.url, state: "serving", reason: null },
+ * ]);
  * client.close();
+ * await server.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  *
  * @module

@@ -8,6 +8,8 @@
  *
  * @example A worker that calls `hello` on each request
  * ```ts ignore
+ * // not run: `cloudflare:sockets` exists only inside a Cloudflare Worker
+ * // (tests/edge_cloudflare_test.ts runs examples/edge/cloudflare in workerd)
  * import { connect } from "cloudflare:sockets";
  * import { edgeClient } from "@rafter/rpc/cloudflare";
  * interface Hello { greet(name: string): { greeting: string; server: string } }

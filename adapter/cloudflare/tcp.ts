@@ -38,6 +38,8 @@ export type CloudflareConnect = (
  *
  * @example
  * ```ts ignore
+ * // not run: `cloudflare:sockets` exists only inside a Cloudflare Worker
+ * // (tests/edge_cloudflare_test.ts runs examples/edge/cloudflare in workerd)
  * import { connect } from "cloudflare:sockets";
  * import { cloudflareDialer } from "@rafter/rpc/cloudflare";
  * import { dial } from "@rafter/rpc/transport";

@@ -9,11 +9,27 @@
  * from `@rafter/rpc` and its subpaths.
  *
  * @example Serve a method table and bind it in the registry
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { connect, serve } from "@rafter/rpc/deno";
+ * import { startRegistryNode } from "@rafter/rpc/registry";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
  * const server = serve({ hostname: "127.0.0.1", port: 0, methods: { greet: (name: string) => `Hello, ${name}!` } });
- * const client = connect("tcp://127.0.0.1:7001");
+ * const client = connect(node.url); // a real cluster: "tcp://127.0.0.1:7001", …
  * await client.bind("hello", { id: "hello-1", url: server.url });
+ * const hello = client.stub<{ greet(name: string): string }>("hello");
+ * assert.equal(await hello.greet("Ada"), "Hello, Ada!");
+ * client.close();
+ * await server.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  *
  * @module

@@ -29,13 +29,18 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  * @throws {RangeError} for limits that `validateServerLimits` refuses.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { serve } from "./serve.ts";
+ * import { dial } from "../../rpc/transport/dial.ts";
  * const server = serve({
  *   port: 0,
  *   methods: { greet: (name: string) => `Hello, ${name}!` },
  * });
- * console.log(`listening on ${server.url}`);
+ * assert.match(server.url, /^tcp:\/\/127\.0\.0\.1:\d+$/); // the port it got
+ * const connection = await dial(server.url);
+ * assert.equal(await connection.call("greet", ["Ada"]), "Hello, Ada!");
+ * connection.close();
  * await server.close();
  * ```
  */

@@ -27,11 +27,22 @@ import { streamOfConn } from "../../rpc/transport/conn_stream.ts";
  * streams.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { fromDenoConn } from "./tcp.ts";
- * const conn = await Deno.connect({ hostname: "127.0.0.1", port: 7001 });
+ * import { serve } from "./serve.ts";
+ * const server = serve({ methods: {} });
+ * const port = Number(new URL(server.url).port);
+ * const conn = await Deno.connect({ hostname: "127.0.0.1", port });
  * const stream = fromDenoConn(conn);
+ * assert.equal(stream.remoteAddress, `127.0.0.1:${port}`);
+ * const ping = '{"jsonrpc":"2.0","id":1,"method":"rpc.ping"}\n';
+ * await stream.writable.getWriter().write(new TextEncoder().encode(ping));
+ * const { value } = await stream.readable.getReader().read();
+ * const answer = JSON.parse(new TextDecoder().decode(value)); // one NDJSON line
+ * assert.deepEqual(answer, { jsonrpc: "2.0", id: 1, result: "pong" });
  * stream.close();
+ * await server.close();
  * ```
  */
 export function fromDenoConn(conn: Deno.Conn): ByteStream {
@@ -54,10 +65,15 @@ export function fromDenoConn(conn: Deno.Conn): ByteStream {
  * cannot be opened.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { denoTcpDialer } from "./tcp.ts";
- * const stream = await denoTcpDialer("tcp://127.0.0.1:7001");
+ * import { serve } from "./serve.ts";
+ * const server = serve({ methods: {} });
+ * const stream = await denoTcpDialer(server.url);
+ * assert.equal(`tcp://${stream.remoteAddress}`, server.url);
  * stream.close();
+ * await server.close();
  * ```
  */
 export const denoTcpDialer: Dialer = async (

@@ -8,13 +8,28 @@
  * `connect` and `serve` too).
  *
  * @example A server that binds itself, and a client
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { bindServer } from "@rafter/rpc";
  * import { connect, serve } from "@rafter/rpc/node";
+ * import { startRegistryNode } from "@rafter/rpc/registry";
+ * // A one-node registry in this process (fast ticks, so it elects at once).
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({
+ *   id: "n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
+ * });
  * const server = await serve({ methods: { greet: (name: string) => `Hello, ${name}!` } });
- * const client = connect("tcp://127.0.0.1:7001");
+ * const client = connect(node.url); // a real cluster: "tcp://127.0.0.1:7001", …
  * const binding = await bindServer(client.registry, "hello", server, { id: "hello-1" });
- * console.log(await client.stub<{ greet(name: string): string }>("hello").greet("Ada"));
+ * const hello = client.stub<{ greet(name: string): string }>("hello");
+ * assert.equal(await hello.greet("Ada"), "Hello, Ada!");
+ * await binding.close(); // drains the server, revokes its lease
+ * client.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  *
  * @module

@@ -32,10 +32,14 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  * @throws the `node:net` listen error (e.g. `EADDRINUSE`) as a rejection.
  *
  * @example
- * ```ts ignore
- * import { serve } from "@rafter/rpc/node";
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dial, serve } from "@rafter/rpc/node";
  * const server = await serve({ methods: { greet: (name: string) => `Hello, ${name}!` } });
- * console.log(`listening on ${server.url}`);
+ * assert.match(server.url, /^tcp:\/\/127\.0\.0\.1:\d+$/); // the port it got
+ * const connection = await dial(server.url);
+ * assert.equal(await connection.call("greet", ["Ada"]), "Hello, Ada!");
+ * connection.close();
  * await server.close();
  * ```
  */

@@ -38,8 +38,12 @@ export interface Hello {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { helloMethods } from "./server.ts";
- * console.log(helloMethods("hello-1").greet("Ada")); // { greeting: "Hello, Ada!", server: "hello-1" }
+ * assert.deepEqual(helloMethods("hello-1").greet("Ada"), {
+ *   greeting: "Hello, Ada!",
+ *   server: "hello-1",
+ * });
  * ```
  */
 export function helloMethods(id: string, onCall?: () => void): Hello {

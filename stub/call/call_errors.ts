@@ -36,9 +36,12 @@ export interface CallErrorDetail {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { NotSentError } from "./call_errors.ts";
  * const error = new NotSentError("connection refused", { endpoint: "tcp://127.0.0.1:9001" });
- * console.log(error.code, error.written, error.endpoint); // -32004 false tcp://127.0.0.1:9001
+ * assert.equal(error.code, -32004);
+ * assert.equal(error.written, false);
+ * assert.equal(error.endpoint, "tcp://127.0.0.1:9001");
  * ```
  */
 export class NotSentError extends RpcError {
@@ -72,9 +75,11 @@ export class NotSentError extends RpcError {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { AmbiguousError } from "./call_errors.ts";
  * const error = new AmbiguousError("connection reset", { endpoint: "tcp://127.0.0.1:9001" });
- * console.log(error.written, error.endpoint); // true tcp://127.0.0.1:9001
+ * assert.equal(error.written, true);
+ * assert.equal(error.endpoint, "tcp://127.0.0.1:9001");
  * ```
  */
 export class AmbiguousError extends RpcError {
@@ -108,9 +113,12 @@ export class AmbiguousError extends RpcError {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ServerError } from "./call_errors.ts";
  * const error = new ServerError(-32602, "Invalid params: name", undefined, "tcp://127.0.0.1:9001");
- * console.log(error.code, error.message, error.endpoint); // -32602 Invalid params: name tcp://127.0.0.1:9001
+ * assert.equal(error.code, -32602);
+ * assert.equal(error.message, "Invalid params: name");
+ * assert.equal(error.endpoint, "tcp://127.0.0.1:9001");
  * ```
  */
 export class ServerError extends RpcError {

@@ -122,9 +122,19 @@ export interface StubControls<T> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import type { Stub } from "./cluster_stub.ts";
+ * import { connect } from "../client.ts";
  * interface Hello { greet(name: string): { greeting: string; server: string } }
- * type HelloStub = Stub<Hello>; // { greet(name: string): Promise<{ greeting: string; server: string }>, $call, $notify, $with }
+ * const client = connect(["tcp://127.0.0.1:7001"]); // dials at the first call
+ * const hello: Stub<Hello> = client.stub<Hello>("hello");
+ * // Type-checked: greet returns a promise of the server's result.
+ * const greet: (name: string) => Promise<{ greeting: string; server: string }> =
+ *   hello.greet;
+ * assert.equal(typeof greet, "function");
+ * assert.equal(typeof hello.$with({ deadlineMs: 1_000 }).greet, "function");
+ * assert.equal(typeof hello.$call, "function");
+ * client.close();
  * ```
  */
 export type Stub<T> =

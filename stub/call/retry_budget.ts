@@ -58,10 +58,15 @@ class WindowedCount {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RetryBudget } from "./retry_budget.ts";
  * const budget = new RetryBudget({ minRetriesPerSecond: 0, percentCanRetry: 0.5 });
  * for (let i = 0; i < 4; i++) budget.deposit();
- * console.log(budget.tryWithdraw(), budget.tryWithdraw(), budget.tryWithdraw()); // true true false
+ * // Half of the 4 calls may be retried: 2 withdrawals, then no more.
+ * assert.deepEqual(
+ *   [budget.tryWithdraw(), budget.tryWithdraw(), budget.tryWithdraw()],
+ *   [true, true, false],
+ * );
  * ```
  */
 export class RetryBudget {
