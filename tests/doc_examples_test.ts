@@ -23,7 +23,15 @@
  *   `assertRejects(…)`, or throws under a condition (`if (…) throw …`); or
  * - is not run, and says why: its fence is marked `ignore` (a fence line
  *   `ts ignore`) and its first line is the comment `// not run: <reason>`,
- *   e.g. `// not run: needs a registry cluster on 127.0.0.1:7001`.
+ *   e.g. `// not run: needs a registry cluster on 127.0.0.1:7001`; or
+ * - in a Markdown file, says why it is not run (the `// not run:` first
+ *   line) without `ignore`: it is then type-checked
+ *   (`deno check --doc-only README.md` in `deno task check`) but not run.
+ *
+ * `deno task test` leaves README.md out (`--ignore=README.md`), so this file
+ * runs the README's asserting examples itself: it copies them into a
+ * Markdown file of their own in a temporary folder of the repository and
+ * runs `deno test --doc` on it.
  *
  * Any other block fails the check, which lists every such block as
  * `file:line` (the line of its opening fence) with the reason.
@@ -82,7 +90,11 @@ const SOURCE_FILE = /\.(ts|mts|js|mjs)$/;
 const SKIPPED_FOLDERS = /^(node_modules|dist|data.*|\..*)$/;
 
 /** What a code example does. */
-export type Verdict = "asserts" | "ignored with reason" | "neither";
+export type Verdict =
+  | "asserts"
+  | "ignored with reason"
+  | "type-checked, not run"
+  | "neither";
 
 /** One code example found. */
 export interface CodeBlock {
@@ -110,12 +122,21 @@ const ASSERTION = new RegExp(
 );
 const NOT_RUN_REASON = /^\/\/ not run: \S/;
 
-/** Whether a block asserts, is ignored with a reason, or neither. */
-export function verdictOf(attributes: string[], body: string[]): Verdict {
+/**
+ * Whether a block asserts, is ignored with a reason, is type-checked but
+ * not run with a reason (Markdown only), or neither.
+ */
+export function verdictOf(
+  attributes: string[],
+  body: string[],
+  markdown = false,
+): Verdict {
+  const first = body.find((line) => line.trim() !== "")?.trim() ?? "";
+  const reason = NOT_RUN_REASON.test(first);
   if (attributes.includes("ignore")) {
-    const first = body.find((line) => line.trim() !== "")?.trim() ?? "";
-    return NOT_RUN_REASON.test(first) ? "ignored with reason" : "neither";
+    return reason ? "ignored with reason" : "neither";
   }
+  if (markdown && reason) return "type-checked, not run";
   const code = body.join("\n");
   return ASSERTION.test(code) ? "asserts" : "neither";
 }
@@ -175,7 +196,7 @@ export function codeBlocksOf(file: string, text: string): CodeBlock[] {
           line: fence.line,
           attributes: fence.attributes,
           body,
-          verdict: verdictOf(fence.attributes, body),
+          verdict: verdictOf(fence.attributes, body, markdown),
         });
       }
       fence = null;
@@ -251,6 +272,41 @@ Deno.test("every doc example asserts, or says why it is not run", async () => {
   }
 });
 
+Deno.test("the README's asserting examples pass", async () => {
+  const text = await Deno.readTextFile(join(ROOT, "README.md"));
+  const runnable = codeBlocksOf("README.md", text)
+    .filter((block) => block.verdict === "asserts");
+  assert.ok(runnable.length > 0, "the README has no asserting example");
+  // In the repository, so that its deno.json resolves "@rafter/rpc…".
+  const folder = await Deno.makeTempDir({ dir: ROOT, prefix: ".readme_" });
+  try {
+    const markdown = runnable.map((block) =>
+      [
+        `README.md line ${block.line}:`,
+        "",
+        "```" + block.attributes.join(" "),
+        ...block.body,
+        "```",
+        "",
+      ].join("\n")
+    ).join("\n");
+    await Deno.writeTextFile(join(folder, "README.md"), markdown);
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["test", "-A", "--doc", join(folder, "README.md")],
+      cwd: ROOT,
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const said = new TextDecoder().decode(output.stdout) +
+      new TextDecoder().decode(output.stderr);
+    assert.equal(output.code, 0, said);
+    assert.match(said, new RegExp(`ok \\| ${runnable.length} passed`), said);
+  } finally {
+    await Deno.remove(folder, { recursive: true });
+  }
+});
+
 Deno.test("PENDING_OTHER_OWNERS names only paths still to convert", async () => {
   const blocks = await allCodeBlocks(ROOT);
   for (const entry of PENDING_OTHER_OWNERS) {
@@ -269,7 +325,7 @@ Deno.test("PENDING_OTHER_OWNERS names only paths still to convert", async () => 
   }
 });
 
-Deno.test("the check tells the three kinds of block apart", () => {
+Deno.test("the check tells the kinds of block apart", () => {
   const source = [
     "/**",
     " * ```ts",
@@ -306,13 +362,21 @@ Deno.test("the check tells the three kinds of block apart", () => {
       [16, "neither"],
     ],
   );
-  const markdown = "```\nno language\n```\n\n```js\nif (x) throw 1;\n```\n";
+  const markdown = "```\nno language\n```\n\n```js\nif (x) throw 1;\n```\n" +
+    "\n```ts\n// not run: needs the user's cluster\nawait connect();\n```\n" +
+    "\n```ts\nawait connect();\n```\n";
   assert.deepEqual(
     codeBlocksOf("README.md", markdown).map(({ line, verdict }) => [
       line,
       verdict,
     ]),
-    [[5, "asserts"]],
+    [[5, "asserts"], [9, "type-checked, not run"], [14, "neither"]],
+  );
+  // Outside Markdown, a block without `ignore` runs: the reason alone is
+  // not enough.
+  assert.equal(
+    verdictOf(["ts"], ["// not run: needs a cluster", "await connect();"]),
+    "neither",
   );
 });
 
@@ -328,8 +392,8 @@ if (import.meta.main) {
       `${prefix || "(all)"}: ${chosen.length} blocks, ${
         count("asserts")
       } assert, ${count("ignored with reason")} ignored with reason, ${
-        count("neither")
-      } neither`,
+        count("type-checked, not run")
+      } type-checked but not run, ${count("neither")} neither`,
     );
   }
 }
