@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
 import { mulberry32 } from "./simulator.ts";
 import { COMPACTED_TERM, MISSING_TERM, RaftLog } from "./log.ts";
-import { entries, type Filter, Harness } from "./_core_harness_test.ts";
+import { entries, type Filter, RaftHarness } from "../testing/raft_harness.ts";
 import type {
   AppendResponse,
   InstallSnapshotRequest,
@@ -68,7 +68,7 @@ Deno.test("§7 receiver rules 6 and 7: restore keeps the log after a matching po
 // --- snapshotTaken and restart -----------------------------------------------------
 
 Deno.test("§7 snapshotTaken keeps the snapshot, compacts to compactTo and checks its arguments", () => {
-  const c = new Harness(1);
+  const c = new RaftHarness(1);
   const core = c.elect("n1");
   for (let i = 0; i < 6; i++) core.propose(`e${i}`);
   c.flush();
@@ -135,10 +135,10 @@ Deno.test("§7 a restart from a snapshot starts its log, commit index and applie
 // --- InstallSnapshot ------------------------------------------------------------------
 
 /** A 3-node cluster whose n3 missed 20 entries the leader then compacted. */
-function behindCompacted(chunk: number): Harness {
-  const c = new Harness(3, { snapshotChunkChars: chunk });
+function behindCompacted(chunk: number): RaftHarness {
+  const c = new RaftHarness(3, { snapshotChunkChars: chunk });
   c.elect("n1");
-  c.crash("n3");
+  c.crash("n3", { dropSent: true });
   for (let i = 0; i < 20; i++) c.core("n1").propose(`v${i}`);
   c.deliver();
   c.tick("n1");
@@ -336,7 +336,7 @@ Deno.test("§7 compaction with partitions: every node's applied sequence is a pr
   let installed = 0;
   for (let seed = 1; seed <= 40; seed++) {
     const random = mulberry32(seed);
-    const c = new Harness(3, {
+    const c = new RaftHarness(3, {
       snapshotChunkChars: 16 + Math.floor(random() * 200),
       random,
     });
@@ -377,7 +377,7 @@ Deno.test("§7 compaction with partitions: every node's applied sequence is a pr
         // A crash and restart from disk.
         const id = `n${1 + Math.floor(random() * 3)}`;
         installed += c.readys.get(id)!.filter((r) => r.snapshot).length;
-        c.crash(id);
+        c.crash(id, { dropSent: true });
         c.boot(id);
       }
     }
@@ -438,7 +438,7 @@ const config = (voters: string[], learners: string[] = []) => ({
 });
 
 Deno.test("§7 a snapshot includes the latest configuration as of its last included index (dissertation §5.1)", () => {
-  const c = new Harness(3, { voters: ["n1", "n2"], join: true });
+  const c = new RaftHarness(3, { voters: ["n1", "n2"], join: true });
   const core = c.elect("n1");
   core.propose("a");
   c.deliver();
@@ -461,7 +461,7 @@ Deno.test("§7 a snapshot includes the latest configuration as of its last inclu
 });
 
 Deno.test("§7 compaction folds config entries into the base configuration: a removal that is compacted stays in force", () => {
-  const c = new Harness(3, { voters: ["n1", "n2"], join: true });
+  const c = new RaftHarness(3, { voters: ["n1", "n2"], join: true });
   const core = c.elect("n1");
   core.proposeConfChange({ type: "addLearner", node: "n3" });
   c.deliver();
@@ -475,16 +475,16 @@ Deno.test("§7 compaction folds config entries into the base configuration: a re
   assert.deepEqual(core.configuration, config(["n1", "n2"]));
   // A restart from that disk (snapshot + window) has the same configuration
   // without any config entry in its log.
-  c.crash("n1");
+  c.crash("n1", { dropSent: true });
   c.boot("n1");
   assert.deepEqual(c.core("n1").configuration, config(["n1", "n2"]));
   assert.deepEqual(c.core("n1").snapshotConfiguration, config(["n1", "n2"]));
 });
 
 Deno.test("§7 InstallSnapshot carries the configuration: the follower installs it with the state and keeps it across a restart", () => {
-  const c = new Harness(4, { voters: ["n1", "n2", "n3"], join: true });
+  const c = new RaftHarness(4, { voters: ["n1", "n2", "n3"], join: true });
   const core = c.elect("n1");
-  c.crash("n3");
+  c.crash("n3", { dropSent: true });
   core.proposeConfChange({ type: "addLearner", node: "n4" });
   c.deliver();
   for (let i = 0; i < 5; i++) core.propose(`e${i}`);
@@ -512,7 +512,7 @@ Deno.test("§7 InstallSnapshot carries the configuration: the follower installs 
     c.core("n3").configuration,
     config(["n1", "n2", "n3"], ["n4"]),
   );
-  c.crash("n3");
+  c.crash("n3", { dropSent: true });
   c.boot("n3");
   assert.deepEqual(
     c.core("n3").configuration,

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { freePorts, TEST_SECRET, waitFor, within } from "./_test_util.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
+import { waitFor, within } from "../testing/time.ts";
 import { NotLeaderError } from "./core.ts";
 import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
 import { bootstrapClusterId } from "./data_dir.ts";

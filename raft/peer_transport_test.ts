@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { type RpcServer, serve } from "../adapter/deno/serve.ts";
-import { delay, freePorts, TEST_SECRET, waitFor } from "./_test_util.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
+import { delay, waitFor } from "../testing/time.ts";
 import { ClusterKey } from "./peer_auth.ts";
 import { PeerDirectory } from "./peer_directory.ts";
 import { type PeerServer, servePeers } from "./peer_server.ts";

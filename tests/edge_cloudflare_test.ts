@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { freePorts, LocalCluster } from "../examples/demo/local_cluster.ts";
+import { freePorts, LocalCluster } from "../testing/cluster.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const EXAMPLE = `${ROOT}examples/edge/cloudflare`;

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 
 Deno.test("the hello server says when its keep-alives fail and get through again, and on SIGTERM that its lease could not be revoked while the registry is down", async () => {
   const cluster = new LocalCluster();

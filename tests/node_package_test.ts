@@ -17,7 +17,7 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { NO_ENDPOINTS } from "../protocol/registry.ts";

@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { METHOD_NOT_FOUND, RpcError } from "../rpc/errors.ts";
 import { parseTcpUrl } from "../rpc/transport/transport.ts";

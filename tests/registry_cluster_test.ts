@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { NOT_LEADER } from "../protocol/registry.ts";

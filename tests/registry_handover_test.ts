@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 
 const TICK_MS = 50;

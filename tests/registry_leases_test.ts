@@ -10,12 +10,12 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 import {
   COMPACTED,
   type CompactedData,

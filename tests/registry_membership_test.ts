@@ -13,7 +13,7 @@
 
 import { Binder } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
-import { freePorts, LocalCluster } from "../examples/demo/local_cluster.ts";
+import { freePorts, LocalCluster } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import {

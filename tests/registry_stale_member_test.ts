@@ -10,12 +10,12 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import { REGISTRY_METHODS } from "../protocol/registry.ts";
 import { connect } from "../mod.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 Deno.test("dissertation §4.1 a member that missed the change adding the current leader admits it and catches up", async () => {
   const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });

@@ -9,9 +9,9 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../mod.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 /** Segment files of a node's WAL folder, oldest first. */
 async function segments(dataDir: string): Promise<string[]> {

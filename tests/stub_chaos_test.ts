@@ -10,10 +10,10 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
 import { AmbiguousError, NotSentError } from "../stub/call/call_errors.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 const CHAOS_SECONDS = Number(Deno.env.get("STUB_CHAOS_SECONDS") ?? "8");
 
