@@ -20,51 +20,6 @@ const rejections = (messages: Message[]): AppendResponse[] =>
 
 // --- §5.3 fast conflict backtracking -------------------------------------------
 
-Deno.test("§5.3 fast backtracking: a rejection names the conflicting term and the first index of it", () => {
-  const core = new RaftCore({
-    id: "n2",
-    voters: ["n1", "n2"],
-    entries: entries(1, 1, 2, 2, 2),
-    hardState: { term: 3, vote: null, commit: 1 },
-  });
-  const probe = (prevLogIndex: number, prevLogTerm: number) => {
-    core.step({
-      type: "append",
-      from: "n1",
-      to: "n2",
-      term: 3,
-      prevLogIndex,
-      prevLogTerm,
-      entries: [],
-      commit: 1,
-    });
-    const ready = core.ready();
-    core.advance(ready);
-    return ready.messages[0] as AppendResponse;
-  };
-  // The entry at 5 has term 2, which starts at index 3.
-  assert.deepEqual(
-    { ...probe(5, 3) },
-    {
-      type: "appendResponse",
-      from: "n2",
-      to: "n1",
-      term: 3,
-      success: false,
-      index: 5,
-      conflictTerm: 2,
-      conflictIndex: 3,
-    },
-  );
-  assert.deepEqual(
-    [probe(4, 3).conflictTerm, probe(4, 3).conflictIndex],
-    [2, 3],
-  );
-  // A log shorter than prevLogIndex: no term, and its lastIndex + 1.
-  const short = probe(8, 3);
-  assert.deepEqual([short.conflictTerm, short.conflictIndex], [0, 6]);
-});
-
 Deno.test("§5.3 fast backtracking: a leader without the conflicting term jumps to conflictIndex (Figure 7 f)", () => {
   // The leader's log of Figure 7 and follower (f), which has terms 2 and 3
   // the leader never saw.

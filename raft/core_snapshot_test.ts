@@ -148,38 +148,6 @@ function behindCompacted(chunk: number): RaftHarness {
   return c;
 }
 
-Deno.test("§7 InstallSnapshot: a follower behind the compacted log gets the snapshot in chunks, then appends", () => {
-  const c = behindCompacted(16);
-  const leader = c.core("n1");
-  const snapshot = JSON.stringify(c.machines.get("n1")!.data);
-  const delivered = c.tick("n1");
-  const chunks = chunksTo(delivered, "n3");
-  assert.equal(chunks.length, Math.ceil(snapshot.length / 16));
-  assert.deepEqual(chunks.map((m) => m.offset), chunks.map((_, i) => i * 16));
-  assert.deepEqual(
-    chunks.map((m) => m.done),
-    chunks.map((_, i) => i === chunks.length - 1),
-  );
-  assert.equal(chunks.map((m) => m.data).join(""), snapshot);
-  const installed = c.readys.get("n3")!.filter((r) => r.snapshot !== null);
-  assert.equal(installed.length, 1);
-  assert.deepEqual(installed[0].snapshot, {
-    index: leader.snapshotPoint.index,
-    term: leader.snapshotPoint.term,
-    data: snapshot,
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-  });
-  assert.equal(c.core("n3").commitIndex, leader.commitIndex);
-  assert.deepEqual(c.machines.get("n3"), c.machines.get("n1"));
-  assert.equal(leader.progressOf("n3")!.state, "replicate");
-  // Replication goes on with appends.
-  leader.propose("after");
-  c.deliver();
-  c.tick("n1");
-  assert.deepEqual(c.machines.get("n3")!.data.at(-1), "after");
-  assert.equal(chunksTo(c.queue, "n3").length, 0);
-});
-
 Deno.test("dissertation §5.3 InstallSnapshot: a lost chunk is sent again; a leader change starts the transfer over", () => {
   const c = behindCompacted(8);
   const leader = c.core("n1");
