@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { LeadershipTransferError, NotLeaderError, RaftCore } from "./core.ts";
 import { ConfChangeError, makeConfiguration } from "./configuration.ts";
-import { logOf, RaftHarness, without } from "../testing/raft_harness.ts";
+import {
+  appendMessage,
+  logOf,
+  RaftHarness,
+  without,
+} from "../testing/raft_harness.ts";
 
 const refusal = (why: RegExp) => (e: unknown) =>
   e instanceof ConfChangeError && why.test(e.message);
@@ -279,16 +284,9 @@ Deno.test("dissertation §4.1 truncation: a follower whose uncommitted config en
 
 Deno.test("a config entry with malformed data is dropped with its message, not applied", () => {
   const core = new RaftCore({ id: "n2", voters: ["n1", "n2"] });
-  core.step({
-    type: "append",
-    from: "n1",
-    to: "n2",
-    term: 1,
-    prevLogIndex: 0,
-    prevLogTerm: 0,
+  core.step(appendMessage({
     entries: [{ index: 1, term: 1, data: "{", type: "config" }],
-    commit: 0,
-  });
+  }));
   assert.equal(core.lastIndex, 0);
   assert.deepEqual(core.voters, ["n1", "n2"]);
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
-import { entries, RaftHarness } from "../testing/raft_harness.ts";
+import { entries, messagesOf, RaftHarness } from "../testing/raft_harness.ts";
 import type {
   AppendRequest,
   AppendResponse,
@@ -9,9 +9,7 @@ import type {
 } from "./types.ts";
 
 const appendsTo = (messages: Message[], to: NodeId): AppendRequest[] =>
-  messages.filter((m): m is AppendRequest =>
-    m.type === "append" && m.to === to
-  );
+  messagesOf(messages, "append", to);
 
 const rejections = (messages: Message[]): AppendResponse[] =>
   messages.filter((m): m is AppendResponse =>

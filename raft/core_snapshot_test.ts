@@ -2,7 +2,12 @@ import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
 import { mulberry32 } from "./simulator.ts";
 import { COMPACTED_TERM, MISSING_TERM, RaftLog } from "./log.ts";
-import { entries, type Filter, RaftHarness } from "../testing/raft_harness.ts";
+import {
+  entries,
+  type Filter,
+  messagesOf,
+  RaftHarness,
+} from "../testing/raft_harness.ts";
 import type {
   AppendResponse,
   InstallSnapshotRequest,
@@ -11,9 +16,7 @@ import type {
 } from "./types.ts";
 
 const chunksTo = (messages: Message[], to: string): InstallSnapshotRequest[] =>
-  messages.filter((m): m is InstallSnapshotRequest =>
-    m.type === "installSnapshot" && m.to === to
-  );
+  messagesOf(messages, "installSnapshot", to);
 
 // --- the log's snapshot point ----------------------------------------------------
 

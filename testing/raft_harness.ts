@@ -26,8 +26,14 @@
 
 import assert from "node:assert/strict";
 import { RaftCore, type RaftCoreConfig, type Ready } from "../raft/core.ts";
+import {
+  type RaftClock,
+  RaftDriver,
+  type StorageWrite,
+} from "../raft/driver.ts";
 import type { Configuration } from "../raft/configuration.ts";
 import type {
+  AppendRequest,
   Entry,
   HardState,
   Message,
@@ -75,6 +81,37 @@ export function logOf(core: RaftCore): Entry[] {
   const log: Entry[] = [];
   for (let i = 1; i <= core.lastIndex; i++) log.push(core.entryAt(i)!);
   return log;
+}
+
+/**
+ * An append message, by default n1's first heartbeat to n2 in term 1
+ * (which makes n2 a follower that knows n1 leads); `fields` override.
+ */
+export function appendMessage(
+  fields: Partial<Omit<AppendRequest, "type">> = {},
+): AppendRequest {
+  return {
+    type: "append",
+    from: "n1",
+    to: "n2",
+    term: 1,
+    prevLogIndex: 0,
+    prevLogTerm: 0,
+    entries: [],
+    commit: 0,
+    ...fields,
+  };
+}
+
+/** The messages of `type` (to `to`, when given), typed as such. */
+export function messagesOf<T extends Message["type"]>(
+  messages: readonly Message[],
+  type: T,
+  to?: NodeId,
+): Extract<Message, { type: T }>[] {
+  return messages.filter((m): m is Extract<Message, { type: T }> =>
+    m.type === type && (to === undefined || m.to === to)
+  );
 }
 
 /** Keeps only the messages between `a` and `b` (either way). */
@@ -350,5 +387,121 @@ export class RaftHarness {
     const { index } = this.core(leader).propose(data);
     this.deliver(keep);
     return this.core(leader).commitIndex >= index;
+  }
+}
+
+// --- drivers ------------------------------------------------------------------
+
+/** A clock that never fires timers; deferred work runs at `run()`. */
+export class HandClock implements RaftClock {
+  deferred: (() => void)[] = [];
+  timers = 0;
+  setTimeout(): unknown {
+    return ++this.timers;
+  }
+  clearTimeout(): void {}
+  defer(callback: () => void): void {
+    this.deferred.push(callback);
+  }
+  run(): void {
+    for (let i = 0; i < 100 && this.deferred.length > 0; i++) {
+      const work = this.deferred;
+      this.deferred = [];
+      for (const callback of work) callback();
+    }
+  }
+}
+
+/** One node of a {@link DriverHarness}: its state machine and its writes. */
+export interface DriverNode {
+  driver: RaftDriver<string>;
+  /** The payloads applied (or restored from a snapshot). */
+  state: string[];
+  /** Every write handed to its storage (each completed at once). */
+  writes: StorageWrite[];
+  /** The index of every snapshot restored. */
+  restored: number[];
+}
+
+/** Settings of a {@link DriverHarness}. */
+export interface DriverHarnessOptions {
+  /** The drivers' snapshot policy (a snapshot is the state as JSON). */
+  snapshot?: { everyEntries: number; trailingEntries: number };
+  /** A node given no restore(): its fatal errors go to `errors`. */
+  withoutRestore?: NodeId;
+}
+
+/**
+ * {@link RaftDriver}s on instant storage and {@link HandClock}s, connected
+ * by a queue the test delivers: each applies by appending the payload to
+ * its state and answers `applied <data>`.
+ */
+export class DriverHarness {
+  readonly clock = new HandClock();
+  readonly drivers = new Map<NodeId, RaftDriver<string>>();
+  readonly nodes = new Map<NodeId, DriverNode>();
+  /** The fatal errors of the node without restore(). */
+  readonly errors: unknown[] = [];
+  queue: Message[] = [];
+
+  constructor(ids: NodeId[], options: DriverHarnessOptions = {}) {
+    const { snapshot, withoutRestore } = options;
+    for (const id of ids) {
+      const node: DriverNode = {
+        state: [],
+        writes: [],
+        restored: [],
+        driver: undefined as unknown as RaftDriver<string>,
+      };
+      node.driver = new RaftDriver({
+        core: new RaftCore({ id, voters: ids, random: () => 0.5 }),
+        storage: {
+          persist: (write, done) => {
+            node.writes.push(write);
+            done();
+          },
+        },
+        network: { send: (messages) => this.queue.push(...messages) },
+        clock: this.clock,
+        apply: (entry) => {
+          if (entry.data !== "") node.state.push(entry.data);
+          return `applied ${entry.data}`;
+        },
+        restore: withoutRestore !== id
+          ? (taken) => {
+            node.restored.push(taken.index);
+            node.state = JSON.parse(taken.data);
+          }
+          : undefined,
+        ...(snapshot && {
+          snapshot: { ...snapshot, take: () => JSON.stringify(node.state) },
+        }),
+        onFatal: (error) => {
+          if (withoutRestore !== id) throw error;
+          this.errors.push(error);
+        },
+      });
+      this.nodes.set(id, node);
+      this.drivers.set(id, node.driver);
+    }
+  }
+
+  /** The driver of `id`. */
+  get(id: NodeId): RaftDriver<string> {
+    return this.drivers.get(id)!;
+  }
+
+  /** Delivers until quiet (at most `maxRounds`), dropping what `keep` rejects. */
+  deliver(keep: Filter = () => true, maxRounds = 100): void {
+    for (let round = 0; round < maxRounds; round++) {
+      this.clock.run();
+      if (this.queue.length === 0) return;
+      const batch = this.queue;
+      this.queue = [];
+      for (const message of batch.filter(keep)) {
+        this.get(message.to).step([message]);
+      }
+    }
+    throw new Error("messages never stopped flowing");
   }
 }
