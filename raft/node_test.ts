@@ -83,6 +83,22 @@ async function startMember(
   return { id, node, server, applied };
 }
 
+/**
+ * n1 of n1..n3 with slow ticks, whose peers n2 and n3 are played by the
+ * test: what n1 sends them is recorded in `received`.
+ */
+async function startRecorded(
+  dir: string,
+): Promise<{ member: Member; received: Message[] }> {
+  const received: Message[] = [];
+  const member = await startMember("n1", peersOn(["n1", "n2", "n3"]), dir, {
+    tickMs: 100,
+    electionTicks: 100,
+    transport: recorder(received),
+  });
+  return { member, received };
+}
+
 async function stopMember(member: Member): Promise<void> {
   await member.server?.close();
   await member.node.stop();
@@ -336,14 +352,8 @@ Deno.test("propose on a follower rejects with NotLeaderError; a read with no lea
 
 Deno.test("a read waits for a leader, and a read whose leader is replaced is asked of the new one", async () => {
   await withTempDir(async (dir) => {
-    const peers = peersOn(["n1", "n2", "n3"]);
     // n2 and n3 are played by the test, which records what n1 sends.
-    const received: Message[] = [];
-    const member = await startMember("n1", peers, dir, {
-      tickMs: 100,
-      electionTicks: 100,
-      transport: recorder(received),
-    });
+    const { member, received } = await startRecorded(dir);
     try {
       // No leader yet: the read waits instead of failing.
       const read = member.node.readBarrier({ timeoutMs: 5_000 });
@@ -474,14 +484,8 @@ Deno.test("three nodes elect one leader, replicate, and a restarted follower cat
 
 Deno.test("a follower's read is confirmed by the leader's read index and waits for that index to apply", async () => {
   await withTempDir(async (dir) => {
-    const peers = peersOn(["n1", "n2", "n3"]);
     // n2 is played by the test, which records what n1 sends it.
-    const received: Message[] = [];
-    const member = await startMember("n1", peers, dir, {
-      tickMs: 100,
-      electionTicks: 100,
-      transport: recorder(received),
-    });
+    const { member, received } = await startRecorded(dir);
     try {
       member.node.step([heartbeat("n2", 2)]);
       // Asked at once, before the node has reported its new leader.
