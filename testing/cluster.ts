@@ -22,6 +22,8 @@ import {
   startRegistryNode,
 } from "../registry/registry_node.ts";
 import { dial } from "../rpc/transport/dial.ts";
+import type { RafterClient } from "../stub/client.ts";
+import { waitFor } from "./time.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -45,6 +47,47 @@ export async function startTestRegistry(
     electionTicks: 5,
   });
   return { registry, dir };
+}
+
+/**
+ * Runs `test` with a new {@link LocalCluster} (nothing started yet) and
+ * stops the cluster afterwards, whether `test` returns or throws.
+ */
+export async function withLocalCluster<T>(
+  options: LocalClusterOptions,
+  test: (cluster: LocalCluster) => Promise<T>,
+): Promise<T> {
+  const cluster = new LocalCluster(options);
+  try {
+    return await test(cluster);
+  } finally {
+    await cluster.stop();
+  }
+}
+
+/**
+ * Polls a serializable lookup of `name` through `client` until it finds
+ * `count` endpoints.
+ *
+ * @throws {Error} naming `what` after `timeoutMs`.
+ */
+export async function waitForEndpoints(
+  client: Pick<RafterClient, "lookup">,
+  name: string,
+  count: number,
+  what: string,
+  timeoutMs: number,
+): Promise<void> {
+  await waitFor(
+    async () => {
+      const found = await client.lookup(name, {
+        consistency: "serializable",
+      }).catch(() => null);
+      return found?.endpoints.length === count;
+    },
+    what,
+    timeoutMs,
+  );
 }
 
 /** A serving, global endpoint `id` at 127.0.0.1:`port`, with `overrides`. */
@@ -193,6 +236,19 @@ export class LocalCluster {
   }
 
   /**
+   * Plans `count` bootstrap nodes n1..nN and the nodes `joiners` (see
+   * {@link planJoiner}), and starts the bootstrap nodes; the joiners are
+   * left for the test to start with `--join`.
+   */
+  async startWithJoiners(count: number, ...joiners: string[]): Promise<void> {
+    this.planRegistry(count);
+    for (const joiner of joiners) this.planJoiner(joiner);
+    await Promise.all(
+      Array.from({ length: count }, (_, i) => this.startNode(`n${i + 1}`)),
+    );
+  }
+
+  /**
    * Starts (or restarts) registry node `id` from its data folder.
    *
    * @param options.secretFile another cluster secret file than the
@@ -262,6 +318,27 @@ export class LocalCluster {
     ]);
     await this.waitForLine(id, /serving on .* bound as/, 30_000);
     return child;
+  }
+
+  /**
+   * Starts `tests/_exec_server.ts` as `id`, registered through this
+   * cluster's registry with `--ttl-ms ttlMs` and `args` added (e.g.
+   * `["--log", path]`); resolves once it is ready.
+   */
+  startExecServer(
+    id: string,
+    ttlMs: number,
+    args: string[] = [],
+  ): Promise<Child> {
+    return this.spawn(id, "tests/_exec_server.ts", [
+      "--registry",
+      this.registryUrls.join(","),
+      "--id",
+      id,
+      ...args,
+      "--ttl-ms",
+      String(ttlMs),
+    ], /ready on/);
   }
 
   /**
@@ -392,6 +469,51 @@ export class LocalCluster {
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`no registry leader within ${timeoutMs} ms`);
+  }
+
+  /**
+   * Polls until node `id` follows a leader and has applied everything that
+   * leader had committed when asked (asked first: under continuous writes
+   * the leader's commit index moves on while the follower is asked, so
+   * comparing with a later reading would wait for a quiet moment that may
+   * never come).
+   *
+   * @param options.sameTerm also require `id` to be in the leader's term.
+   * @param options.statusTimeoutMs how long each status call may take.
+   * @throws {Error} after `timeoutMs` (default 10 s).
+   */
+  async waitCaughtUp(
+    id: string,
+    options: {
+      timeoutMs?: number;
+      statusTimeoutMs?: number;
+      intervalMs?: number;
+      sameTerm?: boolean;
+    } = {},
+  ): Promise<void> {
+    const {
+      timeoutMs = 10_000,
+      statusTimeoutMs = 500,
+      intervalMs = 50,
+      sameTerm = false,
+    } = options;
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const leaderId = (await this.status(id, statusTimeoutMs))?.leader ?? null;
+      const leader = leaderId === null
+        ? null
+        : await this.status(leaderId, statusTimeoutMs);
+      const own = await this.status(id, statusTimeoutMs);
+      if (
+        own !== null && leader !== null && leader.role === "leader" &&
+        own.appliedIndex >= leader.commitIndex &&
+        (!sameTerm || own.term === leader.term)
+      ) {
+        return;
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+    throw new Error(`${id} did not catch up within ${timeoutMs} ms`);
   }
 
   /**

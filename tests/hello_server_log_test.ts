@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
-import { LocalCluster } from "../testing/cluster.ts";
+import { withLocalCluster } from "../testing/cluster.ts";
 
 Deno.test("the hello server says when its keep-alives fail and get through again, and on SIGTERM that its lease could not be revoked while the registry is down", async () => {
-  const cluster = new LocalCluster();
-  try {
+  await withLocalCluster({}, async (cluster) => {
     await cluster.startRegistry(1);
     await cluster.waitForLeader();
     await cluster.startHello("hello-1", ["--ttl-ms", "3000"]);
@@ -34,7 +33,5 @@ Deno.test("the hello server says when its keep-alives fail and get through again
       lines,
       /hello-1 stopped; its lease could not be revoked \(registry unreachable\?\)/,
     );
-  } finally {
-    await cluster.stop();
-  }
+  });
 });

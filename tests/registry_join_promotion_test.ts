@@ -25,9 +25,7 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
   });
   const pool = new ConnectionPool();
   try {
-    cluster.planRegistry(3);
-    cluster.planJoiner("n4");
-    await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
+    await cluster.startWithJoiners(3, "n4");
     const first = await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(cluster.registryUrls, pool);
     // A log worth catching up on.

@@ -53,16 +53,7 @@ Deno.test(`servers killed with SIGKILL every 2 s in turn for ${CHAOS_SECONDS} s:
   const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
   const logs = await Deno.makeTempDir({ prefix: "rafter_chaos_" });
   const start = (id: string) =>
-    cluster.spawn(id, "tests/_exec_server.ts", [
-      "--registry",
-      cluster.registryUrls.join(","),
-      "--id",
-      id,
-      "--log",
-      `${logs}/${id}.log`,
-      "--ttl-ms",
-      "2000",
-    ], /ready on/);
+    cluster.startExecServer(id, 2000, ["--log", `${logs}/${id}.log`]);
   const client = { close() {} };
   try {
     await cluster.startRegistry(3);
@@ -176,17 +167,8 @@ Deno.test("one of 3 servers stopped with SIGSTOP for 10 s: no idempotent call fa
     await cluster.waitForLeader();
     await Promise.all(
       ["p1", "p2", "p3"].map((id) =>
-        cluster.spawn(id, "tests/_exec_server.ts", [
-          "--registry",
-          cluster.registryUrls.join(","),
-          "--id",
-          id,
-          "--log",
-          `${logs}/${id}.log`,
-          // A paused server cannot keep its lease alive: outlast the pause.
-          "--ttl-ms",
-          "30000",
-        ], /ready on/)
+        // A paused server cannot keep its lease alive: outlast the pause.
+        cluster.startExecServer(id, 30_000, ["--log", `${logs}/${id}.log`])
       ),
     );
     const rafter = connect(cluster.registryUrls, {
