@@ -7,6 +7,7 @@ import {
   type Filter,
   messagesOf,
   RaftHarness,
+  snapshotMessage,
 } from "../testing/raft_harness.ts";
 import type {
   AppendResponse,
@@ -175,17 +176,13 @@ Deno.test("dissertation §5.3 InstallSnapshot: a lost chunk is sent again; a lea
 
   // A follower handed a chunk out of order answers with the offset it expects.
   const d = behindCompacted(8);
-  const first: InstallSnapshotRequest = {
-    type: "installSnapshot",
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-    from: "n1",
+  const first: InstallSnapshotRequest = snapshotMessage({
     to: "n3",
     term: d.core("n1").term,
     snapshot: d.core("n1").snapshotPoint,
-    offset: 0,
     data: "[1234567",
     done: false,
-  };
+  });
   const n3 = d.core("n3");
   n3.step({ ...first, offset: 16, data: "xxxxxxxx" });
   n3.step(first);
@@ -206,17 +203,9 @@ Deno.test("§7 InstallSnapshot: a stale snapshot (at or below the commit index) 
     entries: entries(1, 1, 1, 1),
     hardState: { term: 1, vote: null, commit: 3 },
   });
-  core.step({
-    type: "installSnapshot",
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-    from: "n1",
-    to: "n2",
-    term: 1,
+  core.step(snapshotMessage({
     snapshot: { index: 2, term: 1 },
-    offset: 0,
-    data: "[]",
-    done: true,
-  });
+  }));
   const ready = core.ready();
   core.advance(ready);
   assert.equal(ready.snapshot, null);
@@ -241,17 +230,11 @@ Deno.test("§7 receiver rule 6: a follower keeps its entries after a snapshot po
       entries: entries(1, 1, 1, 1, 1),
       hardState: { term: 2, vote: null, commit: 1 },
     });
-    core.step({
-      type: "installSnapshot",
-      configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-      from: "n1",
-      to: "n2",
+    core.step(snapshotMessage({
       term: 2,
       snapshot: { index: 3, term },
-      offset: 0,
       data: '["a"]',
-      done: true,
-    });
+    }));
     const ready = core.ready();
     assert.deepEqual(ready.snapshot, {
       index: 3,
@@ -274,17 +257,11 @@ Deno.test("§7 InstallSnapshot: a snapshot bigger than maxSnapshotChars is refus
     voters: ["n1", "n2"],
     maxSnapshotChars: 10,
   });
-  const chunk: InstallSnapshotRequest = {
-    type: "installSnapshot",
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-    from: "n1",
-    to: "n2",
-    term: 1,
+  const chunk: InstallSnapshotRequest = snapshotMessage({
     snapshot: { index: 5, term: 1 },
-    offset: 0,
     data: "123456",
     done: false,
-  };
+  });
   core.step(chunk);
   core.step({ ...chunk, offset: 6, data: "789012", done: true });
   const ready = core.ready();
@@ -508,17 +485,10 @@ Deno.test("§7 receiver rule 6 with membership: a config entry kept after the sn
     hardState: { term: 1, vote: null, commit: 1 },
   });
   assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
-  core.step({
-    type: "installSnapshot",
-    from: "n1",
-    to: "n2",
-    term: 1,
+  core.step(snapshotMessage({
     snapshot: { index: 2, term: 1 },
     configuration: config(["n1", "n2"]),
-    offset: 0,
-    data: "[]",
-    done: true,
-  });
+  }));
   assert.equal(core.lastIndex, 3, "the entries after the point are kept");
   assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
   assert.deepEqual(core.snapshotConfiguration, config(["n1", "n2"]));

@@ -236,6 +236,17 @@ export class LocalCluster {
   }
 
   /**
+   * {@link startRegistry}, then {@link waitForLeader}: @returns the leader.
+   */
+  async startRegistryWithLeader(
+    count: number,
+    timeoutMs?: number,
+  ): Promise<string> {
+    await this.startRegistry(count);
+    return await this.waitForLeader(timeoutMs);
+  }
+
+  /**
    * Plans `count` bootstrap nodes n1..nN and the nodes `joiners` (see
    * {@link planJoiner}), and starts the bootstrap nodes; the joiners are
    * left for the test to start with `--join`.

@@ -36,6 +36,7 @@ import type {
   AppendRequest,
   Entry,
   HardState,
+  InstallSnapshotRequest,
   Message,
   NodeId,
   Snapshot,
@@ -99,6 +100,27 @@ export function appendMessage(
     prevLogTerm: 0,
     entries: [],
     commit: 0,
+    ...fields,
+  };
+}
+
+/**
+ * One InstallSnapshot chunk, by default n1's whole snapshot `[]` at 1/1
+ * of voters n1..n3 to n2 in term 1; `fields` override.
+ */
+export function snapshotMessage(
+  fields: Partial<Omit<InstallSnapshotRequest, "type">> = {},
+): InstallSnapshotRequest {
+  return {
+    type: "installSnapshot",
+    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
+    from: "n1",
+    to: "n2",
+    term: 1,
+    snapshot: { index: 1, term: 1 },
+    offset: 0,
+    data: "[]",
+    done: true,
     ...fields,
   };
 }
