@@ -354,27 +354,6 @@ Deno.test("ReadIndex waits until the new leader commits an entry of its term", (
   assert.deepEqual(c.readStates.get("n1"), [{ context: "early", index: 1 }]);
 });
 
-Deno.test("ReadIndex via a follower is answered by the leader", () => {
-  const c = new RaftHarness(3);
-  const leader = c.elect("n1");
-  leader.propose("a");
-  leader.propose("b");
-  c.deliver();
-  c.core("n2").readIndex("f1");
-  const delivered = c.deliver();
-  assert.ok(delivered.some((m) => m.type === "readIndex" && m.to === "n1"));
-  assert.ok(
-    delivered.some((m) => m.type === "readIndexResponse" && m.to === "n2"),
-  );
-  assert.deepEqual(c.readStates.get("n2"), [{ context: "f1", index: 3 }]);
-  assert.deepEqual(c.readStates.get("n1"), []);
-
-  // Without a known leader the read is dropped (the caller retries).
-  const d = new RaftHarness(3);
-  d.core("n2").readIndex("nobody");
-  assert.equal(d.core("n2").hasReady(), false);
-});
-
 // --- restarts -----------------------------------------------------------------------------
 
 Deno.test("a restarted core re-emits committed entries from index 1", () => {

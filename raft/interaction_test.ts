@@ -394,8 +394,15 @@ class Interaction {
         });
         return [`transferring to ${target}`, ...out];
       }
-      case "read-index":
-        return sent(() => c.core(node()).readIndex(args[1]));
+      case "read-index": {
+        // Whether the request left anything to do (a dropped one does not).
+        let ready = false;
+        const out = sent(() => {
+          c.core(node()).readIndex(args[1]);
+          ready = c.core(node()).hasReady();
+        });
+        return [`has ready: ${ready}`, ...out];
+      }
       case "crash":
         c.crash(node(), { dropSent: options.get("drop-sent") === "true" });
         return [];
@@ -468,10 +475,12 @@ class Interaction {
         return [...c.core(node()).progress()].map(([peer, p]) =>
           `${peer}: ${JSON.stringify(p)}`
         );
-      case "read-states":
-        return c.readStates.get(node())!.map((r) =>
-          `context=${r.context} index=${r.index}`
-        );
+      case "read-states": {
+        const states = c.readStates.get(node())!;
+        return states.length === 0
+          ? ["none"]
+          : states.map((r) => `context=${r.context} index=${r.index}`);
+      }
       default:
         throw new Error(`unknown command ${name}`);
     }
