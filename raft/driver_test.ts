@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
 import {
   RaftDriver,
+  type RaftDriverOptions,
   type RaftStorage,
   RaftUnavailableError,
   type StorageWrite,
@@ -26,6 +27,25 @@ class HeldStorage implements RaftStorage {
     this.#done = null;
     done?.(error);
   }
+}
+
+/**
+ * A single-node driver n1 on {@link HeldStorage} and a {@link HandClock},
+ * sending nothing and applying nothing unless `options` say otherwise.
+ */
+function heldDriver(options: Partial<RaftDriverOptions<unknown>> = {}) {
+  const storage = new HeldStorage();
+  const clock = new HandClock();
+  const core = new RaftCore({ id: "n1", voters: ["n1"] });
+  const driver = new RaftDriver({
+    core,
+    storage,
+    network: { send: () => {} },
+    clock,
+    apply: () => {},
+    ...options,
+  });
+  return { storage, clock, core, driver };
 }
 
 const instant: RaftStorage = { persist: (_write, done) => done() };
@@ -123,14 +143,7 @@ Deno.test("dissertation §4.1 proposeConfChange resolves with the new configurat
 });
 
 Deno.test("MustSync: a write whose only change is the commit index is marked mustSync false; entries, a new term or a vote are not", () => {
-  const storage = new HeldStorage();
-  const driver = new RaftDriver({
-    core: new RaftCore({ id: "n1", voters: ["n1"] }),
-    storage,
-    network: { send: () => {} },
-    clock: new HandClock(),
-    apply: () => undefined,
-  });
+  const { storage, driver } = heldDriver();
   driver.core.campaign(); // term 1, vote n1, the leader's empty entry
   driver.process();
   assert.equal(storage.writes.length, 1);
@@ -331,16 +344,8 @@ Deno.test("dissertation §6.4 ReadIndex batching: a follower whose request was l
 });
 
 Deno.test("a storage failure stops the driver, reports it and fails what waits", async () => {
-  const storage = new HeldStorage();
-  const clock = new HandClock();
   const fatal: unknown[] = [];
-  const core = new RaftCore({ id: "n1", voters: ["n1"] });
-  const driver = new RaftDriver({
-    core,
-    storage,
-    network: { send: () => {} },
-    clock,
-    apply: () => {},
+  const { storage, clock, core, driver } = heldDriver({
     onFatal: (error) => fatal.push(error),
   });
   core.campaign();
@@ -383,15 +388,8 @@ Deno.test("a storage failure stops the driver, reports it and fails what waits",
 // --- snapshots ---------------------------------------------------------------------
 
 Deno.test("§7 the driver snapshots every N applied entries; storage has it durable before the core does, and the log keeps trailingEntries", () => {
-  const storage = new HeldStorage();
-  const clock = new HandClock();
   const state: string[] = [];
-  const core = new RaftCore({ id: "n1", voters: ["n1"] });
-  const driver = new RaftDriver({
-    core,
-    storage,
-    network: { send: () => {} },
-    clock,
+  const { storage, clock, core, driver } = heldDriver({
     apply: (entry) => {
       if (entry.data !== "") state.push(entry.data);
     },
