@@ -97,8 +97,7 @@ Deno.test({
   const logs: string[] = [];
   try {
     await bundleWorker(dir);
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(1);
     const hello1 = await cluster.startHello("hello-1");
     await cluster.startHello("hello-2");
     const [port] = freePorts(1);

@@ -3,8 +3,7 @@ import { withLocalCluster } from "../testing/cluster.ts";
 
 Deno.test("the hello server says when its keep-alives fail and get through again, and on SIGTERM that its lease could not be revoked while the registry is down", async () => {
   await withLocalCluster({}, async (cluster) => {
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(1);
     await cluster.startHello("hello-1", ["--ttl-ms", "3000"]);
     await cluster.pause("n1");
     const failed = await cluster.waitForLine(

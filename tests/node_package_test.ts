@@ -358,8 +358,7 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
 
     // A 1-node registry (Deno) and two Node hello servers bound in it.
     phase = performance.now();
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(1);
     const registry = cluster.registryUrls.join(",");
     const servers = ["node-1", "node-2"].map((id) => {
       const child = start(id, "node", [

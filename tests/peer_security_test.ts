@@ -115,8 +115,7 @@ const STEADY = { electionTicks: 30 };
 
 Deno.test("a forged raft.step from a plain client gets -32601 on a follower's client port and a closed connection on its peer port; nothing changes", async () => {
   await withLocalCluster(STEADY, async (cluster) => {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader();
+    const leader = await cluster.startRegistryWithLeader(3);
     const ids = [...cluster.registry.keys()];
     const [follower, other] = ids.filter((id) => id !== leader);
     const rafter = connect(cluster.registryUrls, { deadlineMs: 15_000 });
@@ -352,8 +351,7 @@ Deno.test("two clusters sharing a secret: a node of another cluster id (another 
 
 Deno.test("registry.status lists every member with reachability; with two of three stopped the survivor shows them unreachable and its log names them", async () => {
   await withLocalCluster({}, async (cluster) => {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader();
+    const leader = await cluster.startRegistryWithLeader(3);
     const ids = [...cluster.registry.keys()];
     // Every node reaches every other and has learnt their client URLs.
     for (const id of ids) {
@@ -449,8 +447,7 @@ Deno.test("registry.status lists every member with reachability; with two of thr
 
 Deno.test("a member stopped with SIGSTOP shows as unreachable (no answer to a ping) on the others, and reachable again after SIGCONT", async () => {
   await withLocalCluster({}, async (cluster) => {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     const [frozen, ...others] = [...cluster.registry.keys()];
     for (const id of others) {
       await eventually(

@@ -38,8 +38,7 @@ function lookup(url: string, consistency = "linearizable") {
 
 Deno.test("a follower refuses a write with NOT_LEADER naming the leader's URL; the leader accepts it", async () => {
   await withLocalCluster({}, async (cluster) => {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader();
+    const leader = await cluster.startRegistryWithLeader(3);
     const follower = [...cluster.registry.keys()].find((id) => id !== leader)!;
     const params = {
       name: "svc",
@@ -138,8 +137,7 @@ Deno.test("acknowledged binds survive SIGKILL of the leader and then of every no
 
 Deno.test("garbage and oversized frames get errors and the node keeps serving", async () => {
   await withLocalCluster({}, async (cluster) => {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     const url = cluster.registryUrls[0];
     const conn = await Deno.connect(parseTcpUrl(url));
     try {

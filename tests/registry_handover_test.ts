@@ -38,8 +38,7 @@ Deno.test("§3.10 SIGTERM of the registry leader: a new leader acknowledges a wr
     electionTicks: ELECTION_TICKS,
     onOutput: (name, line) => lines.push(`${name}: ${line}`),
   }, async (cluster) => {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader(15_000);
+    const leader = await cluster.startRegistryWithLeader(3, 15_000);
     assert.ok(await bindAt(cluster.registry.get(leader)!, 0));
     const survivors = [...cluster.registry.entries()]
       .filter(([id]) => id !== leader).map(([, url]) => url);

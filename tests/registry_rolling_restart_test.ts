@@ -35,8 +35,7 @@ Deno.test("§3.10 rolling restart of a 3-node registry under continuous binds: n
   const pool = new ConnectionPool();
   let binder: Binder | null = null;
   try {
-    await cluster.startRegistry(3);
-    const firstLeader = await cluster.waitForLeader(15_000);
+    const firstLeader = await cluster.startRegistryWithLeader(3, 15_000);
     const registry = new RegistryClient(cluster.registryUrls, pool);
     binder = new Binder(registry, "roll");
     await new Promise((r) => setTimeout(r, 500));

@@ -56,8 +56,7 @@ Deno.test(`servers killed with SIGKILL every 2 s in turn for ${CHAOS_SECONDS} s:
     cluster.startExecServer(id, 2000, ["--log", `${logs}/${id}.log`]);
   const client = { close() {} };
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await Promise.all(["s1", "s2", "s3"].map(start));
     const rafter = connect(cluster.registryUrls);
     client.close = () => rafter.close();
@@ -163,8 +162,7 @@ Deno.test("one of 3 servers stopped with SIGSTOP for 10 s: no idempotent call fa
   const logs = await Deno.makeTempDir({ prefix: "rafter_pause_" });
   const client = { close() {} };
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await Promise.all(
       ["p1", "p2", "p3"].map((id) =>
         // A paused server cannot keep its lease alive: outlast the pause.

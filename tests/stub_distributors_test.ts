@@ -36,8 +36,7 @@ async function setUp(
       ...(s.weight ? ["--weight", String(s.weight)] : []),
     ], /ready on/);
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await Promise.all(servers.map(start));
     rafter = connect(cluster.registryUrls, client);
   } catch (error) {
