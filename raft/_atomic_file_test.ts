@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { withTempDir } from "../testing/temp.ts";
 import {
   readFileIfExists,
   syncDir,
@@ -7,15 +8,6 @@ import {
 } from "./_atomic_file.ts";
 
 const text = (s: string) => new TextEncoder().encode(s);
-
-async function withTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_atomic_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 async function names(dir: string): Promise<string[]> {
   const out: string[] = [];

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { parseMessage } from "./_message_validation.ts";
 import type { Message } from "./types.ts";
+import { appendMessage } from "../testing/raft_harness.ts";
 
 const valid: Message[] = [
   {
@@ -32,17 +33,7 @@ const valid: Message[] = [
     ],
     commit: 5,
   },
-  {
-    type: "append",
-    from: "n1",
-    to: "n2",
-    term: 1,
-    prevLogIndex: 0,
-    prevLogTerm: 0,
-    entries: [],
-    commit: 0,
-    context: "n1:hb:1",
-  },
+  appendMessage({ context: "n1:hb:1" }),
   {
     type: "appendResponse",
     from: "n2",

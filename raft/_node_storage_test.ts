@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { withTempDir } from "../testing/temp.ts";
 import { nodeStorage } from "./_node_storage.ts";
 import type { StorageWrite } from "./driver.ts";
 import { SnapshotStore } from "./snapshot_store.ts";
@@ -23,8 +24,7 @@ function persist(
 const entry = (index: number): Entry => ({ index, term: 1, data: `e${index}` });
 
 Deno.test("Raft paper Figure 2: the commit index is volatile: a write that only moves it is done at once, writes nothing, and reaches the log with the next write", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_storage_" });
-  try {
+  await withTempDir(async (dir) => {
     let { wal } = await Wal.open(`${dir}/wal`);
     let storage = nodeStorage(wal, await SnapshotStore.open(`${dir}/snap`));
     await persist(storage, {
@@ -60,7 +60,5 @@ Deno.test("Raft paper Figure 2: the commit index is volatile: a write that only 
     opened = await Wal.open(`${dir}/wal`);
     assert.deepEqual(opened.hardState, { term: 1, vote: "n1", commit: 3 });
     await opened.wal.close();
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_storage_");
 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { withTempDir } from "./_test_util.ts";
+import { withTempDir } from "../testing/temp.ts";
 import { ClusterSecretError, loadClusterSecret } from "./cluster_secret.ts";
 
 Deno.test("loadClusterSecret generates a 43-character secret in a new 0600 file and logs it once", async () => {

@@ -1,210 +1,20 @@
 import assert from "node:assert/strict";
+import { LeadershipTransferError, NotLeaderError, RaftCore } from "./core.ts";
+import { ConfChangeError, makeConfiguration } from "./configuration.ts";
 import {
-  LeadershipTransferError,
-  NotLeaderError,
-  RaftCore,
-  type RaftCoreConfig,
-  type Ready,
-} from "./core.ts";
-import {
-  ConfChangeError,
-  type Configuration,
-  makeConfiguration,
-} from "./configuration.ts";
-import type { Entry, HardState, Message, NodeId } from "./types.ts";
-
-// --- a hand-driven cluster (the harness of core_test.ts, with per-node
-// bootstrap settings so nodes can join) ---------------------------------------
-
-interface Disk {
-  hardState: HardState | undefined;
-  entries: Entry[];
-}
-
-type Boot = Pick<RaftCoreConfig, "voters" | "learners" | "join">;
-
-class Cluster {
-  readonly cores = new Map<NodeId, RaftCore>();
-  readonly disks = new Map<NodeId, Disk>();
-  readonly boots = new Map<NodeId, Boot>();
-  readonly applied = new Map<NodeId, Entry[]>();
-  readonly readStates = new Map<NodeId, { context: string; index: number }[]>();
-  /** Every non-null Ready.configuration, per node. */
-  readonly configurations = new Map<NodeId, Configuration[]>();
-  readonly down = new Set<NodeId>();
-  queue: Message[] = [];
-
-  /** Starts `voters` (and `learners`) as a new cluster. */
-  constructor(voters: NodeId[], learners: NodeId[] = []) {
-    for (const id of [...voters, ...learners]) {
-      this.start(id, { voters, learners });
-    }
-  }
-
-  /** Starts a node with an empty disk. */
-  start(id: NodeId, boot: Boot): void {
-    this.disks.set(id, { hardState: undefined, entries: [] });
-    this.boots.set(id, boot);
-    this.#boot(id);
-  }
-
-  /** A node that waits to be added (`join: true`, no voters). */
-  startJoining(id: NodeId): void {
-    this.start(id, { voters: [], join: true });
-  }
-
-  core(id: NodeId): RaftCore {
-    const core = this.cores.get(id);
-    assert.ok(core !== undefined && !this.down.has(id), `${id} is down`);
-    return core;
-  }
-
-  #boot(id: NodeId): void {
-    const disk = this.disks.get(id)!;
-    this.cores.set(
-      id,
-      new RaftCore({
-        id,
-        ...this.boots.get(id)!,
-        // Election timeouts of 15 ticks: a follower's lease (10 ticks) ends
-        // before it would campaign.
-        random: () => 0.5,
-        hardState: disk.hardState,
-        entries: disk.entries.map((e) => ({ ...e })),
-      }),
-    );
-    this.applied.set(id, []);
-    this.readStates.set(id, []);
-    this.configurations.set(id, []);
-    this.down.delete(id);
-  }
-
-  flush(): void {
-    for (const [id, core] of this.cores) {
-      if (this.down.has(id)) continue;
-      while (core.hasReady()) {
-        const ready = core.ready();
-        persist(this.disks.get(id)!, ready);
-        this.queue.push(...ready.leaderMessages, ...ready.messages);
-        this.applied.get(id)!.push(...ready.committedEntries);
-        this.readStates.get(id)!.push(...ready.readStates);
-        if (ready.configuration !== null) {
-          this.configurations.get(id)!.push(ready.configuration);
-        }
-        core.advance(ready);
-      }
-    }
-  }
-
-  /** Delivers until quiet; @returns the messages delivered. */
-  deliver(keep: (m: Message) => boolean = () => true): Message[] {
-    const delivered: Message[] = [];
-    for (let round = 0; round < 1000; round++) {
-      this.flush();
-      if (this.queue.length === 0) return delivered;
-      const batch = this.queue;
-      this.queue = [];
-      for (const message of batch) {
-        if (this.down.has(message.to) || !keep(message)) continue;
-        const to = this.cores.get(message.to);
-        if (to === undefined) continue;
-        delivered.push(message);
-        to.step(message);
-      }
-    }
-    throw new Error("messages never stopped flowing");
-  }
-
-  tick(id: NodeId, count = 1, keep?: (m: Message) => boolean): Message[] {
-    const delivered: Message[] = [];
-    for (let i = 0; i < count; i++) {
-      this.core(id).tick();
-      delivered.push(...this.deliver(keep));
-    }
-    return delivered;
-  }
-
-  crash(id: NodeId): void {
-    this.down.add(id);
-    this.queue = this.queue.filter((m) => m.to !== id);
-  }
-
-  restart(id: NodeId): void {
-    this.#boot(id);
-  }
-
-  /** Ticks followers past their lease (10 ticks) without delivering. */
-  expireLease(...ids: NodeId[]): void {
-    for (const id of ids) {
-      for (let i = 0; i < 10; i++) this.core(id).tick();
-    }
-  }
-
-  elect(id: NodeId, keep?: (m: Message) => boolean): RaftCore {
-    this.core(id).campaign();
-    this.deliver(keep);
-    assert.equal(this.core(id).role, "leader");
-    return this.core(id);
-  }
-
-  /** Proposes `data` on `leader`, delivers, @returns whether it committed. */
-  commits(
-    leader: NodeId,
-    data: string,
-    keep?: (m: Message) => boolean,
-  ): boolean {
-    const { index } = this.core(leader).propose(data);
-    this.deliver(keep);
-    return this.core(leader).commitIndex >= index;
-  }
-}
-
-function persist(disk: Disk, ready: Ready): void {
-  if (ready.hardState !== null) disk.hardState = { ...ready.hardState };
-  if (ready.entries.length > 0) {
-    const first = ready.entries[0].index;
-    assert.ok(first <= disk.entries.length + 1, "gap in persisted entries");
-    disk.entries.length = first - 1;
-    disk.entries.push(...ready.entries.map((e) => ({ ...e })));
-  }
-}
-
-/** Drops every message to or from the given nodes. */
-const without = (...ids: NodeId[]) => (m: Message) =>
-  !ids.includes(m.from) && !ids.includes(m.to);
-
-function logOf(core: RaftCore): Entry[] {
-  const entries: Entry[] = [];
-  for (let i = 1; i <= core.lastIndex; i++) entries.push(core.entryAt(i)!);
-  return entries;
-}
+  appendMessage,
+  logOf,
+  RaftHarness,
+  without,
+} from "../testing/raft_harness.ts";
 
 const refusal = (why: RegExp) => (e: unknown) =>
   e instanceof ConfChangeError && why.test(e.message);
 
 // --- learners (dissertation §4.2.1) -------------------------------------------
 
-Deno.test("dissertation §4.2.1 learners: a 3-voter cluster with 1 learner commits with 2 voters, never with a voter and the learner", () => {
-  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
-  const leader = c.elect("n1");
-  assert.deepEqual(leader.configuration, {
-    voters: ["n1", "n2", "n3"],
-    learners: ["n4"],
-  });
-  // n1 + n2 are a quorum of the 3 voters.
-  assert.equal(c.commits("n1", "a", without("n3", "n4")), true);
-  // n1 + learner n4 are not.
-  assert.equal(c.commits("n1", "b", without("n2", "n3")), false);
-  // The learner caught up all the same: it holds the leader's log.
-  assert.deepEqual(logOf(c.core("n4")), logOf(leader));
-  c.tick("n1", 2); // heartbeats reach n2 and n3 again
-  assert.ok(leader.commitIndex >= 3);
-  assert.equal(c.core("n4").commitIndex, leader.commitIndex);
-  assert.deepEqual(c.applied.get("n4")!.map((e) => e.data), ["", "a", "b"]);
-});
-
 Deno.test("dissertation §4.2.1 learners: a learner never gets a vote request, never stands, and its votes are ignored", () => {
-  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"], learners: ["n4"] });
   const delivered = c.tick("n1", 15); // n1's election timeout (15 ticks)
   assert.equal(c.core("n1").role, "leader");
   assert.deepEqual(
@@ -244,7 +54,7 @@ Deno.test("dissertation §4.2.1 learners: a learner never gets a vote request, n
 });
 
 Deno.test("dissertation §4.2.1 learners: CheckQuorum and ReadIndex count voters only", () => {
-  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"], learners: ["n4"] });
   const leader = c.elect("n1");
   // A ReadIndex round acknowledged by the learner alone is not confirmed.
   leader.readIndex("r1");
@@ -264,7 +74,7 @@ Deno.test("dissertation §4.2.1 learners: CheckQuorum and ReadIndex count voters
 });
 
 Deno.test("dissertation §4.2.1 learners: not offered as leadership-transfer targets", () => {
-  const c = new Cluster(["n1", "n2"], ["n3"]);
+  const c = new RaftHarness({ voters: ["n1", "n2"], learners: ["n3"] });
   const leader = c.elect("n1");
   leader.propose("x");
   c.deliver(without("n2")); // the learner is the most up to date
@@ -278,7 +88,7 @@ Deno.test("dissertation §4.2.1 learners: not offered as leadership-transfer tar
 // --- adding and promoting at runtime (dissertation §4.1, §4.2.1) ----------------
 
 Deno.test("dissertation §4.1 adding a learner: a joining node learns the configuration from appends and catches up", () => {
-  const c = new Cluster(["n1", "n2", "n3"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"] });
   const leader = c.elect("n1");
   c.commits("n1", "a");
   c.startJoining("n4");
@@ -332,7 +142,7 @@ Deno.test("dissertation §4.1 adding a learner: a joining node learns the config
 });
 
 Deno.test("dissertation §4.2.1 promotion: the learner becomes a voter and the quorum grows to 3 of 4", () => {
-  const c = new Cluster(["n1", "n2", "n3"], ["n4"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"], learners: ["n4"] });
   const leader = c.elect("n1");
   const { index } = leader.proposeConfChange({ type: "promote", node: "n4" });
   c.deliver();
@@ -357,39 +167,8 @@ Deno.test("dissertation §4.2.1 promotion: the learner becomes a voter and the q
 
 // --- removal (dissertation §4.1, §4.2.2) ----------------------------------------
 
-Deno.test("dissertation §4.1 removing a follower: the leader stops sending to it and the quorum shrinks", () => {
-  const c = new Cluster(["n1", "n2", "n3", "n4"]);
-  const leader = c.elect("n1");
-  c.crash("n4");
-  // 2 of 4 voters are no quorum.
-  assert.equal(c.commits("n1", "a", without("n3")), false);
-  c.deliver();
-  const { index } = leader.proposeConfChange({ type: "remove", node: "n4" });
-  assert.equal(leader.progress().has("n4"), false);
-  const sent = c.deliver();
-  assert.equal(leader.commitIndex, index);
-  assert.equal(sent.some((m) => m.to === "n4"), false);
-  c.tick("n1", 5);
-  assert.equal(c.queue.some((m) => m.to === "n4"), false);
-  // 2 of the 3 remaining voters are.
-  assert.equal(c.commits("n1", "b", without("n3")), true);
-
-  // The removed node's messages are dropped by the members.
-  c.restart("n4");
-  const term = c.core("n2").term;
-  c.core("n2").step({
-    type: "vote",
-    from: "n4",
-    to: "n2",
-    term: term + 5,
-    lastLogIndex: 99,
-    lastLogTerm: 99,
-  });
-  assert.equal(c.core("n2").term, term);
-});
-
 Deno.test("dissertation §4.2.2 removing the leader: it leads without counting itself until the removal commits, then steps down", () => {
-  const c = new Cluster(["n1", "n2", "n3"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"] });
   const leader = c.elect("n1");
   const { index } = leader.proposeConfChange({ type: "remove", node: "n1" });
   assert.deepEqual(leader.voters, ["n2", "n3"]);
@@ -426,7 +205,7 @@ Deno.test("dissertation §4.2.2 removing the leader: it leads without counting i
 // --- refusals -------------------------------------------------------------------
 
 Deno.test("dissertation §4.1 one change at a time: a second change is refused while the first is uncommitted", () => {
-  const c = new Cluster(["n1", "n2", "n3"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"] });
   const leader = c.elect("n1");
   leader.proposeConfChange({ type: "addLearner", node: "n4" });
   c.deliver(without("n2", "n3"));
@@ -441,7 +220,7 @@ Deno.test("dissertation §4.1 one change at a time: a second change is refused w
 });
 
 Deno.test("Ongaro's raft-dev fix: a leader refuses a change until an entry of its term is committed", () => {
-  const c = new Cluster(["n1", "n2", "n3"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"] });
   const leader = c.elect("n1", (m) => m.type !== "appendResponse");
   assert.equal(leader.commitIndex, 0);
   assert.throws(
@@ -454,7 +233,7 @@ Deno.test("Ongaro's raft-dev fix: a leader refuses a change until an entry of it
 });
 
 Deno.test("dissertation §4.1 refusals: a follower, a transfer, a no-op, the last voter", () => {
-  const c = new Cluster(["n1", "n2"]);
+  const c = new RaftHarness({ voters: ["n1", "n2"] });
   const leader = c.elect("n1");
   assert.throws(
     () => c.core("n2").proposeConfChange({ type: "remove", node: "n1" }),
@@ -471,7 +250,7 @@ Deno.test("dissertation §4.1 refusals: a follower, a transfer, a no-op, the las
     () => leader.proposeConfChange({ type: "remove", node: "n1" }),
     refusal(/would leave no voter; add another voter first/),
   );
-  const solo = new Cluster(["n1", "n2", "n3"]);
+  const solo = new RaftHarness({ voters: ["n1", "n2", "n3"] });
   solo.elect("n1").transferLeadership("n2");
   assert.throws(
     () => solo.core("n1").proposeConfChange({ type: "remove", node: "n3" }),
@@ -482,7 +261,7 @@ Deno.test("dissertation §4.1 refusals: a follower, a transfer, a no-op, the las
 // --- truncation (dissertation §4.1) ----------------------------------------------
 
 Deno.test("dissertation §4.1 truncation: a follower whose uncommitted config entry is overwritten returns to the old configuration", () => {
-  const c = new Cluster(["n1", "n2", "n3", "n4", "n5"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3", "n4", "n5"] });
   const old = makeConfiguration(["n1", "n2", "n3", "n4", "n5"]);
   const leader = c.elect("n1");
   leader.proposeConfChange({ type: "addLearner", node: "n6" });
@@ -505,16 +284,9 @@ Deno.test("dissertation §4.1 truncation: a follower whose uncommitted config en
 
 Deno.test("a config entry with malformed data is dropped with its message, not applied", () => {
   const core = new RaftCore({ id: "n2", voters: ["n1", "n2"] });
-  core.step({
-    type: "append",
-    from: "n1",
-    to: "n2",
-    term: 1,
-    prevLogIndex: 0,
-    prevLogTerm: 0,
+  core.step(appendMessage({
     entries: [{ index: 1, term: 1, data: "{", type: "config" }],
-    commit: 0,
-  });
+  }));
   assert.equal(core.lastIndex, 0);
   assert.deepEqual(core.voters, ["n1", "n2"]);
 });
@@ -576,7 +348,7 @@ Deno.test("dissertation §10.2.1 with one voter: a leader elected in one Ready s
 });
 
 Deno.test("dissertation §4.1 a follower that missed the change adding the leader still follows that leader and catches up", () => {
-  const c = new Cluster(["n1", "n2", "n3"]);
+  const c = new RaftHarness({ voters: ["n1", "n2", "n3"] });
   const leader = c.elect("n1");
   c.startJoining("n4");
   const cut = without("n3");
@@ -600,7 +372,7 @@ Deno.test("dissertation §4.1 a follower that missed the change adding the leade
 });
 
 Deno.test("dissertation §4.2.2 a leader deposed before its removal commits stands again, so the new configuration can commit it", () => {
-  const c = new Cluster(["n1", "n2"]);
+  const c = new RaftHarness({ voters: ["n1", "n2"] });
   c.elect("n1").proposeConfChange({ type: "remove", node: "n1" });
   c.flush();
   c.queue = []; // n2 never hears of the removal: n1 crashes with it on disk

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
-import { entries, Harness } from "./_core_harness_test.ts";
+import { entries, messagesOf, RaftHarness } from "../testing/raft_harness.ts";
 import type {
   AppendRequest,
   AppendResponse,
@@ -9,9 +9,7 @@ import type {
 } from "./types.ts";
 
 const appendsTo = (messages: Message[], to: NodeId): AppendRequest[] =>
-  messages.filter((m): m is AppendRequest =>
-    m.type === "append" && m.to === to
-  );
+  messagesOf(messages, "append", to);
 
 const rejections = (messages: Message[]): AppendResponse[] =>
   messages.filter((m): m is AppendResponse =>
@@ -20,55 +18,10 @@ const rejections = (messages: Message[]): AppendResponse[] =>
 
 // --- §5.3 fast conflict backtracking -------------------------------------------
 
-Deno.test("§5.3 fast backtracking: a rejection names the conflicting term and the first index of it", () => {
-  const core = new RaftCore({
-    id: "n2",
-    voters: ["n1", "n2"],
-    entries: entries(1, 1, 2, 2, 2),
-    hardState: { term: 3, vote: null, commit: 1 },
-  });
-  const probe = (prevLogIndex: number, prevLogTerm: number) => {
-    core.step({
-      type: "append",
-      from: "n1",
-      to: "n2",
-      term: 3,
-      prevLogIndex,
-      prevLogTerm,
-      entries: [],
-      commit: 1,
-    });
-    const ready = core.ready();
-    core.advance(ready);
-    return ready.messages[0] as AppendResponse;
-  };
-  // The entry at 5 has term 2, which starts at index 3.
-  assert.deepEqual(
-    { ...probe(5, 3) },
-    {
-      type: "appendResponse",
-      from: "n2",
-      to: "n1",
-      term: 3,
-      success: false,
-      index: 5,
-      conflictTerm: 2,
-      conflictIndex: 3,
-    },
-  );
-  assert.deepEqual(
-    [probe(4, 3).conflictTerm, probe(4, 3).conflictIndex],
-    [2, 3],
-  );
-  // A log shorter than prevLogIndex: no term, and its lastIndex + 1.
-  const short = probe(8, 3);
-  assert.deepEqual([short.conflictTerm, short.conflictIndex], [0, 6]);
-});
-
 Deno.test("§5.3 fast backtracking: a leader without the conflicting term jumps to conflictIndex (Figure 7 f)", () => {
   // The leader's log of Figure 7 and follower (f), which has terms 2 and 3
   // the leader never saw.
-  const c = new Harness(3, {}, {
+  const c = new RaftHarness(3, {}, {
     n1: {
       entries: entries(1, 1, 1, 4, 4, 5, 5, 6, 6, 6),
       hardState: { term: 6, vote: null, commit: 0 },
@@ -102,7 +55,7 @@ Deno.test("§5.3 fast backtracking: a leader without the conflicting term jumps 
 });
 
 Deno.test("§5.3 fast backtracking: a leader with entries of the conflicting term resumes after its last one", () => {
-  const c = new Harness(3, {}, {
+  const c = new RaftHarness(3, {}, {
     n1: {
       entries: entries(1, 1, 2, 2, 3),
       hardState: { term: 3, vote: null, commit: 0 },
@@ -135,7 +88,7 @@ Deno.test("§5.3 fast backtracking: a leader with entries of the conflicting ter
 // --- commit announcements ------------------------------------------------------
 
 Deno.test("§5.3 commit index: acks of N proposals in one batch bring each follower one commit-carrying message, at once", () => {
-  const c = new Harness(3);
+  const c = new RaftHarness(3);
   const leader = c.elect("n1");
   c.tick("n1"); // everyone knows the empty entry is committed
   const before = leader.commitIndex;
@@ -170,7 +123,7 @@ Deno.test("§5.3 commit index: acks of N proposals in one batch bring each follo
 });
 
 Deno.test("§5.3 commit index: appends still waiting in a Ready carry the newest commit index", () => {
-  const c = new Harness(3);
+  const c = new RaftHarness(3);
   const leader = c.elect("n1");
   c.tick("n1");
   leader.propose("a");
@@ -193,7 +146,10 @@ Deno.test("§5.3 commit index: appends still waiting in a Ready carry the newest
 // --- flow control ----------------------------------------------------------------
 
 Deno.test("etcd flow control: replicate state bounds in-flight appends by count", () => {
-  const c = new Harness(3, { maxInflightAppends: 2, maxEntriesPerAppend: 1 });
+  const c = new RaftHarness(3, {
+    maxInflightAppends: 2,
+    maxEntriesPerAppend: 1,
+  });
   const leader = c.elect("n1");
   assert.equal(leader.progressOf("n2")!.state, "replicate");
   for (let i = 0; i < 5; i++) leader.propose(`x${i}`);
@@ -208,7 +164,7 @@ Deno.test("etcd flow control: replicate state bounds in-flight appends by count"
 });
 
 Deno.test("etcd flow control: replicate state bounds in-flight appends by bytes (maxInflightBytes)", () => {
-  const c = new Harness(3, { maxInflightBytes: 8 });
+  const c = new RaftHarness(3, { maxInflightBytes: 8 });
   const leader = c.elect("n1");
   for (let i = 0; i < 6; i++) leader.propose(`abc${i}`); // 4 chars each
   c.flush();
@@ -230,7 +186,7 @@ Deno.test("etcd flow control: replicate state bounds in-flight appends by bytes 
 });
 
 Deno.test("etcd flow control: a follower in probe state gets one append per heartbeat interval", () => {
-  const c = new Harness(3);
+  const c = new RaftHarness(3);
   const cutN3 = (m: Message) => m.to !== "n3" && m.from !== "n3";
   const leader = c.elect("n1", cutN3);
   assert.equal(leader.progressOf("n3")!.state, "probe");
@@ -275,7 +231,7 @@ Deno.test("dissertation §10.2.1: a single-node cluster commits a proposal only 
 
 Deno.test("dissertation §10.2.1: a 3-node leader whose own copy is not durable needs both followers' acks", () => {
   for (const persistFirst of [false, true]) {
-    const c = new Harness(3);
+    const c = new RaftHarness(3);
     const leader = c.elect("n1");
     c.tick("n1");
     const before = leader.commitIndex;
@@ -308,7 +264,7 @@ Deno.test("dissertation §10.2.1: a 3-node leader whose own copy is not durable 
 });
 
 Deno.test("dissertation §10.2.1: only what a leader sends goes into leaderMessages", () => {
-  const c = new Harness(3);
+  const c = new RaftHarness(3);
   c.core("n1").campaign();
   const vote = c.core("n1").ready();
   assert.deepEqual(vote.leaderMessages, []);
@@ -328,7 +284,7 @@ Deno.test("dissertation §10.2.1: only what a leader sends goes into leaderMessa
 // --- issue 8: defensive against bad peer messages ---------------------------------
 
 Deno.test("issue 8: messages from non-members, to another node, or of an older term are dropped and counted", () => {
-  const c = new Harness(3);
+  const c = new RaftHarness(3);
   const leader = c.elect("n1");
   const stats = leader.stats;
   leader.step({
@@ -359,7 +315,7 @@ Deno.test("issue 8: messages from non-members, to another node, or of an older t
 });
 
 Deno.test("issue 8 (§5.3): an ack beyond the leader's last index does not stall replication to that follower", () => {
-  const c = new Harness(3);
+  const c = new RaftHarness(3);
   const leader = c.elect("n1");
   c.tick("n1");
   // A forged or corrupt success, far past the leader's log.

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
 import { mulberry32 } from "./simulator.ts";
 import { COMPACTED_TERM, MISSING_TERM, RaftLog } from "./log.ts";
-import { entries, type Filter, Harness } from "./_core_harness_test.ts";
+import {
+  entries,
+  type Filter,
+  messagesOf,
+  RaftHarness,
+  snapshotMessage,
+} from "../testing/raft_harness.ts";
 import type {
   AppendResponse,
   InstallSnapshotRequest,
@@ -11,9 +17,7 @@ import type {
 } from "./types.ts";
 
 const chunksTo = (messages: Message[], to: string): InstallSnapshotRequest[] =>
-  messages.filter((m): m is InstallSnapshotRequest =>
-    m.type === "installSnapshot" && m.to === to
-  );
+  messagesOf(messages, "installSnapshot", to);
 
 // --- the log's snapshot point ----------------------------------------------------
 
@@ -68,7 +72,7 @@ Deno.test("§7 receiver rules 6 and 7: restore keeps the log after a matching po
 // --- snapshotTaken and restart -----------------------------------------------------
 
 Deno.test("§7 snapshotTaken keeps the snapshot, compacts to compactTo and checks its arguments", () => {
-  const c = new Harness(1);
+  const c = new RaftHarness(1);
   const core = c.elect("n1");
   for (let i = 0; i < 6; i++) core.propose(`e${i}`);
   c.flush();
@@ -135,10 +139,10 @@ Deno.test("§7 a restart from a snapshot starts its log, commit index and applie
 // --- InstallSnapshot ------------------------------------------------------------------
 
 /** A 3-node cluster whose n3 missed 20 entries the leader then compacted. */
-function behindCompacted(chunk: number): Harness {
-  const c = new Harness(3, { snapshotChunkChars: chunk });
+function behindCompacted(chunk: number): RaftHarness {
+  const c = new RaftHarness(3, { snapshotChunkChars: chunk });
   c.elect("n1");
-  c.crash("n3");
+  c.crash("n3", { dropSent: true });
   for (let i = 0; i < 20; i++) c.core("n1").propose(`v${i}`);
   c.deliver();
   c.tick("n1");
@@ -147,38 +151,6 @@ function behindCompacted(chunk: number): Harness {
   c.boot("n3"); // n3 comes back with its old disk (the empty entry only)
   return c;
 }
-
-Deno.test("§7 InstallSnapshot: a follower behind the compacted log gets the snapshot in chunks, then appends", () => {
-  const c = behindCompacted(16);
-  const leader = c.core("n1");
-  const snapshot = JSON.stringify(c.machines.get("n1")!.data);
-  const delivered = c.tick("n1");
-  const chunks = chunksTo(delivered, "n3");
-  assert.equal(chunks.length, Math.ceil(snapshot.length / 16));
-  assert.deepEqual(chunks.map((m) => m.offset), chunks.map((_, i) => i * 16));
-  assert.deepEqual(
-    chunks.map((m) => m.done),
-    chunks.map((_, i) => i === chunks.length - 1),
-  );
-  assert.equal(chunks.map((m) => m.data).join(""), snapshot);
-  const installed = c.readys.get("n3")!.filter((r) => r.snapshot !== null);
-  assert.equal(installed.length, 1);
-  assert.deepEqual(installed[0].snapshot, {
-    index: leader.snapshotPoint.index,
-    term: leader.snapshotPoint.term,
-    data: snapshot,
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-  });
-  assert.equal(c.core("n3").commitIndex, leader.commitIndex);
-  assert.deepEqual(c.machines.get("n3"), c.machines.get("n1"));
-  assert.equal(leader.progressOf("n3")!.state, "replicate");
-  // Replication goes on with appends.
-  leader.propose("after");
-  c.deliver();
-  c.tick("n1");
-  assert.deepEqual(c.machines.get("n3")!.data.at(-1), "after");
-  assert.equal(chunksTo(c.queue, "n3").length, 0);
-});
 
 Deno.test("dissertation §5.3 InstallSnapshot: a lost chunk is sent again; a leader change starts the transfer over", () => {
   const c = behindCompacted(8);
@@ -204,17 +176,13 @@ Deno.test("dissertation §5.3 InstallSnapshot: a lost chunk is sent again; a lea
 
   // A follower handed a chunk out of order answers with the offset it expects.
   const d = behindCompacted(8);
-  const first: InstallSnapshotRequest = {
-    type: "installSnapshot",
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-    from: "n1",
+  const first: InstallSnapshotRequest = snapshotMessage({
     to: "n3",
     term: d.core("n1").term,
     snapshot: d.core("n1").snapshotPoint,
-    offset: 0,
     data: "[1234567",
     done: false,
-  };
+  });
   const n3 = d.core("n3");
   n3.step({ ...first, offset: 16, data: "xxxxxxxx" });
   n3.step(first);
@@ -235,17 +203,9 @@ Deno.test("§7 InstallSnapshot: a stale snapshot (at or below the commit index) 
     entries: entries(1, 1, 1, 1),
     hardState: { term: 1, vote: null, commit: 3 },
   });
-  core.step({
-    type: "installSnapshot",
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-    from: "n1",
-    to: "n2",
-    term: 1,
+  core.step(snapshotMessage({
     snapshot: { index: 2, term: 1 },
-    offset: 0,
-    data: "[]",
-    done: true,
-  });
+  }));
   const ready = core.ready();
   core.advance(ready);
   assert.equal(ready.snapshot, null);
@@ -270,17 +230,11 @@ Deno.test("§7 receiver rule 6: a follower keeps its entries after a snapshot po
       entries: entries(1, 1, 1, 1, 1),
       hardState: { term: 2, vote: null, commit: 1 },
     });
-    core.step({
-      type: "installSnapshot",
-      configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-      from: "n1",
-      to: "n2",
+    core.step(snapshotMessage({
       term: 2,
       snapshot: { index: 3, term },
-      offset: 0,
       data: '["a"]',
-      done: true,
-    });
+    }));
     const ready = core.ready();
     assert.deepEqual(ready.snapshot, {
       index: 3,
@@ -303,17 +257,11 @@ Deno.test("§7 InstallSnapshot: a snapshot bigger than maxSnapshotChars is refus
     voters: ["n1", "n2"],
     maxSnapshotChars: 10,
   });
-  const chunk: InstallSnapshotRequest = {
-    type: "installSnapshot",
-    configuration: { voters: ["n1", "n2", "n3"], learners: [] },
-    from: "n1",
-    to: "n2",
-    term: 1,
+  const chunk: InstallSnapshotRequest = snapshotMessage({
     snapshot: { index: 5, term: 1 },
-    offset: 0,
     data: "123456",
     done: false,
-  };
+  });
   core.step(chunk);
   core.step({ ...chunk, offset: 6, data: "789012", done: true });
   const ready = core.ready();
@@ -336,7 +284,7 @@ Deno.test("§7 compaction with partitions: every node's applied sequence is a pr
   let installed = 0;
   for (let seed = 1; seed <= 40; seed++) {
     const random = mulberry32(seed);
-    const c = new Harness(3, {
+    const c = new RaftHarness(3, {
       snapshotChunkChars: 16 + Math.floor(random() * 200),
       random,
     });
@@ -377,7 +325,7 @@ Deno.test("§7 compaction with partitions: every node's applied sequence is a pr
         // A crash and restart from disk.
         const id = `n${1 + Math.floor(random() * 3)}`;
         installed += c.readys.get(id)!.filter((r) => r.snapshot).length;
-        c.crash(id);
+        c.crash(id, { dropSent: true });
         c.boot(id);
       }
     }
@@ -438,7 +386,7 @@ const config = (voters: string[], learners: string[] = []) => ({
 });
 
 Deno.test("§7 a snapshot includes the latest configuration as of its last included index (dissertation §5.1)", () => {
-  const c = new Harness(3, { voters: ["n1", "n2"], join: true });
+  const c = new RaftHarness(3, { voters: ["n1", "n2"], join: true });
   const core = c.elect("n1");
   core.propose("a");
   c.deliver();
@@ -461,7 +409,7 @@ Deno.test("§7 a snapshot includes the latest configuration as of its last inclu
 });
 
 Deno.test("§7 compaction folds config entries into the base configuration: a removal that is compacted stays in force", () => {
-  const c = new Harness(3, { voters: ["n1", "n2"], join: true });
+  const c = new RaftHarness(3, { voters: ["n1", "n2"], join: true });
   const core = c.elect("n1");
   core.proposeConfChange({ type: "addLearner", node: "n3" });
   c.deliver();
@@ -475,16 +423,16 @@ Deno.test("§7 compaction folds config entries into the base configuration: a re
   assert.deepEqual(core.configuration, config(["n1", "n2"]));
   // A restart from that disk (snapshot + window) has the same configuration
   // without any config entry in its log.
-  c.crash("n1");
+  c.crash("n1", { dropSent: true });
   c.boot("n1");
   assert.deepEqual(c.core("n1").configuration, config(["n1", "n2"]));
   assert.deepEqual(c.core("n1").snapshotConfiguration, config(["n1", "n2"]));
 });
 
 Deno.test("§7 InstallSnapshot carries the configuration: the follower installs it with the state and keeps it across a restart", () => {
-  const c = new Harness(4, { voters: ["n1", "n2", "n3"], join: true });
+  const c = new RaftHarness(4, { voters: ["n1", "n2", "n3"], join: true });
   const core = c.elect("n1");
-  c.crash("n3");
+  c.crash("n3", { dropSent: true });
   core.proposeConfChange({ type: "addLearner", node: "n4" });
   c.deliver();
   for (let i = 0; i < 5; i++) core.propose(`e${i}`);
@@ -512,7 +460,7 @@ Deno.test("§7 InstallSnapshot carries the configuration: the follower installs 
     c.core("n3").configuration,
     config(["n1", "n2", "n3"], ["n4"]),
   );
-  c.crash("n3");
+  c.crash("n3", { dropSent: true });
   c.boot("n3");
   assert.deepEqual(
     c.core("n3").configuration,
@@ -537,17 +485,10 @@ Deno.test("§7 receiver rule 6 with membership: a config entry kept after the sn
     hardState: { term: 1, vote: null, commit: 1 },
   });
   assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
-  core.step({
-    type: "installSnapshot",
-    from: "n1",
-    to: "n2",
-    term: 1,
+  core.step(snapshotMessage({
     snapshot: { index: 2, term: 1 },
     configuration: config(["n1", "n2"]),
-    offset: 0,
-    data: "[]",
-    done: true,
-  });
+  }));
   assert.equal(core.lastIndex, 3, "the entries after the point are kept");
   assert.deepEqual(core.configuration, config(["n1", "n2"], ["n3"]));
   assert.deepEqual(core.snapshotConfiguration, config(["n1", "n2"]));

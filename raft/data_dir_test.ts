@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { withTempDir } from "../testing/temp.ts";
 import {
   bootstrapClusterId,
   DATA_DIR_FORMAT,
@@ -15,14 +16,9 @@ const THREE = {
 };
 const SINGLE = { n1: "tcp://127.0.0.1:7101" };
 
-async function withDir(fn: (path: string) => Promise<void>): Promise<void> {
-  const root = await Deno.makeTempDir({ prefix: "rafter_data_dir_" });
-  try {
-    await fn(`${root}/data`);
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
-}
+/** Runs `fn` with a path `data` inside a fresh temp folder (not made yet). */
+const withDir = (fn: (path: string) => Promise<void>) =>
+  withTempDir((root) => fn(`${root}/data`), "rafter_data_dir_");
 
 async function openOnce(
   path: string,

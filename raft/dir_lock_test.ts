@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
+import { withTempDir } from "../testing/temp.ts";
 import { DataDirInUseError, lockDataDir } from "./dir_lock.ts";
 import { RaftNode } from "./node.ts";
 
 Deno.test("a data folder is locked once: a second lock fails until the first is released", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_lock_" });
-  try {
+  await withTempDir(async (dir) => {
     const lock = await lockDataDir(dir);
     await assert.rejects(lockDataDir(dir), (error: unknown) => {
       assert.ok(error instanceof DataDirInUseError);
@@ -17,9 +17,7 @@ Deno.test("a data folder is locked once: a second lock fails until the first is 
     lock.release();
     lock.release(); // twice is fine
     (await lockDataDir(dir)).release();
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_lock_");
 });
 
 Deno.test("two Raft nodes cannot share a data folder", async () => {

@@ -1,33 +1,18 @@
 import assert from "node:assert/strict";
 import { RaftCore } from "./core.ts";
 import {
-  type RaftClock,
   RaftDriver,
+  type RaftDriverOptions,
   type RaftStorage,
   RaftUnavailableError,
   type StorageWrite,
 } from "./driver.ts";
-import type { Message, NodeId } from "./types.ts";
-
-/** A clock that never fires timers; deferred work runs at `run()`. */
-class HandClock implements RaftClock {
-  deferred: (() => void)[] = [];
-  timers = 0;
-  setTimeout(): unknown {
-    return ++this.timers;
-  }
-  clearTimeout(): void {}
-  defer(callback: () => void): void {
-    this.deferred.push(callback);
-  }
-  run(): void {
-    for (let i = 0; i < 100 && this.deferred.length > 0; i++) {
-      const work = this.deferred;
-      this.deferred = [];
-      for (const callback of work) callback();
-    }
-  }
-}
+import type { Message } from "./types.ts";
+import {
+  appendMessage,
+  DriverHarness,
+  HandClock,
+} from "../testing/raft_harness.ts";
 
 /** Storage whose writes complete when the test says. */
 class HeldStorage implements RaftStorage {
@@ -44,68 +29,35 @@ class HeldStorage implements RaftStorage {
   }
 }
 
-const instant: RaftStorage = { persist: (_write, done) => done() };
-
-/** Drivers on instant storage, connected by a queue the test delivers. */
-class Nodes {
-  readonly clock = new HandClock();
-  readonly drivers = new Map<NodeId, RaftDriver<string>>();
-  queue: Message[] = [];
-
-  constructor(ids: NodeId[]) {
-    for (const id of ids) {
-      this.drivers.set(
-        id,
-        new RaftDriver({
-          core: new RaftCore({ id, voters: ids, random: () => 0.5 }),
-          storage: instant,
-          network: { send: (messages) => this.queue.push(...messages) },
-          clock: this.clock,
-          apply: (entry) => `applied ${entry.data}`,
-          onFatal: (error) => {
-            throw error;
-          },
-        }),
-      );
-    }
-  }
-
-  get(id: NodeId): RaftDriver<string> {
-    return this.drivers.get(id)!;
-  }
-
-  /** Delivers until quiet, dropping messages `keep` rejects. */
-  deliver(keep: (m: Message) => boolean = () => true): void {
-    for (let round = 0; round < 100; round++) {
-      this.clock.run();
-      if (this.queue.length === 0) return;
-      const batch = this.queue;
-      this.queue = [];
-      for (const message of batch.filter(keep)) {
-        this.get(message.to).step([message]);
-      }
-    }
-    throw new Error("messages never stopped flowing");
-  }
+/**
+ * A single-node driver n1 on {@link HeldStorage} and a {@link HandClock},
+ * sending nothing and applying nothing unless `options` say otherwise.
+ */
+function heldDriver(options: Partial<RaftDriverOptions<unknown>> = {}) {
+  const storage = new HeldStorage();
+  const clock = new HandClock();
+  const core = new RaftCore({ id: "n1", voters: ["n1"] });
+  const driver = new RaftDriver({
+    core,
+    storage,
+    network: { send: () => {} },
+    clock,
+    apply: () => {},
+    ...options,
+  });
+  return { storage, clock, core, driver };
 }
 
+const instant: RaftStorage = { persist: (_write, done) => done() };
+
 /** n1's heartbeat in term 1, which makes n2 a follower that knows n1 leads. */
-const heartbeatFromN1: Message = {
-  type: "append",
-  from: "n1",
-  to: "n2",
-  term: 1,
-  prevLogIndex: 0,
-  prevLogTerm: 0,
-  entries: [],
-  commit: 0,
-};
+const heartbeatFromN1: Message = appendMessage();
 
 /** Lets settled promises' callbacks run. */
 const microtasks = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 Deno.test("a proposal resolves with the state machine's result once applied", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
   nodes.deliver();
   const result = nodes.get("n1").propose("x");
@@ -115,7 +67,7 @@ Deno.test("a proposal resolves with the state machine's result once applied", as
 });
 
 Deno.test("§5.2 a proposal pending on a leader that loses leadership fails at once, retryable, not at its timeout", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
   nodes.deliver();
   const timersBefore = nodes.clock.timers;
@@ -144,7 +96,7 @@ Deno.test("§5.2 a proposal pending on a leader that loses leadership fails at o
 });
 
 Deno.test("dissertation §4.1 proposeConfChange resolves with the new configuration; apply never sees the entry; onConfiguration reports it first", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   const seen: string[] = [];
   const applied: string[] = [];
   const driver = new RaftDriver({
@@ -191,14 +143,7 @@ Deno.test("dissertation §4.1 proposeConfChange resolves with the new configurat
 });
 
 Deno.test("MustSync: a write whose only change is the commit index is marked mustSync false; entries, a new term or a vote are not", () => {
-  const storage = new HeldStorage();
-  const driver = new RaftDriver({
-    core: new RaftCore({ id: "n1", voters: ["n1"] }),
-    storage,
-    network: { send: () => {} },
-    clock: new HandClock(),
-    apply: () => undefined,
-  });
+  const { storage, driver } = heldDriver();
   driver.core.campaign(); // term 1, vote n1, the leader's empty entry
   driver.process();
   assert.equal(storage.writes.length, 1);
@@ -213,7 +158,7 @@ Deno.test("MustSync: a write whose only change is the commit index is marked mus
 });
 
 Deno.test("a proposal on a follower rejects at once with NotLeaderError", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
   nodes.deliver();
   await assert.rejects(nodes.get("n2").propose("x"), /the leader is n1/);
@@ -252,7 +197,7 @@ Deno.test("Raft paper Figure 2: nothing is sent or applied before the write is d
 });
 
 Deno.test("dissertation §6.4 ReadIndex: a restarted node's read is not completed by the leader's late answer to the previous incarnation's read", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
   nodes.deliver();
   const sent: Message[] = [];
@@ -300,7 +245,7 @@ Deno.test("dissertation §6.4 ReadIndex: a restarted node's read is not complete
 });
 
 Deno.test("dissertation §6.4 ReadIndex batching: a follower asks one round at a time; the reads arriving while it is pending share the next", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
   nodes.deliver();
   const follower = nodes.get("n2");
@@ -328,7 +273,7 @@ Deno.test("dissertation §6.4 ReadIndex batching: a follower asks one round at a
 });
 
 Deno.test("dissertation §6.4 ReadIndex batching: on the leader, reads arriving during a heartbeat round share the next round", async () => {
-  const nodes = new Nodes(["n1", "n2", "n3"]);
+  const nodes = new DriverHarness(["n1", "n2", "n3"]);
   nodes.get("n1").core.campaign();
   nodes.deliver();
   const leader = nodes.get("n1");
@@ -399,16 +344,8 @@ Deno.test("dissertation §6.4 ReadIndex batching: a follower whose request was l
 });
 
 Deno.test("a storage failure stops the driver, reports it and fails what waits", async () => {
-  const storage = new HeldStorage();
-  const clock = new HandClock();
   const fatal: unknown[] = [];
-  const core = new RaftCore({ id: "n1", voters: ["n1"] });
-  const driver = new RaftDriver({
-    core,
-    storage,
-    network: { send: () => {} },
-    clock,
-    apply: () => {},
+  const { storage, clock, core, driver } = heldDriver({
     onFatal: (error) => fatal.push(error),
   });
   core.campaign();
@@ -450,88 +387,9 @@ Deno.test("a storage failure stops the driver, reports it and fails what waits",
 
 // --- snapshots ---------------------------------------------------------------------
 
-/** A node whose state machine is the list of payloads it applied. */
-interface SnapNode {
-  driver: RaftDriver<string>;
-  state: string[];
-  writes: StorageWrite[];
-  restored: number[];
-}
-
-/** Drivers on instant storage with a snapshot policy and a queue network. */
-function snapshotCluster(
-  ids: NodeId[],
-  policy: { everyEntries: number; trailingEntries: number },
-  clock = new HandClock(),
-  queue: Message[] = [],
-  withoutRestore: { id: NodeId; errors: unknown[] } | null = null,
-): Map<NodeId, SnapNode> {
-  const nodes = new Map<NodeId, SnapNode>();
-  for (const id of ids) {
-    const node: SnapNode = {
-      state: [],
-      writes: [],
-      restored: [],
-      driver: undefined as unknown as RaftDriver<string>,
-    };
-    node.driver = new RaftDriver({
-      core: new RaftCore({ id, voters: ids, random: () => 0.5 }),
-      storage: {
-        persist: (write, done) => {
-          node.writes.push(write);
-          done();
-        },
-      },
-      network: { send: (messages) => queue.push(...messages) },
-      clock,
-      apply: (entry) => {
-        if (entry.data !== "") node.state.push(entry.data);
-        return entry.data;
-      },
-      restore: withoutRestore?.id !== id
-        ? (snapshot) => {
-          node.restored.push(snapshot.index);
-          node.state = JSON.parse(snapshot.data);
-        }
-        : undefined,
-      snapshot: { ...policy, take: () => JSON.stringify(node.state) },
-      onFatal: (error) => {
-        if (withoutRestore?.id !== id) throw error;
-        withoutRestore.errors.push(error);
-      },
-    });
-    nodes.set(id, node);
-  }
-  return nodes;
-}
-
-/** Delivers `queue` until quiet (at most 200 rounds), dropping what `keep` rejects. */
-function deliverQueue(
-  clock: HandClock,
-  queue: Message[],
-  nodes: Map<NodeId, SnapNode>,
-  keep: (m: Message) => boolean,
-): void {
-  for (let round = 0; round < 200; round++) {
-    clock.run();
-    if (queue.length === 0) return;
-    for (const m of queue.splice(0).filter(keep)) {
-      nodes.get(m.to)!.driver.step([m]);
-    }
-  }
-  throw new Error("messages never stopped flowing");
-}
-
 Deno.test("§7 the driver snapshots every N applied entries; storage has it durable before the core does, and the log keeps trailingEntries", () => {
-  const storage = new HeldStorage();
-  const clock = new HandClock();
   const state: string[] = [];
-  const core = new RaftCore({ id: "n1", voters: ["n1"] });
-  const driver = new RaftDriver({
-    core,
-    storage,
-    network: { send: () => {} },
-    clock,
+  const { storage, clock, core, driver } = heldDriver({
     apply: (entry) => {
       if (entry.data !== "") state.push(entry.data);
     },
@@ -578,19 +436,11 @@ Deno.test("§7 the driver snapshots every N applied entries; storage has it dura
 });
 
 Deno.test("§7 InstallSnapshot through the driver: the follower stores the snapshot first, restores the state machine, then applies what follows", () => {
-  const clock = new HandClock();
-  const queue: Message[] = [];
-  const nodes = snapshotCluster(
-    ["n1", "n2", "n3"],
-    {
-      everyEntries: 4,
-      trailingEntries: 0,
-    },
-    clock,
-    queue,
-  );
-  const deliver = (keep: (m: Message) => boolean) =>
-    deliverQueue(clock, queue, nodes, keep);
+  const c = new DriverHarness(["n1", "n2", "n3"], {
+    snapshot: { everyEntries: 4, trailingEntries: 0 },
+  });
+  const nodes = c.nodes;
+  const deliver = (keep: (m: Message) => boolean) => c.deliver(keep, 200);
   const leader = nodes.get("n1")!.driver;
   leader.core.campaign();
   deliver(() => true);
@@ -628,18 +478,12 @@ Deno.test("§7 InstallSnapshot through the driver: the follower stores the snaps
 });
 
 Deno.test("§7 a driver without restore() stops with a clear error when the leader sends it a snapshot", () => {
-  const clock = new HandClock();
-  const queue: Message[] = [];
-  const errors: unknown[] = [];
-  const nodes = snapshotCluster(
-    ["n1", "n2", "n3"],
-    { everyEntries: 2, trailingEntries: 0 },
-    clock,
-    queue,
-    { id: "n3", errors },
-  );
-  const deliver = (keep: (m: Message) => boolean) =>
-    deliverQueue(clock, queue, nodes, keep);
+  const c = new DriverHarness(["n1", "n2", "n3"], {
+    snapshot: { everyEntries: 2, trailingEntries: 0 },
+    withoutRestore: "n3",
+  });
+  const { nodes, errors } = c;
+  const deliver = (keep: (m: Message) => boolean) => c.deliver(keep, 200);
   const leader = nodes.get("n1")!.driver;
   leader.core.campaign();
   deliver(() => true);

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { freePorts, waitFor } from "./_test_util.ts";
+import { withTempDir } from "../testing/temp.ts";
+import { freePorts } from "../testing/ports.ts";
+import { waitFor } from "../testing/time.ts";
 import { RaftNode, type RaftTransport } from "./node.ts";
 import type { SnapshotPolicy } from "./driver.ts";
 import { SnapshotCorruptError, SnapshotStore } from "./snapshot_store.ts";
@@ -58,14 +60,8 @@ async function startSingle(
   return single;
 }
 
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_snap_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const withDir = (fn: (dir: string) => Promise<void>) =>
+  withTempDir(fn, "rafter_node_snap_");
 
 const files = async (dir: string): Promise<string[]> =>
   (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name).sort();

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
-import { freePorts, TEST_SECRET, waitFor, within } from "./_test_util.ts";
+import { withTempDir } from "../testing/temp.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
+import { waitFor, within } from "../testing/time.ts";
 import { NotLeaderError } from "./core.ts";
 import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
 import { bootstrapClusterId } from "./data_dir.ts";
@@ -80,6 +83,22 @@ async function startMember(
   return { id, node, server, applied };
 }
 
+/**
+ * n1 of n1..n3 with slow ticks, whose peers n2 and n3 are played by the
+ * test: what n1 sends them is recorded in `received`.
+ */
+async function startRecorded(
+  dir: string,
+): Promise<{ member: Member; received: Message[] }> {
+  const received: Message[] = [];
+  const member = await startMember("n1", peersOn(["n1", "n2", "n3"]), dir, {
+    tickMs: 100,
+    electionTicks: 100,
+    transport: recorder(received),
+  });
+  return { member, received };
+}
+
 async function stopMember(member: Member): Promise<void> {
   await member.server?.close();
   await member.node.stop();
@@ -108,51 +127,50 @@ const heartbeat = (from: string, term: number): AppendRequest => ({
 });
 
 Deno.test("a single node elects itself, and propose resolves with the apply result", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const member = await startMember("n1", peersOn(["n1"]), dir);
-  try {
-    await waitFor(() => member.node.status.role === "leader", "n1 to lead");
-    assert.equal(await member.node.propose("hello"), "n1 applied 2: hello");
-    assert.equal(await member.node.propose(""), "n1 applied 3: ");
-    const results = await Promise.all(
-      ["a", "b", "c"].map((d) => member.node.propose(d)),
-    );
-    assert.deepEqual(results, [
-      "n1 applied 4: a",
-      "n1 applied 5: b",
-      "n1 applied 6: c",
-    ]);
-    assert.deepEqual(data(member.applied), ["", "hello", "", "a", "b", "c"]);
-    assert.deepEqual(
-      member.applied.map((e) => e.index),
-      [1, 2, 3, 4, 5, 6],
-    );
-    const status = member.node.status;
-    assert.deepEqual(status, {
-      id: "n1",
-      term: status.term,
-      role: "leader",
-      leader: "n1",
-      commitIndex: 6,
-      appliedIndex: 6,
-      lastIndex: 6,
-      member: true,
-      learner: false,
-      snapshotIndex: 0,
-    });
-    assert.equal(status.term, 1);
-    // A linearizable read barrier on the leader resolves.
-    await member.node.readBarrier();
-  } finally {
-    await stopMember(member);
-    await Deno.remove(dir, { recursive: true });
-  }
+  await withTempDir(async (dir) => {
+    const member = await startMember("n1", peersOn(["n1"]), dir);
+    try {
+      await waitFor(() => member.node.status.role === "leader", "n1 to lead");
+      assert.equal(await member.node.propose("hello"), "n1 applied 2: hello");
+      assert.equal(await member.node.propose(""), "n1 applied 3: ");
+      const results = await Promise.all(
+        ["a", "b", "c"].map((d) => member.node.propose(d)),
+      );
+      assert.deepEqual(results, [
+        "n1 applied 4: a",
+        "n1 applied 5: b",
+        "n1 applied 6: c",
+      ]);
+      assert.deepEqual(data(member.applied), ["", "hello", "", "a", "b", "c"]);
+      assert.deepEqual(
+        member.applied.map((e) => e.index),
+        [1, 2, 3, 4, 5, 6],
+      );
+      const status = member.node.status;
+      assert.deepEqual(status, {
+        id: "n1",
+        term: status.term,
+        role: "leader",
+        leader: "n1",
+        commitIndex: 6,
+        appliedIndex: 6,
+        lastIndex: 6,
+        member: true,
+        learner: false,
+        snapshotIndex: 0,
+      });
+      assert.equal(status.term, 1);
+      // A linearizable read barrier on the leader resolves.
+      await member.node.readBarrier();
+    } finally {
+      await stopMember(member);
+    }
+  }, "rafter_node_");
 });
 
 Deno.test("a restart from the same data folder re-applies the log in order", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const peers = peersOn(["n1"]);
-  try {
+  await withTempDir(async (dir) => {
+    const peers = peersOn(["n1"]);
     const first = await startMember("n1", peers, dir);
     let before: Entry[];
     try {
@@ -193,14 +211,11 @@ Deno.test("a restart from the same data folder re-applies the log in order", asy
     } finally {
       await stopMember(second);
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_node_");
 });
 
 Deno.test("a data folder of another node id is refused", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  try {
+  await withTempDir(async (dir) => {
     const first = await startMember("n1", peersOn(["n1"]), dir);
     await stopMember(first);
     let closed = 0;
@@ -233,14 +248,11 @@ Deno.test("a data folder of another node id is refused", async () => {
     );
     // A failed start closes the transport it was given.
     assert.equal(closed, 2);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_node_");
 });
 
 Deno.test("a data folder made for other members is refused: a single node's folder reused by a 3-node cluster, or the reverse", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  try {
+  await withTempDir(async (dir) => {
     const single = await startMember("n1", peersOn(["n1"]), dir);
     await stopMember(single);
     const transport = { send() {}, close() {} };
@@ -272,14 +284,11 @@ Deno.test("a data folder made for other members is refused: a single node's fold
       "bootstrapMembers",
     ]);
     assert.equal(meta.memberId, "n1");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_node_");
 });
 
 Deno.test("a data folder written before folders recorded their members takes the members it is started with", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  try {
+  await withTempDir(async (dir) => {
     await Deno.writeTextFile(`${dir}/meta.json`, '{"id":"n2"}\n');
     const member = await startMember("n2", peersOn(["n2", "n1", "n3"]), dir, {
       tickMs: 100,
@@ -289,289 +298,277 @@ Deno.test("a data folder written before folders recorded their members takes the
     const meta = JSON.parse(await Deno.readTextFile(`${dir}/meta.json`));
     assert.equal(meta.memberId, "n2");
     assert.deepEqual(Object.keys(meta.bootstrapMembers), ["n1", "n2", "n3"]);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_node_");
 });
 
 Deno.test("propose on a follower rejects with NotLeaderError; a read with no leader times out", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  // n2 and n3 never run; a long election timeout keeps n1 a follower.
-  const peers = peersOn(["n1", "n2", "n3"]);
-  const member = await startMember("n1", peers, dir, {
-    tickMs: 100,
-    electionTicks: 100,
-  });
-  try {
-    await assert.rejects(member.node.propose("x"), (error: unknown) => {
-      assert.ok(error instanceof NotLeaderError);
-      assert.equal(error.leader, null);
-      return true;
+  await withTempDir(async (dir) => {
+    // n2 and n3 never run; a long election timeout keeps n1 a follower.
+    const peers = peersOn(["n1", "n2", "n3"]);
+    const member = await startMember("n1", peers, dir, {
+      tickMs: 100,
+      electionTicks: 100,
     });
-    // With no leader to confirm it, a read waits for one, then gives up.
-    await assert.rejects(member.node.readBarrier({ timeoutMs: 200 }), {
-      name: "RaftUnavailableError",
-      message: "no leader was elected within 200 ms to confirm the read; retry",
-    });
-    member.node.step([heartbeat("n2", 2)]);
-    await waitFor(() => member.node.status.leader === "n2", "n1 to follow n2");
-    await assert.rejects(member.node.propose("x"), (error: unknown) => {
-      assert.ok(error instanceof NotLeaderError);
-      assert.equal(error.leader, "n2");
-      assert.equal(error.message, "not the leader; the leader is n2");
-      return true;
-    });
-    assert.deepEqual(member.node.status, {
-      id: "n1",
-      term: 2,
-      role: "follower",
-      leader: "n2",
-      commitIndex: 0,
-      appliedIndex: 0,
-      lastIndex: 0,
-      member: true,
-      learner: false,
-      snapshotIndex: 0,
-    });
-  } finally {
-    await stopMember(member);
-    await Deno.remove(dir, { recursive: true });
-  }
+    try {
+      await assert.rejects(member.node.propose("x"), (error: unknown) => {
+        assert.ok(error instanceof NotLeaderError);
+        assert.equal(error.leader, null);
+        return true;
+      });
+      // With no leader to confirm it, a read waits for one, then gives up.
+      await assert.rejects(member.node.readBarrier({ timeoutMs: 200 }), {
+        name: "RaftUnavailableError",
+        message:
+          "no leader was elected within 200 ms to confirm the read; retry",
+      });
+      member.node.step([heartbeat("n2", 2)]);
+      await waitFor(
+        () => member.node.status.leader === "n2",
+        "n1 to follow n2",
+      );
+      await assert.rejects(member.node.propose("x"), (error: unknown) => {
+        assert.ok(error instanceof NotLeaderError);
+        assert.equal(error.leader, "n2");
+        assert.equal(error.message, "not the leader; the leader is n2");
+        return true;
+      });
+      assert.deepEqual(member.node.status, {
+        id: "n1",
+        term: 2,
+        role: "follower",
+        leader: "n2",
+        commitIndex: 0,
+        appliedIndex: 0,
+        lastIndex: 0,
+        member: true,
+        learner: false,
+        snapshotIndex: 0,
+      });
+    } finally {
+      await stopMember(member);
+    }
+  }, "rafter_node_");
 });
 
 Deno.test("a read waits for a leader, and a read whose leader is replaced is asked of the new one", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const peers = peersOn(["n1", "n2", "n3"]);
-  // n2 and n3 are played by the test, which records what n1 sends.
-  const received: Message[] = [];
-  const member = await startMember("n1", peers, dir, {
-    tickMs: 100,
-    electionTicks: 100,
-    transport: recorder(received),
-  });
-  try {
-    // No leader yet: the read waits instead of failing.
-    const read = member.node.readBarrier({ timeoutMs: 5_000 });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(received.some((m) => m.type === "readIndex"), false);
-    member.node.step([heartbeat("n2", 2)]);
-    const first = await waitFor(
-      () => received.find((m) => m.type === "readIndex" && m.to === "n2"),
-      "n1 to ask n2",
-    );
-    // n2 never answers; n3 takes over in term 3 and gets the same read.
-    member.node.step([heartbeat("n3", 3)]);
-    const second = await waitFor(
-      () => received.find((m) => m.type === "readIndex" && m.to === "n3"),
-      "n1 to ask n3",
-    );
-    assert.equal(second.term, 3);
-    const context = (first as Extract<Message, { type: "readIndex" }>).context;
-    assert.equal(
-      (second as Extract<Message, { type: "readIndex" }>).context,
-      context,
-    );
-    member.node.step([{
-      type: "readIndexResponse",
-      from: "n3",
-      to: "n1",
-      term: 3,
-      context,
-      index: 0,
-    }]);
-    await within(read, 2_000, "the read to be confirmed by n3");
-  } finally {
-    await stopMember(member);
-    await Deno.remove(dir, { recursive: true });
-  }
+  await withTempDir(async (dir) => {
+    // n2 and n3 are played by the test, which records what n1 sends.
+    const { member, received } = await startRecorded(dir);
+    try {
+      // No leader yet: the read waits instead of failing.
+      const read = member.node.readBarrier({ timeoutMs: 5_000 });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(received.some((m) => m.type === "readIndex"), false);
+      member.node.step([heartbeat("n2", 2)]);
+      const first = await waitFor(
+        () => received.find((m) => m.type === "readIndex" && m.to === "n2"),
+        "n1 to ask n2",
+      );
+      // n2 never answers; n3 takes over in term 3 and gets the same read.
+      member.node.step([heartbeat("n3", 3)]);
+      const second = await waitFor(
+        () => received.find((m) => m.type === "readIndex" && m.to === "n3"),
+        "n1 to ask n3",
+      );
+      assert.equal(second.term, 3);
+      const context =
+        (first as Extract<Message, { type: "readIndex" }>).context;
+      assert.equal(
+        (second as Extract<Message, { type: "readIndex" }>).context,
+        context,
+      );
+      member.node.step([{
+        type: "readIndexResponse",
+        from: "n3",
+        to: "n1",
+        term: 3,
+        context,
+        index: 0,
+      }]);
+      await within(read, 2_000, "the read to be confirmed by n3");
+    } finally {
+      await stopMember(member);
+    }
+  }, "rafter_node_");
 });
 
 Deno.test("stop rejects pending proposals and reads, and later calls", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const member = await startMember("n1", peersOn(["n1", "n2", "n3"]), dir, {
-    tickMs: 100,
-    electionTicks: 100,
-  });
-  member.node.step([heartbeat("n2", 2)]);
-  await waitFor(() => member.node.status.leader === "n2", "n1 to follow n2");
-  const readFailed = assert.rejects(member.node.readBarrier(), {
-    name: "RaftUnavailableError",
-    message: "the Raft node stopped",
-  });
-  await stopMember(member);
-  await stopMember(member); // twice is fine
-  try {
+  await withTempDir(async (dir) => {
+    const member = await startMember("n1", peersOn(["n1", "n2", "n3"]), dir, {
+      tickMs: 100,
+      electionTicks: 100,
+    });
+    member.node.step([heartbeat("n2", 2)]);
+    await waitFor(() => member.node.status.leader === "n2", "n1 to follow n2");
+    const readFailed = assert.rejects(member.node.readBarrier(), {
+      name: "RaftUnavailableError",
+      message: "the Raft node stopped",
+    });
+    await stopMember(member);
+    await stopMember(member); // twice is fine
     await readFailed;
     await assert.rejects(member.node.propose("x"), {
       name: "RaftUnavailableError",
       message: "the Raft node stopped",
     });
     await assert.rejects(member.node.readBarrier(), RaftUnavailableError);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  }, "rafter_node_");
 });
 
 Deno.test("three nodes elect one leader, replicate, and a restarted follower catches up", async () => {
-  const root = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const ids = ["n1", "n2", "n3"];
-  const peers = peersOn(ids);
-  const members = new Map<string, Member>();
-  for (const id of ids) {
-    members.set(id, await startMember(id, peers, `${root}/${id}`));
-  }
-  const running = () => [...members.values()];
-  const leaderOf = () => {
-    const leaders = running().filter((m) => m.node.status.role === "leader");
-    return leaders.length === 1 ? leaders[0] : null;
-  };
-  try {
-    const leader = await waitFor(leaderOf, "one leader", 5_000);
-    // Every node agrees on it.
-    await waitFor(
-      () => running().every((m) => m.node.status.leader === leader.id),
-      "every node to know the leader",
-    );
-    for (const d of ["a", "b", "c"]) {
-      assert.equal(
-        await leader.node.propose(d),
-        `${leader.id} applied ${leader.node.status.lastIndex}: ${d}`,
+  await withTempDir(async (root) => {
+    const ids = ["n1", "n2", "n3"];
+    const peers = peersOn(ids);
+    const members = new Map<string, Member>();
+    for (const id of ids) {
+      members.set(id, await startMember(id, peers, `${root}/${id}`));
+    }
+    const running = () => [...members.values()];
+    const leaderOf = () => {
+      const leaders = running().filter((m) => m.node.status.role === "leader");
+      return leaders.length === 1 ? leaders[0] : null;
+    };
+    try {
+      const leader = await waitFor(leaderOf, "one leader", 5_000);
+      // Every node agrees on it.
+      await waitFor(
+        () => running().every((m) => m.node.status.leader === leader.id),
+        "every node to know the leader",
       );
+      for (const d of ["a", "b", "c"]) {
+        assert.equal(
+          await leader.node.propose(d),
+          `${leader.id} applied ${leader.node.status.lastIndex}: ${d}`,
+        );
+      }
+      await waitFor(
+        () => running().every((m) => m.applied.length === 4),
+        "every node to apply 4 entries",
+      );
+      for (const m of running()) {
+        assert.deepEqual(data(m.applied), ["", "a", "b", "c"]);
+        assert.deepEqual(m.applied, leader.applied);
+      }
+      // Stop a follower; the other two still commit.
+      const follower = running().find((m) => m.id !== leader.id)!;
+      await stopMember(follower);
+      members.delete(follower.id);
+      for (const d of ["d", "e"]) await leader.node.propose(d);
+      assert.equal(follower.applied.length, 4);
+      // Restart it from its folder: it reloads its log and catches up.
+      const restarted = await startMember(
+        follower.id,
+        peers,
+        `${root}/${follower.id}`,
+      );
+      members.set(follower.id, restarted);
+      await waitFor(
+        () => restarted.applied.length === 6,
+        "the restarted follower to catch up",
+        5_000,
+      );
+      assert.deepEqual(restarted.applied, leader.applied);
+      assert.deepEqual(data(restarted.applied), ["", "a", "b", "c", "d", "e"]);
+      assert.equal(restarted.node.status.leader, leader.id);
+      // And it takes part in the next commit.
+      await leader.node.propose("f");
+      await waitFor(
+        () => running().every((m) => m.applied.length === 7),
+        "every node to apply f",
+      );
+    } finally {
+      for (const m of running()) await stopMember(m);
     }
-    await waitFor(
-      () => running().every((m) => m.applied.length === 4),
-      "every node to apply 4 entries",
-    );
-    for (const m of running()) {
-      assert.deepEqual(data(m.applied), ["", "a", "b", "c"]);
-      assert.deepEqual(m.applied, leader.applied);
-    }
-    // Stop a follower; the other two still commit.
-    const follower = running().find((m) => m.id !== leader.id)!;
-    await stopMember(follower);
-    members.delete(follower.id);
-    for (const d of ["d", "e"]) await leader.node.propose(d);
-    assert.equal(follower.applied.length, 4);
-    // Restart it from its folder: it reloads its log and catches up.
-    const restarted = await startMember(
-      follower.id,
-      peers,
-      `${root}/${follower.id}`,
-    );
-    members.set(follower.id, restarted);
-    await waitFor(
-      () => restarted.applied.length === 6,
-      "the restarted follower to catch up",
-      5_000,
-    );
-    assert.deepEqual(restarted.applied, leader.applied);
-    assert.deepEqual(data(restarted.applied), ["", "a", "b", "c", "d", "e"]);
-    assert.equal(restarted.node.status.leader, leader.id);
-    // And it takes part in the next commit.
-    await leader.node.propose("f");
-    await waitFor(
-      () => running().every((m) => m.applied.length === 7),
-      "every node to apply f",
-    );
-  } finally {
-    for (const m of running()) await stopMember(m);
-    await Deno.remove(root, { recursive: true });
-  }
+  }, "rafter_node_");
 });
 
 Deno.test("a follower's read is confirmed by the leader's read index and waits for that index to apply", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const peers = peersOn(["n1", "n2", "n3"]);
-  // n2 is played by the test, which records what n1 sends it.
-  const received: Message[] = [];
-  const member = await startMember("n1", peers, dir, {
-    tickMs: 100,
-    electionTicks: 100,
-    transport: recorder(received),
-  });
-  try {
-    member.node.step([heartbeat("n2", 2)]);
-    // Asked at once, before the node has reported its new leader.
-    let confirmed = false;
-    const read = member.node.readBarrier().then(() => {
-      confirmed = true;
-    });
-    const request = await waitFor(
-      () => received.find((m) => m.type === "readIndex"),
-      "n1 to ask n2 for a read index",
-    );
-    assert.equal(request.type, "readIndex");
-    assert.deepEqual({ ...request, context: "" }, {
-      type: "readIndex",
-      from: "n1",
-      to: "n2",
-      term: 2,
-      context: "",
-    });
-    const context = (request as Extract<Message, { type: "readIndex" }>)
-      .context;
-    // The leader says: serve it once index 1 is applied. n1 has nothing yet.
-    member.node.step([{
-      type: "readIndexResponse",
-      from: "n2",
-      to: "n1",
-      term: 2,
-      context,
-      index: 1,
-    }]);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.equal(confirmed, false);
-    member.node.step([{
-      ...heartbeat("n2", 2),
-      entries: [{ index: 1, term: 2, data: "x" }],
-      commit: 1,
-    }]);
-    await within(read, 2_000, "the read to be confirmed");
-    assert.equal(confirmed, true);
-    assert.deepEqual(member.applied, [{ index: 1, term: 2, data: "x" }]);
-  } finally {
-    await stopMember(member);
-    await Deno.remove(dir, { recursive: true });
-  }
+  await withTempDir(async (dir) => {
+    // n2 is played by the test, which records what n1 sends it.
+    const { member, received } = await startRecorded(dir);
+    try {
+      member.node.step([heartbeat("n2", 2)]);
+      // Asked at once, before the node has reported its new leader.
+      let confirmed = false;
+      const read = member.node.readBarrier().then(() => {
+        confirmed = true;
+      });
+      const request = await waitFor(
+        () => received.find((m) => m.type === "readIndex"),
+        "n1 to ask n2 for a read index",
+      );
+      assert.equal(request.type, "readIndex");
+      assert.deepEqual({ ...request, context: "" }, {
+        type: "readIndex",
+        from: "n1",
+        to: "n2",
+        term: 2,
+        context: "",
+      });
+      const context = (request as Extract<Message, { type: "readIndex" }>)
+        .context;
+      // The leader says: serve it once index 1 is applied. n1 has nothing yet.
+      member.node.step([{
+        type: "readIndexResponse",
+        from: "n2",
+        to: "n1",
+        term: 2,
+        context,
+        index: 1,
+      }]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(confirmed, false);
+      member.node.step([{
+        ...heartbeat("n2", 2),
+        entries: [{ index: 1, term: 2, data: "x" }],
+        commit: 1,
+      }]);
+      await within(read, 2_000, "the read to be confirmed");
+      assert.equal(confirmed, true);
+      assert.deepEqual(member.applied, [{ index: 1, term: 2, data: "x" }]);
+    } finally {
+      await stopMember(member);
+    }
+  }, "rafter_node_");
 });
 
 Deno.test("§3.10 transferLeadership hands over to another node well within an election timeout, and proposals are refused meanwhile", async () => {
-  const root = await Deno.makeTempDir({ prefix: "rafter_node_" });
-  const ids = ["n1", "n2", "n3"];
-  const peers = peersOn(ids);
-  const members: Member[] = [];
-  // Election timeouts of 50 ticks × 10 ms = 500..1000 ms.
-  for (const id of ids) {
-    members.push(
-      await startMember(id, peers, `${root}/${id}`, { electionTicks: 50 }),
-    );
-  }
-  try {
-    const leader = await waitFor(
-      () => members.find((m) => m.node.status.role === "leader"),
-      "a leader",
-      10_000,
-    );
-    await leader.node.propose("a");
-    const target = members.find((m) => m.id !== leader.id)!;
-    const started = performance.now();
-    const handover = leader.node.transferLeadership({ target: target.id });
-    await assert.rejects(leader.node.propose("refused"), NotLeaderError);
-    assert.equal(await handover, target.id);
-    const ms = performance.now() - started;
-    assert.ok(ms < 400, `handover took ${ms.toFixed(0)} ms`);
-    await waitFor(
-      () => target.node.status.role === "leader",
-      "the target to lead",
-    );
-    assert.equal(
-      await target.node.propose("b"),
-      `${target.id} applied ${target.node.status.lastIndex}: b`,
-    );
-    // Not the leader any more: it cannot transfer.
-    await assert.rejects(leader.node.transferLeadership(), NotLeaderError);
-  } finally {
-    for (const m of members) await stopMember(m);
-    await Deno.remove(root, { recursive: true });
-  }
+  await withTempDir(async (root) => {
+    const ids = ["n1", "n2", "n3"];
+    const peers = peersOn(ids);
+    const members: Member[] = [];
+    // Election timeouts of 50 ticks × 10 ms = 500..1000 ms.
+    for (const id of ids) {
+      members.push(
+        await startMember(id, peers, `${root}/${id}`, { electionTicks: 50 }),
+      );
+    }
+    try {
+      const leader = await waitFor(
+        () => members.find((m) => m.node.status.role === "leader"),
+        "a leader",
+        10_000,
+      );
+      await leader.node.propose("a");
+      const target = members.find((m) => m.id !== leader.id)!;
+      const started = performance.now();
+      const handover = leader.node.transferLeadership({ target: target.id });
+      await assert.rejects(leader.node.propose("refused"), NotLeaderError);
+      assert.equal(await handover, target.id);
+      const ms = performance.now() - started;
+      assert.ok(ms < 400, `handover took ${ms.toFixed(0)} ms`);
+      await waitFor(
+        () => target.node.status.role === "leader",
+        "the target to lead",
+      );
+      assert.equal(
+        await target.node.propose("b"),
+        `${target.id} applied ${target.node.status.lastIndex}: b`,
+      );
+      // Not the leader any more: it cannot transfer.
+      await assert.rejects(leader.node.transferLeadership(), NotLeaderError);
+    } finally {
+      for (const m of members) await stopMember(m);
+    }
+  }, "rafter_node_");
 });

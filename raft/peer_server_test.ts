@@ -8,7 +8,8 @@ import {
   RpcError,
 } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import { TEST_SECRET, waitFor, within } from "./_test_util.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { waitFor, within } from "../testing/time.ts";
 import {
   authenticatePeer,
   ClusterKey,

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { type RpcServer, serve } from "../adapter/deno/serve.ts";
-import { delay, freePorts, TEST_SECRET, waitFor } from "./_test_util.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
+import { delay, waitFor } from "../testing/time.ts";
 import { ClusterKey } from "./peer_auth.ts";
 import { PeerDirectory } from "./peer_directory.ts";
 import { type PeerServer, servePeers } from "./deno.ts";
@@ -66,6 +68,29 @@ function transportOf(
   });
 }
 
+/**
+ * Runs `test` with n1's transport (with `options`) to a recording peer n2
+ * of n1..n2; closes both afterwards.
+ */
+async function withPeerN2(
+  options: Partial<PeerTransportOptions>,
+  test: (pair: {
+    n2: ReturnType<typeof peer>;
+    transport: PeerTransport;
+    peers: Record<string, string>;
+  }) => Promise<void>,
+): Promise<void> {
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const transport = transportOf(peers, options);
+  try {
+    await test({ n2, transport, peers });
+  } finally {
+    transport.close();
+    await n2.server.close();
+  }
+}
+
 const vote = (to: string, term: number): Message => ({
   type: "voteResponse",
   from: "n1",
@@ -109,10 +134,7 @@ Deno.test("messages go to the peer named by `to`, in order, queued until started
 });
 
 Deno.test("large batches are split into frames of maxMessagesPerFrame", async () => {
-  const peers = peersOn(["n1", "n2"]);
-  const n2 = peer("n2", peers, portOf(peers.n2));
-  const transport = transportOf(peers, { maxMessagesPerFrame: 4 });
-  try {
+  await withPeerN2({ maxMessagesPerFrame: 4 }, async ({ n2, transport }) => {
     transport.start();
     const batch = Array.from({ length: 10 }, (_, i) => vote("n2", i + 1));
     transport.send([vote("n2", 0)]);
@@ -121,18 +143,12 @@ Deno.test("large batches are split into frames of maxMessagesPerFrame", async ()
     await waitFor(() => n2.messages().length === 11, "the batch");
     assert.deepEqual(n2.frames.slice(1).map((f) => f.length), [4, 4, 2]);
     assert.deepEqual(n2.messages().slice(1), batch);
-  } finally {
-    transport.close();
-    await n2.server.close();
-  }
+  });
 });
 
 Deno.test("application notifications reach the peer's handler in order with the Raft messages", async () => {
-  const peers = peersOn(["n1", "n2"]);
-  const n2 = peer("n2", peers, portOf(peers.n2));
-  const transport = transportOf(peers);
-  const order: string[] = [];
-  try {
+  await withPeerN2({}, async ({ n2, transport }) => {
+    const order: string[] = [];
     assert.equal(transport.notify("n9", "app.note", {}), false);
     transport.send([vote("n2", 1)]);
     assert.equal(transport.notify("n2", "app.note", { seq: 1 }), true);
@@ -146,10 +162,7 @@ Deno.test("application notifications reach the peer's handler in order with the 
     // Raft messages around the note travel in separate frames, in order.
     order.push(...n2.frames.map((f) => f.map((m) => m.term).join(",")));
     assert.deepEqual(order, ["1", "2"]);
-  } finally {
-    transport.close();
-    await n2.server.close();
-  }
+  });
 });
 
 Deno.test("an unreachable peer drops messages, shows why in its status, and is reached once it starts", async () => {
@@ -335,33 +348,27 @@ Deno.test("a peer with another cluster secret stays unreachable, with the reason
 });
 
 Deno.test("peers are pinged: each side hears the other with nothing to send", async () => {
-  const peers = peersOn(["n1", "n2"]);
-  const n2 = peer("n2", peers, portOf(peers.n2));
-  const transport = transportOf(peers, {
-    probeIntervalMs: 40,
-    probeTimeoutMs: 100,
-  });
-  try {
-    transport.start();
-    await waitFor(() => transport.peerStatus()[1].reachable, "n2 reachable");
-    const first = await waitFor(
-      () => n2.directory.status()[0].lastHeardAt,
-      "n2 to hear from n1",
-    );
-    await waitFor(
-      () => (n2.directory.status()[0].lastHeardAt ?? 0) > first + 30,
-      "n2 to hear from n1 again, with nothing to send",
-    );
-    await waitFor(
-      () => transport.peerStatus()[1].lastHeardAt !== null,
-      "n1 to hear n2's answers",
-    );
-    // Pings carry no Raft message: nothing was stepped.
-    assert.deepEqual(n2.messages(), []);
-  } finally {
-    transport.close();
-    await n2.server.close();
-  }
+  await withPeerN2(
+    { probeIntervalMs: 40, probeTimeoutMs: 100 },
+    async ({ n2, transport }) => {
+      transport.start();
+      await waitFor(() => transport.peerStatus()[1].reachable, "n2 reachable");
+      const first = await waitFor(
+        () => n2.directory.status()[0].lastHeardAt,
+        "n2 to hear from n1",
+      );
+      await waitFor(
+        () => (n2.directory.status()[0].lastHeardAt ?? 0) > first + 30,
+        "n2 to hear from n1 again, with nothing to send",
+      );
+      await waitFor(
+        () => transport.peerStatus()[1].lastHeardAt !== null,
+        "n1 to hear n2's answers",
+      );
+      // Pings carry no Raft message: nothing was stepped.
+      assert.deepEqual(n2.messages(), []);
+    },
+  );
 });
 
 Deno.test("a --peers entry that is a client port shows as not speaking the peer protocol", async () => {
@@ -388,10 +395,7 @@ Deno.test("a --peers entry that is a client port shows as not speaking the peer 
 });
 
 Deno.test("after close, sends are dropped", async () => {
-  const peers = peersOn(["n1", "n2"]);
-  const n2 = peer("n2", peers, portOf(peers.n2));
-  const transport = transportOf(peers);
-  try {
+  await withPeerN2({}, async ({ n2, transport }) => {
     transport.start();
     transport.send([vote("n2", 1)]);
     await waitFor(() => n2.messages().length === 1, "the first message");
@@ -400,10 +404,7 @@ Deno.test("after close, sends are dropped", async () => {
     assert.equal(transport.notify("n2", "app.note", {}), false);
     await delay(50);
     assert.deepEqual(n2.messages(), [vote("n2", 1)]);
-  } finally {
-    transport.close();
-    await n2.server.close();
-  }
+  });
 });
 
 Deno.test("close while a connection is opening leaves nothing open", async () => {

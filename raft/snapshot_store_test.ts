@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { withTempDir } from "./_test_util.ts";
+import { withTempDir } from "../testing/temp.ts";
 import {
   type Snapshot,
   SnapshotCorruptError,

@@ -1,19 +1,11 @@
 import assert from "node:assert/strict";
+import { withTempDir } from "../testing/temp.ts";
 import { crc32, crc32c } from "./_crc32.ts";
 import type { Entry, HardState } from "./types.ts";
 import { Wal, WalCorruptError, WalWriteError } from "./wal.ts";
 
 const encoder = new TextEncoder();
 const EMPTY: HardState = { term: 0, vote: null, commit: 0 };
-
-async function withTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "rafter_wal_" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 /** Path of the first segment of the log in `dir`. */
 function seg1(dir: string): string {

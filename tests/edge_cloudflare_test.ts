@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { freePorts, LocalCluster } from "../examples/demo/local_cluster.ts";
+import { freePorts, LocalCluster } from "../testing/cluster.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const EXAMPLE = `${ROOT}examples/edge/cloudflare`;
@@ -97,8 +97,7 @@ Deno.test({
   const logs: string[] = [];
   try {
     await bundleWorker(dir);
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(1);
     const hello1 = await cluster.startHello("hello-1");
     await cluster.startHello("hello-2");
     const [port] = freePorts(1);

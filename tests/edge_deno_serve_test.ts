@@ -16,7 +16,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { LookupResult } from "../protocol/registry.ts";
 
@@ -167,8 +167,7 @@ Deno.test("deno serve example: 200 requests through a cluster stub, one hello se
   const http = Deno.createHttpClient({});
   let serve: ServeProcess | null = null;
   try {
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(1);
     await Promise.all(
       ["hello-1", "hello-2"].map((id) =>
         cluster.startHello(id, ["--ttl-ms", String(TTL_MS)])

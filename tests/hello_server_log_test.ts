@@ -1,11 +1,9 @@
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { withLocalCluster } from "../testing/cluster.ts";
 
 Deno.test("the hello server says when its keep-alives fail and get through again, and on SIGTERM that its lease could not be revoked while the registry is down", async () => {
-  const cluster = new LocalCluster();
-  try {
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+  await withLocalCluster({}, async (cluster) => {
+    await cluster.startRegistryWithLeader(1);
     await cluster.startHello("hello-1", ["--ttl-ms", "3000"]);
     await cluster.pause("n1");
     const failed = await cluster.waitForLine(
@@ -34,7 +32,5 @@ Deno.test("the hello server says when its keep-alives fail and get through again
       lines,
       /hello-1 stopped; its lease could not be revoked \(registry unreachable\?\)/,
     );
-  } finally {
-    await cluster.stop();
-  }
+  });
 });

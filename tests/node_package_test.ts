@@ -17,7 +17,7 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { NO_ENDPOINTS } from "../protocol/registry.ts";
@@ -377,8 +377,7 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
 
     // A 1-node registry (Deno) and two Node hello servers bound in it.
     phase = performance.now();
-    await cluster.startRegistry(1);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(1);
     const registry = cluster.registryUrls.join(",");
     const servers = ["node-1", "node-2"].map((id) => {
       const child = start(id, "node", [

@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { type LocalCluster, withLocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { METHOD_NOT_FOUND, RpcError } from "../rpc/errors.ts";
 import { parseTcpUrl } from "../rpc/transport/transport.ts";
@@ -114,10 +114,8 @@ async function sendRaw(
 const STEADY = { electionTicks: 30 };
 
 Deno.test("a forged raft.step from a plain client gets -32601 on a follower's client port and a closed connection on its peer port; nothing changes", async () => {
-  const cluster = new LocalCluster(STEADY);
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader();
+  await withLocalCluster(STEADY, async (cluster) => {
+    const leader = await cluster.startRegistryWithLeader(3);
     const ids = [...cluster.registry.keys()];
     const [follower, other] = ids.filter((id) => id !== leader);
     const rafter = connect(cluster.registryUrls, { deadlineMs: 15_000 });
@@ -213,14 +211,11 @@ Deno.test("a forged raft.step from a plain client gets -32601 on a follower's cl
       assert.deepEqual(await lookup(url, "linearizable"), ["real"]);
       assert.deepEqual(await lookup(url, "serializable"), ["real"]);
     }
-  } finally {
-    await cluster.stop();
-  }
+  });
 });
 
 Deno.test("a node started with another cluster secret cannot join: its peers refuse it, and status shows it unreachable with the reason", async () => {
-  const cluster = new LocalCluster(STEADY);
-  try {
+  await withLocalCluster(STEADY, async (cluster) => {
     cluster.planRegistry(3);
     await Promise.all([cluster.startNode("n1"), cluster.startNode("n2")]);
     const leader = await cluster.waitForLeader();
@@ -296,14 +291,11 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
       ),
       cluster.child("n3").output.join("\n"),
     );
-  } finally {
-    await cluster.stop();
-  }
+  });
 });
 
 Deno.test("two clusters sharing a secret: a node of another cluster id (another --cluster-token) is refused in the handshake, with the reason in both logs and in status", async () => {
-  const cluster = new LocalCluster(STEADY);
-  try {
+  await withLocalCluster(STEADY, async (cluster) => {
     cluster.planRegistry(3);
     await Promise.all([cluster.startNode("n1"), cluster.startNode("n2")]);
     const leader = await cluster.waitForLeader();
@@ -354,16 +346,12 @@ Deno.test("two clusters sharing a secret: a node of another cluster id (another 
       assert.equal(status.term, term);
     }
     assert.equal((await statusOf(cluster, "n3")).term, 0);
-  } finally {
-    await cluster.stop();
-  }
+  });
 });
 
 Deno.test("registry.status lists every member with reachability; with two of three stopped the survivor shows them unreachable and its log names them", async () => {
-  const cluster = new LocalCluster();
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader();
+  await withLocalCluster({}, async (cluster) => {
+    const leader = await cluster.startRegistryWithLeader(3);
     const ids = [...cluster.registry.keys()];
     // Every node reaches every other and has learnt their client URLs.
     for (const id of ids) {
@@ -454,16 +442,12 @@ Deno.test("registry.status lists every member with reachability; with two of thr
     } finally {
       connection.close();
     }
-  } finally {
-    await cluster.stop();
-  }
+  });
 });
 
 Deno.test("a member stopped with SIGSTOP shows as unreachable (no answer to a ping) on the others, and reachable again after SIGCONT", async () => {
-  const cluster = new LocalCluster();
-  try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+  await withLocalCluster({}, async (cluster) => {
+    await cluster.startRegistryWithLeader(3);
     const [frozen, ...others] = [...cluster.registry.keys()];
     for (const id of others) {
       await eventually(
@@ -492,7 +476,5 @@ Deno.test("a member stopped with SIGSTOP shows as unreachable (no answer to a pi
           m.lastHeardMsAgo !== null && m.lastHeardMsAgo < 2_000;
       }, `${id} to see ${frozen} reachable again`);
     }
-  } finally {
-    await cluster.stop();
-  }
+  });
 });

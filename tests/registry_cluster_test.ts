@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { withLocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { RpcError } from "../rpc/errors.ts";
 import { NOT_LEADER } from "../protocol/registry.ts";
@@ -37,10 +37,8 @@ function lookup(url: string, consistency = "linearizable") {
 }
 
 Deno.test("a follower refuses a write with NOT_LEADER naming the leader's URL; the leader accepts it", async () => {
-  const cluster = new LocalCluster();
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader();
+  await withLocalCluster({}, async (cluster) => {
+    const leader = await cluster.startRegistryWithLeader(3);
     const follower = [...cluster.registry.keys()].find((id) => id !== leader)!;
     const params = {
       name: "svc",
@@ -74,14 +72,11 @@ Deno.test("a follower refuses a write with NOT_LEADER naming the leader's URL; t
       );
       assert.equal(result.revision, 1);
     }
-  } finally {
-    await cluster.stop();
-  }
+  });
 });
 
 Deno.test("acknowledged binds survive SIGKILL of the leader and then of every node", async () => {
-  const cluster = new LocalCluster();
-  try {
+  await withLocalCluster({}, async (cluster) => {
     await cluster.startRegistry(3);
     const rafter = connect(cluster.registryUrls, { deadlineMs: 15_000 });
     try {
@@ -137,16 +132,12 @@ Deno.test("acknowledged binds survive SIGKILL of the leader and then of every no
     } finally {
       rafter.close();
     }
-  } finally {
-    await cluster.stop();
-  }
+  });
 });
 
 Deno.test("garbage and oversized frames get errors and the node keeps serving", async () => {
-  const cluster = new LocalCluster();
-  try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+  await withLocalCluster({}, async (cluster) => {
+    await cluster.startRegistryWithLeader(3);
     const url = cluster.registryUrls[0];
     const conn = await Deno.connect(parseTcpUrl(url));
     try {
@@ -204,7 +195,5 @@ Deno.test("garbage and oversized frames get errors and the node keeps serving", 
     for (const id of cluster.registry.keys()) {
       assert.equal(cluster.child(id).running, true);
     }
-  } finally {
-    await cluster.stop();
-  }
+  });
 });

@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { withLocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 
 const TICK_MS = 50;
@@ -33,14 +33,12 @@ async function bindAt(url: string, i: number): Promise<boolean> {
 
 Deno.test("§3.10 SIGTERM of the registry leader: a new leader acknowledges a write well within the election timeout", async () => {
   const lines: string[] = [];
-  const cluster = new LocalCluster({
+  await withLocalCluster({
     tickMs: TICK_MS,
     electionTicks: ELECTION_TICKS,
     onOutput: (name, line) => lines.push(`${name}: ${line}`),
-  });
-  try {
-    await cluster.startRegistry(3);
-    const leader = await cluster.waitForLeader(15_000);
+  }, async (cluster) => {
+    const leader = await cluster.startRegistryWithLeader(3, 15_000);
     assert.ok(await bindAt(cluster.registry.get(leader)!, 0));
     const survivors = [...cluster.registry.entries()]
       .filter(([id]) => id !== leader).map(([, url]) => url);
@@ -73,7 +71,5 @@ Deno.test("§3.10 SIGTERM of the registry leader: a new leader acknowledges a wr
       lines.some((l) => /handed leadership to n\d in \d+ ms/.test(l)),
       lines.join("\n"),
     );
-  } finally {
-    await cluster.stop();
-  }
+  });
 });

@@ -9,11 +9,11 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import { REGISTRY_METHODS } from "../protocol/registry.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next leader when the one that added it hands over before it caught up", async () => {
   // Snapshots every 200 entries: the joiner catches up through
@@ -25,9 +25,7 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
   });
   const pool = new ConnectionPool();
   try {
-    cluster.planRegistry(3);
-    cluster.planJoiner("n4");
-    await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
+    await cluster.startWithJoiners(3, "n4");
     const first = await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(cluster.registryUrls, pool);
     // A log worth catching up on.

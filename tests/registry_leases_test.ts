@@ -10,12 +10,12 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
 import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 import {
   COMPACTED,
   type CompactedData,
@@ -79,8 +79,7 @@ Deno.test("a server killed with SIGKILL leaves the lookups of every node within 
   const cluster = newCluster();
   const watchers: Awaited<ReturnType<typeof watchOn>>[] = [];
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await cluster.startHello("hello-1", [
       "--ttl-ms",
       String(ttlMs),
@@ -178,8 +177,7 @@ Deno.test("the leader killed with SIGKILL while 20 leases are kept alive: none e
   let keeper: ReturnType<typeof connect> | null = null;
   let observer: ReturnType<typeof connect> | null = null;
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     keeper = connect(cluster.registryUrls);
     observer = connect(cluster.registryUrls);
     // 20 leases kept alive by this process, each with one binding.
@@ -285,8 +283,7 @@ Deno.test("a watcher whose node is killed resumes through another node with no g
   let writer: ReturnType<typeof connect> | null = null;
   let reader: ReturnType<typeof connect> | null = null;
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     writer = connect(cluster.registryUrls);
     reader = connect(cluster.registryUrls);
     const seen: number[] = [];
@@ -375,8 +372,7 @@ Deno.test("a watcher whose node is stopped with SIGSTOP moves to another node wi
   let writer: ReturnType<typeof connect> | null = null;
   let reader: ReturnType<typeof connect> | null = null;
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     writer = connect(cluster.registryUrls);
     reader = connect(cluster.registryUrls);
     const seen: number[] = [];
@@ -421,8 +417,7 @@ Deno.test("attribute queries match exactly on every node; a local binding is see
   const cluster = newCluster();
   let client: ReturnType<typeof connect> | null = null;
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     client = connect(cluster.registryUrls);
     await client.bind("db?version=1.0&team=blue", {
       id: "a",
@@ -490,8 +485,7 @@ Deno.test("attribute queries match exactly on every node; a local binding is see
 Deno.test("a health-checked server stopped with SIGSTOP is marked unhealthy on every node and comes back after SIGCONT", async () => {
   const cluster = newCluster();
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await cluster.startHello("checked", [
       "--ttl-ms",
       "20000",
@@ -544,8 +538,7 @@ Deno.test("a health-checked server stopped with SIGSTOP is marked unhealthy on e
 Deno.test("bindServer binds again by itself after all 3 registry nodes are restarted, from their data and from empty data", async () => {
   const cluster = newCluster();
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await cluster.startHello("self", ["--ttl-ms", "3000"]);
     const leaseOf = async () => {
       for (const url of cluster.registryUrls) {
@@ -604,8 +597,7 @@ Deno.test("Rafter over etcd 12528/15247: a leader stalled with SIGSTOP for longe
     const cluster = newCluster();
     let client: ReturnType<typeof connect> | null = null;
     try {
-      await cluster.startRegistry(size);
-      const leader = await cluster.waitForLeader();
+      const leader = await cluster.startRegistryWithLeader(size);
       client = connect(cluster.registryUrls);
       const deletes: WatchEvent[] = [];
       const troubles: string[] = [];

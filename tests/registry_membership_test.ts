@@ -13,7 +13,7 @@
 
 import { Binder } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
-import { freePorts, LocalCluster } from "../examples/demo/local_cluster.ts";
+import { freePorts, LocalCluster } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import {
@@ -46,11 +46,8 @@ Deno.test("dissertation §4.1/§4.2 a 3-node registry grows to 5 by --join and s
   const pool = new ConnectionPool();
   let binder: Binder | null = null;
   try {
-    cluster.planRegistry(3);
-    cluster.planJoiner("n4");
-    cluster.planJoiner("n5");
+    await cluster.startWithJoiners(3, "n4", "n5");
     const allUrls = cluster.registryUrls;
-    await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
     await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(allUrls, pool);
     const members = () =>

@@ -11,7 +11,7 @@
 
 import { Binder } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 
@@ -27,30 +27,6 @@ const ELECTION_TICKS = 20; // election timeouts of 1000..2000 ms
  */
 const MAX_GAP_MS = TICK_MS + (TICK_MS * ELECTION_TICKS) / 2;
 
-/**
- * Polls until node `id` follows a leader and has applied everything that
- * leader had committed when asked (asked first: under continuous binds the
- * leader's commit index moves on while the follower is asked, so comparing
- * with a later reading would wait for a quiet moment that may never come).
- */
-async function waitCaughtUp(cluster: LocalCluster, id: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const leaderId = (await cluster.status(id))?.leader ?? null;
-    const leader = leaderId === null ? null : await cluster.status(leaderId);
-    const own = await cluster.status(id);
-    if (
-      own !== null && leader !== null && leader.role === "leader" &&
-      own.appliedIndex >= leader.commitIndex &&
-      own.term === leader.term
-    ) {
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${id} did not catch up within 10 s`);
-}
-
 Deno.test("§3.10 rolling restart of a 3-node registry under continuous binds: nothing acknowledged is lost, writes stall less than a heartbeat round plus slack", async () => {
   const cluster = new LocalCluster({
     tickMs: TICK_MS,
@@ -59,8 +35,7 @@ Deno.test("§3.10 rolling restart of a 3-node registry under continuous binds: n
   const pool = new ConnectionPool();
   let binder: Binder | null = null;
   try {
-    await cluster.startRegistry(3);
-    const firstLeader = await cluster.waitForLeader(15_000);
+    const firstLeader = await cluster.startRegistryWithLeader(3, 15_000);
     const registry = new RegistryClient(cluster.registryUrls, pool);
     binder = new Binder(registry, "roll");
     await new Promise((r) => setTimeout(r, 500));
@@ -88,7 +63,7 @@ Deno.test("§3.10 rolling restart of a 3-node registry under continuous binds: n
       }
       const stoppedAt = performance.now();
       await cluster.startNode(id);
-      await waitCaughtUp(cluster, id);
+      await cluster.waitCaughtUp(id, { sameTerm: true });
       // Binds go on for a while with every node back.
       await new Promise((r) => setTimeout(r, 300));
       const to = performance.now();

@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 
@@ -64,29 +64,8 @@ async function bindMany(
   return { acked, failed };
 }
 
-/** Polls (bounded) until node `id` has applied the leader's commit index. */
-async function waitCaughtUp(
-  cluster: LocalCluster,
-  id: string,
-  timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    // The leader first: its commit index, as asked before the follower, is
-    // what the follower must have applied (it moves on under writes).
-    const leaderId = (await cluster.status(id, 2000))?.leader ?? null;
-    const leader = leaderId === null
-      ? null
-      : await cluster.status(leaderId, 2000);
-    const own = await cluster.status(id, 2000);
-    if (
-      own !== null && leader !== null && leader.role === "leader" &&
-      own.appliedIndex >= leader.commitIndex
-    ) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${id} did not catch up within ${timeoutMs} ms`);
-}
+/** How long a node may take to catch up, and each status call. */
+const CAUGHT_UP = { timeoutMs: 30_000, statusTimeoutMs: 2000, intervalMs: 100 };
 
 /** Every acknowledged bind is served by a serializable lookup on `url`. */
 async function assertServes(
@@ -173,7 +152,7 @@ Deno.test("§7 a node down during 50,000 binds catches up through InstallSnapsho
     );
     const restartedAt = performance.now();
     const child = await cluster.startNode(down);
-    await waitCaughtUp(cluster, down);
+    await cluster.waitCaughtUp(down, CAUGHT_UP);
     const catchUpMs = performance.now() - restartedAt;
     const line = child.output.find((l) =>
       /installed a snapshot from the leader at index \d+/.test(l)
@@ -219,7 +198,7 @@ Deno.test("§7 a node whose data folder was deleted rejoins through a snapshot, 
     // empty folder is accepted as this member's, and its empty log cannot
     // win an election (Raft paper §5.4.1) while the others have a leader.
     const child = await cluster.startNode(lost);
-    await waitCaughtUp(cluster, lost);
+    await cluster.waitCaughtUp(lost, CAUGHT_UP);
     assert.ok(
       child.output.some((l) =>
         /installed a snapshot from the leader at index \d+/.test(l)
@@ -245,7 +224,7 @@ Deno.test("§7 a restart after many snapshots loads the newest and replays only 
     const { acked, failed } = await bindMany(registry, "r", 20_000);
     assert.deepEqual(failed.slice(0, 5), []);
     const node = [...cluster.registry.keys()].find((id) => id !== leader)!;
-    await waitCaughtUp(cluster, node);
+    await cluster.waitCaughtUp(node, CAUGHT_UP);
     const before = (await cluster.status(node, 2000))!;
     assert.ok(before.snapshotIndex > 18_000, JSON.stringify(before));
     await cluster.kill(node, "SIGTERM");
@@ -279,7 +258,7 @@ Deno.test("§7 a restart after many snapshots loads the newest and replays only 
       index >= before.appliedIndex - 2 * SNAPSHOT_ENTRIES,
       `loaded ${index}, applied ${before.appliedIndex} before the restart`,
     );
-    await waitCaughtUp(cluster, node);
+    await cluster.waitCaughtUp(node, CAUGHT_UP);
     const restartMs = performance.now() - started;
     console.log(
       `restart of ${node} after ${before.appliedIndex} entries: snapshot at ${index} loaded, ` +

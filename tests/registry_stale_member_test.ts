@@ -10,20 +10,18 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster, waitForEndpoints } from "../testing/cluster.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import { REGISTRY_METHODS } from "../protocol/registry.ts";
 import { connect } from "../mod.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 Deno.test("dissertation §4.1 a member that missed the change adding the current leader admits it and catches up", async () => {
   const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
   const pool = new ConnectionPool();
   try {
-    cluster.planRegistry(3);
-    cluster.planJoiner("n4");
-    await Promise.all(["n1", "n2", "n3"].map((id) => cluster.startNode(id)));
+    await cluster.startWithJoiners(3, "n4");
     const first = await cluster.waitForLeader(15_000);
     const registry = new RegistryClient(cluster.registryUrls, pool);
     const bound: string[] = [];
@@ -62,13 +60,10 @@ Deno.test("dissertation §4.1 a member that missed the change adding the current
     await cluster.startNode(stale);
     const local = connect(cluster.registry.get(stale)!, { deadlineMs: 3_000 });
     try {
-      await waitFor(
-        async () => {
-          const found = await local.lookup("stale", {
-            consistency: "serializable",
-          }).catch(() => null);
-          return found?.endpoints.length === bound.length;
-        },
+      await waitForEndpoints(
+        local,
+        "stale",
+        bound.length,
         `${stale} to catch up from n4 with all ${bound.length} binds`,
         20_000,
       );

@@ -9,9 +9,8 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster, waitForEndpoints } from "../testing/cluster.ts";
 import { connect } from "../mod.ts";
-import { waitFor } from "../raft/_test_util.ts";
 
 /** Segment files of a node's WAL folder, oldest first. */
 async function segments(dataDir: string): Promise<string[]> {
@@ -75,13 +74,10 @@ Deno.test("Raft paper Figure 2 on real processes: a WAL cut mid-way through its 
     const url = cluster.registry.get(cut)!;
     const local = connect(url, { deadlineMs: 5_000 });
     try {
-      await waitFor(
-        async () => {
-          const found = await local.lookup("damage", {
-            consistency: "serializable",
-          }).catch(() => null);
-          return found?.endpoints.length === acknowledged.length;
-        },
+      await waitForEndpoints(
+        local,
+        "damage",
+        acknowledged.length,
         `${cut} to serve all ${acknowledged.length} acknowledged binds`,
         20_000,
       );

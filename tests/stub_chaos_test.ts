@@ -10,10 +10,10 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
 import { AmbiguousError, NotSentError } from "../stub/call/call_errors.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 const CHAOS_SECONDS = Number(Deno.env.get("STUB_CHAOS_SECONDS") ?? "8");
 
@@ -53,20 +53,10 @@ Deno.test(`servers killed with SIGKILL every 2 s in turn for ${CHAOS_SECONDS} s:
   const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
   const logs = await Deno.makeTempDir({ prefix: "rafter_chaos_" });
   const start = (id: string) =>
-    cluster.spawn(id, "tests/_exec_server.ts", [
-      "--registry",
-      cluster.registryUrls.join(","),
-      "--id",
-      id,
-      "--log",
-      `${logs}/${id}.log`,
-      "--ttl-ms",
-      "2000",
-    ], /ready on/);
+    cluster.startExecServer(id, 2000, ["--log", `${logs}/${id}.log`]);
   const client = { close() {} };
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await Promise.all(["s1", "s2", "s3"].map(start));
     const rafter = connect(cluster.registryUrls);
     client.close = () => rafter.close();
@@ -172,21 +162,11 @@ Deno.test("one of 3 servers stopped with SIGSTOP for 10 s: no idempotent call fa
   const logs = await Deno.makeTempDir({ prefix: "rafter_pause_" });
   const client = { close() {} };
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await Promise.all(
       ["p1", "p2", "p3"].map((id) =>
-        cluster.spawn(id, "tests/_exec_server.ts", [
-          "--registry",
-          cluster.registryUrls.join(","),
-          "--id",
-          id,
-          "--log",
-          `${logs}/${id}.log`,
-          // A paused server cannot keep its lease alive: outlast the pause.
-          "--ttl-ms",
-          "30000",
-        ], /ready on/)
+        // A paused server cannot keep its lease alive: outlast the pause.
+        cluster.startExecServer(id, 30_000, ["--log", `${logs}/${id}.log`])
       ),
     );
     const rafter = connect(cluster.registryUrls, {

@@ -8,10 +8,10 @@
  */
 
 import assert from "node:assert/strict";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 import { sticky, weightedRoundRobin } from "../stub/distributors/mod.ts";
-import { waitFor } from "../raft/_test_util.ts";
+import { waitFor } from "../testing/time.ts";
 
 interface Exec {
   exec(callId: string, delayMs?: number): { server: string; callId: string };
@@ -36,8 +36,7 @@ async function setUp(
       ...(s.weight ? ["--weight", String(s.weight)] : []),
     ], /ready on/);
   try {
-    await cluster.startRegistry(3);
-    await cluster.waitForLeader();
+    await cluster.startRegistryWithLeader(3);
     await Promise.all(servers.map(start));
     rafter = connect(cluster.registryUrls, client);
   } catch (error) {

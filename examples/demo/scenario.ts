@@ -15,7 +15,7 @@ import { roundRobin } from "../../stub/distributors/round_robin.ts";
 import type { LookupResult } from "../../protocol/registry.ts";
 import { dial } from "../../rpc/transport/dial.ts";
 import type { Hello } from "../hello/server.ts";
-import { LocalCluster } from "./local_cluster.ts";
+import { LocalCluster } from "../../testing/cluster.ts";
 
 /** When each event happens, in ms after the client starts calling. */
 export interface Timeline {

@@ -1,0 +1,629 @@
+/**
+ * Cluster fixtures for tests, the demo and the benchmarks: a single-node
+ * registry in this process ({@link startTestRegistry}), endpoints for it
+ * ({@link endpoint}), and {@link LocalCluster}, a local Rafter cluster of
+ * real processes on 127.0.0.1: registry nodes and hello servers started
+ * with `deno run`, killed by PID, restarted from their data folders.
+ *
+ * Every registry node has a client port and a peer port; the nodes share
+ * one cluster secret file in the cluster's data folder (the first node to
+ * start creates it). Every child runs with `--watch-stdin` and a piped
+ * stdin held by this process, so a child exits when this process ends,
+ * however it ends.
+ *
+ * @module
+ */
+
+import { freePorts } from "./ports.ts";
+import { type Endpoint, makeEndpoint } from "../protocol/registry.ts";
+import type { RegistryStatus } from "../protocol/registry.ts";
+import {
+  type RegistryNode,
+  startRegistryNode,
+} from "../registry/registry_node.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import type { RafterClient } from "../stub/client.ts";
+import { waitFor } from "./time.ts";
+
+const ROOT = new URL("../", import.meta.url);
+
+/** A cluster secret for tests (32 characters or more). */
+export const TEST_SECRET = "test-cluster-secret-0123456789abcdef";
+
+/**
+ * A single-node registry in this process, on a free 127.0.0.1 port, in a
+ * fresh temporary folder named with `prefix`, with fast ticks (10 ms,
+ * elections after 5): the caller stops it and removes `dir`.
+ */
+export async function startTestRegistry(
+  prefix: string,
+): Promise<{ registry: RegistryNode; dir: string }> {
+  const dir = await Deno.makeTempDir({ prefix });
+  const registry = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    dataDir: dir,
+    tickMs: 10,
+    electionTicks: 5,
+  });
+  return { registry, dir };
+}
+
+/**
+ * Runs `test` with a new {@link LocalCluster} (nothing started yet) and
+ * stops the cluster afterwards, whether `test` returns or throws.
+ */
+export async function withLocalCluster<T>(
+  options: LocalClusterOptions,
+  test: (cluster: LocalCluster) => Promise<T>,
+): Promise<T> {
+  const cluster = new LocalCluster(options);
+  try {
+    return await test(cluster);
+  } finally {
+    await cluster.stop();
+  }
+}
+
+/**
+ * Polls a serializable lookup of `name` through `client` until it finds
+ * `count` endpoints.
+ *
+ * @throws {Error} naming `what` after `timeoutMs`.
+ */
+export async function waitForEndpoints(
+  client: Pick<RafterClient, "lookup">,
+  name: string,
+  count: number,
+  what: string,
+  timeoutMs: number,
+): Promise<void> {
+  await waitFor(
+    async () => {
+      const found = await client.lookup(name, {
+        consistency: "serializable",
+      }).catch(() => null);
+      return found?.endpoints.length === count;
+    },
+    what,
+    timeoutMs,
+  );
+}
+
+/** A serving, global endpoint `id` at 127.0.0.1:`port`, with `overrides`. */
+export function endpoint(
+  id: string,
+  port: number,
+  overrides: Partial<Endpoint> = {},
+): Endpoint {
+  return makeEndpoint({
+    id,
+    url: `tcp://127.0.0.1:${port}`,
+    createRevision: 1,
+    modRevision: 1,
+    ...overrides,
+  });
+}
+
+/** A child process started by the cluster. */
+export interface Child {
+  /** Name given at start (e.g. `n1`, `hello-2`). */
+  readonly name: string;
+  /** Operating-system process id. */
+  readonly pid: number;
+  /** Every line the child printed so far (stdout and stderr). */
+  readonly output: string[];
+  /** Resolves with the exit code when the child ends. */
+  readonly exited: Promise<number>;
+  /** Whether the child is still running. */
+  readonly running: boolean;
+}
+
+interface ChildState extends Omit<Child, "exited" | "running"> {
+  exited: Promise<number>;
+  process: Deno.ChildProcess;
+  running: boolean;
+  waiters: Array<{ pattern: RegExp; resolve(line: string): void }>;
+}
+
+/** Settings of a {@link LocalCluster}. */
+export interface LocalClusterOptions {
+  /** Folder for the nodes' data; default a fresh temporary folder, removed by `stop()`. */
+  dataDir?: string;
+  /** Raft tick of the registry nodes, ms. Default 50. */
+  tickMs?: number;
+  /** Election timeout of the registry nodes in ticks. Default 10. */
+  electionTicks?: number;
+  /** Extra options for every registry node (e.g. `["--history-events", "50"]`). */
+  nodeArgs?: string[];
+  /** Receives each line a child prints, prefixed with its name. */
+  onOutput?(name: string, line: string): void;
+}
+
+/** Free ports on 127.0.0.1 for the processes a test starts. */
+export { freePorts };
+
+/**
+ * Starts and stops the processes of a local cluster.
+ *
+ * @example
+ * ```ts ignore
+ * import { LocalCluster } from "./cluster.ts";
+ * const cluster = new LocalCluster();
+ * await cluster.startRegistry(3);
+ * await cluster.startHello("hello-1");
+ * console.log(await cluster.waitForLeader());
+ * await cluster.stop();
+ * ```
+ */
+export class LocalCluster {
+  readonly #options: LocalClusterOptions;
+  readonly #children = new Map<string, ChildState>();
+  /** The data folder, made on first use when the cluster owns it. */
+  #dataDir: Promise<string> | null;
+  readonly #ownsDataDir: boolean;
+  /** Registry node id → client URL. */
+  readonly registry = new Map<string, string>();
+  /** Registry node id → peer URL (where the other nodes reach it). */
+  readonly peers = new Map<string, string>();
+  /** Nodes planned with {@link planJoiner}. */
+  readonly #joiners = new Set<string>();
+
+  /** @param options data folder, timing and output hook. */
+  constructor(options: LocalClusterOptions = {}) {
+    this.#options = options;
+    this.#dataDir = options.dataDir === undefined
+      ? null
+      : Promise.resolve(options.dataDir);
+    this.#ownsDataDir = options.dataDir === undefined;
+  }
+
+  /** Registry URLs, in node order. */
+  get registryUrls(): string[] {
+    return [...this.registry.values()];
+  }
+
+  /** The child named `name`. @throws {Error} if there is none. */
+  child(name: string): Child {
+    const child = this.#children.get(name);
+    if (child === undefined) throw new Error(`no child named ${name}`);
+    return child;
+  }
+
+  /** The folder node `id` keeps its log in. */
+  async dataDirOf(id: string): Promise<string> {
+    return `${await this.#root()}/${id}`;
+  }
+
+  /** The cluster secret file the nodes share (created by the first to start). */
+  async secretFile(): Promise<string> {
+    return `${await this.#root()}/cluster_secret`;
+  }
+
+  /**
+   * Picks free ports for `count` registry nodes n1..nN (a client port and a
+   * peer port each) without starting them; {@link startNode} starts one.
+   */
+  planRegistry(count: number): void {
+    const ports = freePorts(2 * count);
+    for (let i = 0; i < count; i++) {
+      this.registry.set(`n${i + 1}`, `tcp://127.0.0.1:${ports[2 * i]}`);
+      this.peers.set(`n${i + 1}`, `tcp://127.0.0.1:${ports[2 * i + 1]}`);
+    }
+  }
+
+  /**
+   * Picks free ports for node `id`, which is no bootstrap member: it is left
+   * out of the others' `--peers`, and {@link startNode} starts it with
+   * `--join` (when given) and its own ports.
+   */
+  planJoiner(id: string): void {
+    const [client, peer] = freePorts(2);
+    this.registry.set(id, `tcp://127.0.0.1:${client}`);
+    this.peers.set(id, `tcp://127.0.0.1:${peer}`);
+    this.#joiners.add(id);
+  }
+
+  /**
+   * Starts `count` registry nodes n1..nN on free ports (a client port and a
+   * peer port each) and waits until each listens.
+   */
+  async startRegistry(count: number): Promise<void> {
+    this.planRegistry(count);
+    await Promise.all(
+      [...this.registry.keys()].map((id) => this.startNode(id)),
+    );
+  }
+
+  /**
+   * {@link startRegistry}, then {@link waitForLeader}: @returns the leader.
+   */
+  async startRegistryWithLeader(
+    count: number,
+    timeoutMs?: number,
+  ): Promise<string> {
+    await this.startRegistry(count);
+    return await this.waitForLeader(timeoutMs);
+  }
+
+  /**
+   * Plans `count` bootstrap nodes n1..nN and the nodes `joiners` (see
+   * {@link planJoiner}), and starts the bootstrap nodes; the joiners are
+   * left for the test to start with `--join`.
+   */
+  async startWithJoiners(count: number, ...joiners: string[]): Promise<void> {
+    this.planRegistry(count);
+    for (const joiner of joiners) this.planJoiner(joiner);
+    await Promise.all(
+      Array.from({ length: count }, (_, i) => this.startNode(`n${i + 1}`)),
+    );
+  }
+
+  /**
+   * Starts (or restarts) registry node `id` from its data folder.
+   *
+   * @param options.secretFile another cluster secret file than the
+   * cluster's (to start a node that cannot prove the cluster's secret).
+   * @param options.args the node's other options (default the cluster's
+   * `nodeArgs`).
+   * @param options.join for a node planned with {@link planJoiner}: the
+   * member client URL to `--join` through (omit it to restart a node that
+   * joined earlier).
+   * @param options.ready the output line to wait for (default
+   * `listening on`).
+   */
+  async startNode(
+    id: string,
+    options: {
+      secretFile?: string;
+      args?: string[];
+      join?: string;
+      ready?: RegExp;
+    } = {},
+  ): Promise<Child> {
+    const address = (url: string) => url.slice("tcp://".length);
+    const membership = this.#joiners.has(id)
+      ? [
+        ...(options.join === undefined ? [] : ["--join", options.join]),
+        "--peer-listen",
+        address(this.peers.get(id)!),
+      ]
+      : [
+        "--peers",
+        [...this.peers]
+          .filter(([peer]) => !this.#joiners.has(peer))
+          .map(([peer, url]) => `${peer}=${address(url)}`)
+          .join(","),
+      ];
+    const child = this.#spawn(id, "registry/main.ts", [
+      "--id",
+      id,
+      "--listen",
+      address(this.registry.get(id)!),
+      ...membership,
+      "--cluster-secret-file",
+      options.secretFile ?? await this.secretFile(),
+      "--data",
+      await this.dataDirOf(id),
+      "--tick-ms",
+      String(this.#options.tickMs ?? 50),
+      "--election-ticks",
+      String(this.#options.electionTicks ?? 10),
+      ...(options.args ?? this.#options.nodeArgs ?? []),
+    ]);
+    await this.waitForLine(id, options.ready ?? /listening on/, 20_000);
+    return child;
+  }
+
+  /**
+   * Starts a hello server `id` bound as `hello` (with `args` added to its
+   * command line, e.g. `["--ttl-ms", "2000"]`); resolves once it is bound.
+   */
+  async startHello(id: string, args: string[] = []): Promise<Child> {
+    const child = this.#spawn(id, "examples/hello/server.ts", [
+      "--registry",
+      this.registryUrls.join(","),
+      "--id",
+      id,
+      ...args,
+    ]);
+    await this.waitForLine(id, /serving on .* bound as/, 30_000);
+    return child;
+  }
+
+  /**
+   * Starts `tests/_exec_server.ts` as `id`, registered through this
+   * cluster's registry with `--ttl-ms ttlMs` and `args` added (e.g.
+   * `["--log", path]`); resolves once it is ready.
+   */
+  startExecServer(
+    id: string,
+    ttlMs: number,
+    args: string[] = [],
+  ): Promise<Child> {
+    return this.spawn(id, "tests/_exec_server.ts", [
+      "--registry",
+      this.registryUrls.join(","),
+      "--id",
+      id,
+      ...args,
+      "--ttl-ms",
+      String(ttlMs),
+    ], /ready on/);
+  }
+
+  /**
+   * Starts any script of the repository as child `name` (with
+   * `--watch-stdin` added, so it ends with this process), and waits for a
+   * line matching `ready` if given.
+   */
+  async spawn(
+    name: string,
+    script: string,
+    args: string[],
+    ready?: RegExp,
+    timeoutMs = 30_000,
+  ): Promise<Child> {
+    const child = this.#spawn(name, script, args);
+    if (ready !== undefined) await this.waitForLine(name, ready, timeoutMs);
+    return child;
+  }
+
+  /** Stops child `name` with SIGSTOP (it stays alive, frozen); {@link resume} undoes it. */
+  pause(name: string): void {
+    this.#children.get(name)?.process.kill("SIGSTOP");
+  }
+
+  /** Lets a child stopped with {@link pause} run again (SIGCONT). */
+  resume(name: string): void {
+    this.#children.get(name)?.process.kill("SIGCONT");
+  }
+
+  /**
+   * Resolves with the first line of child `name` matching `pattern`,
+   * including lines already printed.
+   *
+   * @throws {Error} after `timeoutMs`, or if the child exits first; the
+   * message holds the child's output.
+   */
+  waitForLine(
+    name: string,
+    pattern: RegExp,
+    timeoutMs: number,
+  ): Promise<string> {
+    const child = this.#children.get(name)!;
+    const seen = child.output.find((line) => pattern.test(line));
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        fail(`no line matching ${pattern} within ${timeoutMs} ms`);
+      }, timeoutMs);
+      const waiter = {
+        pattern,
+        resolve: (line: string) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      };
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        child.waiters = child.waiters.filter((w) => w !== waiter);
+        reject(
+          new Error(`${name}: ${why}; its output:\n${child.output.join("\n")}`),
+        );
+      };
+      child.waiters.push(waiter);
+      child.exited.then((code) => {
+        if (child.waiters.includes(waiter)) fail(`exited with code ${code}`);
+      });
+    });
+  }
+
+  /** Sends `signal` to child `name` and waits until it has exited. */
+  async kill(name: string, signal: Deno.Signal = "SIGKILL"): Promise<void> {
+    const child = this.#children.get(name);
+    if (child === undefined || !child.running) return;
+    try {
+      child.process.kill(signal);
+    } catch {
+      // It exited in the meantime.
+    }
+    await child.exited;
+  }
+
+  /** `registry.status` of node `id`, or null when it does not answer within `timeoutMs`. */
+  async status(id: string, timeoutMs = 500): Promise<RegistryStatus | null> {
+    const url = this.registry.get(id);
+    if (url === undefined || !this.#children.get(id)?.running) return null;
+    try {
+      const connection = await dial(url, { connectTimeoutMs: timeoutMs });
+      try {
+        return await connection.call<RegistryStatus>("registry.status", [], {
+          timeoutMs,
+        });
+      } finally {
+        connection.close();
+      }
+    } catch {
+      return null;
+    }
+  }
+
+  /** The id of the leader all running nodes that know one agree on, or null. */
+  async leader(): Promise<string | null> {
+    const statuses = await Promise.all(
+      [...this.registry.keys()].map((id) => this.status(id)),
+    );
+    const leaders = statuses.filter((s) => s?.role === "leader");
+    if (leaders.length !== 1) return null;
+    return leaders[0]!.id;
+  }
+
+  /**
+   * Polls until a single leader is known to every running node (each
+   * follower has heard from it, so it redirects writes there);
+   * @throws {Error} after `timeoutMs`.
+   */
+  async waitForLeader(timeoutMs = 10_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const statuses = (await Promise.all(
+        [...this.registry.keys()].map((id) => this.status(id)),
+      )).filter((s) => s !== null);
+      const leaders = statuses.filter((s) => s.role === "leader");
+      if (
+        leaders.length === 1 &&
+        statuses.every((s) => s.leader === leaders[0].id)
+      ) {
+        return leaders[0].id;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no registry leader within ${timeoutMs} ms`);
+  }
+
+  /**
+   * Polls until node `id` follows a leader and has applied everything that
+   * leader had committed when asked (asked first: under continuous writes
+   * the leader's commit index moves on while the follower is asked, so
+   * comparing with a later reading would wait for a quiet moment that may
+   * never come).
+   *
+   * @param options.sameTerm also require `id` to be in the leader's term.
+   * @param options.statusTimeoutMs how long each status call may take.
+   * @throws {Error} after `timeoutMs` (default 10 s).
+   */
+  async waitCaughtUp(
+    id: string,
+    options: {
+      timeoutMs?: number;
+      statusTimeoutMs?: number;
+      intervalMs?: number;
+      sameTerm?: boolean;
+    } = {},
+  ): Promise<void> {
+    const {
+      timeoutMs = 10_000,
+      statusTimeoutMs = 500,
+      intervalMs = 50,
+      sameTerm = false,
+    } = options;
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const leaderId = (await this.status(id, statusTimeoutMs))?.leader ?? null;
+      const leader = leaderId === null
+        ? null
+        : await this.status(leaderId, statusTimeoutMs);
+      const own = await this.status(id, statusTimeoutMs);
+      if (
+        own !== null && leader !== null && leader.role === "leader" &&
+        own.appliedIndex >= leader.commitIndex &&
+        (!sameTerm || own.term === leader.term)
+      ) {
+        return;
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+    throw new Error(`${id} did not catch up within ${timeoutMs} ms`);
+  }
+
+  /**
+   * Stops every child (SIGTERM, then SIGKILL after `graceMs`) and removes
+   * the data folder if the cluster made it.
+   */
+  async stop(graceMs = 2000): Promise<void> {
+    const running = [...this.#children.values()].filter((c) => c.running);
+    await Promise.all(running.map(async (child) => {
+      try {
+        // A paused child must run again to act on SIGTERM.
+        child.process.kill("SIGCONT");
+        child.process.kill("SIGTERM");
+      } catch {
+        return;
+      }
+      const timer = setTimeout(() => {
+        try {
+          child.process.kill("SIGKILL");
+        } catch { /* already gone */ }
+      }, graceMs);
+      await child.exited;
+      clearTimeout(timer);
+    }));
+    // Let every child's output readers finish.
+    await Promise.all([...this.#children.values()].map((c) => c.exited));
+    if (this.#ownsDataDir && this.#dataDir !== null) {
+      const dir = await this.#dataDir;
+      this.#dataDir = null;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  }
+
+  /** One promise, so nodes started together share one folder. */
+  #root(): Promise<string> {
+    this.#dataDir ??= Deno.makeTempDir({ prefix: "rafter-cluster-" });
+    return this.#dataDir;
+  }
+
+  #spawn(name: string, script: string, args: string[]): ChildState {
+    const existing = this.#children.get(name);
+    if (existing?.running) throw new Error(`${name} is already running`);
+    const process = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL(script, ROOT).pathname,
+        ...args,
+        "--watch-stdin",
+      ],
+      cwd: new URL(".", ROOT).pathname,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const output: string[] = [];
+    const state: ChildState = {
+      name,
+      pid: process.pid,
+      output,
+      process,
+      running: true,
+      waiters: [],
+      exited: Promise.resolve(0),
+    };
+    const readers = [process.stdout, process.stderr].map((stream) =>
+      this.#readLines(stream, state)
+    );
+    state.exited = Promise.all([process.status, ...readers]).then(
+      async ([status]) => {
+        state.running = false;
+        await process.stdin.close().catch(() => {});
+        return status.code;
+      },
+    );
+    this.#children.set(name, state);
+    return state;
+  }
+
+  async #readLines(
+    stream: ReadableStream<Uint8Array>,
+    child: ChildState,
+  ): Promise<void> {
+    let rest = "";
+    const onLine = (line: string) => {
+      child.output.push(line);
+      this.#options.onOutput?.(child.name, line);
+      for (const waiter of [...child.waiters]) {
+        if (waiter.pattern.test(line)) {
+          child.waiters = child.waiters.filter((w) => w !== waiter);
+          waiter.resolve(line);
+        }
+      }
+    };
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+      const lines = (rest + text).split("\n");
+      rest = lines.pop()!;
+      lines.forEach(onLine);
+    }
+    if (rest !== "") onLine(rest);
+  }
+}
