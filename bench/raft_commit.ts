@@ -24,7 +24,9 @@
  */
 
 import { benchArgs, usageError } from "./_args.ts";
-import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
+import { freePorts } from "../testing/ports.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { waitFor } from "../testing/time.ts";
 import { RaftNode } from "../raft/node.ts";
 import { bootstrapClusterId } from "../raft/data_dir.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";

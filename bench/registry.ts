@@ -37,7 +37,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import {
   clockTicks,
   median,

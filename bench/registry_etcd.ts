@@ -75,7 +75,7 @@ import {
   type Row,
   selectedScenarios,
 } from "./report.ts";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 
 const USAGE =

@@ -24,7 +24,7 @@
  */
 
 import { benchArgs, usageError } from "./_args.ts";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { connect, type RafterClient } from "../mod.ts";
 
 const USAGE = `usage: deno task bench:registry-snapshot [options]

@@ -57,7 +57,7 @@ import {
   type Row,
 } from "./report.ts";
 import { countingDialer, type WireCounts } from "./_wire.ts";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
 import { connect, type RafterClient } from "../stub/client.ts";

@@ -50,7 +50,7 @@ import {
   Report,
   type Row,
 } from "./report.ts";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 import type { Distributor } from "../stub/distributors/distributor.ts";

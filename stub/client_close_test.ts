@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { CANCELLED } from "../rpc/errors.ts";
 import { serveListener, type StreamListener } from "../rpc/server/server.ts";
 import { fromDenoConn } from "../adapter/deno/tcp.ts";
-import { delay, waitFor } from "../raft/_test_util.ts";
-import { startTestRegistry } from "./_test_util.ts";
+import { delay, waitFor } from "../testing/time.ts";
+import { startTestRegistry } from "../testing/cluster.ts";
 import { AmbiguousError, NotSentError } from "./call/call_errors.ts";
 import { connect } from "./client.ts";
 

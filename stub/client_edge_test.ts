@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { serve } from "../adapter/deno/serve.ts";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
-import { delay, waitFor } from "../raft/_test_util.ts";
-import { startTestRegistry } from "./_test_util.ts";
+import { delay, waitFor } from "../testing/time.ts";
+import { startTestRegistry } from "../testing/cluster.ts";
 import { connect, type RafterClient } from "./client.ts";
 import { EdgeCache } from "./edge_cache.ts";
 

@@ -3,8 +3,10 @@ import assert from "node:assert/strict";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import type { ByteStream, Dialer } from "../rpc/transport/transport.ts";
-import { freePorts, TEST_SECRET, waitFor } from "../raft/_test_util.ts";
-import { startRegistryNode } from "../registry/registry_node.ts";
+import { freePorts } from "../testing/ports.ts";
+import { TEST_SECRET } from "../testing/cluster.ts";
+import { waitFor } from "../testing/time.ts";
+import { startRegistryNode } from "../testing/registry.ts";
 import { connect } from "./client.ts";
 
 /** The Deno dialer, recording the first bytes each stream it opens writes. */

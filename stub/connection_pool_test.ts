@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { ConnectionError } from "../rpc/errors.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import { withContext } from "../rpc/server/method.ts";
-import { delay, freePorts, waitFor, within } from "../raft/_test_util.ts";
+import { delay, waitFor, within } from "../testing/time.ts";
+import { freePorts } from "../testing/ports.ts";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { ConnectionPool } from "./connection_pool.ts";
 

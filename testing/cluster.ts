@@ -17,10 +17,7 @@
 import { freePorts } from "./ports.ts";
 import { type Endpoint, makeEndpoint } from "../protocol/registry.ts";
 import type { RegistryStatus } from "../protocol/registry.ts";
-import {
-  type RegistryNode,
-  startRegistryNode,
-} from "../registry/registry_node.ts";
+import { type RegistryNode, startRegistryNode } from "./registry.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { RafterClient } from "../stub/client.ts";
 import { waitFor } from "./time.ts";

@@ -27,7 +27,9 @@
 
 export * from "./cluster.ts";
 export * from "./ports.ts";
+export * from "./prng.ts";
 export * from "./raft_harness.ts";
+export * from "./registry.ts";
 export * from "./rpc.ts";
 export * from "./temp.ts";
 export * from "./time.ts";

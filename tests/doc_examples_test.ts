@@ -69,7 +69,6 @@ export const PENDING_OTHER_OWNERS: readonly string[] = [
   // internal/, raft/ and stub/ but not these files.
   "raft/deno.ts",
   "raft/peer_server.ts",
-  "examples/demo/local_cluster.ts",
 ];
 
 /** The fence languages Deno runs as code (and the empty one in sources). */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { serve } from "../../adapter/deno/serve.ts";
 import { RpcError } from "../../rpc/errors.ts";
-import { freePorts } from "../../raft/_test_util.ts";
+import { freePorts } from "../../testing/ports.ts";
 import {
   NOT_LEADER,
   REGISTRY_METHODS,

@@ -1,14 +1,15 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS } from "../../rpc/errors.ts";
 import { serve } from "../../adapter/deno/serve.ts";
-import { freePorts, waitFor } from "../../raft/_test_util.ts";
+import { freePorts } from "../../testing/ports.ts";
+import { waitFor } from "../../testing/time.ts";
 import type {
   BindResult,
   Endpoint,
   ListResult,
   LookupResult,
 } from "../../protocol/registry.ts";
-import { BIND_SHAPE, ids, rejectsWith, withSingleNode } from "./_fixture.ts";
+import { BIND_SHAPE, ids, rejectsWith, withSingleNode } from "./_test_util.ts";
 
 Deno.test("bind, lookup and unbind by name and by position, with full endpoints and the revision read", async () => {
   await withSingleNode(async (node, connection) => {

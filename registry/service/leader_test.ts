@@ -2,9 +2,11 @@ import assert from "node:assert/strict";
 import { dial } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { INVALID_PARAMS, METHOD_NOT_FOUND } from "../../rpc/errors.ts";
-import { freePorts, TEST_SECRET, waitFor } from "../../raft/_test_util.ts";
+import { freePorts } from "../../testing/ports.ts";
+import { TEST_SECRET } from "../../testing/cluster.ts";
+import { waitFor } from "../../testing/time.ts";
 import { authenticatePeer, ClusterKey } from "../../raft/peer_auth.ts";
-import { startRegistryNode } from "../registry_node.ts";
+import { startRegistryNode } from "../../testing/registry.ts";
 import {
   LEADER_TRANSFER_FAILED,
   type LeaderTransferResult,
@@ -18,7 +20,7 @@ import {
   rejectsWith,
   withSingleNode,
   withThreeNodes,
-} from "./_fixture.ts";
+} from "./_test_util.ts";
 
 Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt client URL, and no leader with UNAVAILABLE", async () => {
   const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS } from "../../rpc/errors.ts";
-import { waitFor } from "../../raft/_test_util.ts";
-import { restoreRegistrySnapshot } from "../registry_node.ts";
+import { waitFor } from "../../testing/time.ts";
+import { restoreRegistrySnapshot } from "../../testing/registry.ts";
 import {
   type BindResult,
   LEASE_NOT_FOUND,
@@ -10,7 +10,7 @@ import {
   WATCH_EVENTS_NOTIFICATION,
   type WatchEventsNotification,
 } from "../../protocol/registry.ts";
-import { rejectsWith, withSingleNode } from "./_fixture.ts";
+import { rejectsWith, withSingleNode } from "./_test_util.ts";
 
 Deno.test("leases: grant, keep-alive with load, time to live, list, revoke with their bindings; unknown leases get LEASE_NOT_FOUND", async () => {
   await withSingleNode(async (node, connection) => {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS } from "../../rpc/errors.ts";
-import { waitFor } from "../../raft/_test_util.ts";
+import { waitFor } from "../../testing/time.ts";
 import {
   type MemberListResult,
   MEMBERSHIP_CHANGE_FAILED,
@@ -11,7 +11,7 @@ import {
   rejectsWith,
   withSingleNode,
   withThreeNodes,
-} from "./_fixture.ts";
+} from "./_test_util.ts";
 
 Deno.test("§5.3 registry.memberList: the leader reports every member's role, kind, match index and lag; a follower redirects", async () => {
   await withThreeNodes(async (nodes, leader, stop) => {

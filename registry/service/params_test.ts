@@ -7,7 +7,7 @@ import {
   ENDPOINT_SHAPE,
   rejectsWith,
   withSingleNode,
-} from "./_fixture.ts";
+} from "./_test_util.ts";
 
 Deno.test("registry.bind refuses every kind of bad params with -32602 naming the field, and writes nothing", async () => {
   await withSingleNode(async (node, connection) => {

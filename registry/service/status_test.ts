@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS, METHOD_NOT_FOUND } from "../../rpc/errors.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
-import { rejectsWith, withSingleNode } from "./_fixture.ts";
+import { rejectsWith, withSingleNode } from "./_test_util.ts";
 
 Deno.test("registry.status reports consensus, revision, leases, watches and the members", async () => {
   await withSingleNode(async (node, connection) => {

@@ -1,5 +1,5 @@
 import { INVALID_PARAMS } from "../../rpc/errors.ts";
-import { rejectsWith, withSingleNode } from "./_fixture.ts";
+import { rejectsWith, withSingleNode } from "./_test_util.ts";
 
 Deno.test("registry.watch and unwatch refuse an unknown param, naming it and the accepted ones", async () => {
   await withSingleNode(async (_node, connection) => {

@@ -10,7 +10,7 @@ import { RpcConnection } from "./connection.ts";
 import { dial } from "../transport/dial.ts";
 import type { Response } from "../message.ts";
 import { serve, type ServeOptions } from "../../adapter/deno/serve.ts";
-import { delay, fakeStream, within } from "../_test_util.ts";
+import { delay, fakeStream, within } from "../../testing/rpc.ts";
 
 async function withServer(
   options: Partial<ServeOptions>,

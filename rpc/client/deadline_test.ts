@@ -13,7 +13,7 @@ import {
   RawClient,
   within,
   withRawServer,
-} from "../_test_util.ts";
+} from "../../testing/rpc.ts";
 
 // ---------------------------------------------------------------- client side
 

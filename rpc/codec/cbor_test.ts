@@ -23,7 +23,7 @@ import {
   RawClient,
   RawFrameClient,
   within,
-} from "../_test_util.ts";
+} from "../../testing/rpc.ts";
 
 /** Runs `fn` with a server and a raw CBOR client (preamble sent); closes both. */
 async function withCborServer(

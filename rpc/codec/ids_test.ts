@@ -16,7 +16,7 @@ import {
   RawFrameClient,
   within,
   withRawServer,
-} from "../_test_util.ts";
+} from "../../testing/rpc.ts";
 
 const PING_2_53 = '{"jsonrpc":"2.0","method":"rpc.ping","id":9007199254740992}';
 const PING_2_53_PLUS_1 =

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ConnectionError } from "../errors.ts";
 import { dial } from "../transport/dial.ts";
 import { serve } from "../../adapter/deno/serve.ts";
-import { delay, RawClient, within } from "../_test_util.ts";
+import { delay, RawClient, within } from "../../testing/rpc.ts";
 
 Deno.test("drain: a call under way is answered, the connection then closes, new calls are not sent", async () => {
   const release = Promise.withResolvers<void>();

@@ -6,7 +6,7 @@ import { INVALID_PARAMS, RpcError } from "../errors.ts";
 import { type CallContext, method, withContext } from "./method.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
-import { RawClient, within } from "../_test_util.ts";
+import { RawClient, within } from "../../testing/rpc.ts";
 
 /** Calls `method` with `params` (JSON text) through handleText, id 1. */
 function call(

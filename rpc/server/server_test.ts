@@ -13,7 +13,7 @@ import {
   RawClient,
   within,
   withRawServer,
-} from "../_test_util.ts";
+} from "../../testing/rpc.ts";
 
 /** The methods of the examples in section 7 of the JSON-RPC 2.0 spec, and more. */
 function specMethods(log: unknown[] = []): Methods {

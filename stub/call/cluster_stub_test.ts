@@ -11,9 +11,10 @@ import { denoTcpDialer } from "../../adapter/deno/tcp.ts";
 import { type RpcServer, serve } from "../../adapter/deno/serve.ts";
 import { withContext } from "../../rpc/server/method.ts";
 import type { Dialer } from "../../rpc/transport/transport.ts";
-import { delay, freePorts, waitFor, within } from "../../raft/_test_util.ts";
-import type { RegistryNode } from "../../registry/registry_node.ts";
-import { startTestRegistry } from "../_test_util.ts";
+import { delay, waitFor, within } from "../../testing/time.ts";
+import { freePorts } from "../../testing/ports.ts";
+import type { RegistryNode } from "../../testing/registry.ts";
+import { startTestRegistry } from "../../testing/cluster.ts";
 import {
   type Endpoint,
   makeEndpoint,

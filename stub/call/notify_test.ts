@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { CANCELLED } from "../../rpc/errors.ts";
 import { denoTcpDialer } from "../../adapter/deno/tcp.ts";
 import { type RpcServer, serve } from "../../adapter/deno/serve.ts";
-import { freePorts, waitFor } from "../../raft/_test_util.ts";
+import { freePorts } from "../../testing/ports.ts";
+import { waitFor } from "../../testing/time.ts";
 import {
   type Endpoint,
   makeEndpoint,

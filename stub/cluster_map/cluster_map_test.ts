@@ -3,7 +3,7 @@ import type { Endpoint, LookupResult } from "../../protocol/registry.ts";
 import { ClusterMap, type ClusterMapSource } from "./cluster_map.ts";
 import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "../registry_client/watch.ts";
-import { endpoint } from "../_test_util.ts";
+import { endpoint } from "../../testing/cluster.ts";
 
 const a = endpoint("a", 9001);
 const b = endpoint("b", 9002);

@@ -13,7 +13,7 @@ import {
 } from "./distributor.ts";
 
 /** A seeded PRNG in [0, 1), for repeatable spreads. */
-export { mulberry32 as seeded } from "../../raft/simulator.ts";
+export { seeded } from "../../testing/prng.ts";
 
 /** A first attempt at `hello.greet` with `overrides`. */
 export function callInfo(overrides: Partial<CallInfo> = {}): CallInfo {

@@ -8,11 +8,13 @@ import {
 import { denoTcpDialer } from "../../adapter/deno/tcp.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import { UNAVAILABLE } from "../../protocol/registry.ts";
-import { freePorts, TEST_SECRET, waitFor } from "../../raft/_test_util.ts";
+import { freePorts } from "../../testing/ports.ts";
+import { TEST_SECRET } from "../../testing/cluster.ts";
+import { waitFor } from "../../testing/time.ts";
 import {
   type RegistryNode,
   startRegistryNode,
-} from "../../registry/registry_node.ts";
+} from "../../testing/registry.ts";
 import { connect } from "../client.ts";
 import { ConnectionPool } from "../connection_pool.ts";
 import { RegistryClient } from "./registry_client.ts";

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { freePorts, waitFor, within } from "../raft/_test_util.ts";
+import { freePorts } from "../testing/ports.ts";
+import { waitFor, within } from "../testing/time.ts";
 import { connect } from "../stub/client.ts";
-import { parseRegistryArgs } from "./main.ts";
+import { parseRegistryArgs } from "../registry/main.ts";
 
 Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, peer port 7101, secret in its data folder", () => {
   assert.deepEqual(parseRegistryArgs([]), {
@@ -255,7 +256,7 @@ function spawnRegistry(cwd: string, args: string[]) {
     args: [
       "run",
       "-A",
-      new URL("./main.ts", import.meta.url).pathname,
+      new URL("../registry/main.ts", import.meta.url).pathname,
       ...args,
       // Safety net: the node exits when the test's end of stdin closes.
       "--watch-stdin",

@@ -7,8 +7,8 @@
 
 import assert from "node:assert/strict";
 import { formatTable } from "./table.ts";
-import { LocalCluster } from "../examples/demo/local_cluster.ts";
-import { freePorts } from "../examples/demo/local_cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
+import { freePorts } from "../testing/cluster.ts";
 import type {
   BindResult,
   LeaderTransferResult,

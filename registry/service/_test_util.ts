@@ -10,8 +10,13 @@ import { dial } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { RpcError } from "../../rpc/errors.ts";
 import type { Params } from "../../rpc/message.ts";
-import { freePorts, TEST_SECRET, waitFor } from "../../raft/_test_util.ts";
-import { type RegistryNode, startRegistryNode } from "../registry_node.ts";
+import { freePorts } from "../../testing/ports.ts";
+import { TEST_SECRET } from "../../testing/cluster.ts";
+import { waitFor } from "../../testing/time.ts";
+import {
+  type RegistryNode,
+  startRegistryNode,
+} from "../../testing/registry.ts";
 import type { LookupResult } from "../../protocol/registry.ts";
 
 /** A single-node registry (elected) and a raw connection to it. */
