@@ -145,6 +145,8 @@ export { freePorts };
  *
  * @example
  * ```ts ignore
+ * // not run: starts three registry processes and a server (the unit task
+ * // starts none); tests/registry_cluster_test.ts runs clusters this way.
  * import { LocalCluster } from "./cluster.ts";
  * const cluster = new LocalCluster();
  * await cluster.startRegistry(3);
