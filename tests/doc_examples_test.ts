@@ -64,11 +64,6 @@ import { fileURLToPath } from "node:url";
 export const PENDING_OTHER_OWNERS: readonly string[] = [
   // Being rewritten by other work at the time this check was written.
   "registry/",
-  "protocol/",
-  // Outside the change that wrote this check, which converted rpc/,
-  // internal/, raft/ and stub/ but not these files.
-  "raft/deno.ts",
-  "raft/peer_server.ts",
 ];
 
 /** The fence languages Deno runs as code (and the empty one in sources). */
