@@ -259,9 +259,12 @@ export interface Endpoint {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { makeEndpoint } from "./registry.ts";
  * const endpoint = makeEndpoint({ id: "a", url: "tcp://127.0.0.1:9001", zone: "eu-1" });
- * console.log(endpoint.state, endpoint.weight, endpoint.zone); // serving 1 eu-1
+ * assert.equal(endpoint.state, "serving");
+ * assert.equal(endpoint.weight, 1);
+ * assert.equal(endpoint.zone, "eu-1");
  * ```
  */
 export function makeEndpoint(
@@ -808,10 +811,12 @@ export interface MemberListResult {
  *
  * @example A typed call
  * ```ts
+ * import assert from "node:assert/strict";
  * import { REGISTRY_METHODS, type RegistryApi } from "./registry.ts";
  * type Lookup = RegistryApi[typeof REGISTRY_METHODS.lookup];
  * const params: Lookup["params"] = { name: "hello?version=1" };
- * console.log(params.name); // hello?version=1
+ * assert.equal(REGISTRY_METHODS.lookup, "registry.lookup");
+ * assert.equal(params.name, "hello?version=1");
  * ```
  */
 export interface RegistryApi {
@@ -983,9 +988,11 @@ export function baseNameProblem(value: unknown, field: string): string | null {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseName } from "./registry.ts";
  * const { base, query } = parseName("services/db?version=1.0&team=blue");
- * console.log(base, query); // services/db { version: "1.0", team: "blue" }
+ * assert.equal(base, "services/db");
+ * assert.deepEqual(query, { version: "1.0", team: "blue" });
  * ```
  */
 export function parseName(text: unknown, field = "name"): ParsedName {
@@ -1070,8 +1077,12 @@ function attributeProblem(key: string, value: unknown): string | null {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { checkAttributes } from "./registry.ts";
- * console.log(checkAttributes({ version: "1.0" }, "endpoint.attrs")); // { version: "1.0" }
+ * assert.deepEqual(checkAttributes({ version: "1.0" }, "endpoint.attrs"), {
+ *   version: "1.0",
+ * });
+ * assert.throws(() => checkAttributes({ version: 1 }, "endpoint.attrs"), TypeError);
  * ```
  */
 export function checkAttributes(value: unknown, field: string): Attributes {
@@ -1130,8 +1141,12 @@ export function mergeAttributes(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { matchesQuery } from "./registry.ts";
- * console.log(matchesQuery({ version: "1.0", team: "blue" }, { version: "1.0" })); // true
+ * const attrs = { version: "1.0", team: "blue" };
+ * assert.equal(matchesQuery(attrs, { version: "1.0" }), true);
+ * assert.equal(matchesQuery(attrs, { version: "2.0" }), false);
+ * assert.equal(matchesQuery(attrs, {}), true);
  * ```
  */
 export function matchesQuery(
@@ -1152,8 +1167,12 @@ export function matchesQuery(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { formatName } from "./registry.ts";
- * console.log(formatName("db", { version: "1.0", team: "a b" })); // db?team=a%20b&version=1.0
+ * assert.equal(
+ *   formatName("db", { version: "1.0", team: "a b" }),
+ *   "db?team=a%20b&version=1.0",
+ * );
  * ```
  */
 export function formatName(base: string, query: Attributes): string {

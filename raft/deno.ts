@@ -9,6 +9,7 @@
  *
  * @example A single node (it sends nothing, so a no-op transport will do)
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RaftNode } from "./deno.ts";
  * const dataDir = await Deno.makeTempDir();
  * const leading = Promise.withResolvers<void>();
@@ -22,7 +23,7 @@
  *   onSoftState: (soft) => soft.role === "leader" && leading.resolve(),
  * });
  * await leading.promise; // after an election timeout (10 to 20 ticks)
- * console.log(await node.propose("hello")); // 5, once committed
+ * assert.equal(await node.propose("hello"), 5); // once committed
  * await node.stop();
  * await Deno.remove(dataDir, { recursive: true });
  * ```
@@ -105,15 +106,22 @@ export * from "./mod.ts";
  * @throws {RangeError} when a handler uses a reserved method name.
  *
  * @example
- * ```ts ignore
- * import { servePeers } from "./deno.ts";
- * const server = servePeers({
- *   hostname: "127.0.0.1", port: 7101,
- *   id: "n1", clusterId, directory, key,
- *   onStep: (messages) => node.step(messages),
- * });
- * console.log(server.url);
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ClusterKey, PeerDirectory, servePeers } from "./deno.ts";
+ * const options = {
+ *   id: "n1",
+ *   clusterId: "0123456789abcdef",
+ *   key: await ClusterKey.random(),
+ *   directory: new PeerDirectory("n1", { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" }),
+ *   onStep: () => {}, // a RaftNode's step, in a member
+ * };
+ * const server = servePeers(options); // 127.0.0.1, a free port
+ * assert.match(server.url, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+ * assert.equal(server.acceptor.openConnections, 0);
  * await server.close();
+ * // raft.step is the peer protocol's own method
+ * assert.throws(() => servePeers({ ...options, handlers: { "raft.step": () => 1 } }), RangeError);
  * ```
  */
 export function servePeers(options: ServePeersOptions): PeerServer {

@@ -125,16 +125,35 @@ interface SessionState {
  * does).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { serve } from "../adapter/deno/serve.ts";
+ * import { dial } from "../rpc/transport/dial.ts";
+ * import { authenticatePeer, ClusterKey } from "./peer_auth.ts";
+ * import { PeerDirectory } from "./peer_directory.ts";
+ * import { PeerAcceptor } from "./peer_server.ts";
+ * import type { Message } from "./types.ts";
+ * const key = await ClusterKey.random();
+ * const clusterId = "0123456789abcdef";
+ * const received: Message[] = [];
  * const acceptor = new PeerAcceptor({
- *   id: "n1", clusterId, directory, key, onStep: (m) => node.step(m),
+ *   id: "n1", clusterId, key,
+ *   directory: new PeerDirectory("n1", { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" }),
+ *   onStep: (messages) => received.push(...messages), // a RaftNode's step
  * });
  * const server = serve({
- *   port: 7101,
  *   methods: acceptor.methods,
  *   onMethodNotFound: acceptor.onMethodNotFound,
  * });
+ * // Member n2 dials, authenticates, and sends a Raft message.
+ * const connection = await dial(server.url);
+ * await authenticatePeer(connection, { key, clusterId, from: "n2", to: "n1", clientUrl: null });
+ * const vote: Message = { type: "voteResponse", from: "n2", to: "n1", term: 1, granted: true };
+ * await connection.call("raft.step", [[vote]]);
+ * assert.deepEqual(received, [vote]);
+ * assert.equal(acceptor.stats.delivered, 1);
+ * connection.close();
+ * await server.close();
  * ```
  */
 export class PeerAcceptor {
@@ -519,15 +538,26 @@ export type ServeFunction = (options: ServeOptions) => RpcServer;
  * @throws {RangeError} when a handler uses a reserved method name.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { serve } from "../adapter/deno/serve.ts";
+ * import { dial } from "../rpc/transport/dial.ts";
+ * import { authenticatePeer, ClusterKey } from "./peer_auth.ts";
+ * import { PeerDirectory } from "./peer_directory.ts";
  * import { servePeersOn } from "./peer_server.ts";
+ * const key = await ClusterKey.random();
+ * const clusterId = "0123456789abcdef";
  * const server = servePeersOn(serve, {
- *   hostname: "127.0.0.1", port: 7101,
- *   id: "n1", clusterId, directory, key,
- *   onStep: (messages) => node.step(messages),
+ *   id: "n1", clusterId, key,
+ *   directory: new PeerDirectory("n1", { n1: "tcp://127.0.0.1:7101", n2: "tcp://127.0.0.1:7102" }),
+ *   onStep: () => {}, // a RaftNode's step
+ *   // An application's peer method: it is told which member called.
+ *   handlers: { "app.whoami": (_params, from) => from },
  * });
- * console.log(server.url);
+ * const connection = await dial(server.url);
+ * await authenticatePeer(connection, { key, clusterId, from: "n2", to: "n1", clientUrl: null });
+ * assert.equal(await connection.call("app.whoami"), "n2");
+ * connection.close();
  * await server.close();
  * ```
  */

@@ -45,10 +45,32 @@ interface Target {
  * often (every registry tick), and {@link stop} when leadership ends.
  *
  * @example
- * ```ts ignore
- * const checker = new HealthChecker({ propose: (command) => node.propose(encodeCommand(command)) });
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { HealthChecker } from "./_health_checker.ts";
+ * import { encodeCommand, RegistryState } from "./state.ts";
+ * // A port nothing listens on.
+ * const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+ * listener.close();
+ * const state = new RegistryState();
+ * state.apply(encodeCommand({
+ *   op: "bind", name: "hello", endpoint: {
+ *     id: "h1", url: `tcp://127.0.0.1:${listener.addr.port}`,
+ *     check: { kind: "tcp", intervalMs: 1000, timeoutMs: 500, failuresBeforeUnhealthy: 1 },
+ *   },
+ * }));
+ * // A leader proposes through Raft (node.propose(encodeCommand(command))).
+ * const proposed = Promise.withResolvers<unknown>();
+ * const checker = new HealthChecker({
+ *   propose: (command) => Promise.resolve(proposed.resolve(command)),
+ * });
  * checker.update(state.checkedBindings());
- * setInterval(() => checker.tick(), 100);
+ * checker.start(); // this node leads
+ * checker.tick(); // every registry tick, in a node
+ * assert.deepEqual(await proposed.promise, {
+ *   op: "health", name: "hello", id: "h1", createRevision: 1, healthy: false,
+ * });
+ * checker.stop();
  * ```
  */
 export class HealthChecker {

@@ -73,6 +73,7 @@ export const LEASE_SYNC_METHOD = "registry.leaseSync";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { LeaseKeeper } from "./lease_keeper.ts";
  * let now = 0;
  * const keeper = new LeaseKeeper({ tickMs: 100, now: () => now });
@@ -80,7 +81,8 @@ export const LEASE_SYNC_METHOD = "registry.leaseSync";
  * now = 900;
  * keeper.keepAlive("L1", 0.5);
  * now = 1500;
- * console.log(keeper.remainingMs("L1", 1000), keeper.load("L1")); // 400 0.5
+ * assert.equal(keeper.remainingMs("L1", 1000), 400); // renewed at 900
+ * assert.equal(keeper.load("L1"), 0.5);
  * ```
  */
 export class LeaseKeeper {

@@ -20,6 +20,7 @@ import { type Binding, toEndpoint } from "./state.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { LocalArea } from "./local_area.ts";
  * const area = new LocalArea();
  * area.bind({
@@ -27,8 +28,9 @@ import { type Binding, toEndpoint } from "./state.ts";
  *   zone: null, leaseId: "L1", createRevision: 4, modRevision: 4,
  *   state: "serving", check: null,
  * });
+ * assert.equal(area.bindings("cache").length, 1);
  * area.leaseEnded("L1");
- * console.log(area.bindings("cache").length); // 0
+ * assert.equal(area.bindings("cache").length, 0);
  * ```
  */
 export class LocalArea {

@@ -66,15 +66,22 @@ export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
  * which).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { startRegistryNode } from "./main.ts";
+ * const dataDir = await Deno.makeTempDir();
  * const node = await startRegistryNode({
  *   id: "n1",
  *   listen: { hostname: "127.0.0.1", port: 0 },
- *   dataDir: await Deno.makeTempDir(),
+ *   dataDir,
  * });
- * console.log(node.url, node.peerUrl);
+ * // Port 0: a free client port, and a free peer port beside it.
+ * assert.match(node.url, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+ * assert.match(node.peerUrl, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+ * assert.notEqual(node.peerUrl, node.url);
+ * assert.match(node.clusterId, /^[0-9a-f]{16}$/);
  * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export async function startRegistryNode(

@@ -10,14 +10,27 @@
  * `registry/main.ts` is its command line.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { connect } from "../stub/client.ts";
  * import { startRegistryNode } from "./mod.ts";
+ * // A one-node registry (fast ticks, so it elects at once); a cluster
+ * // gives each node `peers` and a `clusterSecret`.
+ * const dataDir = await Deno.makeTempDir();
  * const node = await startRegistryNode({
  *   id: "n1",
- *   listen: { hostname: "127.0.0.1", port: 7001 },
- *   dataDir: "./data/n1",
+ *   listen: { hostname: "127.0.0.1", port: 0 },
+ *   dataDir,
+ *   tickMs: 10,
  * });
+ * const client = connect(node.url);
+ * await client.bind("hello?version=1", { id: "h1", url: "tcp://127.0.0.1:9001" });
+ * const { endpoints } = await client.lookup("hello?version=1");
+ * assert.deepEqual(endpoints.map((endpoint) => endpoint.attrs), [{ version: "1" }]);
+ * assert.equal(node.status().role, "leader");
+ * client.close();
  * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  *
  * @module

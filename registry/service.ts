@@ -52,9 +52,23 @@ export type { RegistryContext } from "./service/_core.ts";
  * for a watch from a revision older than the history window.
  *
  * @example
- * ```ts ignore
- * import { serve } from "../adapter/deno/serve.ts";
- * const server = serve({ port: 7001, methods: registryMethods(context) });
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dial } from "../rpc/transport/dial.ts";
+ * import { startRegistryNode } from "./mod.ts";
+ * // A node serves registryMethods(context) on its client port.
+ * const dataDir = await Deno.makeTempDir();
+ * const node = await startRegistryNode({ id: "n1", listen: { hostname: "127.0.0.1", port: 0 }, dataDir });
+ * const connection = await dial(node.url);
+ * const status = await connection.call("registry.status") as { id: string };
+ * assert.equal(status.id, "n1");
+ * await assert.rejects(connection.call("registry.lookup", [""]), {
+ *   code: -32602,
+ *   message: 'Invalid params: "name" must be a non-empty string',
+ * });
+ * connection.close();
+ * await node.stop();
+ * await Deno.remove(dataDir, { recursive: true });
  * ```
  */
 export function registryMethods(context: RegistryContext): SessionMethods {

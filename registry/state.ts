@@ -187,12 +187,14 @@ export interface RegistrySnapshot {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { encodeCommand, RegistryState } from "./state.ts";
  * const state = new RegistryState();
  * state.apply(encodeCommand({
  *   op: "bind", name: "hello", endpoint: { id: "h1", url: "tcp://127.0.0.1:9001" },
  * }));
- * console.log(state.bindings("hello").length, state.revision); // 1 1
+ * assert.equal(state.bindings("hello").length, 1);
+ * assert.equal(state.revision, 1);
  * ```
  */
 export class RegistryState {

@@ -92,13 +92,35 @@ const RETRY_MS = 20;
  * {@link changed} after every applied change.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { serve } from "../adapter/deno/serve.ts";
+ * import type { WatchEventsNotification, WatchParams } from "../protocol/registry.ts";
+ * import { dial } from "../rpc/transport/dial.ts";
+ * import { encodeCommand, RegistryState } from "./state.ts";
+ * import { WatchHub } from "./watch_hub.ts";
+ * const state = new RegistryState();
  * const hub = new WatchHub(state);
- * const methods = (session) => ({
- *   "registry.watch": (params) => hub.watch(session, params),
+ * const server = serve({
+ *   methods: (session) => ({
+ *     "registry.watch": (params: WatchParams) => hub.watch(session, params),
+ *   }),
  * });
- * // after each applied entry:
- * hub.changed();
+ * const notified = Promise.withResolvers<unknown>();
+ * const connection = await dial(server.url, {
+ *   onNotification: (_method, params) => notified.resolve(params),
+ * });
+ * await connection.call("registry.watch", { prefix: "hello", watchId: "w1" });
+ * state.apply(encodeCommand({
+ *   op: "bind", name: "hello", endpoint: { id: "h1", url: "tcp://127.0.0.1:9001" },
+ * }));
+ * hub.changed(); // after each applied entry
+ * const { watchId, revision, events } = await notified.promise as WatchEventsNotification;
+ * assert.deepEqual([watchId, revision], ["w1", 1]);
+ * assert.deepEqual(events.map((event) => [event.type, event.endpoint.id]), [["put", "h1"]]);
+ * hub.close();
+ * connection.close();
+ * await server.close();
  * ```
  */
 export class WatchHub {

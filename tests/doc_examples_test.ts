@@ -36,10 +36,6 @@
  * Any other block fails the check, which lists every such block as
  * `file:line` (the line of its opening fence) with the reason.
  *
- * {@link PENDING_OTHER_OWNERS} lists the paths whose examples are still being
- * converted; their blocks are counted and listed but do not fail the check.
- * It is to be emptied, not extended.
- *
  * Prefer an example that runs: most can start what they need in-process
  * (a server on 127.0.0.1 port 0 with `serve`, a one-node registry with
  * `startRegistryNode` in a temporary folder), as the examples of `rpc/`,
@@ -55,21 +51,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-
-/**
- * Paths (a folder ending in `/`, or a file) whose examples other work is
- * converting right now: their failing blocks are reported but tolerated.
- * Empty it once they are converted; do not add to it.
- */
-export const PENDING_OTHER_OWNERS: readonly string[] = [
-  // Being rewritten by other work at the time this check was written.
-  "registry/",
-  "protocol/",
-  // Outside the change that wrote this check, which converted rpc/,
-  // internal/, raft/ and stub/ but not these files.
-  "raft/deno.ts",
-  "raft/peer_server.ts",
-];
 
 /** The fence languages Deno runs as code (and the empty one in sources). */
 const SCRIPT_LANGUAGES = new Set([
@@ -225,13 +206,6 @@ export async function documentedFiles(root: string): Promise<string[]> {
   return files.sort();
 }
 
-/** Whether `file` is listed in {@link PENDING_OTHER_OWNERS}. */
-export function isPending(file: string): boolean {
-  return PENDING_OTHER_OWNERS.some((entry) =>
-    entry.endsWith("/") ? file.startsWith(entry) : file === entry
-  );
-}
-
 /** Every code example of the repository at `root`. */
 export async function allCodeBlocks(root: string): Promise<CodeBlock[]> {
   const blocks: CodeBlock[] = [];
@@ -254,15 +228,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 Deno.test("every doc example asserts, or says why it is not run", async () => {
   const blocks = await allCodeBlocks(ROOT);
   assert.ok(blocks.length > 0, "found no code examples at all");
-  const failing = blocks.filter((block) => block.verdict === "neither");
-  const pending = failing.filter((block) => isPending(block.file));
-  const offending = failing.filter((block) => !isPending(block.file));
-  if (pending.length > 0) {
-    console.log(
-      `${pending.length} example(s) in PENDING_OTHER_OWNERS still assert nothing:\n` +
-        pending.map(describe).join("\n"),
-    );
-  }
+  const offending = blocks.filter((block) => block.verdict === "neither");
   if (offending.length > 0) {
     assert.fail(
       `${offending.length} doc example(s) neither assert nor say why they are not run:\n` +
@@ -303,24 +269,6 @@ Deno.test("the README's asserting examples pass", async () => {
     assert.match(said, new RegExp(`ok \\| ${runnable.length} passed`), said);
   } finally {
     await Deno.remove(folder, { recursive: true });
-  }
-});
-
-Deno.test("PENDING_OTHER_OWNERS names only paths still to convert", async () => {
-  const blocks = await allCodeBlocks(ROOT);
-  for (const entry of PENDING_OTHER_OWNERS) {
-    const info = await Deno.stat(join(ROOT, entry));
-    assert.equal(info.isDirectory, entry.endsWith("/"), entry);
-    const failing = blocks.filter((block) =>
-      block.verdict === "neither" &&
-      (entry.endsWith("/")
-        ? block.file.startsWith(entry)
-        : block.file === entry)
-    );
-    assert.ok(
-      failing.length > 0,
-      `every example of ${entry} passes now: remove it from PENDING_OTHER_OWNERS`,
-    );
   }
 });
 

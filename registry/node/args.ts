@@ -120,12 +120,19 @@ export interface RegistryArgs {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseRegistryArgs } from "./args.ts";
  * const args = parseRegistryArgs([
  *   "--id", "n2", "--peers", "n1=127.0.0.1:7101,n2=127.0.0.1:7102",
  *   "--cluster-secret-file", "./cluster_secret",
  * ]);
- * console.log(args.listen.port, args.peerListen.port, args.dataDir); // 7002 7102 ./data/n2
+ * assert.equal(args.listen.port, 7002);
+ * assert.equal(args.peerListen.port, 7102);
+ * assert.equal(args.dataDir, "./data/n2");
+ * assert.throws(
+ *   () => parseRegistryArgs(["--id", "n1", "--tick-ms", "fast"]),
+ *   /--tick-ms must be a positive integer/,
+ * );
  * ```
  */
 export function parseRegistryArgs(argv: string[]): RegistryArgs {

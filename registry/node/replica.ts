@@ -43,13 +43,15 @@ export interface RegistryNodeSnapshot {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RegistryState } from "../state.ts";
  * import { restoreRegistrySnapshot } from "./replica.ts";
  * const { state, leases } = restoreRegistrySnapshot(
  *   { index: 1, state: new RegistryState().snapshot(), leaseRemainingMs: [] },
  *   { tickMs: 100, minRemainingMs: 1500 },
  * );
- * console.log(state.revision, leases.size); // 0 0
+ * assert.equal(state.revision, 0);
+ * assert.equal(leases.size, 0);
  * ```
  */
 export function restoreRegistrySnapshot(
