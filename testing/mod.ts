@@ -31,5 +31,6 @@ export * from "./prng.ts";
 export * from "./raft_harness.ts";
 export * from "./registry.ts";
 export * from "./rpc.ts";
+export * from "./schemas.ts";
 export * from "./temp.ts";
 export * from "./time.ts";

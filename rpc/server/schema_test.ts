@@ -4,6 +4,7 @@ import * as v from "valibot";
 import { handleText, type Methods } from "./dispatcher.ts";
 import { INVALID_PARAMS, RpcError } from "../errors.ts";
 import { type CallContext, method, withContext } from "./method.ts";
+import { valibotBasics, zodBasics } from "../../testing/schemas.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
 import { RawClient, within } from "../../testing/rpc.ts";
@@ -42,19 +43,7 @@ const result = (value: unknown) =>
 // ------------------------------------------------------------------ zod
 
 const zodMethods = {
-  greet: method(z.tuple([z.string()]), (name) => `Hello, ${name}!`),
-  add: method(
-    { params: z.tuple([z.number(), z.number()]) },
-    (a, b) => a + b,
-  ),
-  length: method(
-    z.tuple([z.string().transform((text) => text.length)]),
-    (n) => n * 10,
-  ),
-  signUp: method(
-    { named: z.object({ name: z.string(), age: z.number().optional() }) },
-    ({ name, age }) => `${name} (${age ?? "?"})`,
-  ),
+  ...zodBasics,
   nested: method(
     z.tuple([z.object({ user: z.object({ email: z.string() }) })]),
     ({ user }) => user.email,
@@ -186,11 +175,7 @@ Deno.test("the message lists 3 issues and counts the rest; data has them all", a
 // -------------------------------------------------------------- valibot
 
 const valibotMethods = {
-  greet: method(v.tuple([v.string()]), (name) => `Hello, ${name}!`),
-  signUp: method(
-    { named: v.object({ name: v.string(), age: v.optional(v.number()) }) },
-    ({ name, age }) => `${name} (${age ?? "?"})`,
-  ),
+  ...valibotBasics,
   trimmed: method(
     v.tuple([v.pipe(v.string(), v.trim(), v.minLength(1, "empty name"))]),
     (name) => `[${name}]`,

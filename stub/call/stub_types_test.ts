@@ -2,39 +2,16 @@
 // params a schema takes in (zod, valibot), without the context that
 // withContext adds. Type-level checks, plus the calls the README shows.
 import assert from "node:assert/strict";
-import { z } from "zod";
-import * as v from "valibot";
 import {
   type CallContext,
-  method,
   type Methods,
   withContext,
 } from "../../rpc/server/method.ts";
 import type { Stub } from "./cluster_stub.ts";
+import { valibotBasics, zodBasics } from "../../testing/schemas.ts";
 
-const zodMethods = {
-  greet: method(z.tuple([z.string()]), (name) => `Hello, ${name}!`),
-  add: method(
-    { params: z.tuple([z.number(), z.number()]) },
-    (a, b) => a + b,
-  ),
-  length: method(
-    z.tuple([z.string().transform((text) => text.length)]),
-    (n) => n * 10,
-  ),
-  signUp: method(
-    { named: z.object({ name: z.string(), age: z.number().optional() }) },
-    ({ name, age }) => `${name} (${age ?? "?"})`,
-  ),
-};
-
-const valibotMethods = {
-  greet: method(v.tuple([v.string()]), (name) => `Hello, ${name}!`),
-  signUp: method(
-    { named: v.object({ name: v.string(), age: v.optional(v.number()) }) },
-    ({ name, age }) => `${name} (${age ?? "?"})`,
-  ),
-};
+const zodMethods = zodBasics;
+const valibotMethods = valibotBasics;
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends
   (<T>() => T extends B ? 1 : 2) ? true : false;
