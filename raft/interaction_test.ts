@@ -567,7 +567,8 @@ for (const name of scripts) {
         assert.equal(
           output.join("\n"),
           step.expected.join("\n"),
-          `${name}:${step.line}: ${step.command}`,
+          `${name}:${step.line}: ${step.command} (if the new output is ` +
+            "right, rewrite the scripts: deno test -A raft/interaction_test.ts -- --update)",
         );
       }
     }

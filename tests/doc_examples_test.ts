@@ -223,6 +223,13 @@ function describe(block: CodeBlock): string {
   return `${block.file}:${block.line}: ${why}`;
 }
 
+/** What to do about a failing block, said once under the list. */
+const HOW_TO_FIX =
+  'Make each one assert what it shows (import assert from "node:assert/strict"; ' +
+  "assert.equal(…)), or, if it cannot run, fence it ```ts ignore and make its " +
+  "first line `// not run: <why>` (in Markdown the reason line alone keeps it " +
+  "type-checked but not run).";
+
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 Deno.test("every doc example asserts, or says why it is not run", async () => {
@@ -232,7 +239,7 @@ Deno.test("every doc example asserts, or says why it is not run", async () => {
   if (offending.length > 0) {
     assert.fail(
       `${offending.length} doc example(s) neither assert nor say why they are not run:\n` +
-        offending.map(describe).join("\n"),
+        offending.map(describe).join("\n") + "\n" + HOW_TO_FIX,
     );
   }
 });
