@@ -319,6 +319,13 @@ export interface RaftCoreStats {
     ackBeyondLastIndex: number;
     /** A snapshot bigger than `maxSnapshotChars` was refused. */
     snapshotTooLarge: number;
+    /**
+     * A `timeoutNow` (dissertation §3.10) that is not from the leader this
+     * node follows in its own term was dropped: only that leader may hand
+     * its leadership over, and a forged one would start a needless
+     * election.
+     */
+    timeoutNowNotFromLeader: number;
   };
 }
 
@@ -445,7 +452,11 @@ export class RaftCore {
     droppedNotMember: 0,
     droppedMisaddressed: 0,
     droppedStale: 0,
-    anomalies: { ackBeyondLastIndex: 0, snapshotTooLarge: 0 },
+    anomalies: {
+      ackBeyondLastIndex: 0,
+      snapshotTooLarge: 0,
+      timeoutNowNotFromLeader: 0,
+    },
   };
 
   /** Highest index handed to the driver for applying. */
@@ -966,6 +977,16 @@ export class RaftCore {
         return;
       }
       return this.#onPreVoteResponse(message);
+    }
+    if (
+      message.type === "timeoutNow" && message.term >= this.#term &&
+      (message.term > this.#term || message.from !== this.#leader)
+    ) {
+      // A leader sends timeoutNow only to a follower that acknowledged its
+      // appends of this term (§3.10), which knows it as the leader: any
+      // other is forged or broken. Dropped before it can move the term.
+      this.#stats.anomalies.timeoutNowNotFromLeader++;
+      return;
     }
     if (message.term > this.#term) {
       if (message.type === "vote" && !message.transfer && this.#inLease()) {

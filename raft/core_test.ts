@@ -872,3 +872,27 @@ Deno.test("§3.10 leadership transfer: a stale timeoutNow (older term) is ignore
   assert.equal(c.core("n2").role, "leader");
   assert.equal(c.core("n3").term, 2);
 });
+
+Deno.test("§3.10: a timeoutNow not from the leader of this term is dropped and counted, and moves no term", () => {
+  const c = new RaftHarness(3);
+  c.elect("n1");
+  const n3 = c.core("n3");
+  const term = n3.term;
+  // n2 is a member, but not the leader n3 follows: it cannot hand over
+  // n1's leadership, in this term or a later one.
+  n3.step({ type: "timeoutNow", from: "n2", to: "n3", term });
+  n3.step({ type: "timeoutNow", from: "n2", to: "n3", term: term + 5 });
+  // Nor can the leader itself, in a term it does not lead.
+  n3.step({ type: "timeoutNow", from: "n1", to: "n3", term: term + 1 });
+  assert.equal(n3.stats.anomalies.timeoutNowNotFromLeader, 3);
+  assert.equal(n3.role, "follower");
+  assert.equal(n3.term, term);
+  c.deliver();
+  assert.equal(c.core("n1").role, "leader");
+  assert.equal(c.core("n1").term, term);
+  // The leader's own hand-over still works.
+  c.core("n1").transferLeadership("n3");
+  c.deliver();
+  assert.equal(n3.role, "leader");
+  assert.equal(n3.stats.anomalies.timeoutNowNotFromLeader, 3);
+});
