@@ -11,8 +11,8 @@
  * `@rafter/rpc/client` (the client's parts: registry client, watch, health,
  * retry budget), `@rafter/rpc/distributors` (the contract and every
  * built-in distributor), `@rafter/rpc/transport` (`dial()`, connections,
- * dialers, byte streams), `@rafter/rpc/protocol` (the registry's wire types
- * and codes, JSON-RPC messages).
+ * dialers, byte streams, JSON-RPC messages), `@rafter/rpc/protocol` (the
+ * registry's wire types and codes).
  *
  * Runtimes: `@rafter/rpc/deno` and `@rafter/rpc/node` give `serve()` and a
  * `connect()` on their own TCP dialer, `@rafter/rpc/cloudflare` gives

@@ -15,7 +15,10 @@
  * @module
  */
 
-import type { StandardSchemaV1 } from "../rpc/server/standard_schema.ts";
+import {
+  RAFTER_PARAMS_VENDOR,
+  type StandardSchemaV1,
+} from "../rpc/server/standard_schema.ts";
 
 /**
  * A refused param: its message says which field, what was wrong and what
@@ -200,7 +203,7 @@ function declare<T, F extends Fields>(
     parse,
     "~standard": {
       version: 1,
-      vendor: "rafter-params",
+      vendor: RAFTER_PARAMS_VENDOR,
       validate(value) {
         try {
           return { value: [parse(Array.isArray(value) ? value : [value])] };

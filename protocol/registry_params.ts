@@ -3,9 +3,11 @@
  * in checking order, each field with the parser that reads it from the
  * wire (normalized, defaults filled in) or refuses it with a message that
  * names the field and says what is expected. The params types of the
- * contract (`BindParams`…, re-exported by `registry.ts`) are derived from
- * these declarations; the registry service validates each call with them
- * (`method(REGISTRY_PARAMS[m], handler)`), refusing unknown params too.
+ * contract (`BindParams`… in `registry.ts`) are checked against these
+ * declarations by the compiler (`params<BindParams>()(…)` wants exactly
+ * one field per key, optional exactly when the key is); the registry
+ * service validates each call with them (`method(REGISTRY_PARAMS[m],
+ * handler)`), refusing unknown params too.
  *
  * Web-standard and dependency-free, as `registry.ts`.
  *
@@ -39,6 +41,7 @@ import {
   type LeaseKeepAliveParams,
   type ListParams,
   type LookupParams,
+  MAX_NAME_LENGTH,
   type MemberAddParams,
   type MemberIdParams,
   mergeAttributes,
@@ -51,8 +54,6 @@ import {
   type UnwatchParams,
   type WatchParams,
 } from "./registry.ts";
-
-export { ParamsError } from "./_schema.ts";
 
 /** Longest zone name, in characters. */
 export const MAX_ZONE_LENGTH = 64;
@@ -322,9 +323,9 @@ function text(field: string) {
  */
 function prefix(value: unknown): string {
   if (value === undefined || value === "") return "";
-  if (typeof value !== "string" || value.length > 256) {
+  if (typeof value !== "string" || value.length > MAX_NAME_LENGTH) {
     throw new ParamsError(
-      `"prefix" must be a string of at most 256 characters`,
+      `"prefix" must be a string of at most ${MAX_NAME_LENGTH} characters`,
     );
   }
   if (baseNameProblem(value, "prefix") !== null) {

@@ -8,7 +8,10 @@
 
 import { INVALID_PARAMS, RpcError } from "../errors.ts";
 import type { Params } from "../message.ts";
-import type { StandardSchemaV1 } from "./standard_schema.ts";
+import {
+  RAFTER_PARAMS_VENDOR,
+  type StandardSchemaV1,
+} from "./standard_schema.ts";
 
 /** The property of a declared method that holds its {@link HandlerSpec}. */
 export const SPEC: unique symbol = Symbol("rafter.handler");
@@ -49,9 +52,6 @@ export function withSpec<F extends object>(fn: F, spec: HandlerSpec): F {
 export function argsOf(params: Params | undefined): unknown[] {
   return params === undefined ? [] : Array.isArray(params) ? params : [params];
 }
-
-/** The Standard Schema vendor of the params schemas of `protocol/_schema.ts`. */
-export const RAFTER_PARAMS_VENDOR = "rafter-params";
 
 /** Most issues listed in an Invalid params message. */
 const MESSAGE_ISSUES = 3;

@@ -89,3 +89,10 @@ export declare namespace StandardSchemaV1 {
     Schema["~standard"]["types"]
   >["output"];
 }
+
+/**
+ * The vendor of Rafter's own params schemas (`protocol/_schema.ts`, the
+ * registry's): they read named and positional params themselves and word
+ * each refusal, so the method layer adds no hint of its own to them.
+ */
+export const RAFTER_PARAMS_VENDOR = "rafter-params";

@@ -71,7 +71,7 @@ interface DenoConnect {
 
 /**
  * TCP through `Deno.connect`, read and written as `fromDenoConn` does
- * (`_conn_stream.ts`), not through the connection's own Web streams, which
+ * (`conn_stream.ts`), not through the connection's own Web streams, which
  * cost a sequential call several µs more.
  */
 function detectedDenoDialer(deno: DenoConnect): Dialer {
