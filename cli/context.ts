@@ -71,12 +71,9 @@ export interface Command {
 }
 
 /**
- * A command of two words (`lease grant`): the group's verbs, and the verbs
- * that are planned but not built yet (refused with a clear message).
+ * A command of two words (`lease grant`): the group's verbs.
  */
 export interface Group {
   /** The verbs built, in the order the help lists them. */
   verbs: string[];
-  /** Verbs planned, refused with `why`. */
-  later?: { verbs: string[]; why: string };
 }

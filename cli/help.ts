@@ -89,7 +89,6 @@ export function groupHelp(
   commands: Readonly<Record<string, Command>>,
 ): string {
   const { verbs } = group;
-  const later = group.later?.verbs ?? [];
   return `usage: rafter ${name} <${verbs.join("|")}> [arguments]
 
 ${
@@ -97,12 +96,6 @@ ${
       const command = commands[`${name} ${verb}`];
       return listLine(`${name} ${verb} ${command.args}`, command.summary);
     }).join("\n")
-  }${
-    later.length === 0
-      ? ""
-      : `\n\nnot available yet: ${
-        later.map((verb) => `${name} ${verb}`).join(", ")
-      } (membership changes)`
   }
 
 rafter ${name} <verb> --help shows its options.`;

@@ -173,14 +173,6 @@ function findCommand(
         err,
       );
     }
-    if (group.later?.verbs.includes(verb)) {
-      return usageFailure(
-        `${first} ${verb} is not available yet: ${group.later.why}`,
-        help,
-        argv,
-        err,
-      );
-    }
     if (!group.verbs.includes(verb)) {
       return usageFailure(
         `unknown ${first} verb ${JSON.stringify(verb)}: use ${

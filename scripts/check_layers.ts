@@ -293,18 +293,31 @@ export function format(violation: Violation): string {
 const SKIPPED = /^(node_modules|dist|data.*|\..*)$/;
 
 /** The TypeScript files under `root`, relative and `/`-separated, sorted. */
-export async function sourceFiles(root: string, dir = ""): Promise<string[]> {
+export function sourceFiles(root: string): Promise<string[]> {
+  return repositoryFiles(
+    root,
+    (name) => /\.[cm]?tsx?$/.test(name) && !name.endsWith(".d.ts"),
+  );
+}
+
+/**
+ * The repository's files whose name `keep` accepts, as sorted paths from
+ * `root` with `/`: outside `node_modules/`, `dist/`, `data*` folders and
+ * dot-folders (the other repository checks walk the tree with it too).
+ */
+export async function repositoryFiles(
+  root: string,
+  keep: (name: string) => boolean,
+  dir = "",
+): Promise<string[]> {
   const files: string[] = [];
   for await (const entry of Deno.readDir(join(root, dir))) {
     const path = dir === "" ? entry.name : `${dir}/${entry.name}`;
     if (entry.isDirectory) {
       if (!SKIPPED.test(entry.name)) {
-        files.push(...await sourceFiles(root, path));
+        files.push(...await repositoryFiles(root, keep, path));
       }
-    } else if (
-      entry.isFile && /\.[cm]?tsx?$/.test(entry.name) &&
-      !entry.name.endsWith(".d.ts")
-    ) {
+    } else if (entry.isFile && keep(entry.name)) {
       files.push(path);
     }
   }

@@ -51,6 +51,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { repositoryFiles } from "../scripts/check_layers.ts";
 
 /** The fence languages Deno runs as code (and the empty one in sources). */
 const SCRIPT_LANGUAGES = new Set([
@@ -67,7 +68,6 @@ const SCRIPT_LANGUAGES = new Set([
 ]);
 
 const SOURCE_FILE = /\.(ts|mts|js|mjs)$/;
-const SKIPPED_FOLDERS = /^(node_modules|dist|data.*|\..*)$/;
 
 /** What a code example does. */
 export type Verdict =
@@ -188,22 +188,11 @@ export function codeBlocksOf(file: string, text: string): CodeBlock[] {
 }
 
 /** The repository's files that can hold code examples, sorted. */
-export async function documentedFiles(root: string): Promise<string[]> {
-  const files: string[] = [];
-  async function walk(folder: string): Promise<void> {
-    for await (const entry of Deno.readDir(join(root, folder))) {
-      const path = folder === "" ? entry.name : `${folder}/${entry.name}`;
-      if (entry.isDirectory) {
-        if (!SKIPPED_FOLDERS.test(entry.name)) await walk(path);
-      } else if (
-        entry.isFile && (SOURCE_FILE.test(path) || path.endsWith(".md"))
-      ) {
-        files.push(path);
-      }
-    }
-  }
-  await walk("");
-  return files.sort();
+export function documentedFiles(root: string): Promise<string[]> {
+  return repositoryFiles(
+    root,
+    (name) => SOURCE_FILE.test(name) || name.endsWith(".md"),
+  );
 }
 
 /** Every code example of the repository at `root`. */
