@@ -14,6 +14,7 @@ import type { RegistryArgs } from "./args.ts";
 import type { RegistryNode } from "./options.ts";
 import { internals } from "./internals.ts";
 import { JoinClient } from "./join_client.ts";
+import { abortableSleep } from "../../internal/timing.ts";
 
 /** This node's client and peer URLs, as the other members reach them. */
 function ownUrls(args: RegistryArgs): { clientUrl: string; peerUrl: string } {
@@ -119,20 +120,19 @@ export async function askPromotionWhileLearner(
 ): Promise<void> {
   const { clientUrl, peerUrl } = ownUrls(args);
   const intervalMs = args.tickMs * args.electionTicks;
-  let done = false;
-  stopped.then(() => done = true);
-  for (let round = 0; round < 10_000 && !done; round++) {
-    await Promise.race([
-      stopped,
-      new Promise((resolve) => setTimeout(resolve, intervalMs)),
-    ]);
-    if (done) return;
-    const status = internals(node).raft.status;
+  // Aborted once stopped: ends the wait between rounds and clears its timer.
+  const stop = new AbortController();
+  stopped.then(() => stop.abort());
+  const { raft, transport } = internals(node);
+  for (let round = 0; round < 10_000 && !stop.signal.aborted; round++) {
+    await abortableSleep(intervalMs, stop.signal);
+    if (stop.signal.aborted) return;
+    const status = raft.status;
     if (!status.learner) {
       if (status.member) return; // a voter now
       continue; // not added yet (or removed): nothing to ask
     }
-    const directory = internals(node).transport.directory;
+    const directory = transport.directory;
     const urls = directory.ids
       .filter((id) => id !== args.id)
       .map((id) => directory.clientUrl(id))

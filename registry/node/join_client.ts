@@ -14,22 +14,21 @@
 
 import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { dial } from "../../rpc/transport/dial.ts";
-import {
-  ConnectionError,
-  DEADLINE_EXCEEDED,
-  RpcError,
-} from "../../rpc/errors.ts";
+import { ConnectionError, type RpcError } from "../../rpc/errors.ts";
 import { formatTcpUrl, parseTcpUrl } from "../../rpc/transport/transport.ts";
-import {
-  NOT_LEADER,
-  type NotLeaderData,
-  type ParamsOf,
-  type RegistryMethod,
-  type ResultOf,
-  UNAVAILABLE,
-  type UnavailableData,
+import type {
+  ParamsOf,
+  RegistryMethod,
+  ResultOf,
 } from "../../protocol/registry.ts";
 import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
+import {
+  isNodeAnswer,
+  isRetryableAnswer,
+  leaderHint,
+  noRegistryError,
+  noSuccessError,
+} from "../../protocol/registry_failover.ts";
 
 /** Settings of a {@link JoinClient}. */
 export interface JoinClientOptions {
@@ -93,7 +92,7 @@ export class JoinClient {
         });
       } catch (error) {
         lastError = error;
-        if (isAnswer(error)) lastAnswer = error;
+        if (isNodeAnswer(error)) lastAnswer = error;
         const hint = leaderHint(error);
         if (hint !== null && hint !== url && hops++ <= this.#urls.length) {
           // Follow the hint at once, but not around a loop of stale hints.
@@ -103,7 +102,7 @@ export class JoinClient {
         if (error instanceof ConnectionError) {
           this.#drop(url);
           if (!error.written) round.refused++;
-        } else if (!isRetryable(error)) {
+        } else if (!isRetryableAnswer(error)) {
           throw error;
         }
         round.tried++;
@@ -116,7 +115,7 @@ export class JoinClient {
         ? round.refusedRounds + 1
         : 0;
       if (round.refusedRounds >= this.#failFastRounds) {
-        throw givingUp(method, this.#urls, { lastError, refused: true });
+        throw noRegistryError(method, this.#urls, lastError);
       }
       round.tried = round.refused = 0;
       await abortableSleep(
@@ -127,7 +126,7 @@ export class JoinClient {
         signal,
       );
     }
-    throw givingUp(method, this.#urls, { lastError, lastAnswer });
+    throw noSuccessError(method, this.#urls, lastAnswer ?? lastError);
   }
 
   /** Cancels the calls under way and closes the connections. */
@@ -156,63 +155,4 @@ export class JoinClient {
     const index = this.#urls.indexOf(url);
     return index === -1 ? this.#urls.push(url) - 1 : index;
   }
-}
-
-/** What a node answered, not a dead node's refusal or a local timeout. */
-function isAnswer(error: unknown): error is RpcError {
-  return error instanceof RpcError && !(error instanceof ConnectionError) &&
-    !(error.code === DEADLINE_EXCEEDED &&
-      (error.data as { written?: unknown } | undefined)?.written !==
-        undefined);
-}
-
-/** An answer the next node (or a later round) may not repeat. */
-function isRetryable(error: unknown): boolean {
-  return error instanceof RpcError &&
-    (error.code === UNAVAILABLE || error.code === DEADLINE_EXCEEDED ||
-      error.code === NOT_LEADER);
-}
-
-function leaderHint(error: unknown): string | null {
-  if (!(error instanceof RpcError) || error.code !== NOT_LEADER) return null;
-  const data = error.data as Partial<NotLeaderData> | undefined;
-  return typeof data?.leaderUrl === "string" ? data.leaderUrl : null;
-}
-
-/**
- * The error a call ends with when no node succeeded (worded as the stubs'
- * `RegistryClient` words it): UNAVAILABLE when none even accepted a
- * connection (`refused`), else DEADLINE_EXCEEDED quoting the last answer
- * (or the last error) a node gave.
- */
-function givingUp(
-  method: string,
-  urls: readonly string[],
-  why: { lastError: unknown; lastAnswer?: RpcError | null; refused?: true },
-): unknown {
-  const tried = urls.join(", ");
-  const last = (error: unknown) =>
-    error instanceof Error ? `; last error: ${error.message}` : "";
-  if (why.refused) {
-    const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
-    return new RpcError(
-      UNAVAILABLE,
-      `Unavailable: no registry node accepted a connection for ${method} (tried ${tried})${
-        last(why.lastError)
-      }. Start a registry (deno task registry) or check the registry URLs`,
-      data,
-    );
-  }
-  const reported = why.lastAnswer ?? why.lastError;
-  if (!(reported instanceof RpcError)) {
-    return why.lastError ??
-      new RpcError(DEADLINE_EXCEEDED, `Deadline exceeded: ${method}`);
-  }
-  return new RpcError(
-    DEADLINE_EXCEEDED,
-    `Deadline exceeded: ${method} did not succeed on any registry node (${tried})${
-      last(reported)
-    }`,
-    { lastError: reported.toJSON() },
-  );
 }

@@ -9,12 +9,7 @@
  * @module
  */
 
-import {
-  CANCELLED,
-  ConnectionError,
-  DEADLINE_EXCEEDED,
-  RpcError,
-} from "../../rpc/errors.ts";
+import { CANCELLED, ConnectionError, RpcError } from "../../rpc/errors.ts";
 import { formatTcpUrl, parseTcpUrl } from "../../rpc/transport/transport.ts";
 import {
   type BindParams,
@@ -33,8 +28,6 @@ import {
   type LookupParams,
   type LookupResult,
   type MemberListResult,
-  NOT_LEADER,
-  type NotLeaderData,
   type ParamsOf,
   REGISTRY_METHODS,
   type RegistryMethod,
@@ -42,12 +35,17 @@ import {
   type ResultOf,
   type Scope,
   type SetStateParams,
-  UNAVAILABLE,
-  type UnavailableData,
   type UnbindParams,
   type UnbindResult,
   type WriteResult,
 } from "../../protocol/registry.ts";
+import {
+  isNodeAnswer,
+  isRetryableAnswer,
+  leaderHint,
+  noRegistryError,
+  noSuccessError,
+} from "../../protocol/registry_failover.ts";
 import type { ConnectionPool } from "../connection_pool.ts";
 import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
 
@@ -428,12 +426,7 @@ export class RegistryClient {
         // What a node answered (e.g. why it could not serve a read) says
         // more than a dead node's refusal or this client's own timer: the
         // final message quotes the last such answer.
-        if (
-          error instanceof RpcError && !(error instanceof ConnectionError) &&
-          !isLocalTimeout(error)
-        ) {
-          lastAnswer = error;
-        }
+        if (isNodeAnswer(error)) lastAnswer = error;
         if (signal.aborted) throw cancelled(method);
         const hint = leaderHint(error);
         if (hint !== null && hint !== url && hops++ <= n()) {
@@ -445,11 +438,7 @@ export class RegistryClient {
         if (error instanceof ConnectionError) {
           this.#pool.drop(url);
           if (!error.written) refused++;
-        } else if (
-          !(error instanceof RpcError) ||
-          (error.code !== UNAVAILABLE && error.code !== DEADLINE_EXCEEDED &&
-            error.code !== NOT_LEADER)
-        ) {
+        } else if (!isRetryableAnswer(error)) {
           throw error;
         }
         tried++;
@@ -463,7 +452,7 @@ export class RegistryClient {
         // connection, else wait before the next round.
         refusedRounds = refused >= tried ? refusedRounds + 1 : 0;
         if (refusedRounds >= this.#failFastRounds) {
-          throw noRegistry(method, this.#urls, lastError);
+          throw noRegistryError(method, this.#urls, lastError);
         }
         tried = 0;
         refused = 0;
@@ -475,18 +464,7 @@ export class RegistryClient {
         if (signal.aborted) throw cancelled(method);
       }
     }
-    const reported = lastAnswer ?? lastError;
-    if (reported instanceof RpcError) {
-      throw new RpcError(
-        DEADLINE_EXCEEDED,
-        `Deadline exceeded: ${method} did not succeed on any registry node (${
-          this.#urls.join(", ")
-        }); last error: ${reported.message}`,
-        { lastError: reported.toJSON() },
-      );
-    }
-    throw lastError ??
-      new RpcError(DEADLINE_EXCEEDED, `Deadline exceeded: ${method}`);
+    throw noSuccessError(method, this.#urls, lastAnswer ?? lastError);
   }
 
   /**
@@ -503,36 +481,6 @@ export class RegistryClient {
   }
 }
 
-/** Whether `error` is this client's own attempt timeout (not a node's answer). */
-function isLocalTimeout(error: unknown): boolean {
-  return error instanceof RpcError && error.code === DEADLINE_EXCEEDED &&
-    (error.data as { written?: unknown } | undefined)?.written !== undefined;
-}
-
-function leaderHint(error: unknown): string | null {
-  if (!(error instanceof RpcError) || error.code !== NOT_LEADER) return null;
-  const data = error.data as Partial<NotLeaderData> | undefined;
-  return typeof data?.leaderUrl === "string" ? data.leaderUrl : null;
-}
-
 function cancelled(method: string): RpcError {
   return new RpcError(CANCELLED, `Cancelled: the caller aborted ${method}`);
-}
-
-function noRegistry(
-  method: string,
-  urls: readonly string[],
-  lastError: unknown,
-): RpcError {
-  const reason = lastError instanceof Error
-    ? `; last error: ${lastError.message}`
-    : "";
-  const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
-  return new RpcError(
-    UNAVAILABLE,
-    `Unavailable: no registry node accepted a connection for ${method} (tried ${
-      urls.join(", ")
-    })${reason}. Start a registry (deno task registry) or check the registry URLs`,
-    data,
-  );
 }

@@ -1,0 +1,101 @@
+/**
+ * How a client of the registry cluster reads the errors of its calls, and
+ * words its own when no node succeeded: shared by the stubs'
+ * `RegistryClient` (`stub/registry_client/`) and the registry's own join
+ * client (`registry/node/join_client.ts`), which sit in layers that may not
+ * import each other. Not part of `@rafter/rpc/protocol`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { RpcError } from "../rpc/errors.ts";
+ * import { NOT_LEADER } from "./registry.ts";
+ * import { leaderHint } from "./registry_failover.ts";
+ * const hint = new RpcError(NOT_LEADER, "Not leader", {
+ *   leaderUrl: "tcp://127.0.0.1:7002",
+ * });
+ * assert.equal(leaderHint(hint), "tcp://127.0.0.1:7002");
+ * assert.equal(leaderHint(new Error("refused")), null);
+ * ```
+ *
+ * @module
+ */
+
+import { ConnectionError, DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
+import {
+  NOT_LEADER,
+  type NotLeaderData,
+  UNAVAILABLE,
+  type UnavailableData,
+} from "./registry.ts";
+
+/** The leader's client URL a NOT_LEADER answer names, else null. */
+export function leaderHint(error: unknown): string | null {
+  if (!(error instanceof RpcError) || error.code !== NOT_LEADER) return null;
+  const data = error.data as Partial<NotLeaderData> | undefined;
+  return typeof data?.leaderUrl === "string" ? data.leaderUrl : null;
+}
+
+/** Whether `error` is the client's own attempt timeout (not a node's answer). */
+export function isLocalTimeout(error: unknown): boolean {
+  return error instanceof RpcError && error.code === DEADLINE_EXCEEDED &&
+    (error.data as { written?: unknown } | undefined)?.written !== undefined;
+}
+
+/**
+ * What a node answered: not a dead node's refusal nor the client's own
+ * timer. The final error quotes the last such answer, which says more.
+ */
+export function isNodeAnswer(error: unknown): error is RpcError {
+  return error instanceof RpcError && !(error instanceof ConnectionError) &&
+    !isLocalTimeout(error);
+}
+
+/** An answer the next node, or a later round, may not repeat. */
+export function isRetryableAnswer(error: unknown): boolean {
+  return error instanceof RpcError &&
+    (error.code === UNAVAILABLE || error.code === DEADLINE_EXCEEDED ||
+      error.code === NOT_LEADER);
+}
+
+/** UNAVAILABLE: no registry node even accepted a connection for `method`. */
+export function noRegistryError(
+  method: string,
+  urls: readonly string[],
+  lastError: unknown,
+): RpcError {
+  const reason = lastError instanceof Error
+    ? `; last error: ${lastError.message}`
+    : "";
+  const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
+  return new RpcError(
+    UNAVAILABLE,
+    `Unavailable: no registry node accepted a connection for ${method} (tried ${
+      urls.join(", ")
+    })${reason}. Start a registry (deno task registry) or check the registry URLs`,
+    data,
+  );
+}
+
+/**
+ * What a call ends with once its deadline passed without success:
+ * DEADLINE_EXCEEDED quoting `reported` (the last answer, else the last
+ * error) when it is an RpcError, else that error itself.
+ */
+export function noSuccessError(
+  method: string,
+  urls: readonly string[],
+  reported: unknown,
+): unknown {
+  if (reported instanceof RpcError) {
+    return new RpcError(
+      DEADLINE_EXCEEDED,
+      `Deadline exceeded: ${method} did not succeed on any registry node (${
+        urls.join(", ")
+      }); last error: ${reported.message}`,
+      { lastError: reported.toJSON() },
+    );
+  }
+  return reported ??
+    new RpcError(DEADLINE_EXCEEDED, `Deadline exceeded: ${method}`);
+}
