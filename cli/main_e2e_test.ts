@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { formatTable } from "./table.ts";
 import { LocalCluster } from "../testing/cluster.ts";
-import { freePorts } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
 import type {
   BindResult,
   LeaderTransferResult,

@@ -4,7 +4,8 @@ import { RpcError } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import type { RpcSession } from "../rpc/server/server_connection.ts";
-import { RawClient, within } from "../testing/rpc.ts";
+import { RawClient } from "../testing/rpc.ts";
+import { within } from "../testing/time.ts";
 import { waitFor } from "../testing/time.ts";
 import {
   COMPACTED,

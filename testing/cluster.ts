@@ -137,9 +137,6 @@ export interface LocalClusterOptions {
   onOutput?(name: string, line: string): void;
 }
 
-/** Free ports on 127.0.0.1 for the processes a test starts. */
-export { freePorts };
-
 /**
  * Starts and stops the processes of a local cluster.
  *

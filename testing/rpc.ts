@@ -18,8 +18,6 @@ import type { ByteStream } from "../rpc/transport/transport.ts";
 
 import { within } from "./time.ts";
 
-export { delay, within } from "./time.ts";
-
 /**
  * The next bytes read from `conn`, or null at end of stream (or a reset).
  * @throws {Error} when nothing arrives within `timeoutMs`, after calling

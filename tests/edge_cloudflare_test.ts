@@ -7,7 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { freePorts, LocalCluster } from "../testing/cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const EXAMPLE = `${ROOT}examples/edge/cloudflare`;

@@ -13,7 +13,8 @@
 
 import { Binder } from "./_cluster_ops.ts";
 import assert from "node:assert/strict";
-import { freePorts, LocalCluster } from "../testing/cluster.ts";
+import { LocalCluster } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
 import { ConnectionPool } from "../stub/connection_pool.ts";
 import { RegistryClient } from "../stub/registry_client/registry_client.ts";
 import {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Deadlines } from "./_deadlines.ts";
-import { delay } from "../../testing/rpc.ts";
+import { delay } from "../../testing/time.ts";
 
 interface Item {
   at: number;

@@ -10,7 +10,7 @@ import {
 import { dial } from "../transport/dial.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import { withContext } from "../server/method.ts";
-import { delay, within } from "../../testing/rpc.ts";
+import { delay, within } from "../../testing/time.ts";
 
 /** A server that records the calls it ran and what their signals saw. */
 function recordingServer() {

@@ -10,7 +10,8 @@ import { RpcConnection } from "./connection.ts";
 import { dial } from "../transport/dial.ts";
 import type { Response } from "../message.ts";
 import { serve, type ServeOptions } from "../../adapter/deno/serve.ts";
-import { delay, fakeStream, within } from "../../testing/rpc.ts";
+import { fakeStream } from "../../testing/rpc.ts";
+import { delay, within } from "../../testing/time.ts";
 
 async function withServer(
   options: Partial<ServeOptions>,

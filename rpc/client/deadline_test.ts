@@ -7,13 +7,12 @@ import type { Response } from "../message.ts";
 import { type CallContext, withContext } from "../server/method.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import {
-  delay,
   exchange,
   fakeStream,
   RawClient,
-  within,
   withRawServer,
 } from "../../testing/rpc.ts";
+import { delay, within } from "../../testing/time.ts";
 
 // ---------------------------------------------------------------- client side
 

@@ -22,8 +22,8 @@ import {
   lengthPrefixed,
   RawClient,
   RawFrameClient,
-  within,
 } from "../../testing/rpc.ts";
+import { within } from "../../testing/time.ts";
 
 /** Runs `fn` with a server and a raw CBOR client (preamble sent); closes both. */
 async function withCborServer(

@@ -7,16 +7,15 @@ import { type CallContext, withContext } from "../server/method.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import {
   cborFrame,
-  delay,
   exchange,
   fakeStream,
   hex,
   lengthPrefixed,
   type RawClient,
   RawFrameClient,
-  within,
   withRawServer,
 } from "../../testing/rpc.ts";
+import { delay, within } from "../../testing/time.ts";
 
 const PING_2_53 = '{"jsonrpc":"2.0","method":"rpc.ping","id":9007199254740992}';
 const PING_2_53_PLUS_1 =

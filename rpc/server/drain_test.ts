@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { ConnectionError } from "../errors.ts";
 import { dial } from "../transport/dial.ts";
 import { serve } from "../../adapter/deno/serve.ts";
-import { delay, RawClient, within } from "../../testing/rpc.ts";
+import { RawClient } from "../../testing/rpc.ts";
+import { delay, within } from "../../testing/time.ts";
 
 Deno.test("drain: a call under way is answered, the connection then closes, new calls are not sent", async () => {
   const release = Promise.withResolvers<void>();

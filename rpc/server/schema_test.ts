@@ -7,7 +7,8 @@ import { type CallContext, method, withContext } from "./method.ts";
 import { valibotBasics, zodBasics } from "../../testing/schemas.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
-import { RawClient, within } from "../../testing/rpc.ts";
+import { RawClient } from "../../testing/rpc.ts";
+import { within } from "../../testing/time.ts";
 
 /** Calls `method` with `params` (JSON text) through handleText, id 1. */
 function call(

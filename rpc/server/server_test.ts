@@ -7,13 +7,8 @@ import {
   type ServeOptions,
 } from "../../adapter/deno/serve.ts";
 import type { RpcSession } from "./server_connection.ts";
-import {
-  delay,
-  exchange,
-  RawClient,
-  within,
-  withRawServer,
-} from "../../testing/rpc.ts";
+import { exchange, RawClient, withRawServer } from "../../testing/rpc.ts";
+import { delay, within } from "../../testing/time.ts";
 
 /** The methods of the examples in section 7 of the JSON-RPC 2.0 spec, and more. */
 function specMethods(log: unknown[] = []): Methods {
