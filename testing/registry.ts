@@ -15,11 +15,6 @@ import {
   type RegistryNodeInternals,
 } from "../registry/node/internals.ts";
 
-export type { RegistryNodeOptions } from "../registry/node/options.ts";
-export {
-  type RegistryNodeSnapshot,
-  restoreRegistrySnapshot,
-} from "../registry/node/replica.ts";
 export type { RegistryNodeInternals } from "../registry/node/internals.ts";
 
 /** A started node with its parts (for tests: {@link RegistryNodeInternals}). */

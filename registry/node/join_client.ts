@@ -31,7 +31,7 @@ import {
 } from "../../protocol/registry_failover.ts";
 
 /** Settings of a {@link JoinClient}. */
-export interface JoinClientOptions {
+interface JoinClientOptions {
   /** Time one call may take, retries included, ms. @default 15_000 */
   deadlineMs?: number;
   /** Time one attempt on one node may take, ms. @default 4_000 */

@@ -23,7 +23,7 @@ import type { Membership } from "./membership.ts";
 import type { Replica } from "./replica.ts";
 
 /** What {@link Leadership} works with. */
-export interface LeadershipParts {
+interface LeadershipParts {
   readonly id: string;
   /** The Raft node, once started (soft states come before). */
   raft(): RaftNode<ApplyResult> | undefined;

@@ -14,7 +14,7 @@ import type { WatchHub } from "../watch_hub.ts";
 import type { NodeSettings } from "./options.ts";
 
 /** What {@link statusOf} reads. */
-export interface StatusSources {
+interface StatusSources {
   readonly settings: NodeSettings;
   readonly directory: PeerDirectory;
   /** This node's peer URL (known once the peer port listens). */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS } from "../../rpc/errors.ts";
 import { waitFor } from "../../testing/time.ts";
-import { restoreRegistrySnapshot } from "../../testing/registry.ts";
+import { restoreRegistrySnapshot } from "../node/replica.ts";
 import {
   type BindResult,
   LEASE_NOT_FOUND,
