@@ -12,6 +12,7 @@
 import { RpcError } from "../errors.ts";
 import type { Params, RequestId } from "../message.ts";
 import type { StandardSchemaV1 } from "./standard_schema.ts";
+import type { PeerCertificate } from "../transport/transport.ts";
 import { specOf, validateParams, withSpec } from "./_handler.ts";
 
 /**
@@ -58,6 +59,13 @@ export interface RpcSession {
   readonly id: number;
   /** The peer's address as the transport reports it (e.g. `127.0.0.1:51234`), if known. */
   readonly remoteAddress: string | undefined;
+  /** Whether the connection runs over TLS. */
+  readonly secure: boolean;
+  /**
+   * The client certificate the TLS layer verified (mutual TLS), or null
+   * (plain TCP, or no client certificate).
+   */
+  readonly peerCertificate: PeerCertificate | null;
   /** Aborts when the connection ends, for whatever reason. */
   readonly signal: AbortSignal;
   /**

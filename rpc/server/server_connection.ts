@@ -347,6 +347,8 @@ class ServerConnection {
     return {
       id: nextSessionId++,
       remoteAddress: this.#stream.remoteAddress,
+      secure: this.#stream.secure === true,
+      peerCertificate: this.#stream.peerCertificate ?? null,
       signal,
       get queuedBytes() {
         return writer.queuedBytes;

@@ -28,6 +28,7 @@ export {
   type DialerOptions,
   parseListenAddress,
   parseTcpUrl,
+  type PeerCertificate,
   type TcpAddress,
 } from "./transport.ts";
 export { defaultDialer, setDefaultDialer } from "./default_dialer.ts";

@@ -19,6 +19,37 @@ export interface ByteStream {
   close(): void;
   /** The peer's address (`host:port`) when the transport knows it, for logs. */
   readonly remoteAddress?: string;
+  /**
+   * Whether the stream runs over TLS (a `tls://` endpoint or a TLS listener).
+   * Absent or false: plain TCP.
+   */
+  readonly secure?: boolean;
+  /**
+   * The certificate the peer presented and the TLS layer verified against
+   * the configured CA (a client certificate on a listener that asked for
+   * one, the server's on a dialed stream); null or absent when there is
+   * none (plain TCP, or a TLS client that sent no certificate).
+   */
+  readonly peerCertificate?: PeerCertificate | null;
+}
+
+/**
+ * A verified X.509 certificate of the other end of a TLS stream, reduced
+ * to what identity checks need.
+ */
+export interface PeerCertificate {
+  /** The subject's common name (CN), or "" when it has none. */
+  readonly commonName: string;
+  /**
+   * The subject alternative names, each with its type as OpenSSL prints
+   * it: `DNS:n1.example.com`, `IP Address:10.0.0.5`,
+   * `URI:rafter://member/n1`.
+   */
+  readonly altNames: readonly string[];
+  /** SHA-256 fingerprint of the DER certificate, colon-separated hex. */
+  readonly fingerprint256: string;
+  /** End of validity, as an ISO 8601 date. */
+  readonly validTo: string;
 }
 
 /** Options a {@link Dialer} may honour. */
