@@ -9,6 +9,7 @@
  * - `cluster.ts`: cluster fixtures: a single-node registry in this process
  *   (`startTestRegistry`), endpoints, and `LocalCluster`, real `deno run`
  *   registry nodes and hello servers on 127.0.0.1 (the demo uses it too).
+ * - `certs.ts`: `makeTestPki`, a throw-away CA and certificates per test.
  * - `ports.ts`: free TCP ports; `time.ts`: `delay`, `within`, `waitFor`;
  *   `temp.ts`: `withTempDir`; `rpc.ts`: raw TCP and CBOR peers and an
  *   in-memory byte stream for the RPC tests.
@@ -25,6 +26,7 @@
  * @module
  */
 
+export * from "./certs.ts";
 export * from "./cluster.ts";
 export * from "./ports.ts";
 export * from "./prng.ts";
