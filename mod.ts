@@ -120,9 +120,14 @@ export {
   INTERNAL_ERROR,
   INVALID_PARAMS,
   INVALID_REQUEST,
+  LIMIT_EXCEEDED,
+  type LimitExceededData,
   METHOD_NOT_FOUND,
   PARSE_ERROR,
+  PERMISSION_DENIED,
+  type PermissionDeniedData,
   RpcError,
+  UNAUTHENTICATED,
 } from "./rpc/errors.ts";
 export {
   AmbiguousError,

@@ -78,3 +78,23 @@ export {
   type WatchResult,
   type WriteResult,
 } from "./registry.ts";
+export {
+  AUTH_METHODS,
+  type AuthenticateParams,
+  type AuthenticateResult,
+  type AuthMethod,
+  type AuthStatusResult,
+  BOOTSTRAP_TOKEN_NAME,
+  MAX_TOKEN_NAME_LENGTH,
+  normalizePermission,
+  type ParsedPermission,
+  parsePermission,
+  type Permission,
+  permits,
+  type TokenCreateParams,
+  type TokenCreateResult,
+  type TokenIdParams,
+  type TokenInfo,
+  type TokenListResult,
+  type TokenRevokeResult,
+} from "./auth.ts";

@@ -28,6 +28,43 @@ export const DEADLINE_EXCEEDED: -32003 = -32003;
 export const CONNECTION_FAILED: -32004 = -32004;
 /** The caller aborted the call through its `AbortSignal` (Rafter). */
 export const CANCELLED: -32005 = -32005;
+/**
+ * The call needs a credential and the connection has presented none, or
+ * one that is not valid (unknown, revoked): authenticate first (Rafter).
+ * The registry's `registry.authenticate` and a server's `rpc.authenticate`
+ * take a bearer token.
+ */
+export const UNAUTHENTICATED: -32012 = -32012;
+/**
+ * The connection's credential is valid but lacks the permission the call
+ * needs; `data` names the permission and, where there is one, the name
+ * (Rafter).
+ */
+export const PERMISSION_DENIED: -32013 = -32013;
+/**
+ * A limit of the server was reached (connections, watches, bindings per
+ * lease, a frame or handshake deadline); `data` names the limit and its
+ * value (Rafter).
+ */
+export const LIMIT_EXCEEDED: -32014 = -32014;
+
+/** `data` of {@link PERMISSION_DENIED}. */
+export interface PermissionDeniedData {
+  /** The method refused. */
+  method: string;
+  /** The permission it needs, e.g. `"bind:billing.pay"` or `"admin"`. */
+  permission: string;
+  /** The name the permission was needed on, when there is one. */
+  name?: string;
+}
+
+/** `data` of {@link LIMIT_EXCEEDED}. */
+export interface LimitExceededData {
+  /** The option that sets the limit, e.g. `"maxConnectionsPerAddress"`. */
+  limit: string;
+  /** Its value. */
+  value: number;
+}
 
 /** The `message` the JSON-RPC 2.0 specification gives each of its codes. */
 export const STANDARD_MESSAGES: Readonly<Record<number, string>> = {
