@@ -1,0 +1,110 @@
+/**
+ * Secure by default (as CockroachDB refuses to start without certificates
+ * unless told `--insecure`): a registry node whose client or peer port
+ * listens on an address other hosts can reach must have TLS on that port
+ * (mutual TLS on the peer port, where certificates name the members) and
+ * enforce auth on its client port, unless it is started with an explicit
+ * `--insecure`. Loopback-only nodes (the one-node development registry on
+ * 127.0.0.1) need no setup.
+ *
+ * @module
+ */
+
+import type { TcpAddress } from "../../rpc/transport/transport.ts";
+
+/** What decides whether a node may start as configured. */
+export interface Exposure {
+  /** The client port's listen address. */
+  listen: TcpAddress;
+  /** The peer port's listen address. */
+  peerListen: TcpAddress;
+  /** Whether the client port serves TLS. */
+  clientTls: boolean;
+  /** Whether the peer port serves mutual TLS (certificates naming members). */
+  peerTls: boolean;
+  /** Whether the node enforces tokens on its client port (`--auth`). */
+  auth: boolean;
+  /** Started with `--insecure`. */
+  insecure: boolean;
+}
+
+/**
+ * Whether `hostname` reaches only this host: `127.0.0.0/8`, `::1` or
+ * `localhost`. Wildcard addresses (`0.0.0.0`, `::`) are not loopback.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isLoopbackHost } from "./exposure.ts";
+ * assert.equal(isLoopbackHost("127.0.0.2"), true);
+ * assert.equal(isLoopbackHost("::1"), true);
+ * assert.equal(isLoopbackHost("0.0.0.0"), false);
+ * assert.equal(isLoopbackHost("10.0.0.5"), false);
+ * ```
+ */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  if (host === "localhost" || host === "::1" || host === "0:0:0:0:0:0:0:1") {
+    return true;
+  }
+  const v4 = host.replace(/^::ffff:/, "");
+  const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(v4);
+  return match !== null && Number(match[1]) === 127 &&
+    match.slice(2).every((part) => Number(part) <= 255);
+}
+
+/**
+ * What is missing for the node to start safely: one line per problem,
+ * saying which flag fixes it; empty when it may start (or `insecure` is
+ * set: see {@link insecureWarning}).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { exposureProblems } from "./exposure.ts";
+ * const open = {
+ *   listen: { hostname: "0.0.0.0", port: 7001 },
+ *   peerListen: { hostname: "127.0.0.1", port: 7101 },
+ *   clientTls: false, peerTls: false, auth: false, insecure: false,
+ * };
+ * assert.equal(exposureProblems(open).length, 2); // TLS and auth on the client port
+ * assert.deepEqual(exposureProblems({ ...open, clientTls: true, auth: true }), []);
+ * assert.deepEqual(exposureProblems({ ...open, insecure: true }), []);
+ * ```
+ */
+export function exposureProblems(exposure: Exposure): string[] {
+  if (exposure.insecure) return [];
+  const problems: string[] = [];
+  const { listen, peerListen } = exposure;
+  if (!isLoopbackHost(listen.hostname)) {
+    if (!exposure.clientTls) {
+      problems.push(
+        `the client port listens on ${listen.hostname}, which other hosts can reach, without TLS: pass --tls-cert and --tls-key (rafter cert server … makes them)`,
+      );
+    }
+    if (!exposure.auth) {
+      problems.push(
+        `the client port listens on ${listen.hostname} without auth: pass --auth (clients then need a token; the bootstrap admin token is written to --admin-token-file)`,
+      );
+    }
+  }
+  if (!isLoopbackHost(peerListen.hostname) && !exposure.peerTls) {
+    problems.push(
+      `the peer port listens on ${peerListen.hostname}, which other hosts can reach, without mutual TLS: pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca (rafter cert member ID … makes them)`,
+    );
+  }
+  return problems;
+}
+
+/**
+ * The warning a node started with `--insecure` logs at every start, or
+ * null when nothing it listens on is exposed without protection.
+ */
+export function insecureWarning(exposure: Exposure): string | null {
+  if (!exposure.insecure) return null;
+  const problems = exposureProblems({ ...exposure, insecure: false });
+  if (problems.length === 0) return null;
+  return `WARNING: started with --insecure: ${
+    problems.map((problem) => problem.replace(/: pass .*$/, "")).join("; ")
+  }. Anyone who reaches these ports can read and change the registry.`;
+}
