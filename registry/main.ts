@@ -44,7 +44,14 @@ import {
   type RegistryArgs,
   USAGE,
 } from "./node/args.ts";
-import { askPromotionWhileLearner, joinedCluster } from "./node/join.ts";
+import {
+  askPromotionWhileLearner,
+  awaitLeaderContact,
+  type JoinedCluster,
+  joinedCluster,
+  JoinRefusedError,
+  leaveCluster,
+} from "./node/join.ts";
 import { pathExists, portsFree } from "./_start_checks.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
@@ -124,9 +131,11 @@ export async function runRegistry(argv: string[]): Promise<number> {
       ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
       : "";
     console.error(
-      `registry ${args.id}: cannot start (${where}): ${
-        (error as Error).message
-      }${hint}`,
+      error instanceof JoinRefusedError
+        ? `registry ${args.id}: cannot join: ${error.message}`
+        : `registry ${args.id}: cannot start (${where}): ${
+          (error as Error).message
+        }${hint}`,
     );
     if (!existed && !(error instanceof DataDirInUseError)) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
@@ -149,12 +158,17 @@ export async function runRegistry(argv: string[]): Promise<number> {
   } catch (error) {
     return await cannotStart(error);
   }
-  let joining: { clusterId: string; peers: Record<string, string> } | undefined;
+  // With --join: checked (token, folder, secret, peer ports) before the
+  // node is added; nothing was added when this throws.
+  let joined: JoinedCluster | undefined;
   try {
-    joining = await joinedCluster(args, log);
+    joined = await joinedCluster(args, log, clusterSecret);
   } catch (error) {
     return await cannotStart(error);
   }
+  const joining = joined === undefined
+    ? undefined
+    : { clusterId: joined.clusterId, peers: joined.peers };
   try {
     node = await startRegistryNode(
       nodeOptionsOf(args, { clusterSecret, joining, log }, (error) => {
@@ -163,6 +177,8 @@ export async function runRegistry(argv: string[]): Promise<number> {
       }),
     );
   } catch (error) {
+    // Added by this start, which fails: no learner is left behind.
+    if (joined?.added) await leaveCluster(args, joined, log);
     return await cannotStart(error);
   }
   const cluster = Object.keys(
@@ -175,6 +191,17 @@ export async function runRegistry(argv: string[]): Promise<number> {
   const keepAsking = args.join === undefined && joining === undefined
     ? null
     : askPromotionWhileLearner(args, node, stopped.promise);
+  // A joined node that never hears from the leader: one this start added
+  // removes itself and exits 1 instead of waiting forever as a learner.
+  let unreached: string | null = null;
+  const contact = joined === undefined
+    ? null
+    : awaitLeaderContact(args, node, joined, stopped.promise, log).then(
+      (why) => {
+        unreached = why;
+        if (why !== null) stopped.resolve();
+      },
+    );
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
   if (args.watchStdin) {
@@ -189,6 +216,16 @@ export async function runRegistry(argv: string[]): Promise<number> {
   // A graceful stop: a leader hands over first (Raft dissertation §3.10).
   // Not after a storage failure, when the Raft node is already stopped.
   await keepAsking;
+  await contact;
+  if (unreached !== null) {
+    await leaveCluster(args, joined!, log);
+    await node.stop({ graceMs: 1000, handOver: false });
+    console.error(`registry ${args.id}: cannot join: ${unreached}`);
+    if (!existed) {
+      await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
+    }
+    return 1;
+  }
   await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
     console.error(`registry ${args.id}: storage failed, stopped:`, fatal);
