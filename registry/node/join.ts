@@ -390,7 +390,7 @@ const MIN_CONTACT_MS = 5_000;
 /**
  * Waits until a joined node hears from the cluster's leader (it learns the
  * leader, or that it is a member). Meanwhile it logs, every 5 election
- * timeouts, a line with the members it cannot reach and why, and what to
+ * timeouts (at least 5 s), a line with the members it cannot reach and why, and what to
  * check. A node this start added gives up after 30 election timeouts (at
  * least 5 s): the members cannot reach it (its peer port behind a
  * firewall, a wrong advertised address) or it cannot reach them, and it
@@ -429,7 +429,7 @@ export async function awaitLeaderContact(
       unreachable === "" ? "" : ` (cannot reach ${unreachable})`
     }: check that the members reach this node's peer URL ${peerUrl} (a firewall, --advertise, --peer-listen) and hold the same cluster secret`;
     if (joined.added && waited >= giveUpMs) return why;
-    if (now - logged >= 5 * electionMs) {
+    if (now - logged >= Math.max(5 * electionMs, MIN_CONTACT_MS)) {
       log(`registry ${args.id}: ${why}`);
       logged = now;
     }
