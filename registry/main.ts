@@ -15,13 +15,24 @@
  *   --cluster-secret-file ./cluster_secret --data ./data/n4
  * ```
  *
- * A node started with `--join` asks the cluster to add it as a learner
+ * A node started with `--join` first checks, before it changes anything,
+ * that it may join: it asks the cluster for its id and members (presenting
+ * the bearer token in `RAFTER_TOKEN`, when set, on every connection), and
+ * proves the cluster secret to the members' peer ports with the peer
+ * handshake, flagged as a probe (`raft/peer_probe.ts`). A member of
+ * another secret or cluster id, a leader's peer port it cannot reach, a
+ * refused token, or a data folder of another cluster or member ends the
+ * start with exit 1 and `registry ID: cannot join: ...`, and nothing is
+ * added. Then it asks the cluster to add it as a learner
  * (`registry.memberAdd` with its own peer and client URLs, Raft
  * dissertation §4.2.1), records the cluster's id in its new data folder,
  * catches up from the leader, and is promoted to voter by the leader once
  * its match index reaches the leader's commit index (checked on every
- * leader tick). Restart a joined node without `--join` (or with it): its
- * folder knows the cluster, and its log the members.
+ * leader tick). A start that added the node and then cannot start, or
+ * hears nothing from the leader within 30 election timeouts (at least
+ * 5 s), removes it again (`registry.memberRemove`) and exits 1. Restart a
+ * joined node without `--join` (or with it): its folder knows the cluster,
+ * and its log the members.
  *
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
@@ -102,7 +113,7 @@ export async function startRegistryNode(
  * or (with `--watch-stdin`) the end of standard input.
  *
  * @returns the exit code: 0 stopped cleanly (or `--help`), 1 could not
- * start or storage failed, 2 bad options.
+ * start or join, or storage failed, 2 bad options.
  */
 export async function runRegistry(argv: string[]): Promise<number> {
   let args: RegistryArgs;
