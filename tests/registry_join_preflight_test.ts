@@ -11,7 +11,6 @@
 import assert from "node:assert/strict";
 import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
-import { pathExists } from "../registry/_start_checks.ts";
 import { waitFor } from "../testing/time.ts";
 import type { MemberListResult } from "../protocol/registry.ts";
 
@@ -56,7 +55,10 @@ Deno.test("--join with another cluster secret exits 1 with the reason before add
       ["n1", "voter"],
     ]);
     // Nothing of the refused start is left behind.
-    assert.equal(await pathExists(await cluster.dataDirOf("n2")), false);
+    await assert.rejects(
+      Deno.stat(await cluster.dataDirOf("n2")),
+      Deno.errors.NotFound,
+    );
 
     await cluster.startNode("n2", { join: n1, ready: /added as a learner/ });
     await waitFor(
