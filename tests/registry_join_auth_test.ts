@@ -202,8 +202,13 @@ async function joinWith(
   fake: FakeCluster,
   token: string | undefined,
   through: RpcServer = fake.leader,
+  meta?: Record<string, unknown>,
 ) {
   const dataDir = await Deno.makeTempDir();
+  if (meta !== undefined) {
+    await Deno.mkdir(`${dataDir}/n4`);
+    await Deno.writeTextFile(`${dataDir}/n4/meta.json`, JSON.stringify(meta));
+  }
   if (token === undefined) Deno.env.delete(TOKEN_ENV);
   else Deno.env.set(TOKEN_ENV, token);
   const lines: string[] = [];
@@ -326,6 +331,23 @@ Deno.test("--join when the leader's peer port cannot be reached is refused befor
     await assert.rejects(
       joinWith(fake, ADMIN),
       /cannot reach the peer port of the leader n1: member n1 at tcp:\/\/127\.0\.0\.1:\d+: unreachable \(connection refused\); this node could never replicate/,
+    );
+    assert.deepEqual(fake.called("registry.memberAdd"), []);
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("--join on a data folder of another member of the cluster is refused before memberAdd (it failed after it)", async () => {
+  const fake = await FakeCluster.start();
+  try {
+    await assert.rejects(
+      joinWith(fake, ADMIN, fake.leader, {
+        format: 2,
+        clusterId: CLUSTER,
+        memberId: "n9",
+      }),
+      /the data folder \S+\/n4 belongs to member n9, not n4: give this node a new --data folder, or start it with --id n9/,
     );
     assert.deepEqual(fake.called("registry.memberAdd"), []);
   } finally {
