@@ -150,8 +150,12 @@ export async function runRegistry(argv: string[]): Promise<number> {
     );
     if (!existed && !(error instanceof DataDirInUseError)) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
-    } else if (madeSecret) {
-      // Nor a cluster secret it generated in a folder that was there.
+    }
+    if (madeSecret && (existed || args.join !== undefined)) {
+      // Nor a cluster secret it generated in a folder that was there, or
+      // for --join (never the cluster's: a retry would take it again). A
+      // bootstrap node's new secret outside its folder stays: the other
+      // nodes started with it may have read it already.
       await Deno.remove(args.clusterSecretFile).catch(() => {});
     }
     return 1;

@@ -60,6 +60,21 @@ Deno.test("--join with another cluster secret exits 1 with the reason before add
       Deno.errors.NotFound,
     );
 
+    // No secret file at all: the one it generates is refused, and removed.
+    const missing = `${await cluster.dataDirOf("missing")}_secret`;
+    const generated = await cluster.startNode("n2", {
+      join: n1,
+      secretFile: missing,
+      ready: /cannot join/,
+    });
+    assert.equal(await generated.exited, 1, generated.output.join("\n"));
+    assert.match(
+      generated.output.join("\n"),
+      /cannot join: member n1 at \S+ refused the cluster secret in \S+missing_secret/,
+    );
+    await assert.rejects(Deno.stat(missing), Deno.errors.NotFound);
+    assert.deepEqual((await memberList(n1)).members.map((m) => m.id), ["n1"]);
+
     await cluster.startNode("n2", { join: n1, ready: /added as a learner/ });
     await waitFor(
       async () =>
