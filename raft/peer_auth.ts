@@ -69,6 +69,13 @@ export interface HelloParams {
   to: NodeId;
   /** The dialer's nonce: {@link NONCE_BYTES} random bytes, base64url. */
   nonce: string;
+  /**
+   * A preflight probe (`raft/peer_probe.ts`: a node about to join checks
+   * the cluster secret before it is added): answered whatever `from` is,
+   * member or not, and refused once `peer.auth` has checked the dialer's
+   * proof, so a probe is never admitted for Raft traffic. @default false
+   */
+  probe?: boolean;
 }
 
 /** Result of `peer.hello`. */
@@ -510,6 +517,7 @@ export class AcceptorHandshake {
   #state: "new" | "hello" | "checking" | "done" | "failed" = "new";
   #hello: HelloParams | null = null;
   #nonce = "";
+  #probe = false;
 
   /**
    * Starts a handshake for one accepted connection.
@@ -534,7 +542,8 @@ export class AcceptorHandshake {
    * Checks a `peer.hello` and makes the answer.
    *
    * @throws {PeerHandshakeError} for a second hello, malformed params, a
-   * `to` that is not this node, or a `from` that is this node or no member.
+   * `to` that is not this node, or a `from` that is this node or (unless
+   * the hello is a `probe`) no member.
    * @throws {ClusterMismatchError} for a hello of another cluster.
    */
   async hello(params: unknown): Promise<HelloResult> {
@@ -580,8 +589,11 @@ export class AcceptorHandshake {
         `peer.hello claims to come from this node's own id (${self})`,
       );
     }
+    // A probe is answered from anyone: auth() refuses it once checked.
+    this.#probe = p.probe === true;
     if (
-      !members.includes(p.from) && !(this.#options.admit?.(p.from) ?? false)
+      !this.#probe && !members.includes(p.from) &&
+      !(this.#options.admit?.(p.from) ?? false)
     ) {
       this.#state = "failed";
       throw new PeerHandshakeError(
@@ -608,7 +620,9 @@ export class AcceptorHandshake {
    * @returns the authenticated peer id and the client URL it announced
    * (null when absent or unusable).
    * @throws {PeerHandshakeError} when no hello was answered yet, or the
-   * proof does not match the cluster secret.
+   * proof does not match the cluster secret; and after checking the proof
+   * of a `probe` hello, which is never admitted (the message says whether
+   * the secret matched).
    */
   async auth(
     params: unknown,
@@ -630,7 +644,15 @@ export class AcceptorHandshake {
     if (!ok) {
       this.#state = "failed";
       throw new PeerHandshakeError(
-        `peer.auth from ${hello.from}: the proof does not match the cluster secret`,
+        `peer.auth from ${hello.from}: the proof does not match the cluster secret${
+          this.#probe ? " (a join probe)" : ""
+        }`,
+      );
+    }
+    if (this.#probe) {
+      this.#state = "failed";
+      throw new PeerHandshakeError(
+        `join probe from ${hello.from}: its cluster secret matches; a probe is closed, never admitted`,
       );
     }
     this.#state = "done";

@@ -15,13 +15,24 @@
  *   --cluster-secret-file ./cluster_secret --data ./data/n4
  * ```
  *
- * A node started with `--join` asks the cluster to add it as a learner
+ * A node started with `--join` first checks, before it changes anything,
+ * that it may join: it asks the cluster for its id and members (presenting
+ * the bearer token in `RAFTER_TOKEN`, when set, on every connection), and
+ * proves the cluster secret to the members' peer ports with the peer
+ * handshake, flagged as a probe (`raft/peer_probe.ts`). A member of
+ * another secret or cluster id, a leader's peer port it cannot reach, a
+ * refused token, or a data folder of another cluster or member ends the
+ * start with exit 1 and `registry ID: cannot join: ...`, and nothing is
+ * added. Then it asks the cluster to add it as a learner
  * (`registry.memberAdd` with its own peer and client URLs, Raft
  * dissertation §4.2.1), records the cluster's id in its new data folder,
  * catches up from the leader, and is promoted to voter by the leader once
  * its match index reaches the leader's commit index (checked on every
- * leader tick). Restart a joined node without `--join` (or with it): its
- * folder knows the cluster, and its log the members.
+ * leader tick). A start that added the node and then cannot start, or
+ * hears nothing from the leader within 30 election timeouts (at least
+ * 5 s), removes it again (`registry.memberRemove`) and exits 1. Restart a
+ * joined node without `--join` (or with it): its folder knows the cluster,
+ * and its log the members.
  *
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
@@ -44,7 +55,14 @@ import {
   type RegistryArgs,
   USAGE,
 } from "./node/args.ts";
-import { askPromotionWhileLearner, joinedCluster } from "./node/join.ts";
+import {
+  askPromotionWhileLearner,
+  awaitLeaderContact,
+  type JoinedCluster,
+  joinedCluster,
+  JoinRefusedError,
+  leaveCluster,
+} from "./node/join.ts";
 import { pathExists, portsFree } from "./_start_checks.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
@@ -95,7 +113,7 @@ export async function startRegistryNode(
  * or (with `--watch-stdin`) the end of standard input.
  *
  * @returns the exit code: 0 stopped cleanly (or `--help`), 1 could not
- * start or storage failed, 2 bad options.
+ * start or join, or storage failed, 2 bad options.
  */
 export async function runRegistry(argv: string[]): Promise<number> {
   let args: RegistryArgs;
@@ -124,14 +142,20 @@ export async function runRegistry(argv: string[]): Promise<number> {
       ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
       : "";
     console.error(
-      `registry ${args.id}: cannot start (${where}): ${
-        (error as Error).message
-      }${hint}`,
+      error instanceof JoinRefusedError
+        ? `registry ${args.id}: cannot join: ${error.message}`
+        : `registry ${args.id}: cannot start (${where}): ${
+          (error as Error).message
+        }${hint}`,
     );
     if (!existed && !(error instanceof DataDirInUseError)) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
-    } else if (madeSecret) {
-      // Nor a cluster secret it generated in a folder that was there.
+    }
+    if (madeSecret && (existed || args.join !== undefined)) {
+      // Nor a cluster secret it generated in a folder that was there, or
+      // for --join (never the cluster's: a retry would take it again). A
+      // bootstrap node's new secret outside its folder stays: the other
+      // nodes started with it may have read it already.
       await Deno.remove(args.clusterSecretFile).catch(() => {});
     }
     return 1;
@@ -149,12 +173,17 @@ export async function runRegistry(argv: string[]): Promise<number> {
   } catch (error) {
     return await cannotStart(error);
   }
-  let joining: { clusterId: string; peers: Record<string, string> } | undefined;
+  // With --join: checked (token, folder, secret, peer ports) before the
+  // node is added; nothing was added when this throws.
+  let joined: JoinedCluster | undefined;
   try {
-    joining = await joinedCluster(args, log);
+    joined = await joinedCluster(args, log, clusterSecret);
   } catch (error) {
     return await cannotStart(error);
   }
+  const joining = joined === undefined
+    ? undefined
+    : { clusterId: joined.clusterId, peers: joined.peers };
   try {
     node = await startRegistryNode(
       nodeOptionsOf(args, { clusterSecret, joining, log }, (error) => {
@@ -163,6 +192,8 @@ export async function runRegistry(argv: string[]): Promise<number> {
       }),
     );
   } catch (error) {
+    // Added by this start, which fails: no learner is left behind.
+    if (joined?.added) await leaveCluster(args, joined, log);
     return await cannotStart(error);
   }
   const cluster = Object.keys(
@@ -175,6 +206,17 @@ export async function runRegistry(argv: string[]): Promise<number> {
   const keepAsking = args.join === undefined && joining === undefined
     ? null
     : askPromotionWhileLearner(args, node, stopped.promise);
+  // A joined node that never hears from the leader: one this start added
+  // removes itself and exits 1 instead of waiting forever as a learner.
+  let unreached: string | null = null;
+  const contact = joined === undefined
+    ? null
+    : awaitLeaderContact(args, node, joined, stopped.promise, log).then(
+      (why) => {
+        unreached = why;
+        if (why !== null) stopped.resolve();
+      },
+    );
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
   if (args.watchStdin) {
@@ -189,6 +231,16 @@ export async function runRegistry(argv: string[]): Promise<number> {
   // A graceful stop: a leader hands over first (Raft dissertation §3.10).
   // Not after a storage failure, when the Raft node is already stopped.
   await keepAsking;
+  await contact;
+  if (unreached !== null) {
+    await leaveCluster(args, joined!, log);
+    await node.stop({ graceMs: 1000, handOver: false });
+    console.error(`registry ${args.id}: cannot join: ${unreached}`);
+    if (!existed) {
+      await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
+    }
+    return 1;
+  }
   await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
     console.error(`registry ${args.id}: storage failed, stopped:`, fatal);

@@ -8,13 +8,21 @@
  * DEADLINE_EXCEEDED (quoting the last answer) at the deadline. The same
  * policy as the stubs' `RegistryClient` for leader methods, without the
  * stub layer (the registry reaches only raft, rpc, protocol, internal).
+ * Given a `token`, it presents it (`registry.authenticate`) first on every
+ * connection it opens, a leader's it was pointed to included; a refused
+ * token is thrown at once (UNAUTHENTICATED or PERMISSION_DENIED).
  *
  * @module
  */
 
 import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { dial } from "../../rpc/transport/dial.ts";
-import { ConnectionError, type RpcError } from "../../rpc/errors.ts";
+import {
+  ConnectionError,
+  METHOD_NOT_FOUND,
+  RpcError,
+} from "../../rpc/errors.ts";
+import { AUTH_METHODS } from "../../protocol/auth.ts";
 import { formatTcpUrl, parseTcpUrl } from "../../rpc/transport/transport.ts";
 import type {
   ParamsOf,
@@ -38,6 +46,13 @@ interface JoinClientOptions {
   attemptTimeoutMs?: number;
   /** Rounds in which no URL accepted a connection before UNAVAILABLE. @default 2 */
   failFastRounds?: number;
+  /**
+   * A bearer token (`rft_<id>_<secret>`) presented with
+   * `registry.authenticate` on each new connection before any other call.
+   * A node that does not know the method (no access control) is called
+   * without it. @default none
+   */
+  token?: string;
 }
 
 /** First and longest back-off after a round where no node answered, ms. */
@@ -49,6 +64,7 @@ export class JoinClient {
   readonly #deadlineMs: number;
   readonly #attemptTimeoutMs: number;
   readonly #failFastRounds: number;
+  readonly #token: string | undefined;
   readonly #connections = new Map<string, Promise<RpcConnection>>();
   readonly #closing = new AbortController();
   /** Index of the node believed to lead. */
@@ -63,6 +79,7 @@ export class JoinClient {
     this.#deadlineMs = options.deadlineMs ?? 15_000;
     this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 4_000;
     this.#failFastRounds = options.failFastRounds ?? 2;
+    this.#token = options.token;
   }
 
   /**
@@ -138,10 +155,28 @@ export class JoinClient {
   #connection(url: string): Promise<RpcConnection> {
     let connection = this.#connections.get(url);
     if (connection === undefined) {
-      connection = dial(url);
+      connection = dial(url).then((opened) => this.#authenticate(opened));
       // A failed dial is dialed again next time.
       connection.catch(() => this.#connections.delete(url));
       this.#connections.set(url, connection);
+    }
+    return connection;
+  }
+
+  /** Presents the token, if any; closes the connection when that fails. */
+  async #authenticate(connection: RpcConnection): Promise<RpcConnection> {
+    if (this.#token === undefined) return connection;
+    try {
+      await connection.call(
+        AUTH_METHODS.authenticate,
+        { token: this.#token },
+        { timeoutMs: this.#attemptTimeoutMs, signal: this.#closing.signal },
+      );
+    } catch (error) {
+      if (!(error instanceof RpcError && error.code === METHOD_NOT_FOUND)) {
+        connection.close();
+        throw error;
+      }
     }
     return connection;
   }
