@@ -1,0 +1,148 @@
+/**
+ * Tests of `serverToken`: the pool's connections to servers call
+ * `rpc.authenticate {token}` before anything else (calls wait for it), a
+ * refused token fails the call with AuthenticationError, and the server
+ * token never reaches the registry (nor the registry token a server).
+ */
+
+import assert from "node:assert/strict";
+import { RpcError, UNAUTHENTICATED } from "../rpc/errors.ts";
+import { serve } from "../adapter/deno/serve.ts";
+import { AUTH_METHODS } from "../protocol/auth.ts";
+import { within } from "../testing/time.ts";
+import { connect } from "./client.ts";
+import { AuthenticationError } from "./authenticate.ts";
+import { ConnectionPool } from "./connection_pool.ts";
+import { fakeAuthRegistry } from "./registry_client/_auth_fake.ts";
+
+/** A user server that takes calls only after `rpc.authenticate` with `token`. */
+function tokenServer(token: string, authDelayMs = 0) {
+  const calls: string[][] = [];
+  const server = serve({
+    methods: () => {
+      const seen: string[] = [];
+      calls.push(seen);
+      let ok = false;
+      return {
+        "rpc.authenticate": async (params: { token: string }) => {
+          seen.push("rpc.authenticate");
+          await new Promise((r) => setTimeout(r, authDelayMs));
+          if (params.token !== token) {
+            throw new RpcError(UNAUTHENTICATED, "Unauthenticated: bad token");
+          }
+          ok = true;
+          return { ok };
+        },
+        echo: (text: string) => {
+          seen.push("echo");
+          if (!ok) throw new RpcError(UNAUTHENTICATED, "authenticate first");
+          return text;
+        },
+      };
+    },
+  });
+  return { server, calls };
+}
+
+Deno.test("a pool with a handshake runs it first on each connection; calls wait for it", async () => {
+  const { server, calls } = tokenServer("s3cret", 150);
+  const pool = new ConnectionPool({
+    handshake: async (connection) => {
+      await connection.call("rpc.authenticate", { token: "s3cret" });
+    },
+  });
+  try {
+    const results = await within(
+      Promise.all(
+        ["a", "b", "c"].map(async (text) =>
+          (await pool.get(server.url)).call("echo", [text])
+        ),
+      ),
+      10_000,
+      "three calls",
+    );
+    assert.deepEqual(results, ["a", "b", "c"]);
+    assert.deepEqual(calls, [["rpc.authenticate", "echo", "echo", "echo"]]);
+  } finally {
+    pool.close();
+    await server.close();
+  }
+});
+
+Deno.test("serverToken: stub calls authenticate to servers with it, never to the registry", async () => {
+  const { server, calls } = tokenServer("s3cret");
+  const registry = fakeAuthRegistry({ endpoints: { svc: [server.url] } });
+  const client = connect(registry.url, {
+    token: registry.admin,
+    serverToken: "s3cret",
+    watch: false,
+  });
+  try {
+    assert.equal(await client.call("svc", "echo", ["hi"]), "hi");
+    assert.equal(await client.call("svc", "echo", ["again"]), "again");
+    assert.deepEqual(calls, [["rpc.authenticate", "echo", "echo"]]);
+    // The registry saw its own token only.
+    for (const seen of registry.calls) {
+      assert.equal(seen[0], AUTH_METHODS.authenticate);
+      assert.ok(!seen.includes("rpc.authenticate"), `${seen}`);
+    }
+  } finally {
+    client.close();
+    await server.close();
+    await registry.close();
+  }
+});
+
+Deno.test("serverToken: a refused token fails the call with AuthenticationError; no call is sent", async () => {
+  const { server, calls } = tokenServer("s3cret");
+  const registry = fakeAuthRegistry({ endpoints: { svc: [server.url] } });
+  const client = connect(registry.url, {
+    token: registry.admin,
+    serverToken: "wrong",
+    watch: false,
+  });
+  try {
+    const error = await client.call("svc", "echo", ["hi"]).then(
+      () => assert.fail("the call succeeded"),
+      (e) => e,
+    );
+    assert.equal(error.code, UNAUTHENTICATED, String(error));
+    const cause = error instanceof AuthenticationError ? error : error.cause;
+    assert.match(String(error.message), /refused the token/);
+    assert.match(String(error.message), /serverToken/);
+    assert.ok(
+      cause === undefined || cause instanceof AuthenticationError,
+      String(cause),
+    );
+    assert.ok(calls.length >= 1);
+    for (const seen of calls) assert.deepEqual(seen, ["rpc.authenticate"]);
+  } finally {
+    client.close();
+    await server.close();
+    await registry.close();
+  }
+});
+
+Deno.test("without serverToken, servers get no rpc.authenticate", async () => {
+  const seen: string[] = [];
+  const plain = serve({
+    methods: {
+      "rpc.authenticate": () => seen.push("rpc.authenticate"),
+      echo: (text: string) => (seen.push("echo"), text),
+    },
+  });
+  const registry = fakeAuthRegistry({ endpoints: { svc: [plain.url] } });
+  const client = connect(registry.url, { token: registry.admin, watch: false });
+  try {
+    assert.equal(await client.call("svc", "echo", ["hi"]), "hi");
+    assert.deepEqual(seen, ["echo"]);
+    assert.deepEqual(
+      registry.calls.flat().filter((m) => m.startsWith("rpc.")),
+      [],
+    );
+  } finally {
+    client.close();
+    await plain.close();
+    await registry.close();
+  }
+});
