@@ -13,7 +13,7 @@ import { within } from "../testing/time.ts";
 import { connect } from "./client.ts";
 import { AuthenticationError } from "./authenticate.ts";
 import { ConnectionPool } from "./connection_pool.ts";
-import { fakeAuthRegistry } from "./registry_client/_auth_fake.ts";
+import { fakeAuthRegistry } from "../testing/fake_auth_registry.ts";
 
 /** A user server that takes calls only after `rpc.authenticate` with `token`. */
 function tokenServer(token: string, authDelayMs = 0) {

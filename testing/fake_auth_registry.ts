@@ -9,22 +9,18 @@
  * @module
  */
 
-import { serve } from "../../adapter/deno/serve.ts";
-import {
-  PERMISSION_DENIED,
-  RpcError,
-  UNAUTHENTICATED,
-} from "../../rpc/errors.ts";
-import type { RpcServer } from "../../rpc/server/server.ts";
-import type { RpcSession } from "../../rpc/server/method.ts";
+import { serve } from "../adapter/deno/serve.ts";
+import { PERMISSION_DENIED, RpcError, UNAUTHENTICATED } from "../rpc/errors.ts";
+import type { RpcServer } from "../rpc/server/server.ts";
+import type { RpcSession } from "../rpc/server/method.ts";
 import {
   AUTH_METHODS,
   type AuthenticateResult,
   newToken,
   normalizePermission,
   type TokenInfo,
-} from "../../protocol/auth.ts";
-import { REGISTRY_METHODS } from "../../protocol/registry.ts";
+} from "../protocol/auth.ts";
+import { REGISTRY_METHODS } from "../protocol/registry.ts";
 
 /** Settings of {@link fakeAuthRegistry}. */
 export interface FakeAuthOptions {
