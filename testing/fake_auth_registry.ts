@@ -101,10 +101,12 @@ export function fakeAuthRegistry(
         };
       return {
         [AUTH_METHODS.authenticate]: async ({ token }: { token: string }) => {
-          seen.push(AUTH_METHODS.authenticate);
           if (options.authDelayMs) {
             await new Promise((r) => setTimeout(r, options.authDelayMs));
           }
+          // Recorded when it answers: a call that did not wait for it
+          // shows up before it.
+          seen.push(AUTH_METHODS.authenticate);
           const found = [...tokens.values()].find((t) => t.token === token);
           if (found === undefined) {
             throw new RpcError(

@@ -100,6 +100,35 @@ Deno.test("the watch connection authenticates before its first watch, after reco
   }
 });
 
+Deno.test("a watch opened while the watch connection authenticates waits for it", async () => {
+  const fake = fakeAuthRegistry({ authDelayMs: 300 });
+  const client = connect(fake.url, { token: fake.admin });
+  try {
+    const first = client.watch("a");
+    // The watch connection is open and authenticating now.
+    await waitFor(() => fake.calls.length === 1, "the watch connection");
+    const second = client.watch("b");
+    const watchCalls = () =>
+      fake.calls.find((calls) => calls.includes(REGISTRY_METHODS.watch));
+    await waitFor(
+      () =>
+        watchCalls()?.filter((m) => m === REGISTRY_METHODS.watch).length === 2,
+      "both watches",
+    );
+    assert.deepEqual(watchCalls(), [
+      AUTH,
+      REGISTRY_METHODS.watch,
+      REGISTRY_METHODS.watch,
+    ]);
+    assert.equal(first.error, null);
+    assert.equal(second.error, null);
+    assert.equal(client.watches.size, 2);
+  } finally {
+    client.close();
+    await fake.close();
+  }
+});
+
 Deno.test("a refused token fails at once with AuthenticationError, without trying the other registry URLs", async () => {
   const fake = fakeAuthRegistry();
   const other = fakeAuthRegistry();

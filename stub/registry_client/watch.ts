@@ -349,26 +349,35 @@ export class WatchClient {
           await this.#pause(failures++);
           continue;
         }
+        const token = this.#options.token;
+        if (token !== undefined) {
+          // Before the connection is shared (a new watch starts on it at
+          // once) or pinged: authenticate is its first call.
+          try {
+            await presentToken(
+              connection,
+              "registry",
+              token,
+              this.#options.callTimeoutMs ?? 4_000,
+            );
+          } catch (error) {
+            // Another node would refuse it too: the watches end with it.
+            if (refusesAccess(error)) {
+              for (const watch of [...this.#watches]) watch.fail(error);
+            }
+            this.#options.onReconnect?.(url, error);
+            await this.#pause(failures++);
+            continue;
+          }
+        }
+        if (this.#closed || this.#watches.size === 0) {
+          // Closed, or every watch ended, while it was opening.
+          connection.close();
+          continue;
+        }
         this.#connection = connection;
         const pinger = this.#ping(connection);
         try {
-          const token = this.#options.token;
-          if (token !== undefined) {
-            try {
-              await presentToken(
-                connection,
-                "registry",
-                token,
-                this.#options.callTimeoutMs ?? 4_000,
-              );
-            } catch (error) {
-              // Another node would refuse it too: the watches end with it.
-              if (refusesAccess(error)) {
-                for (const watch of [...this.#watches]) watch.fail(error);
-              }
-              throw error;
-            }
-          }
           await Promise.all(
             [...this.#watches].map((watch) => this.#start(connection, watch)),
           );
