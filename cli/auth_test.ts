@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import { AUTH_METHODS, newToken, tokenIdOf } from "../protocol/auth.ts";
 import { fakeAuthRegistry } from "../testing/fake_auth_registry.ts";
+import { REGISTRY_METHODS } from "../protocol/registry.ts";
+import { waitFor } from "../testing/time.ts";
 import { EXIT, runCli } from "./main.ts";
 
 interface Ran {
@@ -252,4 +254,52 @@ Deno.test("rafter --help lists the auth, token and cert commands, and the exit c
   );
   const one = await run(["cert", "member", "--help"]);
   assert.match(one.out.join("\n"), /rafter:\/\/member\/ID/);
+});
+
+Deno.test("rafter watch authenticates its watch connection with the token", async () => {
+  const fake = fakeAuthRegistry();
+  const stop = new AbortController();
+  try {
+    const out: string[] = [];
+    const err: string[] = [];
+    const env: Record<string, string> = {
+      RAFTER_REGISTRY: fake.url,
+      RAFTER_TOKEN: fake.admin,
+    };
+    const running = runCli(["watch", "svc"], {
+      out: (line) => out.push(line),
+      err: (line) => err.push(line),
+      env: (name) => env[name],
+      signal: stop.signal,
+    });
+    const watchCalls = () =>
+      fake.calls.find((calls) => calls.includes(REGISTRY_METHODS.watch));
+    await waitFor(() => watchCalls(), "the watch call");
+    stop.abort();
+    assert.equal(await running, EXIT.interrupted, err.join("\n"));
+    assert.deepEqual(watchCalls()?.slice(0, 2), [
+      AUTH_METHODS.authenticate,
+      REGISTRY_METHODS.watch,
+    ]);
+    for (const calls of fake.calls) {
+      assert.equal(calls[0], AUTH_METHODS.authenticate);
+    }
+  } finally {
+    stop.abort();
+    await fake.close();
+  }
+});
+
+Deno.test("rafter watch with a refused token exits 5", async () => {
+  const fake = fakeAuthRegistry();
+  try {
+    const ran = await run(["watch", "svc"], {
+      RAFTER_REGISTRY: fake.url,
+      RAFTER_TOKEN: newToken().token,
+    });
+    expect(ran, EXIT.unauthenticated);
+    assert.match(ran.err.join("\n"), /refused the token from RAFTER_TOKEN/);
+  } finally {
+    await fake.close();
+  }
 });
