@@ -52,6 +52,8 @@ export function parseCommandLine(
   checkPositionals(command, positionals);
   const { registry, registrySource } = registryUrls(values, env);
   const { token, tokenSource } = registryToken(values, env);
+  const serverToken = (values["server-token"] as string | undefined) ??
+    (env("RAFTER_SERVER_TOKEN")?.trim() || undefined);
   if (values.local === true && registry.length !== 1) {
     throw new UsageError(
       "--local works on one registry node: give exactly one --registry URL",
@@ -63,6 +65,7 @@ export function parseCommandLine(
       registrySource,
       token,
       tokenSource,
+      serverToken,
       json: values.json === true,
       timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
         DEFAULT_TIMEOUT_MS,

@@ -9,6 +9,8 @@ import assert from "node:assert/strict";
 import { AUTH_METHODS, newToken, tokenIdOf } from "../protocol/auth.ts";
 import { fakeAuthRegistry } from "../testing/fake_auth_registry.ts";
 import { REGISTRY_METHODS } from "../protocol/registry.ts";
+import { RpcError, UNAUTHENTICATED } from "../rpc/errors.ts";
+import { serve } from "../adapter/deno/serve.ts";
 import { waitFor } from "../testing/time.ts";
 import { EXIT, runCli } from "./main.ts";
 
@@ -300,6 +302,64 @@ Deno.test("rafter watch with a refused token exits 5", async () => {
     expect(ran, EXIT.unauthenticated);
     assert.match(ran.err.join("\n"), /refused the token from RAFTER_TOKEN/);
   } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("rafter call presents RAFTER_SERVER_TOKEN (or --server-token) to the server; a refused one exits 5 naming it", async () => {
+  const seen: string[][] = [];
+  const server = serve({
+    methods: () => {
+      const calls: string[] = [];
+      seen.push(calls);
+      let ok = false;
+      return {
+        "rpc.authenticate": ({ token }: { token: string }) => {
+          calls.push("rpc.authenticate");
+          ok = token === "s3cret";
+          if (!ok) {
+            throw new RpcError(UNAUTHENTICATED, "Unauthenticated: bad token");
+          }
+          return { ok };
+        },
+        echo: (text: string) => (calls.push("echo"), ok ? text : "refused"),
+      };
+    },
+  });
+  const fake = fakeAuthRegistry({ endpoints: { svc: [server.url] } });
+  try {
+    const env = { RAFTER_REGISTRY: fake.url, RAFTER_TOKEN: fake.admin };
+    const good = await run(["call", "svc", "echo", '["hi"]'], {
+      ...env,
+      RAFTER_SERVER_TOKEN: "s3cret",
+    });
+    expect(good, EXIT.ok);
+    assert.equal(JSON.parse(good.out.join("\n")), "hi");
+    assert.deepEqual(seen.at(-1), ["rpc.authenticate", "echo"]);
+    const option = await run([
+      "call",
+      "svc",
+      "echo",
+      '["there"]',
+      "--server-token",
+      "s3cret",
+    ], env);
+    expect(option, EXIT.ok);
+    assert.equal(JSON.parse(option.out.join("\n")), "there");
+
+    const bad = await run(["call", "svc", "echo", '["hi"]'], {
+      ...env,
+      RAFTER_SERVER_TOKEN: "wrong",
+    });
+    expect(bad, EXIT.unauthenticated);
+    const text = bad.err.join("\n");
+    assert.match(text, /bad token/);
+    assert.match(text, /set RAFTER_SERVER_TOKEN \(or --server-token\)/);
+    assert.deepEqual(seen.at(-1), ["rpc.authenticate"]);
+    // The server token never reached the registry.
+    assert.ok(!fake.calls.flat().includes("rpc.authenticate"));
+  } finally {
+    await server.close();
     await fake.close();
   }
 });

@@ -22,6 +22,11 @@ export interface Globals {
   token: string | undefined;
   /** Where `token` came from: `--token`, `RAFTER_TOKEN` or `none`. */
   tokenSource: string;
+  /**
+   * The token for the servers `rafter call` calls (`--server-token`, else
+   * `RAFTER_SERVER_TOKEN`), or undefined.
+   */
+  serverToken: string | undefined;
   /** `--json`: JSON on stdout, errors as one JSON line on stderr. */
   json: boolean;
   /** `--timeout-ms`: how long to wait for the registry. */

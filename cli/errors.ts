@@ -17,6 +17,7 @@ import {
 } from "../rpc/errors.ts";
 import { tokenIdOf } from "../protocol/auth.ts";
 import { AuthenticationError } from "../stub/authenticate.ts";
+import { ServerError } from "../stub/call/call_errors.ts";
 import {
   LEASE_NOT_FOUND,
   NO_ENDPOINTS,
@@ -95,6 +96,12 @@ export function report(error: unknown, context: Context): number {
 
 /** What to do after UNAUTHENTICATED or PERMISSION_DENIED: a line to print. */
 function accessHint(error: RpcError, context: Context): string {
+  if (error instanceof ServerError) {
+    // A service's server refused, not the registry.
+    return error.code === UNAUTHENTICATED
+      ? `\nThe server at ${error.endpoint} wants a token: set RAFTER_SERVER_TOKEN (or --server-token) to one it accepts (RAFTER_TOKEN is the registry's).`
+      : `\nThe server at ${error.endpoint} refused the call for the token from RAFTER_SERVER_TOKEN: ask the service's owner for a token that may.`;
+  }
   const { token, tokenSource } = context.globals;
   const id = token === undefined ? null : tokenIdOf(token);
   const which = `The token from ${tokenSource}${

@@ -11,7 +11,9 @@
  *
  * Access control: for a registry with auth on, every command presents the
  * token from `--token`, else `RAFTER_TOKEN` (prefer the variable: command
- * lines are visible to other users). `rafter auth enable|disable|status`
+ * lines are visible to other users); `rafter call` presents the servers'
+ * own token from `--server-token`, else `RAFTER_SERVER_TOKEN`, to servers
+ * that check tokens. `rafter auth enable|disable|status`
  * turns it on and off, `rafter token create NAME --perm read:PREFIX
  * --perm bind:PREFIX` makes a token (printed once, on stdout alone),
  * `rafter token list` and `rafter token revoke TOKEN_ID` manage them.
@@ -65,7 +67,10 @@ export interface CliIo {
    * `watch` listens for SIGINT itself.
    */
   signal?: AbortSignal;
-  /** Reads an environment variable (`RAFTER_REGISTRY`, `RAFTER_TOKEN`). @default Deno.env.get */
+  /**
+   * Reads an environment variable (`RAFTER_REGISTRY`, `RAFTER_TOKEN`,
+   * `RAFTER_SERVER_TOKEN`). @default Deno.env.get
+   */
   env?: (name: string) => string | undefined;
 }
 
@@ -230,6 +235,7 @@ async function execute(
 ): Promise<number> {
   const client = connect(globals.registry, {
     token: globals.token,
+    serverToken: globals.serverToken,
     deadlineMs: globals.timeoutMs,
     attemptTimeoutMs: Math.min(globals.timeoutMs, 4_000),
     connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
