@@ -7,10 +7,11 @@
 
 import assert from "node:assert/strict";
 import { AUTH_METHODS, newToken, tokenIdOf } from "../protocol/auth.ts";
-import { fakeAuthRegistry } from "../testing/fake_auth_registry.ts";
+import {
+  fakeAuthRegistry,
+  tokenServer,
+} from "../testing/fake_auth_registry.ts";
 import { REGISTRY_METHODS } from "../protocol/registry.ts";
-import { RpcError, UNAUTHENTICATED } from "../rpc/errors.ts";
-import { serve } from "../adapter/deno/serve.ts";
 import { waitFor } from "../testing/time.ts";
 import { EXIT, runCli } from "./main.ts";
 
@@ -307,25 +308,7 @@ Deno.test("rafter watch with a refused token exits 5", async () => {
 });
 
 Deno.test("rafter call presents RAFTER_SERVER_TOKEN (or --server-token) to the server; a refused one exits 5 naming it", async () => {
-  const seen: string[][] = [];
-  const server = serve({
-    methods: () => {
-      const calls: string[] = [];
-      seen.push(calls);
-      let ok = false;
-      return {
-        "rpc.authenticate": ({ token }: { token: string }) => {
-          calls.push("rpc.authenticate");
-          ok = token === "s3cret";
-          if (!ok) {
-            throw new RpcError(UNAUTHENTICATED, "Unauthenticated: bad token");
-          }
-          return { ok };
-        },
-        echo: (text: string) => (calls.push("echo"), ok ? text : "refused"),
-      };
-    },
-  });
+  const { server, calls: seen } = tokenServer("s3cret");
   const fake = fakeAuthRegistry({ endpoints: { svc: [server.url] } });
   try {
     const env = { RAFTER_REGISTRY: fake.url, RAFTER_TOKEN: fake.admin };

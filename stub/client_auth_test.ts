@@ -6,43 +6,17 @@
  */
 
 import assert from "node:assert/strict";
-import { RpcError, UNAUTHENTICATED } from "../rpc/errors.ts";
+import { UNAUTHENTICATED } from "../rpc/errors.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import { AUTH_METHODS } from "../protocol/auth.ts";
 import { within } from "../testing/time.ts";
 import { connect } from "./client.ts";
 import { AuthenticationError } from "./authenticate.ts";
 import { ConnectionPool } from "./connection_pool.ts";
-import { fakeAuthRegistry } from "../testing/fake_auth_registry.ts";
-
-/** A user server that takes calls only after `rpc.authenticate` with `token`. */
-function tokenServer(token: string, authDelayMs = 0) {
-  const calls: string[][] = [];
-  const server = serve({
-    methods: () => {
-      const seen: string[] = [];
-      calls.push(seen);
-      let ok = false;
-      return {
-        "rpc.authenticate": async (params: { token: string }) => {
-          seen.push("rpc.authenticate");
-          await new Promise((r) => setTimeout(r, authDelayMs));
-          if (params.token !== token) {
-            throw new RpcError(UNAUTHENTICATED, "Unauthenticated: bad token");
-          }
-          ok = true;
-          return { ok };
-        },
-        echo: (text: string) => {
-          seen.push("echo");
-          if (!ok) throw new RpcError(UNAUTHENTICATED, "authenticate first");
-          return text;
-        },
-      };
-    },
-  });
-  return { server, calls };
-}
+import {
+  fakeAuthRegistry,
+  tokenServer,
+} from "../testing/fake_auth_registry.ts";
 
 Deno.test("a pool with a handshake runs it first on each connection; calls wait for it", async () => {
   const { server, calls } = tokenServer("s3cret", 150);

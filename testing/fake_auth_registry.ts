@@ -214,3 +214,43 @@ export function fakeAuthRegistry(
     close: () => server.close(),
   };
 }
+
+/** A user server that checks tokens, and what each connection called. */
+export interface TokenServer {
+  /** The server: `echo(text)` answers `text` once authenticated. */
+  server: RpcServer;
+  /** Method names called on each connection, in order. */
+  calls: string[][];
+}
+
+/**
+ * A user server whose connections must call `rpc.authenticate {token}`
+ * with `token` first (it answers after `authDelayMs`): `echo` then
+ * answers its text, and before that `"refused"`.
+ */
+export function tokenServer(token: string, authDelayMs = 0): TokenServer {
+  const calls: string[][] = [];
+  const server = serve({
+    methods: () => {
+      const seen: string[] = [];
+      calls.push(seen);
+      let ok = false;
+      return {
+        "rpc.authenticate": async (params: { token: string }) => {
+          await new Promise((r) => setTimeout(r, authDelayMs));
+          seen.push("rpc.authenticate");
+          ok = params.token === token;
+          if (!ok) {
+            throw new RpcError(UNAUTHENTICATED, "Unauthenticated: bad token");
+          }
+          return { ok };
+        },
+        echo: (text: string) => {
+          seen.push("echo");
+          return ok ? text : "refused";
+        },
+      };
+    },
+  });
+  return { server, calls };
+}

@@ -5,10 +5,11 @@
  */
 
 import assert from "node:assert/strict";
-import { RpcError, UNAUTHENTICATED } from "../../rpc/errors.ts";
 import { AUTH_METHODS } from "../../protocol/auth.ts";
-import { serve } from "../deno/serve.ts";
-import { fakeAuthRegistry } from "../../testing/fake_auth_registry.ts";
+import {
+  fakeAuthRegistry,
+  tokenServer,
+} from "../../testing/fake_auth_registry.ts";
 import { edgeClient } from "./edge_client.ts";
 import type { CloudflareConnect, CloudflareSocket } from "./tcp.ts";
 
@@ -39,23 +40,7 @@ const denoConnect: CloudflareConnect = (address): CloudflareSocket => {
 };
 
 Deno.test("edgeClient: each request's connections present token to the registry and serverToken to servers", async () => {
-  const calls: string[][] = [];
-  const server = serve({
-    methods: () => {
-      const seen: string[] = [];
-      calls.push(seen);
-      let ok = false;
-      return {
-        "rpc.authenticate": ({ token }: { token: string }) => {
-          seen.push("rpc.authenticate");
-          ok = token === "s3cret";
-          if (!ok) throw new RpcError(UNAUTHENTICATED, "bad token");
-          return { ok };
-        },
-        echo: (text: string) => (seen.push("echo"), ok ? text : "refused"),
-      };
-    },
-  });
+  const { server, calls } = tokenServer("s3cret");
   const registry = fakeAuthRegistry({ endpoints: { svc: [server.url] } });
   const rafter = edgeClient(registry.url, {
     connect: denoConnect,
