@@ -6,12 +6,12 @@
  */
 
 import assert from "node:assert/strict";
-import { UNAUTHENTICATED } from "../rpc/errors.ts";
+import { ConnectionError, UNAUTHENTICATED } from "../rpc/errors.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import { AUTH_METHODS } from "../protocol/auth.ts";
 import { within } from "../testing/time.ts";
 import { connect } from "./client.ts";
-import { AuthenticationError } from "./authenticate.ts";
+import { AuthenticationError, presentToken } from "./authenticate.ts";
 import { ConnectionPool } from "./connection_pool.ts";
 import {
   fakeAuthRegistry,
@@ -118,5 +118,42 @@ Deno.test("without serverToken, servers get no rpc.authenticate", async () => {
     client.close();
     await plain.close();
     await registry.close();
+  }
+});
+
+Deno.test("a handshake the server refuses fails get() with its answer and no back-off; one never answered is a failed dial", async () => {
+  const { server, calls } = tokenServer("s3cret");
+  const refusing = new ConnectionPool({
+    handshake: (connection) =>
+      presentToken(connection, "server", "wrong", 2_000),
+  });
+  const silent = serve({
+    methods: { "rpc.authenticate": () => new Promise(() => {}) },
+  });
+  const hanging = new ConnectionPool({
+    handshake: (connection) =>
+      presentToken(connection, "server", "s3cret", 100),
+  });
+  try {
+    for (let i = 1; i <= 2; i++) {
+      await assert.rejects(refusing.get(server.url), (error: Error) => {
+        assert.ok(error instanceof AuthenticationError, String(error));
+        return true;
+      });
+      // Not in a back-off: the next get() dials again.
+      assert.equal(calls.length, i);
+    }
+    await assert.rejects(hanging.get(silent.url), (error: Error) => {
+      assert.ok(error instanceof ConnectionError, String(error));
+      assert.equal(error.written, false);
+      assert.match(error.message, /handshake got no answer/);
+      return true;
+    });
+    await assert.rejects(hanging.get(silent.url), /not redialing/);
+  } finally {
+    refusing.close();
+    hanging.close();
+    await server.close();
+    await silent.close();
   }
 });
