@@ -117,9 +117,11 @@ export interface ConnectOptions
    * registry's `token`): each connection to a server calls
    * `rpc.authenticate {token}` before any call is sent on it (again after
    * each reconnect), and calls issued meanwhile wait for it. A token the
-   * server refuses fails those calls with an `AuthenticationError`
-   * (UNAUTHENTICATED, -32012); it is never sent to a registry node, whose
-   * connections are kept apart. Without it servers get no token.
+   * server refuses fails those calls, unsent and not retried elsewhere,
+   * with a `ServerError` of code UNAUTHENTICATED (-32012) that carries the
+   * `AuthenticationError`'s message and data (`{ url, tokenId, answer }`).
+   * The token is never sent to a registry node, whose connections are kept
+   * apart. Without it servers get no token.
    *
    * @example
    * ```ts ignore

@@ -11,6 +11,7 @@ import { serve } from "../adapter/deno/serve.ts";
 import { AUTH_METHODS } from "../protocol/auth.ts";
 import { within } from "../testing/time.ts";
 import { connect } from "./client.ts";
+import { ServerError } from "./call/call_errors.ts";
 import { AuthenticationError, presentToken } from "./authenticate.ts";
 import { ConnectionPool } from "./connection_pool.ts";
 import {
@@ -67,7 +68,7 @@ Deno.test("serverToken: stub calls authenticate to servers with it, never to the
   }
 });
 
-Deno.test("serverToken: a refused token fails the call with AuthenticationError; no call is sent", async () => {
+Deno.test("serverToken: a refused token fails the call with a ServerError carrying the refusal; no call is sent", async () => {
   const { server, calls } = tokenServer("s3cret");
   const registry = fakeAuthRegistry({ endpoints: { svc: [server.url] } });
   const client = connect(registry.url, {
@@ -80,16 +81,18 @@ Deno.test("serverToken: a refused token fails the call with AuthenticationError;
       () => assert.fail("the call succeeded"),
       (e) => e,
     );
-    assert.equal(error.code, UNAUTHENTICATED, String(error));
-    const cause = error instanceof AuthenticationError ? error : error.cause;
-    assert.match(String(error.message), /refused the token/);
-    assert.match(String(error.message), /serverToken/);
-    assert.ok(
-      cause === undefined || cause instanceof AuthenticationError,
-      String(cause),
-    );
-    assert.ok(calls.length >= 1);
-    for (const seen of calls) assert.deepEqual(seen, ["rpc.authenticate"]);
+    assert.ok(error instanceof ServerError, String(error));
+    assert.equal(error.code, UNAUTHENTICATED);
+    assert.equal(error.endpoint, server.url);
+    assert.match(error.message, /the server at \S+ refused the token/);
+    assert.match(error.message, /serverToken/);
+    assert.deepEqual(error.data, {
+      url: server.url,
+      tokenId: null,
+      answer: { code: UNAUTHENTICATED, message: "Unauthenticated: bad token" },
+    });
+    // Not retried, and echo never reached the server.
+    assert.deepEqual(calls, [["rpc.authenticate"]]);
   } finally {
     client.close();
     await server.close();
