@@ -267,3 +267,23 @@ Deno.test("a malformed token is refused by connect(), without echoing it", () =>
     },
   );
 });
+
+Deno.test("bindServer with a refused token fails its first bind at once", async () => {
+  const fake = fakeAuthRegistry();
+  const client = connect(fake.url, { token: newToken().token, watch: false });
+  try {
+    const started = Date.now();
+    await assert.rejects(
+      client.bindServer("svc", "tcp://127.0.0.1:9"),
+      (error: Error) => {
+        assert.ok(error instanceof AuthenticationError, String(error));
+        return true;
+      },
+    );
+    assert.ok(Date.now() - started < 2_000, "fails fast");
+    assert.deepEqual(fake.calls, [[AUTH]]);
+  } finally {
+    client.close();
+    await fake.close();
+  }
+});
