@@ -1,6 +1,6 @@
 /**
  * The command line's shared parsing: the global options every command
- * takes (`--registry`, `--json`, `--timeout-ms`, `--help`), reading one
+ * takes (`--registry`, `--token`, `--json`, `--timeout-ms`, `--help`), reading one
  * command's arguments into {@link Globals}, positionals and option values,
  * and the checkers of names, URLs and integers that raise a
  * {@link UsageError} (exit 2) for a bad value.
@@ -11,6 +11,7 @@
 import { parseArgs } from "node:util";
 import { formatTcpUrl, parseTcpUrl } from "../rpc/transport/transport.ts";
 import { DEFAULT_REGISTRY_URL, parseName } from "../protocol/registry.ts";
+import { tokenIdOf } from "../protocol/auth.ts";
 import type { Command, Globals, OptionType, Values } from "./context.ts";
 import { UsageError } from "./errors.ts";
 
@@ -20,6 +21,7 @@ export const DEFAULT_TIMEOUT_MS = 5_000;
 /** The options every command takes, beside its own. */
 export const GLOBAL_OPTIONS: Record<string, OptionType> = {
   registry: { type: "string" },
+  token: { type: "string" },
   json: { type: "boolean" },
   "timeout-ms": { type: "string" },
   help: { type: "boolean" },
@@ -38,7 +40,8 @@ export interface CommandLine {
 /**
  * Reads `args` (the words after the command's name) for `command`, taking
  * the registry URLs from `--registry`, else `RAFTER_REGISTRY` (read with
- * `env`), else the default. Throws {@link UsageError} for a bad line.
+ * `env`), else the default, and the token from `--token`, else
+ * `RAFTER_TOKEN`. Throws {@link UsageError} for a bad line.
  */
 export function parseCommandLine(
   command: Command,
@@ -48,6 +51,9 @@ export function parseCommandLine(
   const { values, positionals } = parseOptions(command, args);
   checkPositionals(command, positionals);
   const { registry, registrySource } = registryUrls(values, env);
+  const { token, tokenSource } = registryToken(values, env);
+  const serverToken = (values["server-token"] as string | undefined) ??
+    (env("RAFTER_SERVER_TOKEN")?.trim() || undefined);
   if (values.local === true && registry.length !== 1) {
     throw new UsageError(
       "--local works on one registry node: give exactly one --registry URL",
@@ -57,6 +63,9 @@ export function parseCommandLine(
     globals: {
       registry,
       registrySource,
+      token,
+      tokenSource,
+      serverToken,
       json: values.json === true,
       timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
         DEFAULT_TIMEOUT_MS,
@@ -142,6 +151,32 @@ function registryUrls(
     }
   }
   return { registry, registrySource };
+}
+
+/**
+ * The registry token: `--token`, else `RAFTER_TOKEN`, else none; and
+ * where it came from. Throws {@link UsageError} for one that is no
+ * `rft_…` token (without printing it).
+ */
+function registryToken(
+  values: Values,
+  env: (name: string) => string | undefined,
+): { token: string | undefined; tokenSource: string } {
+  const fromOption = values.token as string | undefined;
+  const fromEnv = env("RAFTER_TOKEN")?.trim();
+  const tokenSource = fromOption !== undefined
+    ? "--token"
+    : fromEnv !== undefined && fromEnv !== ""
+    ? "RAFTER_TOKEN"
+    : "none";
+  const token = fromOption?.trim() ??
+    (tokenSource === "RAFTER_TOKEN" ? fromEnv : undefined);
+  if (token !== undefined && tokenIdOf(token) === null) {
+    throw new UsageError(
+      `${tokenSource} is not a Rafter token: expected rft_<16 hex digits>_<43 characters>, as rafter token create prints`,
+    );
+  }
+  return { token, tokenSource };
 }
 
 /** `--lease ID` and `--local`: which binding `unbind` and `drain` touch. */

@@ -18,6 +18,15 @@ export interface Globals {
   registry: string[];
   /** Where `registry` came from, for error messages. */
   registrySource: string;
+  /** The registry token (`--token`, else `RAFTER_TOKEN`), or undefined. */
+  token: string | undefined;
+  /** Where `token` came from: `--token`, `RAFTER_TOKEN` or `none`. */
+  tokenSource: string;
+  /**
+   * The token for the servers `rafter call` calls (`--server-token`, else
+   * `RAFTER_SERVER_TOKEN`), or undefined.
+   */
+  serverToken: string | undefined;
   /** `--json`: JSON on stdout, errors as one JSON line on stderr. */
   json: boolean;
   /** `--timeout-ms`: how long to wait for the registry. */

@@ -10,8 +10,14 @@ import {
   CANCELLED,
   CONNECTION_FAILED,
   DEADLINE_EXCEEDED,
+  PERMISSION_DENIED,
+  type PermissionDeniedData,
   RpcError,
+  UNAUTHENTICATED,
 } from "../rpc/errors.ts";
+import { tokenIdOf } from "../protocol/auth.ts";
+import { AuthenticationError } from "../stub/authenticate.ts";
+import { ServerError } from "../stub/call/call_errors.ts";
 import {
   LEASE_NOT_FOUND,
   NO_ENDPOINTS,
@@ -33,6 +39,10 @@ export const EXIT = {
   unavailable: 3,
   /** Nothing found: no endpoint, no such lease or binding. */
   notFound: 4,
+  /** No valid token: none given to a registry with access control, or one refused. */
+  unauthenticated: 5,
+  /** The token is valid but lacks the permission the command needs. */
+  permissionDenied: 6,
   /** Stopped by Ctrl-C (SIGINT). */
   interrupted: 130,
 } as const;
@@ -75,9 +85,44 @@ export function report(error: unknown, context: Context): number {
     }));
     return code;
   }
-  const message = (error as Error)?.message ?? String(error);
+  const message = error instanceof AuthenticationError
+    ? `the registry at ${error.url} refused the token from ${globals.tokenSource}${
+      error.tokenId === null ? "" : ` (id ${error.tokenId})`
+    }: ${(error.data as { answer: { message: string } }).answer.message}`
+    : (error as Error)?.message ?? String(error);
   err(`rafter: ${message}${hintFor(error, context)}`);
   return code;
+}
+
+/** What to do after UNAUTHENTICATED or PERMISSION_DENIED: a line to print. */
+function accessHint(error: RpcError, context: Context): string {
+  if (error instanceof ServerError) {
+    // A service's server refused, not the registry.
+    return error.code === UNAUTHENTICATED
+      ? `\nThe server at ${error.endpoint} wants a token: set RAFTER_SERVER_TOKEN (or --server-token) to one it accepts (RAFTER_TOKEN is the registry's).`
+      : `\nThe server at ${error.endpoint} refused the call for the token from RAFTER_SERVER_TOKEN: ask the service's owner for a token that may.`;
+  }
+  const { token, tokenSource } = context.globals;
+  const id = token === undefined ? null : tokenIdOf(token);
+  const which = `The token from ${tokenSource}${
+    id === null ? "" : ` (id ${id})`
+  }`;
+  if (error.code === UNAUTHENTICATED) {
+    return token === undefined
+      ? `\nThe registry has access control on and this command gave no token: set RAFTER_TOKEN (or --token) to a token of it; ask an admin: rafter token create NAME --perm read:<prefix>.`
+      : `\n${which} is unknown to the registry or revoked: set RAFTER_TOKEN to a valid one; ask an admin: rafter token create NAME --perm read:<prefix> (rafter token list shows the tokens).`;
+  }
+  const data = error.data as Partial<PermissionDeniedData> | undefined;
+  const permission = typeof data?.permission === "string"
+    ? data.permission
+    : "the permission it needs";
+  const on = typeof data?.name === "string" ? ` on "${data.name}"` : "";
+  const perm = typeof data?.permission === "string"
+    ? data.permission
+    : "<permission>";
+  return `\n${
+    token === undefined ? "No token was given" : which
+  } lacks ${permission}${on}: set RAFTER_TOKEN to a token with ${permission}, or ask an admin: rafter token create NAME --perm ${perm}.`;
 }
 
 /** The exit code an error from the registry or a server ends a command with. */
@@ -94,6 +139,10 @@ export function exitCodeOf(error: unknown): number {
       return EXIT.notFound;
     case CANCELLED:
       return EXIT.interrupted;
+    case UNAUTHENTICATED:
+      return EXIT.unauthenticated;
+    case PERMISSION_DENIED:
+      return EXIT.permissionDenied;
     default:
       return EXIT.failed;
   }
@@ -102,6 +151,9 @@ export function exitCodeOf(error: unknown): number {
 /** What to try next after `error`: a line to print after its message. */
 function hintFor(error: unknown, context: Context): string {
   if (!(error instanceof RpcError)) return "";
+  if (error.code === UNAUTHENTICATED || error.code === PERMISSION_DENIED) {
+    return accessHint(error, context);
+  }
   const { globals, command } = context;
   const stale = command === "ls" || command === "lookup"
     ? " Without a quorum, --serializable answers from one node (possibly stale)."

@@ -14,6 +14,9 @@ import type { Command, Group } from "./context.ts";
 export const GLOBAL_HELP = `global options:
   --registry URLS   registry client ports, comma-separated (default
                     $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
+  --token TOKEN     the registry token, for a registry with access control
+                    (default $RAFTER_TOKEN; prefer it: the environment is
+                    not shown to other users as arguments are)
   --json            JSON on stdout; errors as one JSON line on stderr
   --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
   --help, -h        show help`;
@@ -21,7 +24,8 @@ export const GLOBAL_HELP = `global options:
 /** One paragraph on the exit codes. */
 export const EXIT_HELP =
   `exit codes: 0 done, 1 error answer, 2 bad usage, 3 registry (or server)
-unreachable or no answer in time, 4 not found, 130 interrupted (Ctrl-C)`;
+unreachable or no answer in time, 4 not found, 5 no valid token, 6 the
+token lacks a permission, 130 interrupted (Ctrl-C)`;
 
 /** One line of a command list: `  NAME ARGS` padded, then the summary. */
 function listLine(nameAndArgs: string, summary: string): string {

@@ -9,11 +9,25 @@
  * on stderr. The registry nodes come from `--registry URL,URL`, else the
  * `RAFTER_REGISTRY` environment variable, else `tcp://127.0.0.1:7001`.
  *
+ * Access control: for a registry with auth on, every command presents the
+ * token from `--token`, else `RAFTER_TOKEN` (prefer the variable: command
+ * lines are visible to other users); `rafter call` presents the servers'
+ * own token from `--server-token`, else `RAFTER_SERVER_TOKEN`, to servers
+ * that check tokens. `rafter auth enable|disable|status`
+ * turns it on and off, `rafter token create NAME --perm read:PREFIX
+ * --perm bind:PREFIX` makes a token (printed once, on stdout alone),
+ * `rafter token list` and `rafter token revoke TOKEN_ID` manage them.
+ * `rafter cert ca|member|server|client` makes the cluster's CA and the
+ * certificates it signs, as PEM files (keys mode 0600, nothing
+ * overwritten without `--force`).
+ *
  * Exit codes ({@link EXIT}): 0 done; 1 the registry or the service
  * answered with an error (for `status`: the cluster is degraded); 2 bad
  * usage; 3 no registry node (or no server) could be reached, or none
  * answered in time; 4 not found (a lookup with no endpoint, an unknown
- * lease or binding, nothing bound under the name called); 130 interrupted.
+ * lease or binding, nothing bound under the name called); 5 no valid
+ * token (none given to a registry with auth on, or one refused); 6 the
+ * token lacks the permission (the message names it); 130 interrupted.
  *
  * @module
  */
@@ -23,7 +37,10 @@ import { type CommandLine, parseCommandLine } from "./args.ts";
 import type { Command, Context, Group, Out } from "./context.ts";
 import { EXIT, report, UsageError, usageFailure } from "./errors.ts";
 import { commandHelp, groupHelp, shortUsage, usage, verbList } from "./help.ts";
+import { AUTH_COMMANDS } from "./commands/auth.ts";
 import { bindCommand } from "./commands/bind.ts";
+import { CERT_COMMANDS } from "./commands/cert.ts";
+import { TOKEN_COMMANDS } from "./commands/token.ts";
 import { callCommand } from "./commands/call.ts";
 import { drainCommand } from "./commands/drain.ts";
 import { LEADER_COMMANDS } from "./commands/leader.ts";
@@ -50,7 +67,10 @@ export interface CliIo {
    * `watch` listens for SIGINT itself.
    */
   signal?: AbortSignal;
-  /** Reads an environment variable (`RAFTER_REGISTRY`). @default Deno.env.get */
+  /**
+   * Reads an environment variable (`RAFTER_REGISTRY`, `RAFTER_TOKEN`,
+   * `RAFTER_SERVER_TOKEN`). @default Deno.env.get
+   */
   env?: (name: string) => string | undefined;
 }
 
@@ -67,6 +87,9 @@ const COMMAND_LIST: readonly Command[] = [
   ...LEADER_COMMANDS,
   ...MEMBER_COMMANDS,
   callCommand,
+  ...AUTH_COMMANDS,
+  ...TOKEN_COMMANDS,
+  ...CERT_COMMANDS,
 ];
 
 const COMMANDS: Record<string, Command> = Object.fromEntries(
@@ -83,6 +106,9 @@ const GROUPS: Record<string, Group> = {
   lease: verbsOf(LEASE_COMMANDS),
   leader: verbsOf(LEADER_COMMANDS),
   member: verbsOf(MEMBER_COMMANDS),
+  auth: verbsOf(AUTH_COMMANDS),
+  token: verbsOf(TOKEN_COMMANDS),
+  cert: verbsOf(CERT_COMMANDS),
 };
 
 const USAGE = usage([registryCommand], COMMAND_LIST);
@@ -208,6 +234,8 @@ async function execute(
   err: Out,
 ): Promise<number> {
   const client = connect(globals.registry, {
+    token: globals.token,
+    serverToken: globals.serverToken,
     deadlineMs: globals.timeoutMs,
     attemptTimeoutMs: Math.min(globals.timeoutMs, 4_000),
     connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),

@@ -188,6 +188,16 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
       "member promote",
       "member remove",
       "call",
+      "auth status",
+      "auth enable",
+      "auth disable",
+      "token create",
+      "token list",
+      "token revoke",
+      "cert ca",
+      "cert member",
+      "cert server",
+      "cert client",
     ]
   ) {
     assert.match(help.stdout, new RegExp(`^  ${command} `, "m"));
@@ -1139,5 +1149,232 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
     );
   } finally {
     await cluster.stop();
+  }
+});
+
+/** Runs `openssl ...args`; its exit code and output. */
+async function openssl(args: string[]): Promise<Run> {
+  const started = Date.now();
+  const output = await new Deno.Command("openssl", {
+    args,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return {
+    code: output.code,
+    stdout: text.decode(output.stdout),
+    stderr: text.decode(output.stderr),
+    ms: Date.now() - started,
+  };
+}
+
+Deno.test("rafter cert: ca and member n1 make files openssl verifies, keys 0600, nothing overwritten without --force", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "rafter_cert_e2e_" });
+  try {
+    const ca = await rafter(["cert", "ca", "--out", dir]);
+    expectCode(ca, 0);
+    assert.match(ca.stdout, /wrote CA "Rafter CA": .*ca\.pem .*ca\.key/);
+    const member = await rafter([
+      "cert",
+      "member",
+      "n1",
+      "--ca",
+      dir,
+      "--host",
+      "127.0.0.1",
+      "--host",
+      "n1.example.com",
+      "--out",
+      dir,
+    ]);
+    expectCode(member, 0);
+    for (const key of ["ca.key", "n1.key"]) {
+      assert.equal(
+        (await Deno.stat(`${dir}/${key}`)).mode! & 0o777,
+        0o600,
+        key,
+      );
+    }
+    assert.equal((await Deno.stat(`${dir}/n1.pem`)).mode! & 0o077, 0o044);
+
+    const verified = await openssl([
+      "verify",
+      "-CAfile",
+      `${dir}/ca.pem`,
+      `${dir}/n1.pem`,
+    ]);
+    assert.equal(verified.code, 0, verified.stderr);
+    assert.match(verified.stdout, /n1\.pem: OK/);
+    const shown = await openssl([
+      "x509",
+      "-in",
+      `${dir}/n1.pem`,
+      "-noout",
+      "-ext",
+      "subjectAltName",
+    ]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, /URI:rafter:\/\/member\/n1/);
+    assert.match(shown.stdout, /IP Address:127\.0\.0\.1/);
+    assert.match(shown.stdout, /DNS:n1\.example\.com/);
+    // The key is the certificate's.
+    const fromKey = await openssl(["pkey", "-in", `${dir}/n1.key`, "-pubout"]);
+    const fromCert = await openssl([
+      "x509",
+      "-in",
+      `${dir}/n1.pem`,
+      "-noout",
+      "-pubkey",
+    ]);
+    assert.equal(fromKey.stdout, fromCert.stdout);
+
+    // A file that exists is left alone (exit 1), unless --force.
+    const before = await Deno.readTextFile(`${dir}/ca.key`);
+    const again = await rafter(["cert", "ca", "--out", dir]);
+    expectCode(again, 1);
+    assert.match(
+      again.stderr,
+      /ca\.pem exists: not overwritten \(--force overwrites it\)/,
+    );
+    assert.equal(await Deno.readTextFile(`${dir}/ca.key`), before);
+    const memberAgain = await rafter([
+      "cert",
+      "member",
+      "n1",
+      "--ca",
+      dir,
+      "--out",
+      dir,
+    ]);
+    expectCode(memberAgain, 1);
+    assert.match(memberAgain.stderr, /n1\.pem exists/);
+    await Deno.chmod(`${dir}/n1.key`, 0o644);
+    const forced = await rafter([
+      "cert",
+      "member",
+      "n1",
+      "--ca",
+      dir,
+      "--out",
+      dir,
+      "--host",
+      "localhost",
+      "--force",
+    ]);
+    expectCode(forced, 0);
+    assert.equal((await Deno.stat(`${dir}/n1.key`)).mode! & 0o777, 0o600);
+
+    // A server and a client certificate of the same CA.
+    const server = await rafter([
+      "cert",
+      "server",
+      "billing",
+      "--ca",
+      dir,
+      "--host",
+      "localhost",
+      "--out",
+      `${dir}/srv`,
+    ]);
+    expectCode(server, 0);
+    const client = await rafter([
+      "cert",
+      "client",
+      "ops",
+      "--ca",
+      dir,
+      "--out",
+      `${dir}/srv`,
+    ]);
+    expectCode(client, 0);
+    for (const name of ["billing", "ops"]) {
+      const ok = await openssl([
+        "verify",
+        "-CAfile",
+        `${dir}/ca.pem`,
+        `${dir}/srv/${name}.pem`,
+      ]);
+      assert.equal(ok.code, 0, ok.stderr);
+    }
+    const purpose = await openssl([
+      "x509",
+      "-in",
+      `${dir}/srv/ops.pem`,
+      "-noout",
+      "-ext",
+      "extendedKeyUsage",
+    ]);
+    assert.match(purpose.stdout, /TLS Web Client Authentication/);
+    assert.doesNotMatch(purpose.stdout, /Server Authentication/);
+
+    // Names that are no file names, a missing CA.
+    const bad = await rafter([
+      "cert",
+      "member",
+      "../evil",
+      "--ca",
+      dir,
+      "--out",
+      dir,
+    ]);
+    expectCode(bad, 2);
+    assert.match(bad.stderr, /ID must be 1\.\.64 characters/);
+    const noCa = await rafter([
+      "cert",
+      "member",
+      "n2",
+      "--ca",
+      `${dir}/none`,
+      "--out",
+      dir,
+    ]);
+    expectCode(noCa, 1);
+    assert.match(noCa.stderr, /cannot read the CA .*rafter cert ca --out/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("rafter token create (a process) prints a token the registry knows; with no token, exit 5 says to set RAFTER_TOKEN", async () => {
+  const { fakeAuthRegistry } = await import("../testing/fake_auth_registry.ts");
+  const fake = fakeAuthRegistry();
+  try {
+    const made = await rafter(
+      [
+        "token",
+        "create",
+        "billing",
+        "--perm",
+        "read:billing",
+        "--perm",
+        "bind:billing",
+      ],
+      { RAFTER_REGISTRY: fake.url, RAFTER_TOKEN: fake.admin },
+    );
+    expectCode(made, 0);
+    const token = made.stdout.trim();
+    assert.match(token, /^rft_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/);
+    assert.match(made.stderr, /not shown again/);
+    const known = [...fake.tokens.values()].find((t) => t.token === token);
+    assert.deepEqual(known?.permissions, ["read:billing", "bind:billing"]);
+
+    // The new token works, and says who it is.
+    const status = await rafter(["auth", "status"], {
+      RAFTER_REGISTRY: fake.url,
+      RAFTER_TOKEN: token,
+    });
+    expectCode(status, 0);
+    assert.match(
+      status.stdout,
+      /you: token [0-9a-f]{16} "billing" \(read:billing, bind:billing\)/,
+    );
+
+    const none = await rafter(["token", "list"], { RAFTER_REGISTRY: fake.url });
+    expectCode(none, 5);
+    assert.match(none.stderr, /set RAFTER_TOKEN \(or --token\)/);
+  } finally {
+    await fake.close();
   }
 });

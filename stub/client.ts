@@ -41,6 +41,7 @@ import {
   type HealthOptions,
 } from "./cluster_map/endpoint_health.ts";
 import type { EdgeCache } from "./edge_cache.ts";
+import { presentToken } from "./authenticate.ts";
 import {
   type BindOptions,
   type RegistryCallOptions,
@@ -107,7 +108,33 @@ export interface ConnectOptions
   /** Hosts that count as this client's own. @default ["127.0.0.1", "::1", "localhost"] */
   localHosts?: readonly string[];
   /** Connections per endpoint, idle close, reconnect back-off. */
-  pool?: Omit<ConnectionPoolOptions, "dialer" | "connectTimeoutMs" | "codec">;
+  pool?: Omit<
+    ConnectionPoolOptions,
+    "dialer" | "connectTimeoutMs" | "codec" | "handshake"
+  >;
+  /**
+   * The bearer token for the servers this client's stubs call (not the
+   * registry's `token`): each connection to a server calls
+   * `rpc.authenticate {token}` before any call is sent on it (again after
+   * each reconnect), and calls issued meanwhile wait for it. A token the
+   * server refuses fails those calls, unsent and not retried elsewhere,
+   * with a `ServerError` of code UNAUTHENTICATED (-32012) that carries the
+   * `AuthenticationError`'s message and data (`{ url, tokenId, answer }`).
+   * The token is never sent to a registry node, whose connections are kept
+   * apart. Without it servers get no token.
+   *
+   * @example
+   * ```ts ignore
+   * // not run: needs a registry and servers that check tokens
+   * import { connect } from "@rafter/rpc/deno";
+   * const client = connect("tcp://10.0.0.5:7001", {
+   *   token: Deno.env.get("RAFTER_TOKEN"), // for the registry
+   *   serverToken: Deno.env.get("BILLING_TOKEN"), // for the billing servers
+   * });
+   * await client.call("billing", "charge", { cents: 100 });
+   * ```
+   */
+  serverToken?: string;
   /** When this client ejects a server as an outlier, and for how long. */
   health?: HealthOptions;
   /** How long a probe (`rpc.ping`) of an ejected server may take, ms. @default 1_000 */
@@ -161,6 +188,7 @@ export class RafterClient {
   /** The client's watch connection, shared by all its watches and cluster maps. */
   readonly watches: WatchClient;
   readonly #pool: ConnectionPool;
+  readonly #registryPool: ConnectionPool;
   readonly #health: HealthBook;
   readonly #options: ConnectOptions;
   readonly #maps = new Map<string, ClusterMap>();
@@ -173,19 +201,43 @@ export class RafterClient {
     this.#options = options;
     const connectTimeoutMs = options.connectTimeoutMs ??
       DEFAULT_CONNECT_TIMEOUT_MS;
-    this.#pool = new ConnectionPool({
+    const poolOptions: ConnectionPoolOptions = {
       ...options.pool,
       dialer: options.dialer,
       connectTimeoutMs,
       codec: options.codec,
+    };
+    const serverToken = options.serverToken;
+    if (serverToken !== undefined && serverToken === "") {
+      throw new TypeError("serverToken is empty: give the token, or omit it");
+    }
+    // Servers and registry nodes get apart pools: each peer sees only its
+    // own token.
+    this.#pool = new ConnectionPool({
+      ...poolOptions,
+      handshake: serverToken === undefined
+        ? undefined
+        : (connection) =>
+          presentToken(
+            connection,
+            "server",
+            serverToken,
+            options.attemptTimeoutMs ?? 4_000,
+          ),
     });
+    this.#registryPool = new ConnectionPool(poolOptions);
     this.#health = options.edge?.health ?? new HealthBook(options.health);
-    this.registry = new RegistryClient(registryUrls, this.#pool, options);
+    this.registry = new RegistryClient(
+      registryUrls,
+      this.#registryPool,
+      options,
+    );
     this.watches = new WatchClient(this.registry, {
       dialer: options.dialer,
       connectTimeoutMs,
       codec: options.codec,
       callTimeoutMs: options.attemptTimeoutMs,
+      token: options.token,
     });
   }
 
@@ -322,6 +374,7 @@ export class RafterClient {
     this.watches.close();
     for (const map of this.#maps.values()) map.close();
     this.#pool.close();
+    this.#registryPool.close();
   }
 
   /**

@@ -10,7 +10,8 @@
 
 import type { RpcConnection } from "../rpc/client/connection.ts";
 import { dial } from "../rpc/transport/dial.ts";
-import { ConnectionError } from "../rpc/errors.ts";
+import { ConnectionError, messageOf } from "../rpc/errors.ts";
+import { isNodeAnswer } from "../protocol/registry_failover.ts";
 import type { Dialer } from "../rpc/transport/transport.ts";
 import type { Codec } from "../rpc/codec/codec.ts";
 import { backoffDelay } from "../internal/timing.ts";
@@ -47,6 +48,15 @@ export interface ConnectionPoolOptions {
   propagateDeadlines?: boolean;
   /** Clock, ms. @default Date.now */
   now?: () => number;
+  /**
+   * Runs on each new connection before it takes a call (e.g.
+   * `rpc.authenticate`, see `ConnectOptions.serverToken`): until it
+   * resolves, callers of {@link ConnectionPool.get} wait. When the server
+   * answers it with an error, the connection is closed and they get that
+   * error (no reconnect back-off); when no answer comes (closed, timed
+   * out), a ConnectionError (`written: false`), as a failed dial.
+   */
+  handshake?: (connection: RpcConnection, url: string) => Promise<void>;
 }
 
 interface Slot {
@@ -207,12 +217,34 @@ export class ConnectionPool {
   }
 
   #open(url: string, endpoint: Endpoint): Promise<RpcConnection> {
-    const opening = dial(url, {
+    const dialing = dial(url, {
       dialer: this.#options.dialer,
       connectTimeoutMs: this.#options.connectTimeoutMs,
       propagateDeadlines: this.#options.propagateDeadlines,
       codec: this.#options.codec,
     });
+    const handshake = this.#options.handshake;
+    let refused = false;
+    const opening = handshake === undefined
+      ? dialing
+      : dialing.then(async (connection) => {
+        try {
+          await handshake(connection, url);
+        } catch (error) {
+          connection.close();
+          // A refusal is the server's answer; no answer at all is a
+          // connection that failed to open (no call of the caller was sent).
+          refused = isNodeAnswer(error);
+          if (refused) throw error;
+          throw new ConnectionError(
+            `cannot connect to ${url}: the handshake got no answer (${
+              messageOf(error)
+            })`,
+            false,
+          );
+        }
+        return connection;
+      });
     const slot: Slot = { opening, connection: null, lastUsed: this.#now() };
     endpoint.slots.push(slot);
     const remove = () => {
@@ -230,6 +262,7 @@ export class ConnectionPool {
         this.#armIdle();
       },
       (error) => {
+        if (refused) return remove();
         endpoint.failures++;
         endpoint.lastError = error instanceof Error
           ? error.message.replace(/^cannot connect to \S+: /, "")

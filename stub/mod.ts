@@ -3,7 +3,8 @@
  * configures, observes or reuses them beyond `connect()` (which is in
  * `@rafter/rpc`): the registry client and its watch, the health records
  * that eject failing servers, the retry budget, the edge cache's default
- * TTL, and the option types of the cluster map and the connection pool.
+ * TTL, the option types of the cluster map and the connection pool, and
+ * the {@link AuthenticationError} a refused `token` or `serverToken` ends in.
  * Web-standard only, like `@rafter/rpc`.
  *
  * @example What a client knows of the servers bound as `hello`
@@ -63,3 +64,7 @@ export {
 } from "./cluster_map/endpoint_health.ts";
 export { RetryBudget, type RetryBudgetOptions } from "./call/retry_budget.ts";
 export { DEFAULT_EDGE_TTL_MS } from "./edge_cache.ts";
+export {
+  AuthenticationError,
+  type AuthenticationErrorData,
+} from "./authenticate.ts";

@@ -47,7 +47,11 @@ export interface EdgeClient {
  *
  * @param registryUrls the registry nodes, `tcp://host:port`.
  * @param options `connect` from `cloudflare:sockets`, `ttlMs` (default
- * 10_000) and the options of `connect()` (without a watch).
+ * 10_000) and the options of `connect()` (without a watch). `token` (the
+ * registry's) and `serverToken` (the servers') apply to every request's
+ * client: its connections are its own, so each authenticates once per
+ * request, before its first call (keep the secrets in Worker secrets,
+ * `env.RAFTER_TOKEN`, not in code).
  * @throws {TypeError} when no registry URL is given.
  *
  * @example

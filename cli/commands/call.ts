@@ -19,11 +19,18 @@ export const callCommand: Command = {
     `Calls METHOD on a server bound under NAME (NAME?key=value&... picks among
 those with the attributes) and prints the result as JSON. PARAMS-JSON is
 a JSON array (positional params) or object (named params); none by
-default. Exit 1 when the server answers with an error, 4 when nothing is
-bound under NAME.`,
-  options: { idempotent: { type: "boolean" } },
-  optionHelp:
+default. A server that checks tokens gets the one from --server-token,
+else RAFTER_SERVER_TOKEN, with rpc.authenticate first (the registry gets
+its own, --token). Exit 1 when the server answers with an error, 4 when
+nothing is bound under NAME, 5 when the server refused the token.`,
+  options: {
+    idempotent: { type: "boolean" },
+    "server-token": { type: "string" },
+  },
+  optionHelp: [
     "  --idempotent      safe to run twice: retry on another server after a failure",
+    "  --server-token T  the servers' token (default $RAFTER_SERVER_TOKEN)",
+  ].join("\n"),
   positionals: [2, 3],
   run: (c, [name, method, params], v) =>
     call(

@@ -55,6 +55,7 @@ export async function watch(
   signal?.addEventListener("abort", onSigint, { once: true });
   if (signal?.aborted) interrupted.abort();
   const watches = new WatchClient(client.registry, {
+    token: globals.token,
     connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
     callTimeoutMs: Math.min(globals.timeoutMs, 4_000),
     onReconnect: reconnectNotice(context, (): number => watcher.revision),

@@ -108,7 +108,11 @@ export interface ServerBinding {
  * Grants a lease, binds `server` under `name` with it (one atomic step),
  * and keeps it alive until `close()`.
  *
- * @param registry the registry client (`client.registry`).
+ * @param registry the registry client (`client.registry`). With access
+ * control on, its `token` (`connect(urls, { token })`) authenticates every
+ * call, keep-alives included, and must carry `bind:<prefix>` for `name`;
+ * a refused token or a missing permission fails the first bind at once
+ * (UNAUTHENTICATED or PERMISSION_DENIED, not retried).
  * @param name service name; `name?key=value` adds attributes.
  * @param server what to bind: a server from `serve()`, or a URL.
  * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL, or a

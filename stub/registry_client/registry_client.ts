@@ -47,6 +47,16 @@ import {
   noSuccessError,
 } from "../../protocol/registry_failover.ts";
 import type { ConnectionPool } from "../connection_pool.ts";
+import type { RpcConnection } from "../../rpc/client/connection.ts";
+import {
+  AUTH_METHODS,
+  type AuthStatusResult,
+  type Permission,
+  type TokenCreateResult,
+  type TokenListResult,
+  type TokenRevokeResult,
+} from "../../protocol/auth.ts";
+import { checkRegistryToken, presentToken } from "../authenticate.ts";
 import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
 
 /** Settings of a {@link RegistryClient}. */
@@ -65,6 +75,27 @@ export interface RegistryClientOptions {
   minBackoffMs?: number;
   /** Longest back-off, ms (jittered). @default 1_000 */
   maxBackoffMs?: number;
+  /**
+   * The bearer token of a registry with access control on
+   * (`rft_<id>_<secret>`, from `rafter token create`). Every registry
+   * connection then calls `registry.authenticate {token}` before anything
+   * else, again after each reconnect; calls issued meanwhile wait for it. A
+   * token the registry refuses fails those calls at once with an
+   * `AuthenticationError` (UNAUTHENTICATED, -32012), without trying the
+   * other nodes. Without it no token is presented (for registries without
+   * access control).
+   *
+   * @example
+   * ```ts ignore
+   * // not run: needs a registry with access control on and a token of it
+   * import { connect } from "@rafter/rpc/deno";
+   * const client = connect("tcp://10.0.0.5:7001", {
+   *   token: Deno.env.get("RAFTER_TOKEN"),
+   * });
+   * await client.lookup("billing");
+   * ```
+   */
+  token?: string;
 }
 
 /** Options of one registry operation. */
@@ -152,6 +183,9 @@ export class RegistryClient {
   readonly #minBackoffMs: number;
   readonly #maxBackoffMs: number;
   readonly #closing = new AbortController();
+  readonly #token: string | undefined;
+  /** Each connection's `registry.authenticate` call, once made. */
+  readonly #authenticated = new WeakMap<RpcConnection, Promise<void>>();
   /** Index of the node believed to lead. */
   #leader = 0;
   /** Where the next read goes (round robin). */
@@ -163,8 +197,9 @@ export class RegistryClient {
    * @param urls registry node URLs (`tcp://host:port`); list two or three so
    * the client survives a node's death.
    * @param pool connections, shared with the stubs.
-   * @throws {TypeError} when `urls` is empty or a URL is not
-   * `tcp://host:port` (a bare `host:port` is taken as tcp).
+   * @throws {TypeError} when `urls` is empty, a URL is not
+   * `tcp://host:port` (a bare `host:port` is taken as tcp), or `token` is
+   * not an `rft_…` token.
    */
   constructor(
     urls: readonly string[],
@@ -184,6 +219,9 @@ export class RegistryClient {
     this.#failFastRounds = options.failFastRounds ?? 2;
     this.#minBackoffMs = options.minBackoffMs ?? 50;
     this.#maxBackoffMs = options.maxBackoffMs ?? 1_000;
+    this.#token = options.token === undefined
+      ? undefined
+      : checkRegistryToken(options.token);
   }
 
   /** The registry URLs known, including leaders learned from hints. */
@@ -356,7 +394,9 @@ export class RegistryClient {
         deadlineMs: options.timeoutMs,
       });
     }
-    const connection = await this.#pool.get(formatTcpUrl(parseTcpUrl(url)));
+    const connection = await this.#connection(
+      formatTcpUrl(parseTcpUrl(url)),
+    );
     return connection.call<RegistryStatus>(
       REGISTRY_METHODS.status,
       undefined,
@@ -377,23 +417,104 @@ export class RegistryClient {
    * cannot fix (bad params, method not found, LEASE_NOT_FOUND…); CANCELLED
    * when the signal aborts or the client is closed.
    */
-  async call<M extends RegistryMethod>(
+  call<M extends RegistryMethod>(
     method: M,
     params: ParamsOf<M>,
     options: RegistryCallOptions = {},
   ): Promise<ResultOf<M>> {
+    return this.#invoke(
+      method,
+      params,
+      options,
+      LEADER_METHODS.has(method),
+    ) as Promise<ResultOf<M>>;
+  }
+
+  /**
+   * Whether access control is on, and which token this client's
+   * connection acts as (`you`; null without a token).
+   */
+  authStatus(options?: RegistryCallOptions): Promise<AuthStatusResult> {
+    return this.#invoke(AUTH_METHODS.authStatus, {}, options, false) as Promise<
+      AuthStatusResult
+    >;
+  }
+
+  /**
+   * Turns access control on (admin): from then on every connection must
+   * authenticate. Sent to the leader.
+   */
+  authEnable(options?: RegistryCallOptions): Promise<AuthStatusResult> {
+    return this.#invoke(AUTH_METHODS.authEnable, {}, options, true) as Promise<
+      AuthStatusResult
+    >;
+  }
+
+  /** Turns access control off (admin). Sent to the leader. */
+  authDisable(options?: RegistryCallOptions): Promise<AuthStatusResult> {
+    return this.#invoke(AUTH_METHODS.authDisable, {}, options, true) as Promise<
+      AuthStatusResult
+    >;
+  }
+
+  /**
+   * Makes a token named `name` with `permissions` (admin): the result's
+   * `token` is the only time its secret is shown.
+   *
+   * @throws {RpcError} INVALID_PARAMS for a bad name or permission;
+   * PERMISSION_DENIED without an admin token.
+   */
+  tokenCreate(
+    name: string,
+    permissions: readonly Permission[],
+    options?: RegistryCallOptions,
+  ): Promise<TokenCreateResult> {
+    return this.#invoke(
+      AUTH_METHODS.tokenCreate,
+      { name, permissions: [...permissions] },
+      options,
+      true,
+    ) as Promise<TokenCreateResult>;
+  }
+
+  /** Every token, without secrets (admin). */
+  tokenList(options?: RegistryCallOptions): Promise<TokenListResult> {
+    return this.#invoke(AUTH_METHODS.tokenList, {}, options, false) as Promise<
+      TokenListResult
+    >;
+  }
+
+  /** Revokes token `tokenId` (admin); `revoked` is false when there was none. */
+  tokenRevoke(
+    tokenId: string,
+    options?: RegistryCallOptions,
+  ): Promise<TokenRevokeResult> {
+    return this.#invoke(
+      AUTH_METHODS.tokenRevoke,
+      { tokenId },
+      options,
+      true,
+    ) as Promise<TokenRevokeResult>;
+  }
+
+  /** {@link call} of any registry method, to the leader when `toLeader`. */
+  async #invoke(
+    method: string,
+    params: unknown,
+    options: RegistryCallOptions = {},
+    toLeader: boolean,
+  ): Promise<unknown> {
     const signal = options.signal === undefined
       ? this.#closing.signal
       : AbortSignal.any([options.signal, this.#closing.signal]);
     if (options.node !== undefined) {
       const url = formatTcpUrl(parseTcpUrl(options.node));
-      const connection = await this.#pool.get(url);
-      return await connection.call<ResultOf<M>>(method, params as never, {
+      const connection = await this.#connection(url, signal);
+      return await connection.call(method, params as never, {
         timeoutMs: options.deadlineMs ?? this.#attemptTimeoutMs,
         signal,
       });
     }
-    const toLeader = LEADER_METHODS.has(method);
     const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
     const attemptTimeoutMs = options.attemptTimeoutMs ??
       this.#attemptTimeoutMs;
@@ -413,8 +534,8 @@ export class RegistryClient {
       if (signal.aborted) throw cancelled(method);
       const url = this.#urls[index % n()];
       try {
-        const connection = await this.#pool.get(url);
-        const result = await connection.call<ResultOf<M>>(
+        const connection = await this.#connection(url, signal);
+        const result = await connection.call(
           method,
           params as never,
           { timeoutMs: Math.min(remaining, attemptTimeoutMs), signal },
@@ -475,9 +596,65 @@ export class RegistryClient {
     this.#closing.abort();
   }
 
+  /**
+   * The pool's connection to `url`, authenticated with the client's token
+   * first when it has one: concurrent callers wait for the same
+   * `registry.authenticate` call.
+   *
+   * @throws {AuthenticationError} when the node refused the token.
+   */
+  async #connection(url: string, signal?: AbortSignal): Promise<RpcConnection> {
+    const connection = await this.#pool.get(url);
+    const token = this.#token;
+    if (token === undefined) return connection;
+    let authenticated = this.#authenticated.get(connection);
+    if (authenticated === undefined) {
+      authenticated = presentToken(
+        connection,
+        "registry",
+        token,
+        this.#attemptTimeoutMs,
+      );
+      this.#authenticated.set(connection, authenticated);
+      // Settled is the common case: later calls need no race, nor a listener.
+      authenticated.then(
+        () => this.#authenticated.set(connection, AUTHENTICATED),
+        () => {},
+      );
+    }
+    if (authenticated !== AUTHENTICATED) {
+      await untilAborted(authenticated, signal);
+    }
+    return connection;
+  }
+
   #indexOf(url: string): number {
     const index = this.#urls.indexOf(url);
     return index === -1 ? this.#urls.push(url) - 1 : index;
+  }
+}
+
+/** A settled authentication. */
+const AUTHENTICATED: Promise<void> = Promise.resolve();
+
+/** `promise`, or a rejection with the signal's reason once it aborts first. */
+async function untilAborted(
+  promise: Promise<void>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  if (signal === undefined) return await promise;
+  signal.throwIfAborted();
+  let onAbort = () => {};
+  try {
+    await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
   }
 }
 

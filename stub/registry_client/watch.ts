@@ -14,7 +14,12 @@
 import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { dial } from "../../rpc/transport/dial.ts";
 import type { Codec } from "../../rpc/codec/codec.ts";
-import { RpcError } from "../../rpc/errors.ts";
+import {
+  PERMISSION_DENIED,
+  RpcError,
+  UNAUTHENTICATED,
+} from "../../rpc/errors.ts";
+import { presentToken } from "../authenticate.ts";
 import type { Params } from "../../rpc/message.ts";
 import type { Dialer } from "../../rpc/transport/transport.ts";
 import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
@@ -80,6 +85,12 @@ export interface WatchClientOptions {
   pingIntervalMs?: number;
   /** Told of each connection failure and reconnect, for logs. */
   onReconnect?(url: string, error: unknown): void;
+  /**
+   * The registry token (see `RegistryClientOptions.token`): each watch
+   * connection calls `registry.authenticate` with it before its first
+   * watch. A refused token ends every watch with that error.
+   */
+  token?: string;
 }
 
 /**
@@ -94,6 +105,7 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
   #waiter: (() => void) | null = null;
   #onUpdate: ((update: WatchUpdate) => void) | undefined;
   #closed = false;
+  #error: RpcError | null = null;
   /** Next revision to deliver; null until the first node answered. */
   next: number | null;
   /** Whether the watch must list its prefix before watching again. */
@@ -123,6 +135,21 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
   /** Whether {@link close} was called. */
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /**
+   * Why the registry ended the watch (a refused token, a token without
+   * `read` on the prefix), or null: an iteration throws it.
+   */
+  get error(): RpcError | null {
+    return this.#error;
+  }
+
+  /** Ends the watch with `error` (used by the {@link WatchClient}). */
+  fail(error: RpcError): void {
+    if (this.#closed) return;
+    this.#error = error;
+    this.close();
   }
 
   /** Stops the watch; an iteration under way ends. */
@@ -159,6 +186,7 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
         }
         await new Promise<void>((resolve) => this.#waiter = resolve);
       }
+      if (this.#error !== null) throw this.#error;
     } finally {
       this.close();
     }
@@ -321,6 +349,32 @@ export class WatchClient {
           await this.#pause(failures++);
           continue;
         }
+        const token = this.#options.token;
+        if (token !== undefined) {
+          // Before the connection is shared (a new watch starts on it at
+          // once) or pinged: authenticate is its first call.
+          try {
+            await presentToken(
+              connection,
+              "registry",
+              token,
+              this.#options.callTimeoutMs ?? 4_000,
+            );
+          } catch (error) {
+            // Another node would refuse it too: the watches end with it.
+            if (refusesAccess(error)) {
+              for (const watch of [...this.#watches]) watch.fail(error);
+            }
+            this.#options.onReconnect?.(url, error);
+            await this.#pause(failures++);
+            continue;
+          }
+        }
+        if (this.#closed || this.#watches.size === 0) {
+          // Closed, or every watch ended, while it was opening.
+          connection.close();
+          continue;
+        }
         this.#connection = connection;
         const pinger = this.#ping(connection);
         try {
@@ -382,7 +436,15 @@ export class WatchClient {
   /** Opens `watch` on `connection`, listing its prefix first when needed. */
   async #start(connection: RpcConnection, watch: RegistryWatch): Promise<void> {
     for (let tries = 0; tries < 5 && !watch.closed; tries++) {
-      if (watch.needsList) await this.#list(watch);
+      if (watch.needsList) {
+        try {
+          await this.#list(watch);
+        } catch (error) {
+          if (!refusesAccess(error)) throw error;
+          watch.fail(error);
+          return;
+        }
+      }
       const watchId = `c${++this.#sequence}`;
       watch.watchId = watchId;
       const params: WatchParams = { prefix: watch.prefix, watchId };
@@ -401,6 +463,11 @@ export class WatchClient {
         if (error instanceof RpcError && error.code === COMPACTED) {
           watch.needsList = true;
           continue;
+        }
+        if (refusesAccess(error)) {
+          // This watch only: the others on the connection carry on.
+          watch.fail(error);
+          return;
         }
         throw error;
       }
@@ -460,4 +527,10 @@ export class WatchClient {
     }
     return undefined;
   }
+}
+
+/** An answer that says this client may not watch (and will not, elsewhere). */
+function refusesAccess(error: unknown): error is RpcError {
+  return error instanceof RpcError &&
+    (error.code === UNAUTHENTICATED || error.code === PERMISSION_DENIED);
 }
