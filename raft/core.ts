@@ -411,6 +411,12 @@ export interface RaftCoreStats {
     voteFromNonVoter: number;
     /** A message whose `from` is this node's own id (dropped). */
     fromSelf: number;
+    /**
+     * A follower acknowledged a snapshot beyond its last chunk's end (it
+     * can only acknowledge what it was sent, Raft paper §7): not taken as
+     * installed.
+     */
+    snapshotAckBeyondEnd: number;
   };
 }
 
@@ -546,6 +552,7 @@ export class RaftCore {
       successFromLaterTerm: 0,
       voteFromNonVoter: 0,
       fromSelf: 0,
+      snapshotAckBeyondEnd: 0,
     },
   };
   /**
@@ -2170,6 +2177,12 @@ export class RaftCore {
     transfer.inflight = false;
     transfer.elapsed = 0;
     const length = transfer.snapshot.data.length;
+    if (message.success && message.offset > length) {
+      // A follower acknowledges at most what it was sent (§7): forged or
+      // broken. Not taken as installed; the chunk goes again later.
+      this.#stats.anomalies.snapshotAckBeyondEnd++;
+      return;
+    }
     if (!message.success) {
       // Start again where the follower says (0: from scratch), at the next
       // heartbeat, so a follower that keeps refusing is not flooded.
