@@ -21,6 +21,7 @@ import {
   ClusterKey,
   type DialerHandshakeOptions,
   memberIdOf,
+  normalizeClientUrl,
   PeerHandshakeError,
   PeerIdentityError,
 } from "./peer_auth.ts";
@@ -365,4 +366,19 @@ Deno.test("without certificates the handshake is unchanged, and the secret is st
   } finally {
     await acceptor.server.close();
   }
+});
+
+Deno.test("URLs announced in the handshake may be tls://, in one spelling; wildcards and other schemes are dropped", () => {
+  assert.equal(
+    normalizeClientUrl("tls://127.0.0.1:7001"),
+    "tls://127.0.0.1:7001",
+  );
+  assert.equal(normalizeClientUrl("tls://[::1]:7001"), "tls://[::1]:7001");
+  assert.equal(
+    normalizeClientUrl("tcp://127.0.0.1:7001"),
+    "tcp://127.0.0.1:7001",
+  );
+  assert.equal(normalizeClientUrl("tls://0.0.0.0:7001"), null);
+  assert.equal(normalizeClientUrl("tls://127.0.0.1"), null);
+  assert.equal(normalizeClientUrl("https://127.0.0.1:7001"), null);
 });
