@@ -5,9 +5,9 @@
  * asks for client certificates and a TLS dialer fill them once the
  * handshake has verified the chain. No cryptography happens: a test says
  * which certificate each listener and dialer "presents", and checks what
- * the code does with the identities. Swap {@link FakeTlsNetwork.serve} and
- * {@link FakeTlsNetwork.dialer} for a real TLS `serve` and dialer to run
- * the same test over real TLS.
+ * the code does with the identities. {@link TcpCertNetwork} does the same
+ * over real TCP sockets on 127.0.0.1. Swap either's `serve` and `dialer`
+ * for a real TLS `serve` and dialer to run the same test over real TLS.
  *
  * @module
  */
@@ -18,11 +18,13 @@ import {
   type ServeOptions,
   type StreamListener,
 } from "../rpc/server/server.ts";
-import type {
-  ByteStream,
-  Dialer,
-  PeerCertificate,
+import {
+  type ByteStream,
+  type Dialer,
+  parseTcpUrl,
+  type PeerCertificate,
 } from "../rpc/transport/transport.ts";
+import { fromDenoConn } from "../adapter/deno/tcp.ts";
 
 /**
  * A certificate as a TLS layer reports it, naming each of `members` in a
@@ -185,5 +187,89 @@ export class FakeTlsNetwork {
         remoteAddress: url.slice("tcp://".length),
       });
     };
+  }
+}
+
+/**
+ * Like {@link FakeTlsNetwork}, over real TCP connections on 127.0.0.1:
+ * each accepted connection carries the certificate its dialer "presents"
+ * (matched by the dialer's local port), and each dialed one the
+ * listener's.
+ */
+export class TcpCertNetwork {
+  readonly #serverCerts = new Map<string, PeerCertificate | null>();
+  readonly #clientCerts = new Map<number, PeerCertificate | null>();
+  readonly #waiting = new Map<number, (cert: PeerCertificate | null) => void>();
+
+  /** A `serve` function whose server listens on 127.0.0.1 and presents `certificate`. */
+  serve(
+    certificate: PeerCertificate | null,
+  ): (options: ServeOptions) => RpcServer {
+    return (options) => {
+      const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const address = listener.addr;
+      const url = `tcp://127.0.0.1:${address.port}`;
+      this.#serverCerts.set(url, certificate);
+      let closed = false;
+      return serveListener({
+        address,
+        accept: async () => {
+          let conn: Deno.TcpConn;
+          try {
+            conn = await listener.accept();
+          } catch (error) {
+            if (closed) return null;
+            throw error;
+          }
+          conn.setNoDelay(true);
+          const peer = await this.#clientCertOf(conn.remoteAddr.port);
+          return { ...fromDenoConn(conn), secure: true, peerCertificate: peer };
+        },
+        close: () => {
+          if (closed) return;
+          closed = true;
+          this.#serverCerts.delete(url);
+          listener.close();
+        },
+      }, options);
+    };
+  }
+
+  /** A dialer that presents `certificate` (null: none) to listeners. */
+  dialer(certificate: PeerCertificate | null): Dialer {
+    return async (url) => {
+      const conn = await Deno.connect(parseTcpUrl(url));
+      conn.setNoDelay(true);
+      const port = conn.localAddr.port;
+      const waiter = this.#waiting.get(port);
+      if (waiter !== undefined) {
+        this.#waiting.delete(port);
+        waiter(certificate);
+      } else this.#clientCerts.set(port, certificate);
+      return {
+        ...fromDenoConn(conn),
+        secure: true,
+        peerCertificate: this.#serverCerts.get(url) ?? null,
+      };
+    };
+  }
+
+  /** The certificate the dialer on `port` presents; null after 2 s of silence. */
+  #clientCertOf(port: number): Promise<PeerCertificate | null> {
+    if (this.#clientCerts.has(port)) {
+      const cert = this.#clientCerts.get(port)!;
+      this.#clientCerts.delete(port);
+      return Promise.resolve(cert);
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#waiting.delete(port);
+        resolve(null);
+      }, 2_000);
+      this.#waiting.set(port, (cert) => {
+        clearTimeout(timer);
+        resolve(cert);
+      });
+    });
   }
 }
