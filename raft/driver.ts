@@ -29,7 +29,12 @@ import {
   type Configuration,
   decodeConfiguration,
 } from "./configuration.ts";
-import type { RaftCore, Ready, SoftState } from "./core.ts";
+import {
+  CommittedEntryConflictError,
+  type RaftCore,
+  type Ready,
+  type SoftState,
+} from "./core.ts";
 import type {
   Entry,
   HardState,
@@ -403,6 +408,7 @@ export class RaftDriver<R = unknown> {
     try {
       this.core.tick();
     } catch (error) {
+      if (!(error instanceof CommittedEntryConflictError)) throw error;
       this.#fatal(error);
       return;
     }
@@ -429,8 +435,10 @@ export class RaftDriver<R = unknown> {
     try {
       for (const message of messages) this.core.step(message);
     } catch (error) {
-      // A safety violation (CommittedEntryConflictError): the core halted,
-      // and this node must not go on with a log it cannot trust.
+      // A safety violation: the core halted, and this node must not go on
+      // with a log it cannot trust. (Anything else is thrown to the caller
+      // as before: one bad message does not stop a node.)
+      if (!(error instanceof CommittedEntryConflictError)) throw error;
       this.#fatal(error);
       return;
     }
