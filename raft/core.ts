@@ -371,7 +371,8 @@ export interface RaftCoreStats {
     /**
      * A follower acknowledged an index beyond this leader's last index
      * (corruption or a forged message): the claim was ignored and the
-     * follower probed again at the leader's last index.
+     * follower is probed again at the leader's last index, at the next
+     * heartbeat.
      */
     ackBeyondLastIndex: number;
     /** A snapshot bigger than `maxSnapshotChars` was refused. */
@@ -2044,7 +2045,11 @@ export class RaftCore {
       this.#stats.anomalies.ackBeyondLastIndex++;
       progress.become("probe");
       progress.next = this.#log.lastIndex + 1;
-      this.#sendAppend(message.from);
+      // Probed at the next heartbeat, not at once: a follower whose log
+      // runs past this leader's (it took a forged append, issue #16)
+      // answers every probe so, and an immediate one per answer made the
+      // two re-replicate in a tight loop.
+      progress.probeSent = true;
       return;
     }
     if (message.success) {

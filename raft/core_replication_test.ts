@@ -314,6 +314,35 @@ Deno.test("issue 8: messages from non-members, to another node, or of an older t
   assert.equal(leader.progressOf("n2")!.match, 1);
 });
 
+Deno.test("issue 16: a follower whose acks stay beyond the leader's log is probed once per heartbeat, not once per answer", () => {
+  const c = new RaftHarness(3, { heartbeatTicks: 2 });
+  const leader = c.elect("n1");
+  const beyond: Message = {
+    type: "appendResponse",
+    from: "n2",
+    to: "n1",
+    term: leader.term,
+    success: true,
+    index: 100,
+    conflictTerm: 0,
+    conflictIndex: 0,
+  };
+  for (let i = 0; i < 5; i++) leader.step(beyond);
+  c.flush();
+  assert.equal(leader.stats.anomalies.ackBeyondLastIndex, 5);
+  assert.deepEqual(appendsTo(c.queue, "n2"), [], "no append per answer");
+  c.queue = [];
+  leader.tick(); // one heartbeat interval (heartbeatTicks 2)
+  leader.tick();
+  c.flush();
+  const probes = appendsTo(c.queue, "n2");
+  assert.ok(
+    probes.length >= 1 && probes.length <= 2,
+    `${probes.length} appends`,
+  );
+  assert.equal(probes.at(-1)!.prevLogIndex, leader.lastIndex);
+});
+
 Deno.test("issue 8 (§5.3): an ack beyond the leader's last index does not stall replication to that follower", () => {
   const c = new RaftHarness(3);
   const leader = c.elect("n1");
