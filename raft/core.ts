@@ -294,6 +294,63 @@ export class LeadershipTransferError extends NotLeaderError {
 }
 
 /**
+ * A leader's append or snapshot contradicts an entry this node has
+ * committed: another term at a committed index. Committed entries never
+ * change in a correct cluster (Raft paper §5.4: Leader Completeness and
+ * State Machine Safety), so either this node's data is corrupt or the
+ * sender is not to be trusted (a faulty or forged member). The core stops
+ * taking messages once it threw this ({@link RaftCore.halted}); the driver
+ * stops the node (`onFatal`).
+ */
+export class CommittedEntryConflictError extends Error {
+  /** Machine-readable code: `RAFT_COMMITTED_ENTRY_CONFLICT`. */
+  readonly code = "RAFT_COMMITTED_ENTRY_CONFLICT";
+  /** The committed index the message contradicts. */
+  readonly index: number;
+  /** The term this node holds at `index`. */
+  readonly localTerm: number;
+  /** The term the sender claims at `index`. */
+  readonly claimedTerm: number;
+  /** The member that sent the message. */
+  readonly from: NodeId;
+  /** The term of the message. */
+  readonly messageTerm: number;
+
+  /**
+   * Makes the error; its message names the index, both terms and the
+   * sender, and what to do.
+   */
+  constructor(details: {
+    self: NodeId;
+    from: NodeId;
+    messageTerm: number;
+    index: number;
+    localTerm: number;
+    claimedTerm: number;
+  }) {
+    const { self, from, messageTerm, index, localTerm, claimedTerm } = details;
+    super(
+      `${RAFT_COMMITTED_ENTRY_CONFLICT}: ${self} holds committed entry ${index} ` +
+        `of term ${localTerm}, but ${from} (leader of term ${messageTerm} as it claims) ` +
+        `sent term ${claimedTerm} for that index. Committed entries never change ` +
+        `(Raft paper §5.4), so either this node's data folder is corrupt or ` +
+        `${from} is not to be trusted (a faulty or forged member). ${self} stopped ` +
+        `rather than diverge: compare the data folders (or restore ${self} from a ` +
+        `healthy member) and check ${from}'s credentials before restarting.`,
+    );
+    this.name = "CommittedEntryConflictError";
+    this.index = index;
+    this.localTerm = localTerm;
+    this.claimedTerm = claimedTerm;
+    this.from = from;
+    this.messageTerm = messageTerm;
+  }
+}
+
+/** The code of {@link CommittedEntryConflictError}. */
+export const RAFT_COMMITTED_ENTRY_CONFLICT = "RAFT_COMMITTED_ENTRY_CONFLICT";
+
+/**
  * Counters of messages the core dropped or found impossible, for the driver
  * to log or export (issue: defensive against bad peer messages). They only
  * grow.
@@ -314,7 +371,8 @@ export interface RaftCoreStats {
     /**
      * A follower acknowledged an index beyond this leader's last index
      * (corruption or a forged message): the claim was ignored and the
-     * follower probed again at the leader's last index.
+     * follower is probed again at the leader's last index, at the next
+     * heartbeat.
      */
     ackBeyondLastIndex: number;
     /** A snapshot bigger than `maxSnapshotChars` was refused. */
@@ -326,6 +384,40 @@ export interface RaftCoreStats {
      * election.
      */
     timeoutNowNotFromLeader: number;
+    /**
+     * An append, heartbeat or snapshot chunk of this node's term from a
+     * member other than the term's leader as this node knows it (it heard
+     * that leader, or is it): a term has at most one leader (Raft paper
+     * §5.2, Election Safety), so the message is forged or broken. Dropped:
+     * this node's leader, term and log stay as they were.
+     */
+    appendNotFromLeader: number;
+    /**
+     * A ReadIndex answer of this node's term from a member other than the
+     * term's leader, or of a later term (a follower asks its own leader,
+     * in its own term: dissertation §6.4). Dropped: no read completes.
+     */
+    readIndexNotFromLeader: number;
+    /**
+     * A granted vote, or a successful append or snapshot answer, in a term
+     * later than this node's: a node grants and acknowledges only in the
+     * term of the request, which was this node's or earlier (Raft paper
+     * §5.1). Dropped before it can move this node's term.
+     */
+    successFromLaterTerm: number;
+    /**
+     * A vote for this candidate from a member that is not a voter of its
+     * configuration (a candidate asks voters only; §5.2, §4.2.1). Dropped.
+     */
+    voteFromNonVoter: number;
+    /** A message whose `from` is this node's own id (dropped). */
+    fromSelf: number;
+    /**
+     * A follower acknowledged a snapshot beyond its last chunk's end (it
+     * can only acknowledge what it was sent, Raft paper §7): not taken as
+     * installed.
+     */
+    snapshotAckBeyondEnd: number;
   };
 }
 
@@ -456,8 +548,23 @@ export class RaftCore {
       ackBeyondLastIndex: 0,
       snapshotTooLarge: 0,
       timeoutNowNotFromLeader: 0,
+      appendNotFromLeader: 0,
+      readIndexNotFromLeader: 0,
+      successFromLaterTerm: 0,
+      voteFromNonVoter: 0,
+      fromSelf: 0,
+      snapshotAckBeyondEnd: 0,
     },
   };
+  /**
+   * The leader of the current term as far as this node knows (it heard
+   * its appends, or is it), kept while `#leader` is forgotten for
+   * liveness (a lost connection, a PreVote round): a term has at most one
+   * leader (Raft paper §5.2). Null until known; reset with the term.
+   */
+  #termLeader: NodeId | null = null;
+  /** Set once a safety violation stopped this core; see {@link halted}. */
+  #halted: CommittedEntryConflictError | null = null;
 
   /** Highest index handed to the driver for applying. */
   #appliedCursor: number;
@@ -627,6 +734,7 @@ export class RaftCore {
   get stableIndex(): number {
     return this.#log.stableIndex;
   }
+
   /**
    * Counters of dropped and impossible messages (a copy); see
    * {@link RaftCoreStats}.
@@ -634,6 +742,16 @@ export class RaftCore {
   get stats(): RaftCoreStats {
     return { ...this.#stats, anomalies: { ...this.#stats.anomalies } };
   }
+
+  /**
+   * The safety violation that stopped this core (a leader's message that
+   * contradicts a committed entry), or null. Once set, {@link step} throws
+   * it again: the node must stop (see {@link CommittedEntryConflictError}).
+   */
+  get halted(): CommittedEntryConflictError | null {
+    return this.#halted;
+  }
+
   /**
    * On a leader, what it knows of follower `peer` (a copy); undefined on a
    * non-leader or for an unknown peer.
@@ -676,8 +794,13 @@ export class RaftCore {
     return this.#log.entryAt(index);
   }
 
-  /** Advances logical time by one tick (the driver calls it every tickMs). */
+  /**
+   * Advances logical time by one tick (the driver calls it every tickMs).
+   *
+   * @throws {CommittedEntryConflictError} once the core {@link halted}.
+   */
   tick(): void {
+    if (this.#halted !== null) throw this.#halted;
     if (this.#role === "leader") {
       this.#tickLeader();
     } else {
@@ -940,10 +1063,25 @@ export class RaftCore {
    * exception (dissertation §9.6): a pre-vote request never changes the
    * receiver's term, nor does a granted pre-vote reply; a refused one, which
    * carries the refuser's term, does.
+   *
+   * Messages a correct cluster never sends are dropped and counted
+   * ({@link stats}`.anomalies`): appends, snapshots and ReadIndex answers
+   * of this node's term from a member other than the term's leader it
+   * knows (§5.2, Election Safety), grants and acknowledgements of a later
+   * term, votes from non-voters, messages from this node's own id.
+   *
+   * @throws {CommittedEntryConflictError} when a leader's append or
+   * snapshot contradicts an entry this node committed (§5.4); from then on
+   * the core is {@link halted}, and every later step or tick throws it.
    */
   step(message: Message): void {
+    if (this.#halted !== null) throw this.#halted;
     if (message.to !== this.id) {
       this.#stats.droppedMisaddressed++;
+      return;
+    }
+    if (message.from === this.id) {
+      this.#stats.anomalies.fromSelf++;
       return;
     }
     if (
@@ -988,6 +1126,35 @@ export class RaftCore {
       this.#stats.anomalies.timeoutNowNotFromLeader++;
       return;
     }
+    if (message.term > this.#term && grantsOrAcknowledges(message)) {
+      // A node grants a vote or acknowledges an append or snapshot in the
+      // request's term (§5.1), and this node asked in its own term or an
+      // earlier one: forged or broken. Dropped before it moves the term.
+      this.#stats.anomalies.successFromLaterTerm++;
+      return;
+    }
+    if (message.type === "readIndexResponse" && message.term > this.#term) {
+      // A follower asks its leader in its own term (dissertation §6.4).
+      this.#stats.anomalies.readIndexNotFromLeader++;
+      return;
+    }
+    if (
+      (message.type === "append" || message.type === "installSnapshot") &&
+      (message.term > this.#term ||
+        (message.term === this.#term &&
+          (this.#termLeader === null || this.#termLeader === message.from)))
+    ) {
+      // Before the term moves: a halted node keeps the state it had.
+      this.#refuseCommittedConflict(
+        message,
+        message.type === "append"
+          ? [
+            { index: message.prevLogIndex, term: message.prevLogTerm },
+            ...message.entries,
+          ]
+          : [message.snapshot],
+      );
+    }
     if (message.term > this.#term) {
       if (message.type === "vote" && !message.transfer && this.#inLease()) {
         // A leader is alive as far as this node knows: a candidate that
@@ -1001,6 +1168,22 @@ export class RaftCore {
     } else if (message.term < this.#term) {
       this.#stats.droppedStale++;
       this.#answerStale(message);
+      return;
+    }
+    if (
+      this.#termLeader !== null && message.from !== this.#termLeader &&
+      (message.type === "append" || message.type === "installSnapshot" ||
+        message.type === "readIndexResponse")
+    ) {
+      // Election Safety (Raft paper §5.2): at most one leader per term, and
+      // this node knows this term's. Another member that sends as a leader
+      // of it is forged or broken; heeding it would move this node's
+      // leader, or its log, away from the real leader's.
+      if (message.type === "readIndexResponse") {
+        this.#stats.anomalies.readIndexNotFromLeader++;
+      } else {
+        this.#stats.anomalies.appendNotFromLeader++;
+      }
       return;
     }
     switch (message.type) {
@@ -1319,7 +1502,9 @@ export class RaftCore {
       this.#term = term;
       this.#vote = null;
       this.#incoming = null;
+      this.#termLeader = null;
     }
+    if (leader !== null) this.#termLeader = leader;
     this.#role = "follower";
     this.#preCandidate = false;
     this.#leader = leader;
@@ -1332,6 +1517,7 @@ export class RaftCore {
   #becomeCandidate(): void {
     this.#incoming = null;
     this.#term++;
+    this.#termLeader = null;
     this.#vote = this.id;
     this.#role = "candidate";
     this.#preCandidate = false;
@@ -1345,6 +1531,7 @@ export class RaftCore {
     this.#role = "leader";
     this.#preCandidate = false;
     this.#leader = this.id;
+    this.#termLeader = this.id;
     this.#resetTimers();
     this.#progress.clear();
     this.#transferee = null;
@@ -1460,7 +1647,13 @@ export class RaftCore {
   }
 
   #onVoteResponse(message: VoteResponse): void {
-    if (this.#role !== "candidate" || !this.#isVoter(message.from)) return;
+    if (this.#role !== "candidate") return;
+    if (!this.#isVoter(message.from)) {
+      // A candidate asks its configuration's voters only (§5.2), and its
+      // configuration does not change while it stands.
+      this.#stats.anomalies.voteFromNonVoter++;
+      return;
+    }
     if (!this.#votes.has(message.from)) {
       this.#votes.set(message.from, message.granted);
     }
@@ -1754,6 +1947,37 @@ export class RaftCore {
     reply(true, lastNew);
   }
 
+  /**
+   * Stops this core with {@link CommittedEntryConflictError} when one of
+   * the `claims` (index and term, from a leader's append or snapshot)
+   * contradicts an entry this node has committed. By Leader Completeness
+   * (Raft paper §5.4.1) every leader of this node's term or a later one
+   * holds the committed entries, and a leader never changes its own, so no
+   * correct leader can send such a claim, late or not. (A leader of an
+   * older term can, legitimately: those messages are stale and never
+   * reach this check.) Indexes compacted here, or beyond the commit index,
+   * are not compared.
+   */
+  #refuseCommittedConflict(
+    message: AppendRequest | InstallSnapshotRequest,
+    claims: readonly { index: number; term: number }[],
+  ): void {
+    for (const claim of claims) {
+      if (claim.index > this.#commit) break;
+      const local = this.#log.termAt(claim.index);
+      if (local < 0 || local === claim.term) continue;
+      this.#halted = new CommittedEntryConflictError({
+        self: this.id,
+        from: message.from,
+        messageTerm: message.term,
+        index: claim.index,
+        localTerm: local,
+        claimedTerm: claim.term,
+      });
+      throw this.#halted;
+    }
+  }
+
   /** Queues an AppendEntries reply (no conflict and no context by default). */
   #sendAppendResponse(
     to: NodeId,
@@ -1785,6 +2009,7 @@ export class RaftCore {
       this.#becomeFollower(this.#term, leader);
     }
     this.#leader = leader;
+    this.#termLeader = leader;
     this.#preCandidate = false;
     this.#electionElapsed = 0;
   }
@@ -1820,7 +2045,11 @@ export class RaftCore {
       this.#stats.anomalies.ackBeyondLastIndex++;
       progress.become("probe");
       progress.next = this.#log.lastIndex + 1;
-      this.#sendAppend(message.from);
+      // Probed at the next heartbeat, not at once: a follower whose log
+      // runs past this leader's (it took a forged append, issue #16)
+      // answers every probe so, and an immediate one per answer made the
+      // two re-replicate in a tight loop.
+      progress.probeSent = true;
       return;
     }
     if (message.success) {
@@ -1953,6 +2182,12 @@ export class RaftCore {
     transfer.inflight = false;
     transfer.elapsed = 0;
     const length = transfer.snapshot.data.length;
+    if (message.success && message.offset > length) {
+      // A follower acknowledges at most what it was sent (§7): forged or
+      // broken. Not taken as installed; the chunk goes again later.
+      this.#stats.anomalies.snapshotAckBeyondEnd++;
+      return;
+    }
     if (!message.success) {
       // Start again where the follower says (0: from scratch), at the next
       // heartbeat, so a follower that keeps refusing is not flooded.
@@ -2145,6 +2380,13 @@ export class RaftCore {
       this.#messages.push(message);
     }
   }
+}
+
+/** A granted vote, or a successful append or snapshot answer. */
+function grantsOrAcknowledges(message: Message): boolean {
+  return (message.type === "voteResponse" && message.granted) ||
+    ((message.type === "appendResponse" ||
+      message.type === "installSnapshotResponse") && message.success);
 }
 
 function positive(value: number, name: string): number {

@@ -314,21 +314,42 @@ Deno.test("issue 8: messages from non-members, to another node, or of an older t
   assert.equal(leader.progressOf("n2")!.match, 1);
 });
 
+/** n2's forged or corrupt success to n1, far past the leader's log. */
+const ackBeyond = (term: number): Message => ({
+  type: "appendResponse",
+  from: "n2",
+  to: "n1",
+  term,
+  success: true,
+  index: 100,
+  conflictTerm: 0,
+  conflictIndex: 0,
+});
+
+Deno.test("issue 16: a follower whose acks stay beyond the leader's log is probed once per heartbeat, not once per answer", () => {
+  const c = new RaftHarness(3, { heartbeatTicks: 2 });
+  const leader = c.elect("n1");
+  for (let i = 0; i < 5; i++) leader.step(ackBeyond(leader.term));
+  c.flush();
+  assert.equal(leader.stats.anomalies.ackBeyondLastIndex, 5);
+  assert.deepEqual(appendsTo(c.queue, "n2"), [], "no append per answer");
+  c.queue = [];
+  leader.tick(); // one heartbeat interval (heartbeatTicks 2)
+  leader.tick();
+  c.flush();
+  const probes = appendsTo(c.queue, "n2");
+  assert.ok(
+    probes.length >= 1 && probes.length <= 2,
+    `${probes.length} appends`,
+  );
+  assert.equal(probes.at(-1)!.prevLogIndex, leader.lastIndex);
+});
+
 Deno.test("issue 8 (§5.3): an ack beyond the leader's last index does not stall replication to that follower", () => {
   const c = new RaftHarness(3);
   const leader = c.elect("n1");
   c.tick("n1");
-  // A forged or corrupt success, far past the leader's log.
-  leader.step({
-    type: "appendResponse",
-    from: "n2",
-    to: "n1",
-    term: leader.term,
-    success: true,
-    index: 100,
-    conflictTerm: 0,
-    conflictIndex: 0,
-  });
+  leader.step(ackBeyond(leader.term));
   assert.equal(leader.stats.anomalies.ackBeyondLastIndex, 1);
   assert.ok(leader.progressOf("n2")!.match <= leader.lastIndex);
   assert.ok(leader.progressOf("n2")!.next <= leader.lastIndex + 1);

@@ -152,6 +152,30 @@ function behindCompacted(chunk: number): RaftHarness {
   return c;
 }
 
+Deno.test("§7 InstallSnapshot: an acknowledgement beyond the snapshot's end is not taken as installed, and is counted", () => {
+  const c = behindCompacted(8);
+  const leader = c.core("n1");
+  c.tick("n1", 1, (m) => m.type !== "installSnapshot"); // the chunk is lost
+  assert.equal(leader.progressOf("n3")!.state, "snapshot");
+  const match = leader.progressOf("n3")!.match;
+  leader.step({
+    type: "installSnapshotResponse",
+    from: "n3",
+    to: "n1",
+    term: leader.term,
+    snapshotIndex: leader.snapshotPoint.index,
+    offset: 1_000_000,
+    success: true,
+  });
+  assert.equal(leader.stats.anomalies.snapshotAckBeyondEnd, 1);
+  assert.equal(leader.progressOf("n3")!.state, "snapshot");
+  assert.equal(leader.progressOf("n3")!.match, match);
+  // The transfer goes on and completes.
+  c.tick("n1", 10);
+  c.deliver();
+  assert.deepEqual(c.machines.get("n3"), c.machines.get("n1"));
+});
+
 Deno.test("dissertation §5.3 InstallSnapshot: a lost chunk is sent again; a leader change starts the transfer over", () => {
   const c = behindCompacted(8);
   const leader = c.core("n1");

@@ -81,8 +81,14 @@ export {
   ClusterKey,
   type HandshakeRole,
   type HandshakeSubject,
+  memberIdOf,
+  PeerIdentityError,
 } from "./peer_auth.ts";
-export { PeerTransport, type PeerTransportOptions } from "./peer_transport.ts";
+export {
+  PeerTransport,
+  type PeerTransportOptions,
+  type PeerTransportStats,
+} from "./peer_transport.ts";
 export {
   PeerAcceptor,
   type PeerAcceptorOptions,
@@ -138,6 +144,7 @@ export type {
   ByteStream,
   Dialer,
   DialerOptions,
+  PeerCertificate,
 } from "../rpc/transport/transport.ts";
 export type { MethodHandler, Methods } from "../rpc/server/dispatcher.ts";
 export type { Params } from "../rpc/message.ts";

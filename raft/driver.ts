@@ -29,7 +29,12 @@ import {
   type Configuration,
   decodeConfiguration,
 } from "./configuration.ts";
-import type { RaftCore, Ready, SoftState } from "./core.ts";
+import {
+  CommittedEntryConflictError,
+  type RaftCore,
+  type Ready,
+  type SoftState,
+} from "./core.ts";
 import type {
   Entry,
   HardState,
@@ -214,9 +219,11 @@ export interface RaftDriverOptions<R> {
    */
   onReady?(ready: Ready): void;
   /**
-   * Called when storage failed or `apply` threw: the driver has stopped
-   * taking work (pending proposals, reads and transfers are rejected).
-   * Default: log to stderr.
+   * Called when storage failed, `apply` threw, or the core found a safety
+   * violation (a `CommittedEntryConflictError`: a leader's append
+   * contradicts a committed entry, naming the index, both terms and the
+   * sender): the driver has stopped taking work (pending proposals, reads
+   * and transfers are rejected). Default: log to stderr.
    */
   onFatal?(error: unknown): void;
   /**
@@ -398,7 +405,13 @@ export class RaftDriver<R = unknown> {
   /** Advances the core's logical clock by one tick (Raft paper §5.2 timeouts). */
   tick(): void {
     if (this.#stopped) return;
-    this.core.tick();
+    try {
+      this.core.tick();
+    } catch (error) {
+      if (!(error instanceof CommittedEntryConflictError)) throw error;
+      this.#fatal(error);
+      return;
+    }
     this.#schedule();
   }
 
@@ -419,7 +432,16 @@ export class RaftDriver<R = unknown> {
    */
   step(messages: readonly Message[]): void {
     if (this.#stopped) return;
-    for (const message of messages) this.core.step(message);
+    try {
+      for (const message of messages) this.core.step(message);
+    } catch (error) {
+      // A safety violation: the core halted, and this node must not go on
+      // with a log it cannot trust. (Anything else is thrown to the caller
+      // as before: one bad message does not stop a node.)
+      if (!(error instanceof CommittedEntryConflictError)) throw error;
+      this.#fatal(error);
+      return;
+    }
     this.#schedule();
   }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { RaftCore } from "./core.ts";
+import { CommittedEntryConflictError, RaftCore } from "./core.ts";
 import {
   RaftDriver,
   type RaftDriverOptions,
@@ -383,6 +383,41 @@ Deno.test("a storage failure stops the driver, reports it and fails what waits",
   assert.match(String(fatal[0]), /disk full/);
   await pendingFailed;
   await assert.rejects(second.propose("z"), /the Raft node stopped/);
+});
+
+Deno.test("§5.4 an append contradicting a committed entry stops the driver once, reports the sender, and fails what waits", async () => {
+  const fatal: unknown[] = [];
+  const { clock, core, driver, storage } = heldDriver({
+    onFatal: (error) => fatal.push(error),
+  });
+  core.campaign();
+  clock.run();
+  storage.complete(); // entry 1 (term 1) is committed
+  assert.equal(core.commitIndex, 1);
+  const waiting = assert.rejects(driver.propose("x"), RaftUnavailableError);
+  clock.run();
+  const forged = appendMessage({
+    from: "n9",
+    to: "n1",
+    term: 4,
+    prevLogIndex: 1,
+    prevLogTerm: 3,
+  });
+  // Before the fix this threw out of step() on every retry of the sender.
+  driver.step([forged]);
+  assert.equal(driver.stopped, true);
+  assert.equal(fatal.length, 1);
+  const error = fatal[0];
+  assert.ok(error instanceof CommittedEntryConflictError);
+  assert.deepEqual(
+    [error.index, error.localTerm, error.claimedTerm, error.from],
+    [1, 1, 3, "n9"],
+  );
+  await waiting;
+  driver.step([forged]);
+  driver.tick();
+  assert.equal(fatal.length, 1, "reported once");
+  assert.equal(core.term, 1);
 });
 
 // --- snapshots ---------------------------------------------------------------------

@@ -28,12 +28,14 @@
  * - `cut nX ...` / `heal`: drop every message to or from those nodes in
  *   every later delivery, until `heal`.
  * - `send nX->nY vote|preVote term=T last=I/T` and `send nX->nY append
- *   term=T prev=I/T commit=C`: steps a hand-made message into nY.
+ *   term=T prev=I/T commit=C [entries=I/T,...]`: steps a hand-made message
+ *   into nY (entries carry the data `forged`).
  * - `propose nX data`, `conf-change nX addLearner|addVoter|promote|remove
  *   nY`, `transfer-leadership nX [nY]`, `read-index nX context`.
  * - `crash nX`, `restart nX`, `snapshot nX [compactTo]`.
  * - `status [nX ...]`, `log nX`, `applied nX`, `config nX`, `progress nX`,
- *   `read-states nX`, `disk nX`.
+ *   `read-states nX`, `disk nX`, `anomalies nX` (the non-zero counters of
+ *   dropped and impossible messages, `RaftCoreStats`).
  *
  * @module
  */
@@ -369,7 +371,11 @@ class Interaction {
             term,
             prevLogIndex,
             prevLogTerm,
-            entries: [],
+            entries: (options.get("entries") ?? "").split(",")
+              .filter((item) => item !== "").map((item) => {
+                const [index, term] = item.split("/").map(Number);
+                return { index, term, data: "forged" };
+              }),
             commit: Number(options.get("commit") ?? 0),
           };
         } else throw new Error(`send cannot build ${args[1]}`);
@@ -416,6 +422,18 @@ class Interaction {
           `snapshot ${point(taken.index, taken.term)} data=${taken.data}`,
           `log from ${c.core(node()).snapshotPoint.index + 1}`,
         ];
+      }
+      case "anomalies": {
+        const stats = c.core(node()).stats;
+        const counts: Record<string, number> = {
+          droppedNotMember: stats.droppedNotMember,
+          droppedMisaddressed: stats.droppedMisaddressed,
+          droppedStale: stats.droppedStale,
+          ...stats.anomalies,
+        };
+        const out = Object.entries(counts).filter(([, n]) => n > 0)
+          .map(([name, n]) => `${name}=${n}`);
+        return out.length === 0 ? ["none"] : [out.join(" ")];
       }
       case "status":
         return (args.length > 0 ? args : c.ids).map((id) =>

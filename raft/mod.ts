@@ -23,10 +23,12 @@
  */
 
 export {
+  CommittedEntryConflictError,
   LeadershipTransferError,
   type MemberProgress,
   NotLeaderError,
   type ProgressView,
+  RAFT_COMMITTED_ENTRY_CONFLICT,
   RaftCore,
   type RaftCoreConfig,
   type RaftCoreStats,

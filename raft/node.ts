@@ -14,7 +14,7 @@
 
 import { DataDir } from "./data_dir.ts";
 import type { DirLock } from "./dir_lock.ts";
-import { RaftCore, type SoftState } from "./core.ts";
+import { RaftCore, type RaftCoreStats, type SoftState } from "./core.ts";
 import { answersFirst } from "./_answers_first.ts";
 import { type NodeStorage, nodeStorage } from "./_node_storage.ts";
 import { RaftDriver, RaftUnavailableError, realClock } from "./driver.ts";
@@ -147,8 +147,12 @@ export interface RaftNodeOptions<R> {
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
   /**
-   * Called when storage fails; the node has stopped itself, since it can no
-   * longer promise durability. Default: log to stderr.
+   * Called when storage fails (the node can no longer promise durability)
+   * or the core found a safety violation (`CommittedEntryConflictError`: a
+   * leader's append contradicts an entry this node committed; the error
+   * names the index, both terms and the sender): the node has stopped
+   * itself, and {@link RaftNode.failure} is the error. Default: log to
+   * stderr.
    */
   onFatal?(error: unknown): void;
 }
@@ -230,6 +234,7 @@ export class RaftNode<R = unknown> {
   readonly #transport: RaftTransport;
   readonly #ticker: ReturnType<typeof setInterval>;
   #stopped = false;
+  #failure: unknown = null;
 
   private constructor(
     options: RaftNodeOptions<R>,
@@ -532,9 +537,27 @@ export class RaftNode<R = unknown> {
     }
   }
 
+  /**
+   * What stopped this node on its own (a storage failure, or a safety
+   * violation such as `CommittedEntryConflictError`), or null while it
+   * runs or after a plain {@link stop}.
+   */
+  get failure(): unknown {
+    return this.#failure;
+  }
+
+  /**
+   * Counters of the Raft messages the core dropped as impossible or not
+   * for it ({@link RaftCoreStats}, a copy), for status and metrics.
+   */
+  get stats(): RaftCoreStats {
+    return this.#driver.core.stats;
+  }
+
   #fail(error: unknown): void {
+    this.#failure ??= error;
     const onFatal = this.#options.onFatal ??
-      ((e: unknown) => console.error("raft: storage failed, node stopped:", e));
+      ((e: unknown) => console.error("raft: node stopped:", e));
     this.stop().catch(() => {}).finally(() => onFatal(error));
   }
 }

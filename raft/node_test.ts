@@ -3,7 +3,7 @@ import { withTempDir } from "../testing/temp.ts";
 import { TEST_SECRET } from "../testing/cluster.ts";
 import { freePorts } from "../testing/ports.ts";
 import { waitFor, within } from "../testing/time.ts";
-import { NotLeaderError } from "./core.ts";
+import { CommittedEntryConflictError, NotLeaderError } from "./core.ts";
 import { RaftNode, type RaftTransport, RaftUnavailableError } from "./node.ts";
 import { bootstrapClusterId } from "./data_dir.ts";
 import { ClusterKey } from "./peer_auth.ts";
@@ -38,6 +38,7 @@ async function startMember(
     tickMs?: number;
     electionTicks?: number;
     transport?: RaftTransport;
+    onFatal?: (error: unknown) => void;
   } = {},
 ): Promise<Member> {
   const applied: Entry[] = [];
@@ -62,9 +63,9 @@ async function startMember(
       applied.push(entry);
       return `${id} applied ${entry.index}: ${entry.data}`;
     },
-    onFatal: (error) => {
+    onFatal: options.onFatal ?? ((error) => {
       throw error;
-    },
+    }),
   });
   if (!(transport instanceof PeerTransport)) {
     return { id, node, server: null, applied };
@@ -162,6 +163,35 @@ Deno.test("a single node elects itself, and propose resolves with the apply resu
       assert.equal(status.term, 1);
       // A linearizable read barrier on the leader resolves.
       await member.node.readBarrier();
+    } finally {
+      await stopMember(member);
+    }
+  }, "rafter_node_");
+});
+
+Deno.test("§5.4 an append contradicting a committed entry stops the node, which reports the index, terms and sender", async () => {
+  await withTempDir(async (dir) => {
+    const { promise: reported, resolve } = Promise.withResolvers<unknown>();
+    const member = await startMember("n1", peersOn(["n1"]), dir, {
+      onFatal: resolve,
+    });
+    try {
+      await waitFor(() => member.node.status.role === "leader", "n1 to lead");
+      assert.equal(await member.node.propose("a"), "n1 applied 2: a");
+      // Someone claiming to lead a later term holds another entry 2.
+      member.node.step([{
+        ...heartbeat("n7", 9),
+        prevLogIndex: 2,
+        prevLogTerm: 5,
+      }]);
+      const error = await within(reported, 5_000, "onFatal");
+      assert.ok(error instanceof CommittedEntryConflictError);
+      assert.match(
+        error.message,
+        /n1 holds committed entry 2 of term 1, but n7 \(leader of term 9 as it claims\) sent term 5/,
+      );
+      assert.equal(member.node.failure, error);
+      await assert.rejects(member.node.propose("b"), RaftUnavailableError);
     } finally {
       await stopMember(member);
     }

@@ -22,8 +22,25 @@
  *
  * The role in each proof keeps one side's proof from being reflected back
  * as the other's. Proofs are checked with `crypto.subtle.verify`, which
- * compares in constant time. The secret is never sent. The handshake
- * authenticates; it does not encrypt (TLS is to come).
+ * compares in constant time. The secret is never sent.
+ *
+ * **What identity means.** The secret is shared by every member, so on
+ * its own the handshake proves only that the other end is *a* member: a
+ * member that knows the secret can say `from: "n1"` while being n3 (issue
+ * #16 measured one sending the leader's appends). What it adds is that
+ * the connection then speaks for the one id its hello named: the acceptor
+ * drops every later message whose `from` is another (`peer_server.ts`).
+ *
+ * With TLS and client certificates on the peer port, identity comes from
+ * the certificate: the member its SAN `URI:rafter://member/<id>` names
+ * ({@link memberIdOf}, the URI `cli/pki.ts`'s `memberUri` writes). The
+ * acceptor refuses a hello whose `from` is not the member of the
+ * connection's client certificate ({@link PeerIdentityError}, answered
+ * with the reason), and the dialer refuses an acceptor whose server
+ * certificate does not name the member it dialed, before it sends its
+ * hello. With `requireCertificate` a connection without a member
+ * certificate is refused even if it knows the secret. The HMAC proofs are
+ * still made and checked (defence in depth); without TLS nothing changes.
  *
  * @module
  */
@@ -40,6 +57,7 @@ import {
   formatTcpUrl,
   isWildcardHost,
   parseTcpUrl,
+  type PeerCertificate,
 } from "../rpc/transport/transport.ts";
 import type { NodeId } from "./types.ts";
 
@@ -153,6 +171,109 @@ export class ClusterMismatchError extends PeerHandshakeError {
   constructor(message: string) {
     super(message);
     this.name = "ClusterMismatchError";
+  }
+}
+
+/**
+ * The other end's certificate does not name the member it claims (or was
+ * dialed as), or names none where one is required: the connection is
+ * refused whatever it knows of the cluster secret. The acceptor answers
+ * the hello with this message before it closes the connection.
+ */
+export class PeerIdentityError extends PeerHandshakeError {
+  /** Machine-readable code: `RAFT_PEER_IDENTITY`. */
+  readonly code = "RAFT_PEER_IDENTITY";
+
+  /**
+   * Makes the error.
+   *
+   * @param message which member was claimed, which the certificate names,
+   * and what to do.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "PeerIdentityError";
+  }
+}
+
+/** The SAN prefix of a member certificate: `URI:rafter://member/`. */
+export const MEMBER_URI_PREFIX = "URI:rafter://member/";
+
+/**
+ * The member a certificate names: the id in its one SAN
+ * `URI:rafter://member/<id>` (percent-decoded, as `cli/pki.ts`'s
+ * `memberUri` encodes it). Other SANs (DNS, IP, other URIs) are ignored.
+ * A certificate that names no member, several different ones, or one
+ * that is not a valid member id (see {@link checkMemberId}; a bad
+ * percent-encoding) identifies nobody: null.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { memberIdOf } from "./peer_auth.ts";
+ * const cert = {
+ *   commonName: "n1", fingerprint256: "", validTo: "",
+ *   altNames: ["DNS:localhost", "IP Address:127.0.0.1", "URI:rafter://member/n1"],
+ * };
+ * assert.equal(memberIdOf(cert), "n1");
+ * assert.equal(memberIdOf({ ...cert, altNames: ["DNS:localhost"] }), null);
+ * assert.equal(
+ *   memberIdOf({ ...cert, altNames: ["URI:rafter://member/n1", "URI:rafter://member/n2"] }),
+ *   null,
+ * );
+ * ```
+ */
+export function memberIdOf(cert: PeerCertificate): string | null {
+  const named = new Set<string>();
+  for (const name of cert.altNames) {
+    if (!name.startsWith(MEMBER_URI_PREFIX)) continue;
+    let id: string;
+    try {
+      id = decodeURIComponent(name.slice(MEMBER_URI_PREFIX.length));
+      checkMemberId(id);
+    } catch {
+      return null; // a member SAN that names no valid id: trust none
+    }
+    named.add(id);
+  }
+  return named.size === 1 ? [...named][0] : null;
+}
+
+/**
+ * Checks the other end's certificate against the member it must be;
+ * `role` is the other end's.
+ *
+ * @throws {PeerIdentityError} when the certificate names another member,
+ * or (with `required`) there is no certificate naming a member.
+ */
+export function checkPeerIdentity(
+  role: HandshakeRole,
+  expected: NodeId,
+  cert: PeerCertificate | null | undefined,
+  required: boolean,
+): void {
+  const named = cert == null ? null : memberIdOf(cert);
+  const who = JSON.stringify(expected.slice(0, 64));
+  if (named === null) {
+    if (!required) return;
+    throw new PeerIdentityError(
+      cert == null
+        ? `the ${role} (${who}) presented no TLS certificate, and this node requires member certificates on its peer links: give it a member certificate of the cluster CA (rafter pki) and a TLS peer port`
+        : `the ${role}'s certificate (CN ${
+          JSON.stringify(cert.commonName.slice(0, 64))
+        }) names no single member (a SAN ${MEMBER_URI_PREFIX}<id>), and this node requires member certificates: issue ${who} a member certificate`,
+    );
+  }
+  if (named !== expected) {
+    throw new PeerIdentityError(
+      role === "dialer"
+        ? `peer.hello claims to come from ${who}, but the connection's certificate names member ${
+          JSON.stringify(named)
+        }: a member speaks only for itself (check the --id and certificate of the node at that address)`
+        : `dialed member ${who}, but the peer's certificate names member ${
+          JSON.stringify(named)
+        }: the peer URL of ${who} points at another member (check --peers)`,
+    );
   }
 }
 
@@ -326,6 +447,17 @@ export interface DialerHandshakeOptions {
   peerUrl?: string | null;
   /** Time allowed for the whole handshake, ms. @default 2000 */
   timeoutMs?: number;
+  /**
+   * The certificate the acceptor presented (the dialed stream's
+   * `peerCertificate`): when it names a member, that member must be `to`.
+   * @default none (plain TCP)
+   */
+  peerCertificate?: PeerCertificate | null;
+  /**
+   * Refuse an acceptor whose certificate names no member (or that has
+   * none). @default false
+   */
+  requireCertificate?: boolean;
 }
 
 /**
@@ -334,6 +466,10 @@ export interface DialerHandshakeOptions {
  * messages on it. On failure the caller must close the connection.
  *
  * @returns the acceptor's answer: its client URL.
+ * @throws {PeerIdentityError} before anything is sent, when the acceptor's
+ * certificate (`options.peerCertificate`) names another member than `to`,
+ * or names none while `requireCertificate` is set; also when the acceptor
+ * refuses our hello for our certificate.
  * @throws {PeerHandshakeError} when the peer refuses us (of another
  * cluster: the message gives both cluster ids), cannot prove the cluster
  * secret, answers nonsense, or does not answer in time; the message says
@@ -370,6 +506,12 @@ export async function authenticatePeer(
   options: DialerHandshakeOptions,
 ): Promise<AuthResult> {
   const { key, from, to, clusterId: cluster } = options;
+  checkPeerIdentity(
+    "acceptor",
+    to,
+    options.peerCertificate,
+    options.requireCertificate ?? false,
+  );
   const timeoutMs = options.timeoutMs ?? HANDSHAKE_TIMEOUT_MS;
   const deadline = Date.now() + timeoutMs;
   const left = () => Math.max(1, deadline - Date.now());
@@ -381,9 +523,11 @@ export async function authenticatePeer(
       timeoutMs: left(),
     });
   } catch (error) {
-    throw new PeerHandshakeError(
-      helloFailure(error, from, to, timeoutMs),
-    );
+    throw error instanceof RpcError && error.data === PEER_IDENTITY_REFUSED
+      ? new PeerIdentityError(
+        `the peer refused our peer.hello: ${messageOf(error)}`,
+      )
+      : new PeerHandshakeError(helloFailure(error, from, to, timeoutMs));
   }
   const answer = hello as Partial<HelloResult> | null;
   if (
@@ -450,14 +594,24 @@ function timedOut(error: unknown): boolean {
 }
 
 /**
+ * The `data` of the error a `peer.hello` refused for its certificate is
+ * answered with, so the dialer can tell it ({@link PeerIdentityError}).
+ */
+export const PEER_IDENTITY_REFUSED = "RAFT_PEER_IDENTITY";
+
+/**
  * A client URL as announced in the handshake, in one spelling, or null
- * when absent or unusable (not `tcp://host:port`, or a wildcard address).
+ * when absent or unusable (not `tcp://host:port` or `tls://host:port`, or
+ * a wildcard address).
  */
 export function normalizeClientUrl(value: unknown): string | null {
   if (typeof value !== "string" || value.length > 300) return null;
+  const tls = value.startsWith("tls://");
   try {
-    const address = parseTcpUrl(value);
-    return isWildcardHost(address.hostname) ? null : formatTcpUrl(address);
+    const address = parseTcpUrl(tls ? `tcp://${value.slice(6)}` : value);
+    if (isWildcardHost(address.hostname)) return null;
+    const url = formatTcpUrl(address);
+    return tls ? `tls://${url.slice("tcp://".length)}` : url;
   } catch {
     return null;
   }
@@ -478,6 +632,17 @@ export interface AcceptorHandshakeOptions {
    * (its proof is still checked at `peer.auth`). @default refuse
    */
   admit?(id: NodeId): boolean;
+  /**
+   * The connection's client certificate (the session's
+   * `peerCertificate`): when it names a member, a hello's `from` must be
+   * that member. @default none (plain TCP)
+   */
+  peerCertificate?: PeerCertificate | null;
+  /**
+   * Refuse a hello on a connection whose certificate names no member (or
+   * that has none), even with the right secret. @default false
+   */
+  requireCertificate?: boolean;
 }
 
 /**
@@ -545,6 +710,9 @@ export class AcceptorHandshake {
    * `to` that is not this node, or a `from` that is this node or (unless
    * the hello is a `probe`) no member.
    * @throws {ClusterMismatchError} for a hello of another cluster.
+   * @throws {PeerIdentityError} for a `from` that is not the member the
+   * connection's certificate names (or no member certificate, when one is
+   * required).
    */
   async hello(params: unknown): Promise<HelloResult> {
     const { self, members, key, clusterId } = this.#options;
@@ -589,6 +757,7 @@ export class AcceptorHandshake {
         `peer.hello claims to come from this node's own id (${self})`,
       );
     }
+    this.#checkCertificate(p.from);
     // A probe is answered from anyone: auth() refuses it once checked.
     this.#probe = p.probe === true;
     if (
@@ -661,6 +830,21 @@ export class AcceptorHandshake {
       clientUrl: normalizeClientUrl(p?.clientUrl),
       peerUrl: normalizeClientUrl(p?.peerUrl ?? null),
     };
+  }
+
+  /** {@link checkPeerIdentity} of the dialer; a refusal fails the handshake. */
+  #checkCertificate(from: NodeId): void {
+    try {
+      checkPeerIdentity(
+        "dialer",
+        from,
+        this.#options.peerCertificate,
+        this.#options.requireCertificate ?? false,
+      );
+    } catch (error) {
+      this.#state = "failed";
+      throw error;
+    }
   }
 
   #subject(hello: HelloParams): HandshakeSubject {

@@ -6,12 +6,26 @@
  * for one authenticated member: its `raft.step` messages reach the node
  * only when their `from` is that member (still a current member) and their
  * `to` is this node, and the application's peer methods are called with
- * that member's id. A message that is dropped (forged `from`, wrong `to`,
- * a removed member) or fails validation (`parseMessage`) is counted
- * ({@link PeerAcceptor.stats}) and logged with its sender and why, at most
- * one line per peer and kind per `logIntervalMs` (the next line says how
- * many were held back). A hello of another cluster (its cluster id differs)
- * is answered with the reason, logged, and the connection closed.
+ * that member's id (a notification or request whose params carry a `from`
+ * naming another member is dropped). A message that is dropped (forged
+ * `from`, wrong `to`, a removed member) or fails validation
+ * (`parseMessage`) is counted ({@link PeerAcceptor.stats}) and logged with
+ * its sender and why, at most one line per peer and kind per
+ * `logIntervalMs` (the next line says how many were held back). A hello of
+ * another cluster (its cluster id differs) is answered with the reason,
+ * logged, and the connection closed.
+ *
+ * **Who the authenticated member is.** Without TLS it is the id the
+ * dialer's hello claimed, backed only by the cluster secret every member
+ * holds: it keeps outsiders out and one connection to one id, but a member
+ * can claim another's id. When the peer port runs TLS with client
+ * certificates (the session has a `peerCertificate`), it is the member the
+ * certificate names (SAN `URI:rafter://member/<id>`, see `memberIdOf`): a
+ * hello claiming any other id is answered with the reason
+ * (`PeerIdentityError`, error data `RAFT_PEER_IDENTITY`), logged, counted
+ * (`identityRefused`) and closed; with `requirePeerCertificates` so is a
+ * connection without a member certificate. The Raft core adds its own
+ * checks on what even a genuine member may send (`RaftCoreStats`).
  *
  * {@link PeerAcceptor} is Web-standard (it builds the per-connection
  * method tables of `rpc/server/server_connection.ts`); {@link servePeersOn} runs it
@@ -36,7 +50,9 @@ import {
   HANDSHAKE_TIMEOUT_MS,
   PEER_AUTH_METHOD,
   PEER_HELLO_METHOD,
+  PEER_IDENTITY_REFUSED,
   PeerHandshakeError,
+  PeerIdentityError,
 } from "./peer_auth.ts";
 import type { PeerDirectory } from "./peer_directory.ts";
 import { STEP_METHOD } from "./peer_transport.ts";
@@ -101,6 +117,14 @@ export interface PeerAcceptorOptions {
   handlers?: Readonly<Record<string, PeerHandler>>;
   /** Time a connection has to complete the handshake, ms. @default 2000 */
   handshakeTimeoutMs?: number;
+  /**
+   * Refuse every connection whose TLS client certificate does not name a
+   * member (SAN `URI:rafter://member/<id>`), plain TCP ones included, even
+   * when it knows the cluster secret. Set it when the peer port runs TLS
+   * with client certificates of the cluster CA. Without it a certificate
+   * that names a member is still enforced. @default false
+   */
+  requirePeerCertificates?: boolean;
   /**
    * Receives one line per refused connection or dropped message, at most
    * one per remote host (or peer) per `logIntervalMs`. @default no logging
@@ -178,6 +202,7 @@ export class PeerAcceptor {
     notMember: 0,
     invalid: 0,
     refusedConnections: 0,
+    identityRefused: 0,
   };
 
   /**
@@ -251,6 +276,8 @@ export class PeerAcceptor {
         members: directory.ids,
         admit: (peer) =>
           this.#options.onNewPeer !== undefined && !directory.wasRemoved(peer),
+        peerCertificate: session.peerCertificate,
+        requireCertificate: this.#options.requirePeerCertificates ?? false,
       }),
       peer: null,
       refused: false,
@@ -296,6 +323,15 @@ export class PeerAcceptor {
             // Answered, so the dialer can log why, then closed.
             this.#refuse(state, error.message, { linger: true });
             throw new RpcError(INVALID_PARAMS, error.message);
+          }
+          if (error instanceof PeerIdentityError) {
+            this.#stats.identityRefused++;
+            this.#refuse(state, error.message, { linger: true });
+            throw new RpcError(
+              INVALID_PARAMS,
+              error.message,
+              PEER_IDENTITY_REFUSED,
+            );
           }
           this.#refuse(state, messageOf(error));
           return null;
@@ -347,6 +383,16 @@ export class PeerAcceptor {
       table[method] = (params?: unknown) =>
         authenticated(method, (peer) => {
           directory.heard(peer);
+          const from = (params as { from?: unknown } | null)?.from;
+          if (typeof from === "string" && from !== peer) {
+            this.#forged(peer, method, from, "");
+            throw new RpcError(
+              INVALID_PARAMS,
+              `Invalid params: ${method} names from=${
+                JSON.stringify(from.slice(0, 64))
+              }, but this connection is member ${peer}'s`,
+            );
+          }
           return handler(params, peer);
         });
     }
@@ -386,6 +432,10 @@ export class PeerAcceptor {
         valid.push(message);
         continue;
       }
+      if (kind === "forgedFrom") {
+        this.#forged(peer, "a raft message", message.from, message.to);
+        continue;
+      }
       this.#stats[kind]++;
       const why = kind === "notMember"
         ? `${peer} is no longer a member`
@@ -401,6 +451,24 @@ export class PeerAcceptor {
     }
     this.#stats.delivered += valid.length;
     if (valid.length > 0) this.#options.onStep(valid, peer);
+  }
+
+  /**
+   * Counts and logs (rate-limited, per peer) a message whose `from` is not
+   * the connection's authenticated member: what the connection speaks
+   * for is authoritative (its certificate's member, or the id it proved
+   * the secret for), never the message's own claim.
+   */
+  #forged(peer: NodeId, what: string, from: string, to: string): void {
+    this.#stats.forgedFrom++;
+    this.#log.line(
+      `forgedFrom:${peer}`,
+      `${this.#options.id}: dropped ${what} from peer ${peer} that claims from=${
+        JSON.stringify(from.slice(0, 64))
+      }${
+        to === "" ? "" : ` to=${JSON.stringify(to.slice(0, 64))}`
+      } (a peer speaks only for itself, to this node; ${this.#stats.forgedFrom} dropped so far)`,
+    );
   }
 
   /** Counts and logs (rate-limited, per peer) a batch that failed validation. */
@@ -502,6 +570,12 @@ export interface PeerServerStats {
   invalid: number;
   /** Connections closed before or during the handshake. */
   refusedConnections: number;
+  /**
+   * Of `refusedConnections`: hellos refused for the connection's
+   * certificate (it names another member than the hello's `from`, or none
+   * while `requirePeerCertificates` is set).
+   */
+  identityRefused: number;
 }
 
 /** Settings of {@link servePeersOn}: the acceptor's, and where to listen. */
@@ -512,6 +586,13 @@ export interface ServePeersOptions extends PeerAcceptorOptions {
   port?: number;
   /** Largest frame accepted, bytes. @default 8 MiB (8_388_608) */
   maxFrameBytes?: number;
+  /**
+   * More options for `serve` (e.g. its TLS settings, so that the peer port
+   * runs TLS with client certificates; pair it with
+   * `requirePeerCertificates`). The acceptor's methods and the options
+   * above win. @default none
+   */
+  serveOptions?: Partial<ServeOptions>;
 }
 
 /** A running peer port, as {@link servePeersOn} returns it. */
@@ -567,6 +648,7 @@ export function servePeersOn(
 ): PeerServer {
   const acceptor = new PeerAcceptor(options);
   const server = serve({
+    ...options.serveOptions,
     hostname: options.hostname ?? "127.0.0.1",
     port: options.port ?? 0,
     maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,

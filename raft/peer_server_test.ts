@@ -474,6 +474,7 @@ Deno.test("after auth, raft messages whose from is not the peer or whose to is n
       notMember: 0,
       invalid: 0,
       refusedConnections: 0,
+      identityRefused: 0,
     });
     // Logged once per kind (rate-limited), naming the peer and the claim.
     assert.deepEqual(acceptor.logs, [

@@ -4,7 +4,10 @@
  * connection per peer, dialed to the peer's peer port. Each connection
  * first runs the peer handshake (`peer_auth.ts`), which proves to both
  * sides that the other holds the cluster secret; only then are messages
- * sent. Raft tolerates lost messages, so sends never block the node: while
+ * sent. Over TLS (a `dialer` that opens TLS streams, which fill
+ * `ByteStream.peerCertificate`) the acceptor's certificate must name the
+ * member dialed (SAN `URI:rafter://member/<id>`); with
+ * `requirePeerCertificates` an acceptor without one is refused too. Raft tolerates lost messages, so sends never block the node: while
  * a peer is unreachable its messages queue up to a bound and then drop,
  * and reconnects back off (a failed handshake backs off like a failed
  * connect).
@@ -14,15 +17,17 @@
 
 import type { RpcConnection } from "../rpc/client/connection.ts";
 import { dial } from "../rpc/transport/dial.ts";
+import { defaultDialer } from "../rpc/transport/default_dialer.ts";
 import { messageOf } from "../rpc/errors.ts";
 import type { Params } from "../rpc/message.ts";
-import type { Dialer } from "../rpc/transport/transport.ts";
+import type { ByteStream, Dialer } from "../rpc/transport/transport.ts";
 import {
   authenticatePeer,
   checkMemberId,
   type ClusterKey,
   HANDSHAKE_TIMEOUT_MS,
   PeerHandshakeError,
+  PeerIdentityError,
 } from "./peer_auth.ts";
 import { PeerDirectory, type PeerStatus } from "./peer_directory.ts";
 import type { Message, NodeId } from "./types.ts";
@@ -56,8 +61,19 @@ export interface PeerTransportOptions {
    * client URLs). @default a new one, see {@link PeerTransport.directory}
    */
   directory?: PeerDirectory;
-  /** Opens connections. @default Deno TCP */
+  /**
+   * Opens connections; hand in a TLS dialer (one whose streams carry the
+   * server's verified `peerCertificate`) to run the peer links over TLS.
+   * @default the runtime's TCP dialer
+   */
   dialer?: Dialer;
+  /**
+   * Refuse a peer whose stream has no certificate naming a member (plain
+   * TCP included): set it with a TLS dialer and member certificates. A
+   * certificate that names a member is checked against the id dialed
+   * either way. @default false
+   */
+  requirePeerCertificates?: boolean;
   /** Messages kept per peer while its connection opens. @default 1024 */
   maxQueuedMessages?: number;
   /** First reconnect delay after a failure, ms. @default 50 */
@@ -136,6 +152,7 @@ export class PeerTransport {
   #closed = false;
   #started = false;
   readonly #lostListeners: ((id: NodeId) => void)[] = [];
+  readonly #stats: PeerTransportStats = { identityRefused: 0 };
   readonly #onLost = (id: NodeId) => {
     for (const listener of this.#lostListeners) listener(id);
   };
@@ -156,7 +173,14 @@ export class PeerTransport {
       if (id === options.id) continue;
       this.#peers.set(
         id,
-        new PeerLink(id, url, options, this.directory, this.#onLost),
+        new PeerLink(
+          id,
+          url,
+          options,
+          this.directory,
+          this.#onLost,
+          this.#stats,
+        ),
       );
     }
     this.#probeIntervalMs = options.probeIntervalMs ?? 1_000;
@@ -252,6 +276,7 @@ export class PeerTransport {
       this.#options,
       this.directory,
       this.#onLost,
+      this.#stats,
     );
     this.#peers.get(id)?.close();
     this.#peers.set(id, link);
@@ -295,6 +320,7 @@ export class PeerTransport {
         this.#options,
         this.directory,
         this.#onLost,
+        this.#stats,
       );
       this.#peers.set(id, fresh);
       if (this.#started && !this.#closed) fresh.start();
@@ -316,6 +342,11 @@ export class PeerTransport {
     }
   }
 
+  /** Counts of refused peers since the transport was made (a copy). */
+  get stats(): PeerTransportStats {
+    return { ...this.#stats };
+  }
+
   /** Every member as this node sees it now; see {@link PeerDirectory.status}. */
   peerStatus(): PeerStatus[] {
     return this.directory.status();
@@ -328,6 +359,16 @@ export class PeerTransport {
     this.#prober = undefined;
     for (const link of this.#peers.values()) link.close();
   }
+}
+
+/** Counts kept by a {@link PeerTransport}. */
+export interface PeerTransportStats {
+  /**
+   * Connections dropped because the acceptor's certificate named another
+   * member than the one dialed, or none while `requirePeerCertificates`
+   * is set, or because the acceptor refused this node's certificate.
+   */
+  identityRefused: number;
 }
 
 /** A queued item: a Raft message, or an application notification. */
@@ -353,6 +394,7 @@ class PeerLink {
   #closed = false;
   #probing = false;
   readonly #onLost: (id: NodeId) => void;
+  readonly #stats: PeerTransportStats;
 
   constructor(
     id: NodeId,
@@ -360,8 +402,10 @@ class PeerLink {
     options: PeerTransportOptions,
     directory: PeerDirectory,
     onLost: (id: NodeId) => void,
+    stats: PeerTransportStats,
   ) {
     this.#id = id;
+    this.#stats = stats;
     this.#onLost = onLost;
     this.#url = url;
     this.#options = options;
@@ -477,8 +521,11 @@ class PeerLink {
     this.#connecting = true;
     let connection: RpcConnection | null = null;
     try {
+      // The stream itself, for the certificate its TLS layer verified.
+      let stream: ByteStream | null = null;
+      const dialer = this.#options.dialer ?? defaultDialer();
       connection = await dial(this.#url, {
-        dialer: this.#options.dialer,
+        dialer: async (url, options) => (stream = await dialer(url, options)),
         connectTimeoutMs: this.#options.connectTimeoutMs ?? 1000,
       });
       if (this.#closed) return;
@@ -490,6 +537,8 @@ class PeerLink {
         clientUrl: this.#options.clientUrl?.() ?? null,
         peerUrl: this.#directory.peerUrl(this.#options.id),
         timeoutMs: this.#options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+        peerCertificate: (stream as ByteStream | null)?.peerCertificate ?? null,
+        requireCertificate: this.#options.requirePeerCertificates ?? false,
       });
       if (this.#closed) return;
       this.#directory.setClientUrl(this.#id, clientUrl);
@@ -506,6 +555,7 @@ class PeerLink {
       this.#write(authenticated, queued);
     } catch (error) {
       if (this.#closed) return;
+      if (error instanceof PeerIdentityError) this.#stats.identityRefused++;
       this.#directory.failed(this.#id, describeFailure(error));
       this.#backoffMs = Math.min(
         Math.max(this.#backoffMs * 2, this.#minBackoffMs),
