@@ -43,38 +43,57 @@ import {
 } from "../../stub/client.ts";
 import { dial as dialOn, type DialOptions } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
-import { nodeTcpDialer } from "./tcp.ts";
+import { nodeDialer, nodeTcpDialer } from "./tcp.ts";
+import type { TlsDialOptions } from "../../rpc/transport/tls.ts";
 
 export { serve } from "./serve.ts";
-export { fromNodeSocket, nodeTcpDialer } from "./tcp.ts";
+export type {
+  ClientCertPolicy,
+  TlsClientOptions,
+  TlsDialOptions,
+  TlsServerError,
+  TlsServerErrorCode,
+  TlsServerOptions,
+} from "../../rpc/transport/tls.ts";
+export { fromNodeSocket, nodeDialer, nodeTcpDialer } from "./tcp.ts";
 
 /**
- * `connect()` of `@rafter/rpc` on {@link nodeTcpDialer} unless
+ * `connect()` of `@rafter/rpc` on {@link nodeDialer}`(options.tls)` unless
  * `options.dialer` says otherwise: a client of the registry cluster at
- * `registryUrls` whose stubs call the servers bound in it.
+ * `registryUrls` whose stubs call the servers bound in it; `tcp://` and
+ * `tls://` URLs both.
  *
  * @throws {TypeError} when no URL is given.
  */
 export function connect(
   registryUrls: string | readonly string[],
-  options: ConnectOptions = {},
+  options: ConnectOptions & TlsDialOptions = {},
 ): RafterClient {
+  const { tls, ...rest } = options;
   return connectOn(registryUrls, {
-    ...options,
-    dialer: options.dialer ?? nodeTcpDialer,
+    ...rest,
+    dialer: rest.dialer ??
+      (tls === undefined ? nodeTcpDialer : nodeDialer(tls)),
   });
 }
 
 /**
- * `dial()` of `@rafter/rpc/transport` on {@link nodeTcpDialer} unless
- * `options.dialer` says otherwise: one multiplexed JSON-RPC connection to
- * the endpoint at `url`.
+ * `dial()` of `@rafter/rpc/transport` on {@link nodeDialer}`(options.tls)`
+ * unless `options.dialer` says otherwise: one multiplexed JSON-RPC
+ * connection to the endpoint at `url` (`tcp://` or `tls://`).
  *
- * @throws {ConnectionError} when the connection cannot be opened.
+ * @throws {ConnectionError} when the connection cannot be opened (for
+ * TLS: the message says what to do about an untrusted certificate, a name
+ * mismatch or a refused client certificate).
  */
 export function dial(
   url: string,
-  options: DialOptions = {},
+  options: DialOptions & TlsDialOptions = {},
 ): Promise<RpcConnection> {
-  return dialOn(url, { ...options, dialer: options.dialer ?? nodeTcpDialer });
+  const { tls, ...rest } = options;
+  return dialOn(url, {
+    ...rest,
+    dialer: rest.dialer ??
+      (tls === undefined ? nodeTcpDialer : nodeDialer(tls)),
+  });
 }
