@@ -110,7 +110,9 @@ export interface EndpointAddress extends TcpAddress {
  */
 export function parseEndpointUrl(url: string): EndpointAddress {
   const text = url.includes("://") ? url : `tcp://${url}`;
-  const expected = "tcp://host:port or tls://host:port";
+  // The tcp:// wording is what callers and their tests have always seen;
+  // tls:// is the same form with TLS.
+  const expected = "tcp://host:port";
   let parsed: URL;
   try {
     parsed = new URL(text);
@@ -256,6 +258,7 @@ export function isWildcardHost(hostname: string): boolean {
  * import { parseAdvertise } from "./transport.ts";
  * assert.deepEqual(parseAdvertise("10.0.0.5"), { hostname: "10.0.0.5", port: undefined });
  * assert.deepEqual(parseAdvertise("10.0.0.5:9001"), { hostname: "10.0.0.5", port: 9001 });
+ * assert.deepEqual(parseAdvertise("tls://10.0.0.5:9001"), { hostname: "10.0.0.5", port: 9001 });
  * ```
  */
 export function parseAdvertise(
