@@ -8,6 +8,16 @@
  * keeps its runtime adapters at the edge of the code; everything else comes
  * from `@rafter/rpc` and its subpaths.
  *
+ * TLS: `serve({ tls: { certFile, keyFile, caFile?, clientCert? } })`
+ * listens with TLS (`server.url` is `tls://…`; `clientCert: "require"`
+ * makes clients present a certificate from `caFile`, which methods see as
+ * `session.peerCertificate`; `handshakeTimeoutMs`, `reloadOnSignal`,
+ * `watchFiles`, `onError`; `server.reloadTls()`). `dial(url, { tls })`,
+ * `connect(urls, { tls })` and `denoDialer(tls)` open `tls://` URLs
+ * with `{ caFile?, certFile?, keyFile?, serverName? }` (default: the
+ * system's roots, no client certificate); see `TlsServerOptions` and
+ * `TlsClientOptions`.
+ *
  * @example Serve a method table and bind it in the registry
  * ```ts
  * import assert from "node:assert/strict";

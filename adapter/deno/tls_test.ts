@@ -8,6 +8,7 @@ import type { RpcServer } from "../../rpc/server/server.ts";
 import type { RpcSession } from "../../rpc/server/method.ts";
 import type { TlsServerError } from "../../rpc/transport/tls.ts";
 import { X509Certificate } from "node:crypto";
+import { defaultDialer } from "../../rpc/transport/default_dialer.ts";
 
 async function withPki<T>(
   run: (pki: TestPki, other: TestPki, dir: string) => Promise<T>,
@@ -455,6 +456,50 @@ Deno.test("deno tls: openssl s_client completes a handshake with the CA", async 
       }).output();
       const text = new TextDecoder().decode(output.stdout);
       assert.match(text, /Verify return code: 0 \(ok\)/);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+Deno.test("deno tls: the default dialer opens tls:// with Deno.connectTls and the system's roots", async () => {
+  await withPki(async (pki) => {
+    const server = serveN1(pki);
+    try {
+      // The test CA is not a system root: the error says what to pass.
+      await assert.rejects(
+        defaultDialer()(server.url),
+        /the default dialer trusts only the system's roots: for a private CA pass dialer: denoDialer\(\{ caFile \}\)/,
+      );
+      // DENO_CERT adds a root for a whole Deno process: then it works.
+      const script = `
+        import { defaultDialer } from ${
+        JSON.stringify(
+          new URL("../../rpc/transport/default_dialer.ts", import.meta.url)
+            .href,
+        )
+      };
+        const stream = await defaultDialer()(${JSON.stringify(server.url)});
+        const w = stream.writable.getWriter();
+        await w.write(new TextEncoder().encode('{"jsonrpc":"2.0","id":1,"method":"rpc.ping"}\\n'));
+        const { value } = await stream.readable.getReader().read();
+        console.log(JSON.stringify({ secure: stream.secure, answer: JSON.parse(new TextDecoder().decode(value)) }));
+        stream.close();
+      `;
+      const output = await new Deno.Command(Deno.execPath(), {
+        args: ["eval", "--no-config", script],
+        env: { DENO_CERT: pki.caFile, NO_COLOR: "1" },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+        signal: AbortSignal.timeout(60_000),
+      }).output();
+      const text = new TextDecoder().decode(output.stdout).trim();
+      assert.ok(output.success, new TextDecoder().decode(output.stderr));
+      assert.deepEqual(JSON.parse(text.split("\n").at(-1)!), {
+        secure: true,
+        answer: { jsonrpc: "2.0", id: 1, result: "pong" },
+      });
     } finally {
       await server.close();
     }

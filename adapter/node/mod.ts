@@ -7,6 +7,16 @@
  * (from the npm package under Node, `@rafter/rpc` has this entry's
  * `connect` and `serve` too).
  *
+ * TLS: `serve({ tls: { certFile, keyFile, caFile?, clientCert? } })`
+ * listens with TLS (`server.url` is `tls://…`; `clientCert: "require"`
+ * makes clients present a certificate from `caFile`, which methods see as
+ * `session.peerCertificate`; `handshakeTimeoutMs`, `reloadOnSignal`,
+ * `watchFiles`, `onError`; `server.reloadTls()`). `dial(url, { tls })`,
+ * `connect(urls, { tls })` and `nodeDialer(tls)` open `tls://` URLs
+ * with `{ caFile?, certFile?, keyFile?, serverName? }` (default: the
+ * system's roots, no client certificate); see `TlsServerOptions` and
+ * `TlsClientOptions`.
+ *
  * @example A server that binds itself, and a client
  * ```ts
  * import assert from "node:assert/strict";
