@@ -202,7 +202,8 @@ export function formatTcpUrl(address: TcpAddress): string {
 
 /**
  * Parses an address to listen on: `host:port` or `tcp://host:port`, where
- * port 0 asks the system for a free port.
+ * port 0 asks the system for a free port. (No `tls` in the result, so it
+ * can be spread into `serve()` options, whose `tls` is the TLS setup.)
  *
  * @throws {TypeError} when the text is not of that form or the port is
  * outside 0..65535.
@@ -214,7 +215,9 @@ export function formatTcpUrl(address: TcpAddress): string {
  * assert.deepEqual(parseListenAddress("127.0.0.1:0"), { hostname: "127.0.0.1", port: 0 });
  * ```
  */
-export function parseListenAddress(text: string): TcpAddress {
+export function parseListenAddress(
+  text: string,
+): { hostname: string; port: number } {
   const match = /^(?:tcp:\/\/)?(\[[^\]]+\]|[^:/]+):(\d{1,5})$/.exec(text);
   const port = Number(match?.[2]);
   if (match === null || port > 65535) {
