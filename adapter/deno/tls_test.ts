@@ -43,6 +43,7 @@ const whoami = (session: RpcSession) => ({
     commonName: session.peerCertificate?.commonName ?? null,
   }),
   echo: (value: unknown) => value,
+  from: () => session.remoteAddress ?? null,
 });
 
 /** Resolves when `conn` is closed by the peer (read gives EOF or an error); the ms it took. */
@@ -92,6 +93,11 @@ Deno.test("deno tls: serve and dial over TLS, NDJSON and CBOR, with the server's
             altNames: null,
             commonName: null,
           });
+          // The peer's address survives node:tls on Deno's own listener.
+          assert.match(
+            await connection.call("from") as string,
+            /^127\.0\.0\.1:\d+$/,
+          );
           const big = "x".repeat(300 * 1024);
           assert.equal(await connection.call("echo", [big]), big);
           const answers = await Promise.all(

@@ -51,6 +51,7 @@ export async function runTlsChecks(
       whoami: () => ({
         secure: session.secure,
         altNames: session.peerCertificate?.altNames ?? null,
+        fromLoopback: /^127\.0\.0\.1:\d+$/.test(session.remoteAddress ?? ""),
       }),
     }),
     tls: {

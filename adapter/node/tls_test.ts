@@ -33,6 +33,7 @@ function assertChecks(result: Awaited<ReturnType<typeof runTlsChecks>>) {
   const me = {
     secure: true,
     altNames: ["DNS:localhost", "IP Address:127.0.0.1"],
+    fromLoopback: true,
   };
   assert.deepEqual(result.json, me);
   assert.deepEqual(result.cbor, me);
