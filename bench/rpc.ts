@@ -13,6 +13,13 @@
  * | jayson, stock client | jayson 5 TCP server (Node) | `jayson.Client.tcp()`: a connection per call |
  * | jayson, kept-open connection | jayson 5 TCP server (Node) | the line client over one connection |
  * | grpc-js unary | `@grpc/grpc-js` 1.14 server, `bench/echo.proto` | grpc-js client, one channel |
+ * | Rafter over TLS, Deno | `serve({ tls })` (Deno) | `dial()`, `denoDialer({ caFile })` (`node:tls`) |
+ * | Rafter over TLS, Deno, `Deno.connectTls` client | the same | `dial()` over one `Deno.connectTls` stream |
+ * | Rafter over TLS, Node | `serve({ tls })` (Node) | `dial()`, `nodeDialer({ caFile })` |
+ *
+ * The TLS rows use a throw-away CA and certificate (`testing/certs.ts`);
+ * a table of their own puts each beside the plain row of its runtime
+ * (sequential p50 and 64-in-flight calls/s, as ratios TLS ÷ plain).
  *
  * Node rows run under `node` (20 or later): the scripts are bundled with
  * `deno bundle --platform node` into a temp folder first; jayson and
@@ -46,6 +53,7 @@
  */
 
 import { fileURLToPath } from "node:url";
+import { makeTestPki } from "../testing/certs.ts";
 import { benchArgs, usageError } from "./_args.ts";
 import { Child } from "./_child.ts";
 import {
@@ -281,7 +289,7 @@ async function started(server: Server): Promise<boolean> {
   server.child = child;
   try {
     const line = await child.nextLine(START_TIMEOUT_MS);
-    const url = /listening on (tcp:\/\/\S+)/.exec(line)?.[1];
+    const url = /listening on (t(?:cp|ls):\/\/\S+)/.exec(line)?.[1];
     if (url === undefined) throw new Error(`${server.name} printed "${line}"`);
     server.url = url;
     return true;
@@ -385,6 +393,9 @@ const skippedRow = (c: Contender): Row | null =>
 
 async function main(): Promise<void> {
   const node = await prepareNode();
+  const pkiDir = await Deno.makeTempDir({ prefix: "rafter-bench-tls-" });
+  const pki = await makeTestPki(pkiDir, { others: ["server"] });
+  const certArgs = [pki.certs.server.certFile, pki.certs.server.keyFile];
   const server = (name: string, command: Server["command"]): Server => ({
     name,
     command,
@@ -401,6 +412,14 @@ async function main(): Promise<void> {
   const nodeRafter = server(
     "Rafter serve() (Node)",
     nodeCommand(node.rpcServer, "rafter"),
+  );
+  const denoTls = server(
+    "Rafter serve({ tls }) (Deno)",
+    denoCommand("rpc_server.ts", "rafter-tls", ...certArgs),
+  );
+  const nodeTls = server(
+    "Rafter serve({ tls }) (Node)",
+    nodeCommand(node.rpcServer, "rafter-tls", ...certArgs),
   );
   const jayson = server(
     "jayson 5 TCP server (Node)",
@@ -468,9 +487,30 @@ async function main(): Promise<void> {
     grpc,
     (url) => nodeCommand(node.grpcClient, PROTO, url),
   );
+  const tlsDeno = contender(
+    "Rafter over TLS, Deno: serve({ tls }) + dial() (node:tls)",
+    "Deno",
+    denoTls,
+    (url) => denoCommand("rpc_client.ts", "rafter", url, pki.caFile),
+    true,
+  );
+  const tlsDenoConnectTls = contender(
+    "Rafter over TLS, Deno: dial() over Deno.connectTls",
+    "Deno",
+    denoTls,
+    (url) => denoCommand("rpc_client.ts", "rafter-connecttls", url, pki.caFile),
+    true,
+  );
+  const tlsNode = contender(
+    "Rafter over TLS, Node: serve({ tls }) + dial()",
+    "Node",
+    nodeTls,
+    (url) => nodeCommand(node.rpcClient, "rafter", url, pki.caFile),
+    true,
+  );
   // A missing node makes the Node rows skipped, Rafter's too: that is the
   // machine, not Rafter.
-  for (const c of [rawNode, rafterNode, rafterNodeLine]) {
+  for (const c of [rawNode, rafterNode, rafterNodeLine, tlsNode]) {
     const command = c.server.command;
     if (!Array.isArray(command)) c.skipped = command.skipped;
   }
@@ -483,7 +523,18 @@ async function main(): Promise<void> {
     jaysonStock,
     jaysonKept,
     grpcUnary,
+    tlsDeno,
+    tlsDenoConnectTls,
+    tlsNode,
   ];
+  /** Each TLS row and the plain row of its runtime. */
+  const tlsPairs: [Contender, Contender][] = [
+    [tlsDeno, rafterDeno],
+    [tlsDenoConnectTls, rafterDeno],
+    [tlsNode, rafterNode],
+  ];
+  /** p50 (rtt) and calls/s on one connection (throughput), per round. */
+  const tlsFigures = new Map<Contender, { p50?: Cell[]; rate?: Cell[] }>();
   const version = /^v\d\S*/.exec((await run("node", ["--version"])).text);
   const runtimes = `Deno ${Deno.version.deno}, Node ${
     version?.[0] ?? "(none)"
@@ -497,6 +548,12 @@ async function main(): Promise<void> {
       (c) => measure<Seq>(c, 1, `seq ${CALLS}`, START_TIMEOUT_MS + CALLS * 20),
     );
     const of = (c: Contender) => samples[all.indexOf(c)];
+    for (const c of all) {
+      tlsFigures.set(c, {
+        ...tlsFigures.get(c),
+        p50: of(c).map((x) => x?.answers[0].p50 ?? null),
+      });
+    }
     const rows: Row[] = all.map((c) => {
       const s = of(c);
       const raw = c.runtime === "Deno" ? of(rawDeno) : of(rawNode);
@@ -573,6 +630,14 @@ async function main(): Promise<void> {
       const total = (s: Sample<Flood>) =>
         s.clientCpu.reduce<number>((sum, x) => sum + (x ?? NaN), 0);
       const of = (c: Contender) => samples[all.indexOf(c)];
+      if (config.connections === 1) {
+        for (const c of all) {
+          tlsFigures.set(c, {
+            ...tlsFigures.get(c),
+            rate: of(c).map((x) => x && rate(x)),
+          });
+        }
+      }
       const rows: Row[] = all.map((c) => {
         const s = of(c);
         const cells: Cell[] = [
@@ -645,6 +710,56 @@ async function main(): Promise<void> {
       }
     }
   }
+  tlsTable(tlsPairs, tlsFigures, runtimes);
+  await Deno.remove(pkiDir, { recursive: true });
+}
+
+/** The TLS rows beside the plain ones: p50 and calls/s, as TLS ÷ plain. */
+function tlsTable(
+  pairs: [Contender, Contender][],
+  figures: Map<Contender, { p50?: Cell[]; rate?: Cell[] }>,
+  runtimes: string,
+): void {
+  const paired = (tls: Cell[] | undefined, plain: Cell[] | undefined) =>
+    tls === undefined || plain === undefined ? null : med(tls.map((t, r) => {
+      const p = plain[r];
+      return typeof t === "number" && typeof p === "number"
+        ? ratio(t, p)
+        : null;
+    }));
+  const numbers = (cells: Cell[] | undefined) =>
+    med((cells ?? []).map((c) => typeof c === "number" ? c : null));
+  const rows: Row[] = pairs.map(([tls, plain]) => {
+    const t = figures.get(tls) ?? {};
+    const p = figures.get(plain) ?? {};
+    return skippedRow(tls) ?? {
+      label: tls.label,
+      cells: [
+        numbers(t.p50),
+        numbers(p.p50),
+        paired(t.p50, p.p50),
+        numbers(t.rate),
+        numbers(p.rate),
+        paired(t.rate, p.rate),
+      ],
+    };
+  });
+  if (rows.every((row) => row.cells.every((cell) => cell === null))) return;
+  report.table({
+    scenario: "rtt",
+    title: "RPC over TLS beside plain TCP",
+    note:
+      `Each TLS row against the plain Rafter row of its runtime (${runtimes}), from the rounds above: sequential p50 and calls/s with ${IN_FLIGHT} in flight on one connection; ratios TLS ÷ plain (median of the per-round ratios: above 1 is slower for p50, below 1 is fewer calls for calls/s). TLS 1.3, a P-256 certificate from a throw-away CA.`,
+    columns: [
+      { name: "TLS p50", unit: "µs" },
+      { name: "plain p50", unit: "µs" },
+      { name: "p50 TLS ÷ plain", unit: "×" },
+      { name: "TLS calls/s", unit: "/s" },
+      { name: "plain calls/s", unit: "/s" },
+      { name: "calls/s TLS ÷ plain", unit: "×" },
+    ],
+    rows,
+  });
 }
 
 let failure: unknown;

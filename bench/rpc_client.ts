@@ -5,8 +5,11 @@
  * bundled (`deno bundle --platform node`).
  *
  * - `raw URL`: a line echoed by a raw TCP echo server;
- * - `rafter URL`: `dial()` (`RpcConnection.call("echo", params)`), Deno's
- *   TCP dialer under Deno, Node's (`node:net`) under Node;
+ * - `rafter URL [CA]`: `dial()` (`RpcConnection.call("echo", params)`),
+ *   Deno's dialer under Deno, Node's (`node:net`) under Node; a `tls://`
+ *   URL over TLS (`node:tls`) trusting the CA file `CA`;
+ * - `rafter-connecttls URL CA` (Deno only): `dial()` over one
+ *   `Deno.connectTls` stream, to compare it with `node:tls` on Deno;
  * - `line URL`: JSON-RPC 2.0 `echo` over one kept-open NDJSON connection
  *   (jayson's or Rafter's server), the minimal client.
  *
@@ -18,8 +21,11 @@
  */
 
 import { dial } from "../rpc/transport/dial.ts";
-import { denoTcpDialer } from "../adapter/deno/tcp.ts";
-import { nodeTcpDialer } from "../adapter/node/tcp.ts";
+import { denoDialer } from "../adapter/deno/tcp.ts";
+import { nodeDialer } from "../adapter/node/tcp.ts";
+import { streamOfConn } from "../rpc/transport/conn_stream.ts";
+import { parseEndpointUrl } from "../rpc/transport/transport.ts";
+import { readFileSync } from "node:fs";
 import "../rpc/codec/cbor.ts";
 import { openLineClient } from "./_line_client.ts";
 import {
@@ -31,7 +37,7 @@ import {
   scriptArgs,
 } from "./_rpc_driver.ts";
 
-const [kind, url] = scriptArgs();
+const [kind, url, caFile] = scriptArgs();
 
 async function open(): Promise<{ call: Call; close(): void }> {
   switch (kind) {
@@ -46,8 +52,27 @@ async function open(): Promise<{ call: Call; close(): void }> {
       };
     }
     case "rafter": {
+      const tls = caFile === undefined ? {} : { caFile };
       const connection = await dial(url, {
-        dialer: isDeno ? denoTcpDialer : nodeTcpDialer,
+        dialer: isDeno ? denoDialer(tls) : nodeDialer(tls),
+      });
+      return {
+        call: async () => checkEcho(await connection.call("echo", PARAMS)),
+        close: () => connection.close(),
+      };
+    }
+    case "rafter-connecttls": {
+      const deno = (globalThis as unknown as { Deno: typeof Deno }).Deno;
+      const { hostname, port } = parseEndpointUrl(url);
+      const conn = await deno.connectTls({
+        hostname,
+        port,
+        caCerts: [readFileSync(caFile, "utf8")],
+      });
+      await conn.handshake();
+      const stream = streamOfConn(conn, undefined);
+      const connection = await dial(url, {
+        dialer: () => Promise.resolve(stream),
       });
       return {
         call: async () => checkEcho(await connection.call("echo", PARAMS)),

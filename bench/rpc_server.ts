@@ -4,8 +4,9 @@
  * `serve()` (the Deno adapter under Deno, the Node adapter under Node,
  * default options) with an `echo` method returning its params; `raw`
  * (Node only) echoes every byte back on `node:net`, the floor (Deno's raw
- * echo is `bench/echo_server.ts`). Prints `listening on
- * tcp://127.0.0.1:PORT`; exits when stdin closes.
+ * echo is `bench/echo_server.ts`); `rafter-tls CERT KEY` is `rafter` with
+ * TLS (`serve({ tls: { certFile, keyFile } })`). Prints `listening on
+ * tcp://127.0.0.1:PORT` (`tls://` for TLS); exits when stdin closes.
  *
  * ```sh
  * deno run -A bench/rpc_server.ts rafter
@@ -22,7 +23,7 @@ import { isDeno, scriptArgs, serveUntilStdinCloses } from "./_rpc_driver.ts";
 
 const methods = { echo: (value: unknown) => value };
 
-const [kind] = scriptArgs();
+const [kind, certFile, keyFile] = scriptArgs();
 if (kind === "raw" && !isDeno) {
   const server = createServer({ noDelay: true }, (socket) => {
     socket.on("data", (chunk) => socket.write(chunk));
@@ -32,11 +33,14 @@ if (kind === "raw" && !isDeno) {
     const { port } = server.address() as { port: number };
     serveUntilStdinCloses(`tcp://127.0.0.1:${port}`, () => server.close());
   });
-} else if (kind === "rafter") {
-  const server = isDeno ? serveDeno({ methods }) : await serveNode({ methods });
+} else if (kind === "rafter" || kind === "rafter-tls") {
+  const options = kind === "rafter"
+    ? { methods }
+    : { methods, tls: { certFile, keyFile } };
+  const server = isDeno ? serveDeno(options) : await serveNode(options);
   serveUntilStdinCloses(server.url, () => server.close());
 } else {
   throw new Error(
-    `usage: rpc_server.ts rafter, or raw under Node (got "${kind}")`,
+    `usage: rpc_server.ts rafter, rafter-tls CERT KEY, or raw under Node (got "${kind}")`,
   );
 }

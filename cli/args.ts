@@ -222,7 +222,7 @@ export function checkUrl(text: string, what: string): string {
     return formatTcpUrl(parseTcpUrl(text));
   } catch (error) {
     throw new UsageError(
-      `${what} must be tcp://host:port, not "${text}" (${
+      `${what} must be tcp://host:port or tls://host:port, not "${text}" (${
         (error as Error).message
       })`,
     );

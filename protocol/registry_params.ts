@@ -389,7 +389,7 @@ function memberUrl(field: string) {
       return formatTcpUrl(parseTcpUrl(value));
     } catch (error) {
       throw new ParamsError(
-        `"${field}" must be a tcp://host:port URL, not ${
+        `"${field}" must be a tcp://host:port or tls://host:port URL, not ${
           JSON.stringify(value)
         } (${(error as Error).message})`,
       );

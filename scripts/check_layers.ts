@@ -81,12 +81,25 @@ export const MAY_IMPORT: Readonly<
   registry: ["raft", "rpc", "protocol", "internal"],
   "mod.ts": ["rpc", "stub", "protocol", "internal"],
   // `adapter/deno` may get `raft`/`registry` if it ever serves them; today it needs neither.
-  "adapter/deno": CORE,
-  "adapter/node": CORE,
+  // Both serve and dial TLS with `adapter/tls` (`node:tls`, which Deno has
+  // too: `Deno.listenTls` can neither ask for client certificates nor
+  // swap its certificate, and a `Deno.connectTls` stream has no peer
+  // certificate).
+  "adapter/deno": [...CORE, "adapter/tls"],
+  "adapter/node": [...CORE, "adapter/tls"],
+  // TLS listeners and dialers on `node:tls`, and the `node:net` socket
+  // stream they share with `adapter/node`: no runtime entry of its own.
+  "adapter/tls": CORE,
   "adapter/cloudflare": CORE,
   // Files directly in `adapter/`: the checks that span the runtime entries
   // (`adapter/entries_test.ts`), so they may import each of them.
-  adapter: [...CORE, "adapter/deno", "adapter/node", "adapter/cloudflare"],
+  adapter: [
+    ...CORE,
+    "adapter/deno",
+    "adapter/node",
+    "adapter/cloudflare",
+    "adapter/tls",
+  ],
   cli: ANY,
   tests: ANY,
   bench: ANY,

@@ -7,7 +7,10 @@
  * @module
  */
 
-import { type Dialer, parseTcpUrl } from "../../rpc/transport/transport.ts";
+import {
+  type Dialer,
+  parseEndpointUrl,
+} from "../../rpc/transport/transport.ts";
 
 /** The part of workerd's `Socket` (from `cloudflare:sockets`) the dialer uses. */
 export interface CloudflareSocket {
@@ -23,9 +26,21 @@ export interface CloudflareSocket {
   close(): Promise<void>;
 }
 
+/** The options of workerd's `connect()` the dialer passes. */
+export interface CloudflareSocketOptions {
+  /**
+   * `"on"`: TLS from the start (what a `tls://` URL asks for); `"off"`:
+   * plain TCP.
+   */
+  secureTransport?: "on" | "off" | "starttls";
+  /** False: closing the writable side closes the socket. */
+  allowHalfOpen?: boolean;
+}
+
 /** workerd's `connect()` from `cloudflare:sockets`, as the dialer calls it. */
 export type CloudflareConnect = (
   address: { hostname: string; port: number },
+  options?: CloudflareSocketOptions,
 ) => CloudflareSocket;
 
 /**
@@ -33,8 +48,13 @@ export type CloudflareConnect = (
  * request that opened it (workerd refuses I/O on it from another request),
  * so use it through a client made per request (`edgeClient`).
  *
+ * A `tls://host:port` URL is opened with `secureTransport: "on"`: workerd
+ * verifies the server's certificate against its trusted roots and the
+ * URL's host name (workerd has no per-socket CA option, and gives no peer
+ * certificate); the stream is then `secure`. `tcp://` is plain TCP.
+ *
  * @param connect `connect` imported from `cloudflare:sockets`.
- * @returns a dialer for `tcp://host:port` URLs.
+ * @returns a dialer for `tcp://host:port` and `tls://host:port` URLs.
  *
  * @example
  * ```ts ignore
@@ -48,10 +68,13 @@ export type CloudflareConnect = (
  */
 export function cloudflareDialer(connect: CloudflareConnect): Dialer {
   return async (url, options) => {
-    const { hostname, port } = parseTcpUrl(url);
+    const { hostname, port, tls } = parseEndpointUrl(url);
     const signal = options?.signal;
     signal?.throwIfAborted();
-    const socket = connect({ hostname, port });
+    const socket = connect({ hostname, port }, {
+      secureTransport: tls ? "on" : "off",
+      allowHalfOpen: false,
+    });
     // workerd rejects `closed` when the connection fails or breaks; the
     // stream's readers see that, so nobody else needs to.
     socket.closed.catch(() => {});
@@ -76,6 +99,11 @@ export function cloudflareDialer(connect: CloudflareConnect): Dialer {
     } finally {
       if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
     }
-    return { readable: socket.readable, writable: socket.writable, close };
+    return {
+      readable: socket.readable,
+      writable: socket.writable,
+      close,
+      ...(tls ? { secure: true } : {}),
+    };
   };
 }

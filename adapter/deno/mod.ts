@@ -8,6 +8,16 @@
  * keeps its runtime adapters at the edge of the code; everything else comes
  * from `@rafter/rpc` and its subpaths.
  *
+ * TLS: `serve({ tls: { certFile, keyFile, caFile?, clientCert? } })`
+ * listens with TLS (`server.url` is `tls://…`; `clientCert: "require"`
+ * makes clients present a certificate from `caFile`, which methods see as
+ * `session.peerCertificate`; `handshakeTimeoutMs`, `reloadOnSignal`,
+ * `watchFiles`, `onError`; `server.reloadTls()`). `dial(url, { tls })`,
+ * `connect(urls, { tls })` and `denoDialer(tls)` open `tls://` URLs
+ * with `{ caFile?, certFile?, keyFile?, serverName? }` (default: the
+ * system's roots, no client certificate); see `TlsServerOptions` and
+ * `TlsClientOptions`.
+ *
  * @example Serve a method table and bind it in the registry
  * ```ts
  * import assert from "node:assert/strict";
@@ -43,38 +53,57 @@ import {
 } from "../../stub/client.ts";
 import { dial as dialOn, type DialOptions } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
-import { denoTcpDialer } from "./tcp.ts";
+import { denoDialer, denoTcpDialer } from "./tcp.ts";
+import type { TlsDialOptions } from "../../rpc/transport/tls.ts";
 
 export { serve } from "./serve.ts";
-export { denoTcpDialer, fromDenoConn } from "./tcp.ts";
+export type {
+  ClientCertPolicy,
+  TlsClientOptions,
+  TlsDialOptions,
+  TlsServerError,
+  TlsServerErrorCode,
+  TlsServerOptions,
+} from "../../rpc/transport/tls.ts";
+export { denoDialer, denoTcpDialer, fromDenoConn } from "./tcp.ts";
 
 /**
- * `connect()` of `@rafter/rpc` on {@link denoTcpDialer} unless
+ * `connect()` of `@rafter/rpc` on {@link denoDialer}`(options.tls)` unless
  * `options.dialer` says otherwise: a client of the registry cluster at
- * `registryUrls` whose stubs call the servers bound in it.
+ * `registryUrls` whose stubs call the servers bound in it; `tcp://` and
+ * `tls://` URLs both.
  *
  * @throws {TypeError} when no URL is given.
  */
 export function connect(
   registryUrls: string | readonly string[],
-  options: ConnectOptions = {},
+  options: ConnectOptions & TlsDialOptions = {},
 ): RafterClient {
+  const { tls, ...rest } = options;
   return connectOn(registryUrls, {
-    ...options,
-    dialer: options.dialer ?? denoTcpDialer,
+    ...rest,
+    dialer: rest.dialer ??
+      (tls === undefined ? denoTcpDialer : denoDialer(tls)),
   });
 }
 
 /**
- * `dial()` of `@rafter/rpc/transport` on {@link denoTcpDialer} unless
- * `options.dialer` says otherwise: one multiplexed JSON-RPC connection to
- * the endpoint at `url`.
+ * `dial()` of `@rafter/rpc/transport` on {@link denoDialer}`(options.tls)`
+ * unless `options.dialer` says otherwise: one multiplexed JSON-RPC
+ * connection to the endpoint at `url` (`tcp://` or `tls://`).
  *
- * @throws {ConnectionError} when the connection cannot be opened.
+ * @throws {ConnectionError} when the connection cannot be opened (for
+ * TLS: the message says what to do about an untrusted certificate, a name
+ * mismatch or a refused client certificate).
  */
 export function dial(
   url: string,
-  options: DialOptions = {},
+  options: DialOptions & TlsDialOptions = {},
 ): Promise<RpcConnection> {
-  return dialOn(url, { ...options, dialer: options.dialer ?? denoTcpDialer });
+  const { tls, ...rest } = options;
+  return dialOn(url, {
+    ...rest,
+    dialer: rest.dialer ??
+      (tls === undefined ? denoTcpDialer : denoDialer(tls)),
+  });
 }

@@ -1,6 +1,8 @@
 /**
- * Deno adapter: TCP connections as {@link ByteStream}s, and the dialer that
- * opens them. Uses `Deno.*`; the rest of `rpc/` is Web-standard only.
+ * Deno adapter: TCP connections as {@link ByteStream}s, and the dialers
+ * that open them: `tcp://` with `Deno.connect`, `tls://` with TLS (on
+ * Deno's `node:tls`, whose sockets show the server's certificate). Uses
+ * `Deno.*`; the rest of `rpc/` is Web-standard only.
  *
  * @module
  */
@@ -9,9 +11,10 @@ import {
   type ByteStream,
   type Dialer,
   formatTcpUrl,
-  parseTcpUrl,
 } from "../../rpc/transport/transport.ts";
+import type { TlsClientOptions } from "../../rpc/transport/tls.ts";
 import { streamOfConn } from "../../rpc/transport/conn_stream.ts";
+import { endpointDialer } from "../tls/client.ts";
 
 /**
  * Wraps a `Deno.Conn` as a {@link ByteStream}.
@@ -54,11 +57,61 @@ export function fromDenoConn(conn: Deno.Conn): ByteStream {
 }
 
 /**
+ * A {@link Dialer} for Deno: opens `tcp://host:port` with `Deno.connect`
+ * and `tls://host:port` with TLS, Nagle's algorithm off (RPC frames are
+ * small and latency-bound). A `tls://` stream has `secure: true` and the
+ * server's verified certificate as `peerCertificate`.
+ *
+ * @param tls for `tls://` URLs: the CA to trust (default: the system's
+ * roots), a client certificate to present (mutual TLS), `serverName`.
+ * Files are read at each dial, so a renewed certificate is used by the
+ * next connection.
+ * @returns the dialer; it rejects with a {@link TypeError} for a URL that
+ * is neither, or an unreadable file; with an `Error` that says what to do
+ * for an untrusted certificate or a name mismatch; with Deno's error
+ * (e.g. `Deno.errors.ConnectionRefused`) when the connection cannot be
+ * opened.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { denoDialer } from "./tcp.ts";
+ * import { serve } from "./serve.ts";
+ * const dialer = denoDialer({ caFile: "/etc/rafter/ca.pem" });
+ * const server = serve({ methods: {} });
+ * const stream = await dialer(server.url); // tcp:// needs no TLS options
+ * assert.equal(stream.secure, undefined);
+ * stream.close();
+ * await server.close();
+ * ```
+ */
+export function denoDialer(tls: TlsClientOptions = {}): Dialer {
+  return endpointDialer(tls, connectTcp);
+}
+
+async function connectTcp(
+  hostname: string,
+  port: number,
+  signal: AbortSignal | undefined,
+): Promise<ByteStream> {
+  const conn = await Deno.connect({ hostname, port, transport: "tcp", signal });
+  try {
+    conn.setNoDelay(true);
+  } catch (error) {
+    conn.close();
+    throw error;
+  }
+  return fromDenoConn(conn);
+}
+
+/**
  * A {@link Dialer} for Deno: opens `tcp://host:port` with `Deno.connect`, with
  * Nagle's algorithm off (`setNoDelay(true)`) since RPC frames are small and
- * latency-bound.
+ * latency-bound; `tls://host:port` with TLS, trusting the system's roots
+ * (the same as `denoDialer()`; pass options to {@link denoDialer} for
+ * another CA or a client certificate).
  *
- * @param url `tcp://host:port` or `host:port`.
+ * @param url `tcp://host:port`, `tls://host:port` or `host:port`.
  * @param options.signal Aborts the connection attempt.
  * @throws {TypeError} for a URL that is not `tcp://host:port`; rejects with
  * Deno's error (e.g. `Deno.errors.ConnectionRefused`) when the connection
@@ -76,22 +129,4 @@ export function fromDenoConn(conn: Deno.Conn): ByteStream {
  * await server.close();
  * ```
  */
-export const denoTcpDialer: Dialer = async (
-  url: string,
-  options?: { signal?: AbortSignal },
-): Promise<ByteStream> => {
-  const { hostname, port } = parseTcpUrl(url);
-  const conn = await Deno.connect({
-    hostname,
-    port,
-    transport: "tcp",
-    signal: options?.signal,
-  });
-  try {
-    conn.setNoDelay(true);
-  } catch (error) {
-    conn.close();
-    throw error;
-  }
-  return fromDenoConn(conn);
-};
+export const denoTcpDialer: Dialer = denoDialer();

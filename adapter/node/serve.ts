@@ -13,8 +13,8 @@ import {
   type StreamListener,
   validateServeOptions,
 } from "../../rpc/server/server.ts";
-import type { ByteStream } from "../../rpc/transport/transport.ts";
-import { fromNodeSocket } from "./tcp.ts";
+import { acceptQueue, fromNodeSocket } from "../tls/node_socket.ts";
+import { openTlsListener } from "../tls/server.ts";
 // Servers hear CBOR clients too.
 import "../../rpc/codec/cbor.ts";
 
@@ -26,9 +26,17 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  * Resolves once it listens (Node binds asynchronously), unlike Deno's
  * `serve()`, which returns the server at once.
  *
+ * With `tls` (see `TlsServerOptions`) it listens with `node:tls`:
+ * `server.url` is `tls://host:port`, each stream is `secure` and carries
+ * the verified client certificate (`session.peerCertificate`) when
+ * `tls.clientCert` asks for one; `server.reloadTls()` re-reads the files,
+ * as SIGHUP and a change of the files do.
+ *
  * @param options `hostname` (default `"127.0.0.1"`), `port` (default 0:
- * ephemeral), the methods, limits, `advertise` and `signal`.
+ * ephemeral), the methods, limits, `advertise`, `signal` and `tls`.
  * @throws {RangeError} for limits that `validateServerLimits` refuses.
+ * @throws {TypeError} for `tls` files that cannot be read or a
+ * certificate and key that do not match.
  * @throws the `node:net` listen error (e.g. `EADDRINUSE`) as a rejection.
  *
  * @example
@@ -46,6 +54,11 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
 export async function serve(options: ServeOptions): Promise<RpcServer> {
   validateServeOptions(options);
   const { hostname = "127.0.0.1", port = 0 } = options;
+  if (options.tls !== undefined) {
+    const listener = openTlsListener(options.tls, { hostname, port });
+    await listener.listening;
+    return serveListener(listener, options);
+  }
   const server = createServer({ noDelay: true });
   const listener = nodeListener(server);
   await new Promise<void>((resolve, reject) => {
@@ -60,22 +73,13 @@ export async function serve(options: ServeOptions): Promise<RpcServer> {
 
 /** `server` as a {@link StreamListener}, once it listens. */
 function nodeListener(server: Server): { bound(): StreamListener } {
-  const queued: Socket[] = [];
-  let waiting: ((stream: ByteStream | null) => void) | null = null;
-  let closed = false;
+  const queue = acceptQueue(
+    (socket: Socket) => fromNodeSocket(socket),
+    (socket) => socket.destroy(),
+  );
   server.on("connection", (socket: Socket) => {
-    if (closed) {
-      socket.destroy();
-      return;
-    }
-    socket.setNoDelay(true);
-    if (waiting !== null) {
-      const wake = waiting;
-      waiting = null;
-      wake(fromNodeSocket(socket));
-    } else {
-      queued.push(socket);
-    }
+    if (!queue.closed) socket.setNoDelay(true);
+    queue.push(socket);
   });
   server.on("error", (error) => {
     // After listening, errors are per connection attempt: log, go on.
@@ -89,24 +93,11 @@ function nodeListener(server: Server): { bound(): StreamListener } {
       }
       return {
         address: { hostname: address.address, port: address.port },
-        accept() {
-          const socket = queued.shift();
-          if (socket !== undefined) {
-            return Promise.resolve(fromNodeSocket(socket));
-          }
-          if (closed) return Promise.resolve(null);
-          return new Promise((resolve) => {
-            waiting = resolve;
-          });
-        },
+        accept: () => queue.accept(),
         close() {
-          if (closed) return;
-          closed = true;
+          if (queue.closed) return;
           server.close();
-          for (const socket of queued.splice(0)) socket.destroy();
-          const wake = waiting;
-          waiting = null;
-          wake?.(null);
+          queue.close();
         },
       };
     },

@@ -98,7 +98,7 @@ function bindOptions(
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  if (!url.startsWith("tcp://")) url = `tcp://${url}`;
+  if (!/^t(?:cp|ls):\/\//.test(url)) url = `tcp://${url}`; // tls:// stays
   const attrs: Record<string, string> = {};
   for (const pair of (values.attr as string[] | undefined) ?? []) {
     const equals = pair.indexOf("=");

@@ -22,6 +22,7 @@ import {
   parseAdvertise,
   type TcpAddress,
 } from "../transport/transport.ts";
+import type { TlsServerOptions } from "../transport/tls.ts";
 
 /** Options of `serve()` (each runtime entry has one) and {@link serveListener}. */
 export interface ServeOptions extends ServerLimits {
@@ -47,6 +48,13 @@ export interface ServeOptions extends ServerLimits {
   methods: Methods | SessionMethods;
   /** Aborting it closes the server, like {@link RpcServer.close}. */
   signal?: AbortSignal;
+  /**
+   * Listen with TLS (the server's URL is then `tls://host:port`): the
+   * certificate and key, the CA of client certificates, whether to ask
+   * for one, the handshake deadline and reloading. See
+   * {@link TlsServerOptions}. The Deno and Node adapters honour it.
+   */
+  tls?: TlsServerOptions;
 }
 
 /** A running server, as returned by `serve()` and {@link serveListener}. */
@@ -85,6 +93,12 @@ export interface RpcServer {
    * `graceMs` (default 5_000 ms), when it closes what is left.
    */
   drain(graceMs?: number): Promise<void>;
+  /**
+   * A TLS server (`tls` option) only: re-reads its certificate files and
+   * uses them for new connections (open ones keep theirs). Rejects, and
+   * keeps the old certificate, when they are unreadable or do not match.
+   */
+  reloadTls?(): Promise<void>;
 }
 
 /**
@@ -104,6 +118,10 @@ export interface StreamListener {
   accept(): Promise<ByteStream | null>;
   /** Stops accepting; a pending {@link accept} resolves null. Idempotent. */
   close(): void;
+  /** Whether it accepts TLS streams (the server's URL is then `tls://`). */
+  readonly secure?: boolean;
+  /** A TLS listener's certificate reload: becomes {@link RpcServer.reloadTls}. */
+  reloadTls?(): Promise<void>;
 }
 
 /**
@@ -217,6 +235,7 @@ export function serveListener(
   const url = formatTcpUrl({
     hostname: advertised?.hostname ?? address.hostname,
     port: advertised?.port ?? address.port,
+    tls: listener.secure === true,
   });
   return {
     hostname: address.hostname,
@@ -226,5 +245,8 @@ export function serveListener(
     finished,
     close,
     drain,
+    ...(listener.reloadTls === undefined
+      ? {}
+      : { reloadTls: () => listener.reloadTls!() }),
   };
 }

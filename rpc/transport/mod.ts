@@ -1,8 +1,10 @@
 /**
  * Connections below the cluster stubs (`@rafter/rpc/transport`): `dial()`
  * one endpoint for a multiplexed `RpcConnection`, the `Dialer` contract
- * and the `ByteStream` it yields (bring your own transport), TCP URL
- * parsing, the process-wide default dialer, the wire codecs' names, and
+ * and the `ByteStream` it yields (bring your own transport), endpoint URL
+ * parsing (`tcp://host:port`, and `tls://host:port` for TLS; the TLS
+ * options of servers and dialers are `TlsServerOptions` and
+ * `TlsClientOptions`, which `@rafter/rpc/deno` and `/node` honour), the process-wide default dialer, the wire codecs' names, and
  * `handleText()`, the JSON-RPC dispatch of one text message for servers on
  * transports of their own, and the JSON-RPC 2.0 message types. Web-standard only, like `@rafter/rpc`.
  *
@@ -26,11 +28,19 @@ export {
   type ByteStream,
   type Dialer,
   type DialerOptions,
+  type EndpointAddress,
+  formatEndpointUrl,
+  parseEndpointUrl,
   parseListenAddress,
   parseTcpUrl,
   type PeerCertificate,
   type TcpAddress,
 } from "./transport.ts";
+export type {
+  ClientCertPolicy,
+  TlsClientOptions,
+  TlsServerOptions,
+} from "./tls.ts";
 export { defaultDialer, setDefaultDialer } from "./default_dialer.ts";
 export {
   type BatchRequest,

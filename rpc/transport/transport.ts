@@ -1,6 +1,9 @@
 /**
  * The byte-stream abstraction every RPC connection runs over, and the
- * `tcp://host:port` URLs that name endpoints. Web-standard only: runtime
+ * `tcp://host:port` and `tls://host:port` URLs that name endpoints
+ * (`tls://` is TCP with TLS on it: the dialers of `@rafter/rpc/deno`,
+ * `/node` and `/cloudflare` open it with TLS, a server with the `tls`
+ * option of `serve()` has a `tls://` URL). Web-standard only: runtime
  * adapters (Deno, Node, Cloudflare sockets) produce a {@link ByteStream}.
  *
  * @module
@@ -69,16 +72,81 @@ export type Dialer = (
   options?: DialerOptions,
 ) => Promise<ByteStream>;
 
-/** Host and port of a `tcp://host:port` URL. */
+/** Host and port of a `tcp://host:port` or `tls://host:port` URL. */
 export interface TcpAddress {
   /** Host name or IP address (IPv6 without brackets). */
   hostname: string;
   /** TCP port, 1..65535. */
   port: number;
+  /**
+   * True for a `tls://` endpoint (TLS over TCP); absent or false for
+   * `tcp://`. {@link parseTcpUrl} sets it only for `tls://`, so
+   * `formatTcpUrl(parseTcpUrl(url))` keeps the scheme.
+   */
+  tls?: boolean;
+}
+
+/** An endpoint URL, parsed by {@link parseEndpointUrl}: whether it needs TLS is always said. */
+export interface EndpointAddress extends TcpAddress {
+  /** True for `tls://host:port`, false for `tcp://host:port` (or a bare `host:port`). */
+  tls: boolean;
 }
 
 /**
- * Parses a `tcp://host:port` URL, or a bare `host:port`.
+ * Parses an endpoint URL: `tcp://host:port`, `tls://host:port` (TLS over
+ * TCP), or a bare `host:port` (taken as `tcp://`).
+ *
+ * @throws {TypeError} when the URL has another scheme, no host, a port
+ * outside 1..65535, or a path, query, fragment or user name; the message
+ * names the URL and the expected form.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseEndpointUrl } from "./transport.ts";
+ * assert.deepEqual(parseEndpointUrl("tls://[::1]:7001"), { hostname: "::1", port: 7001, tls: true });
+ * assert.deepEqual(parseEndpointUrl("127.0.0.1:7001"), { hostname: "127.0.0.1", port: 7001, tls: false });
+ * ```
+ */
+export function parseEndpointUrl(url: string): EndpointAddress {
+  const text = url.includes("://") ? url : `tcp://${url}`;
+  // The tcp:// wording is what callers and their tests have always seen;
+  // tls:// is the same form with TLS.
+  const expected = "tcp://host:port";
+  let parsed: URL;
+  try {
+    parsed = new URL(text);
+  } catch {
+    throw new TypeError(`invalid endpoint URL "${url}": expected ${expected}`);
+  }
+  const port = Number(parsed.port);
+  if (
+    (parsed.protocol !== "tcp:" && parsed.protocol !== "tls:") ||
+    parsed.hostname === "" || !Number.isInteger(port) || port < 1 ||
+    port > 65535
+  ) {
+    throw new TypeError(
+      `invalid endpoint URL "${url}": expected ${expected} with a port in 1..65535`,
+    );
+  }
+  const scheme = parsed.protocol.slice(0, -1);
+  if (
+    (parsed.pathname !== "" && parsed.pathname !== "/") ||
+    parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" ||
+    parsed.password !== "" || text.includes("?") || text.includes("#")
+  ) {
+    throw new TypeError(
+      `invalid endpoint URL "${url}": a ${scheme}:// URL has no path, query, fragment or user name; give only ${scheme}://host:port`,
+    );
+  }
+  const hostname = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
+  return { hostname, port, tls: scheme === "tls" };
+}
+
+/**
+ * Parses a `tcp://host:port` URL, a `tls://host:port` URL (the result then
+ * has `tls: true`; for `tcp://` it has no `tls`), or a bare `host:port`.
+ * Use {@link parseEndpointUrl} to always get `tls`.
  *
  * @throws {TypeError} when the URL has another scheme, no host, a port
  * outside 1..65535, or a path, query, fragment or user name; the message
@@ -89,42 +157,37 @@ export interface TcpAddress {
  * import assert from "node:assert/strict";
  * import { parseTcpUrl } from "./transport.ts";
  * assert.deepEqual(parseTcpUrl("tcp://127.0.0.1:7001"), { hostname: "127.0.0.1", port: 7001 });
+ * assert.deepEqual(parseTcpUrl("tls://localhost:7001"), { hostname: "localhost", port: 7001, tls: true });
  * ```
  */
 export function parseTcpUrl(url: string): TcpAddress {
-  const text = url.includes("://") ? url : `tcp://${url}`;
-  let parsed: URL;
-  try {
-    parsed = new URL(text);
-  } catch {
-    throw new TypeError(
-      `invalid endpoint URL "${url}": expected tcp://host:port`,
-    );
-  }
-  const port = Number(parsed.port);
-  if (
-    parsed.protocol !== "tcp:" || parsed.hostname === "" ||
-    !Number.isInteger(port) || port < 1 || port > 65535
-  ) {
-    throw new TypeError(
-      `invalid endpoint URL "${url}": expected tcp://host:port with a port in 1..65535`,
-    );
-  }
-  if (
-    (parsed.pathname !== "" && parsed.pathname !== "/") ||
-    parsed.search !== "" || parsed.hash !== "" || parsed.username !== "" ||
-    parsed.password !== "" || text.includes("?") || text.includes("#")
-  ) {
-    throw new TypeError(
-      `invalid endpoint URL "${url}": a tcp:// URL has no path, query, fragment or user name; give only tcp://host:port`,
-    );
-  }
-  const hostname = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
-  return { hostname, port };
+  const { hostname, port, tls } = parseEndpointUrl(url);
+  return tls ? { hostname, port, tls } : { hostname, port };
 }
 
 /**
- * Formats a host and port as a `tcp://host:port` URL (IPv6 in brackets).
+ * Formats a host and port as a `tcp://host:port` URL, or `tls://host:port`
+ * when `address.tls` is true (IPv6 in brackets).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { formatEndpointUrl } from "./transport.ts";
+ * assert.equal(formatEndpointUrl({ hostname: "::1", port: 7001, tls: true }), "tls://[::1]:7001");
+ * assert.equal(formatEndpointUrl({ hostname: "10.0.0.5", port: 80 }), "tcp://10.0.0.5:80");
+ * ```
+ */
+export function formatEndpointUrl(address: TcpAddress): string {
+  const host = address.hostname.includes(":")
+    ? `[${address.hostname}]`
+    : address.hostname;
+  return `${address.tls === true ? "tls" : "tcp"}://${host}:${address.port}`;
+}
+
+/**
+ * Formats a host and port as a `tcp://host:port` URL (IPv6 in brackets);
+ * `tls://host:port` when `address.tls` is true. The same as
+ * {@link formatEndpointUrl}, kept for existing callers.
  *
  * @example
  * ```ts
@@ -134,15 +197,13 @@ export function parseTcpUrl(url: string): TcpAddress {
  * ```
  */
 export function formatTcpUrl(address: TcpAddress): string {
-  const host = address.hostname.includes(":")
-    ? `[${address.hostname}]`
-    : address.hostname;
-  return `tcp://${host}:${address.port}`;
+  return formatEndpointUrl(address);
 }
 
 /**
  * Parses an address to listen on: `host:port` or `tcp://host:port`, where
- * port 0 asks the system for a free port.
+ * port 0 asks the system for a free port. (No `tls` in the result, so it
+ * can be spread into `serve()` options, whose `tls` is the TLS setup.)
  *
  * @throws {TypeError} when the text is not of that form or the port is
  * outside 0..65535.
@@ -154,7 +215,9 @@ export function formatTcpUrl(address: TcpAddress): string {
  * assert.deepEqual(parseListenAddress("127.0.0.1:0"), { hostname: "127.0.0.1", port: 0 });
  * ```
  */
-export function parseListenAddress(text: string): TcpAddress {
+export function parseListenAddress(
+  text: string,
+): { hostname: string; port: number } {
   const match = /^(?:tcp:\/\/)?(\[[^\]]+\]|[^:/]+):(\d{1,5})$/.exec(text);
   const port = Number(match?.[2]);
   if (match === null || port > 65535) {
@@ -186,7 +249,8 @@ export function isWildcardHost(hostname: string): boolean {
 
 /**
  * Parses an advertised address: `host` or `host:port` (`[v6]:port` for
- * IPv6), optionally prefixed with `tcp://`.
+ * IPv6), optionally prefixed with `tcp://` or `tls://` (the scheme of a
+ * server's URL comes from whether it listens with TLS, not from this).
  *
  * @throws {TypeError} when the text is empty, names a wildcard address, or
  * has a port outside 1..65535.
@@ -197,12 +261,15 @@ export function isWildcardHost(hostname: string): boolean {
  * import { parseAdvertise } from "./transport.ts";
  * assert.deepEqual(parseAdvertise("10.0.0.5"), { hostname: "10.0.0.5", port: undefined });
  * assert.deepEqual(parseAdvertise("10.0.0.5:9001"), { hostname: "10.0.0.5", port: 9001 });
+ * assert.deepEqual(parseAdvertise("tls://10.0.0.5:9001"), { hostname: "10.0.0.5", port: 9001 });
  * ```
  */
 export function parseAdvertise(
   text: string,
 ): { hostname: string; port: number | undefined } {
-  const bare = text.startsWith("tcp://") ? text.slice("tcp://".length) : text;
+  const bare = /^t(?:cp|ls):\/\//.test(text)
+    ? text.slice("tcp://".length)
+    : text;
   const match = /^(\[[^\]]+\]|[^:/\[\]]+)(?::(\d{1,5}))?$/.exec(bare) ??
     /^([0-9a-fA-F:]+:[0-9a-fA-F:]*)$/.exec(bare);
   const port = match?.[2] === undefined ? undefined : Number(match[2]);
