@@ -22,6 +22,9 @@ export const DEFAULT_TIMEOUT_MS = 5_000;
 export const GLOBAL_OPTIONS: Record<string, OptionType> = {
   registry: { type: "string" },
   token: { type: "string" },
+  ca: { type: "string" },
+  cert: { type: "string" },
+  key: { type: "string" },
   json: { type: "boolean" },
   "timeout-ms": { type: "string" },
   help: { type: "boolean" },
@@ -52,6 +55,7 @@ export function parseCommandLine(
   checkPositionals(command, positionals);
   const { registry, registrySource } = registryUrls(values, env);
   const { token, tokenSource } = registryToken(values, env);
+  const tls = tlsFiles(values, env);
   const serverToken = (values["server-token"] as string | undefined) ??
     (env("RAFTER_SERVER_TOKEN")?.trim() || undefined);
   if (values.local === true && registry.length !== 1) {
@@ -66,6 +70,7 @@ export function parseCommandLine(
       token,
       tokenSource,
       serverToken,
+      tls,
       json: values.json === true,
       timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
         DEFAULT_TIMEOUT_MS,
@@ -177,6 +182,31 @@ function registryToken(
     );
   }
   return { token, tokenSource };
+}
+
+/**
+ * The TLS files for `tls://` URLs: `--ca`, `--cert`, `--key`, else
+ * `RAFTER_CA`, `RAFTER_CERT`, `RAFTER_KEY`; undefined when none is given
+ * (the system's roots, no client certificate). Throws {@link UsageError}
+ * for a certificate without its key or the reverse.
+ */
+function tlsFiles(
+  values: Values,
+  env: (name: string) => string | undefined,
+): Globals["tls"] {
+  const pick = (option: string, variable: string) =>
+    (values[option] as string | undefined) ??
+      (env(variable)?.trim() || undefined);
+  const caFile = pick("ca", "RAFTER_CA");
+  const certFile = pick("cert", "RAFTER_CERT");
+  const keyFile = pick("key", "RAFTER_KEY");
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new UsageError(
+      "--cert and --key go together (or RAFTER_CERT and RAFTER_KEY): a client certificate needs its private key",
+    );
+  }
+  if (caFile === undefined && certFile === undefined) return undefined;
+  return { caFile, certFile, keyFile };
 }
 
 /** `--lease ID` and `--local`: which binding `unbind` and `drain` touch. */

@@ -8,6 +8,8 @@
  */
 
 import type { RafterClient } from "../stub/client.ts";
+import type { Dialer } from "../rpc/transport/transport.ts";
+import { denoDialer } from "../adapter/deno/tcp.ts";
 
 /** Receives one line of output. */
 export type Out = (line: string) => void;
@@ -27,6 +29,11 @@ export interface Globals {
    * `RAFTER_SERVER_TOKEN`), or undefined.
    */
   serverToken: string | undefined;
+  /**
+   * TLS files for `tls://` URLs (`--ca`, `--cert`, `--key`, else
+   * `RAFTER_CA`, `RAFTER_CERT`, `RAFTER_KEY`), or undefined.
+   */
+  tls: { caFile?: string; certFile?: string; keyFile?: string } | undefined;
   /** `--json`: JSON on stdout, errors as one JSON line on stderr. */
   json: boolean;
   /** `--timeout-ms`: how long to wait for the registry. */
@@ -85,4 +92,13 @@ export interface Command {
 export interface Group {
   /** The verbs built, in the order the help lists them. */
   verbs: string[];
+}
+
+/**
+ * The dialer of every connection a command opens: Deno's, with the TLS
+ * files of `--ca`, `--cert`, `--key` when given (else undefined: the
+ * default dialer, whose `tls://` trusts the system's roots).
+ */
+export function cliDialer(globals: Globals): Dialer | undefined {
+  return globals.tls === undefined ? undefined : denoDialer(globals.tls);
 }

@@ -17,6 +17,12 @@ export const GLOBAL_HELP = `global options:
   --token TOKEN     the registry token, for a registry with access control
                     (default $RAFTER_TOKEN; prefer it: the environment is
                     not shown to other users as arguments are)
+  --ca FILE         CA certificate that signed the registry's (and servers')
+                    TLS certificates, for tls:// URLs (default $RAFTER_CA,
+                    else the system's roots)
+  --cert FILE, --key FILE
+                    a client certificate and its key, for ports that want
+                    mutual TLS (default $RAFTER_CERT, $RAFTER_KEY)
   --json            JSON on stdout; errors as one JSON line on stderr
   --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
   --help, -h        show help`;

@@ -33,6 +33,7 @@
  */
 
 import { connect } from "../stub/client.ts";
+import { cliDialer } from "./context.ts";
 import { type CommandLine, parseCommandLine } from "./args.ts";
 import type { Command, Context, Group, Out } from "./context.ts";
 import { EXIT, report, UsageError, usageFailure } from "./errors.ts";
@@ -234,6 +235,7 @@ async function execute(
   err: Out,
 ): Promise<number> {
   const client = connect(globals.registry, {
+    dialer: cliDialer(globals),
     token: globals.token,
     serverToken: globals.serverToken,
     deadlineMs: globals.timeoutMs,

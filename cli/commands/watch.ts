@@ -10,7 +10,7 @@
 import { WatchClient } from "../../stub/registry_client/watch.ts";
 import type { WatchEvent } from "../../protocol/registry.ts";
 import { optionalInteger } from "../args.ts";
-import type { Command, Context } from "../context.ts";
+import { cliDialer, type Command, type Context } from "../context.ts";
 import { EXIT } from "../errors.ts";
 
 /** The spec of `rafter watch`. */
@@ -55,6 +55,7 @@ export async function watch(
   signal?.addEventListener("abort", onSigint, { once: true });
   if (signal?.aborted) interrupted.abort();
   const watches = new WatchClient(client.registry, {
+    dialer: cliDialer(globals),
     token: globals.token,
     connectTimeoutMs: Math.min(globals.timeoutMs, 2_000),
     callTimeoutMs: Math.min(globals.timeoutMs, 4_000),
