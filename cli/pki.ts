@@ -35,8 +35,11 @@ export interface CertSpec {
   dnsNames?: readonly string[];
   /** IP addresses it is valid for (e.g. `"127.0.0.1"`, `"10.0.0.5"`). */
   ips?: readonly string[];
-  /** The registry member it identifies: adds `URI:rafter://member/<id>`. */
-  member?: string;
+  /**
+   * The registry member it identifies: adds `URI:rafter://member/<id>`
+   * (several, for tests of certificates that name more than one).
+   */
+  member?: string | readonly string[];
   /** Usable by a TLS server. @default true */
   server?: boolean;
   /** Usable by a TLS client (mutual TLS). @default true */
@@ -134,9 +137,10 @@ export async function createCert(
   const names: x509.JsonGeneralName[] = [
     ...(spec.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
     ...(spec.ips ?? []).map((value) => ({ type: "ip" as const, value })),
-    ...(spec.member === undefined
-      ? []
-      : [{ type: "url" as const, value: memberUri(spec.member) }]),
+    ...[spec.member ?? []].flat().map((id) => ({
+      type: "url" as const,
+      value: memberUri(id),
+    })),
   ];
   const usages: string[] = [];
   if (spec.server !== false) usages.push(x509.ExtendedKeyUsage.serverAuth);

@@ -20,6 +20,7 @@ import {
   memberCertificate,
   TcpCertNetwork,
 } from "../testing/fake_tls.ts";
+import { RealTlsNetwork } from "../testing/tls_links.ts";
 import { waitFor, within } from "../testing/time.ts";
 import {
   authenticatePeer,
@@ -48,11 +49,20 @@ interface Links {
 }
 
 /** The stream sources each link test runs on; add a real TLS one here. */
+const cert = (...ids: string[]) => memberCertificate(ids);
+const realTls = await RealTlsNetwork.create();
+await realTls.prepare([
+  cert("n1"),
+  cert("n2"),
+  cert("n3"),
+  cert("n1", "n2"),
+  memberCertificate([]),
+]);
 const SOURCES: [string, () => Links][] = [
   ["in-memory", () => new FakeTlsNetwork()],
   ["TCP", () => new TcpCertNetwork()],
+  ["real TLS", () => realTls],
 ];
-const cert = (...ids: string[]) => memberCertificate(ids);
 
 const vote = (from: string, to: string, term: number): Message => ({
   type: "voteResponse",
@@ -410,4 +420,41 @@ Deno.test("URLs announced in the handshake may be tls://, in one spelling; wildc
   assert.equal(normalizeClientUrl("tls://0.0.0.0:7001"), null);
   assert.equal(normalizeClientUrl("tls://127.0.0.1"), null);
   assert.equal(normalizeClientUrl("https://127.0.0.1:7001"), null);
+});
+
+Deno.test("real TLS: a peer whose certificate comes from another CA cannot connect, even as the member it names", async () => {
+  const other = await RealTlsNetwork.create();
+  await other.prepare([cert("n1")]);
+  const acceptor = acceptorOn(realTls, cert("n2"));
+  // It trusts the cluster's CA; its own certificate is signed by another.
+  const stranger = {
+    ...other,
+    serve: () => {
+      throw new Error("unused");
+    },
+    dialer: (certificate: PeerCertificate | null) =>
+      other.dialer(certificate, realTls),
+  };
+  try {
+    const failure = await connect(stranger, acceptor, cert("n1")).then(
+      async ({ connection }) => {
+        // A TLS 1.3 client may finish its side before the server refuses:
+        // then the first call fails instead.
+        try {
+          await handshake(connection, "n1");
+          return null;
+        } catch (error) {
+          return error;
+        } finally {
+          connection.close();
+        }
+      },
+      (error) => error,
+    );
+    assert.ok(failure instanceof Error, "the handshake must fail");
+    assert.deepEqual(acceptor.stepped, []);
+    assert.equal(acceptor.server.acceptor.stats.identityRefused, 0);
+  } finally {
+    await acceptor.server.close();
+  }
 });
