@@ -10,12 +10,17 @@
  */
 
 import { parseArgs } from "node:util";
-import { connect, DEFAULT_REGISTRY_URL, roundRobin } from "../../mod.ts";
+import { DEFAULT_REGISTRY_URL, roundRobin } from "../../mod.ts";
+import { connect } from "../../adapter/deno/mod.ts";
+import { reachFromEnv } from "./security.ts";
 import type { Hello } from "./server.ts";
 
 const USAGE = `usage: deno run -A examples/hello/client.ts [options]
 
-  --registry URLS    registry nodes, comma-separated (default ${DEFAULT_REGISTRY_URL})
+  --registry URLS    registry nodes, comma-separated (default $RAFTER_REGISTRY,
+                     else ${DEFAULT_REGISTRY_URL})
+  environment:       RAFTER_TOKEN (a token with read on the service) and
+                     RAFTER_CA (the CA of tls:// registries and servers)
   --service NAME     service to call (default hello; NAME?k=v picks by attributes)
   --name TEXT        the name to greet (default Ada)
   --count N          calls to make (default 10)
@@ -28,7 +33,7 @@ function parse() {
   const { values } = parseArgs({
     args: Deno.args,
     options: {
-      registry: { type: "string", default: DEFAULT_REGISTRY_URL },
+      registry: { type: "string" },
       service: { type: "string", default: "hello" },
       name: { type: "string", default: "Ada" },
       count: { type: "string", default: "10" },
@@ -60,7 +65,11 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const client = connect(options.registry.split(","));
+  const reach = reachFromEnv();
+  const client = connect((options.registry ?? reach.registry).split(","), {
+    token: reach.token,
+    tls: reach.tls,
+  });
   const hello = client.stub<Hello>(options.service, {
     distributor: roundRobin(),
   });

@@ -21,6 +21,7 @@ import {
 } from "../../mod.ts";
 import { connect, serve } from "../../adapter/deno/mod.ts";
 import { parseListenAddress } from "../../rpc/transport/mod.ts";
+import { reachFromEnv } from "./security.ts";
 
 /** What `greet` returns: the greeting, and which server made it. */
 export interface Greeting {
@@ -67,8 +68,13 @@ export function helloMethods(id: string, onCall?: () => void): Hello {
 
 const USAGE = `usage: deno run -A examples/hello/server.ts [options]
 
-  --registry URLS  registry nodes, comma-separated (default ${DEFAULT_REGISTRY_URL});
-                   list 2-3 so the server survives a registry node's death
+  --registry URLS  registry nodes, comma-separated (default $RAFTER_REGISTRY,
+                   else ${DEFAULT_REGISTRY_URL}); list 2-3 so the server
+                   survives a registry node's death
+  --tls-cert FILE, --tls-key FILE
+                   serve TLS with this certificate and key (binds tls://)
+  environment:     RAFTER_TOKEN (a token with bind on the name) and
+                   RAFTER_CA (the CA of a tls:// registry), as the CLI
   --listen H:P     address to serve on (default 127.0.0.1:0, a free port)
   --advertise H    address clients dial, when listening on 0.0.0.0 or ::
   --id ID          instance id (default hello-<random>: two copies never clash)
@@ -89,7 +95,9 @@ async function main(): Promise<number> {
     ({ values } = parseArgs({
       args: Deno.args,
       options: {
-        registry: { type: "string", default: DEFAULT_REGISTRY_URL },
+        registry: { type: "string" },
+        "tls-cert": { type: "string" },
+        "tls-key": { type: "string" },
         listen: { type: "string", default: "127.0.0.1:0" },
         advertise: { type: "string" },
         id: { type: "string" },
@@ -126,6 +134,15 @@ async function main(): Promise<number> {
     console.error(`hello server: --check must be tcp or ping\n\n${USAGE}`);
     return 2;
   }
+  if (
+    (values["tls-cert"] === undefined) !== (values["tls-key"] === undefined)
+  ) {
+    console.error(
+      `hello server: --tls-cert and --tls-key go together\n\n${USAGE}`,
+    );
+    return 2;
+  }
+  const reach = reachFromEnv();
   let listen;
   try {
     listen = parseListenAddress(values.listen);
@@ -148,9 +165,16 @@ async function main(): Promise<number> {
   const server = serve({
     ...listen,
     advertise: values.advertise,
+    tls: values["tls-cert"] === undefined ? undefined : {
+      certFile: values["tls-cert"],
+      keyFile: values["tls-key"],
+    },
     methods: { ...helloMethods(id, onCall) },
   });
-  const client = connect(values.registry.split(","));
+  const client = connect((values.registry ?? reach.registry).split(","), {
+    token: reach.token,
+    tls: reach.tls,
+  });
   let failing = false;
   let revoked = false;
   const options: BindServerOptions = {
