@@ -132,6 +132,14 @@ export class NdjsonDecoder {
   }
 
   /**
+   * Whether a line has begun and has no `\n` yet (its bytes are buffered,
+   * or it is too large and being skipped).
+   */
+  get partial(): boolean {
+    return this.#pendingBytes > 0 || this.#skipping;
+  }
+
+  /**
    * Call once the stream has ended: returns the last line when it had no
    * final `\n` (as a frame, like {@link push} would), and resets the decoder.
    */

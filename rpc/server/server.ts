@@ -9,12 +9,16 @@
 
 import type { Methods } from "./dispatcher.ts";
 import {
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+  refuseStream,
   type RpcSession,
   type ServerLimits,
   serveStream,
   type SessionMethods,
   validateServerLimits,
 } from "./server_connection.ts";
+import { LIMIT_EXCEEDED, RpcError } from "../errors.ts";
 import {
   type ByteStream,
   formatTcpUrl,
@@ -149,11 +153,41 @@ export function serveListener(
     maxFrameBytes: options.maxFrameBytes,
     maxInFlight: options.maxInFlight,
     idleTimeoutMs: options.idleTimeoutMs,
+    frameTimeoutMs: options.frameTimeoutMs,
+    maxQueuedBytes: options.maxQueuedBytes,
     maxDeadlineMs: options.maxDeadlineMs,
+    authenticate: options.authenticate,
+    authTimeoutMs: options.authTimeoutMs,
     onInternalError: options.onInternalError,
     onMethodNotFound: options.onMethodNotFound,
     signal: stop.signal,
     goAway: goAway.signal,
+  };
+  const admission = new Admission(options);
+
+  /** Serves `stream`, or refuses it when it is over a connection cap. */
+  const start = (stream: ByteStream) => {
+    const host = hostOf(stream.remoteAddress);
+    const refused = admission.admit(host);
+    if (refused !== undefined) {
+      if (admission.refusing >= MAX_REFUSING) {
+        // A flood of them: no error frames, just close.
+        stream.close();
+        return;
+      }
+      admission.refusing++;
+      const done = refuseStream(stream, refused, stop.signal).finally(() => {
+        admission.refusing--;
+        connections.delete(done);
+      });
+      connections.add(done);
+      return;
+    }
+    const done = serveStream(stream, methods, limits).finally(() => {
+      admission.release(host);
+      connections.delete(done);
+    });
+    connections.add(done);
   };
 
   const acceptLoop = async () => {
@@ -173,10 +207,7 @@ export function serveListener(
         stream.close();
         break;
       }
-      const done = serveStream(stream, methods, limits).finally(
-        () => connections.delete(done),
-      );
-      connections.add(done);
+      start(stream);
     }
   };
 
@@ -227,4 +258,88 @@ export function serveListener(
     close,
     drain,
   };
+}
+
+/**
+ * Connections being refused (an error frame, then close) at once, at most;
+ * beyond it a connection over a cap is closed without one, so a flood of
+ * them costs little.
+ */
+const MAX_REFUSING = 64;
+
+/** The connection counts of one server, and its caps. */
+class Admission {
+  readonly #max: number;
+  readonly #maxPerAddress: number;
+  #open = 0;
+  readonly #byHost = new Map<string, number>();
+  /** Connections being refused now. */
+  refusing = 0;
+
+  constructor(limits: ServerLimits) {
+    this.#max = limits.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+    this.#maxPerAddress = limits.maxConnectionsPerAddress ??
+      DEFAULT_MAX_CONNECTIONS_PER_ADDRESS;
+  }
+
+  /**
+   * Counts a new connection from `host`, or returns the error to refuse it
+   * with (it is then not counted).
+   */
+  admit(host: string | undefined): RpcError | undefined {
+    if (this.#open >= this.#max) {
+      return new RpcError(
+        LIMIT_EXCEEDED,
+        `Limit exceeded: the server has ${this.#max} connections open, its limit (maxConnections); try again later or another server, or raise the server's maxConnections`,
+        { limit: "maxConnections", value: this.#max },
+      );
+    }
+    const count = host === undefined ? 0 : this.#byHost.get(host) ?? 0;
+    if (count >= this.#maxPerAddress) {
+      return new RpcError(
+        LIMIT_EXCEEDED,
+        `Limit exceeded: ${count} connections from ${host} are open, the server's limit per address (maxConnectionsPerAddress); close idle connections, or raise the server's maxConnectionsPerAddress`,
+        { limit: "maxConnectionsPerAddress", value: this.#maxPerAddress },
+      );
+    }
+    this.#open++;
+    if (host !== undefined) this.#byHost.set(host, count + 1);
+    return undefined;
+  }
+
+  /** A connection `admit` counted has closed. */
+  release(host: string | undefined): void {
+    this.#open--;
+    if (host === undefined) return;
+    const count = (this.#byHost.get(host) ?? 1) - 1;
+    if (count > 0) this.#byHost.set(host, count);
+    else this.#byHost.delete(host);
+  }
+}
+
+/**
+ * The host part of a `host:port` remote address (`[v6]:port` too), with an
+ * IPv4-mapped IPv6 address as its IPv4 address; undefined when unknown.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { hostOf } from "./server.ts";
+ * assert.equal(hostOf("10.0.0.5:51234"), "10.0.0.5");
+ * assert.equal(hostOf("[::1]:51234"), "::1");
+ * assert.equal(hostOf("[::ffff:10.0.0.5]:51234"), "10.0.0.5");
+ * assert.equal(hostOf(undefined), undefined);
+ * ```
+ */
+export function hostOf(remoteAddress: string | undefined): string | undefined {
+  if (remoteAddress === undefined || remoteAddress === "") return undefined;
+  const bracketed = /^\[([^\]]*)\](?::\d*)?$/.exec(remoteAddress);
+  let host = bracketed !== null
+    ? bracketed[1]
+    : remoteAddress.split(":").length === 2
+    ? remoteAddress.slice(0, remoteAddress.lastIndexOf(":"))
+    : remoteAddress;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(host);
+  if (mapped !== null) host = mapped[1];
+  return host.toLowerCase();
 }
