@@ -36,7 +36,9 @@ if (import.meta.main) {
       session.signal.addEventListener("abort", () => connections--);
       return {};
     },
-    idleTimeoutMs: 0,
+    // Every test connection comes from 127.0.0.1.
+    maxConnections: 100_000,
+    maxConnectionsPerAddress: 100_000,
   });
   const encoder = new TextEncoder();
   await Deno.stdout.write(encoder.encode(`${server.port}\n`));
