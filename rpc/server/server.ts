@@ -124,7 +124,10 @@ export function validateServeOptions(options: ServeOptions): void {
 /**
  * Serves JSON-RPC 2.0 on every connection `listener` accepts, one
  * {@link serveStream} each, with the options of `serve()`; the built-in
- * `rpc.ping` is added to the methods.
+ * `rpc.ping` is added to the methods. It counts the open connections, in
+ * all and per remote host: one over `maxConnections` or
+ * `maxConnectionsPerAddress` is answered a -32014 LIMIT_EXCEEDED error
+ * frame and closed.
  *
  * @param listener an adapter's bound listener (it is closed with the server).
  * @param options methods, limits, `advertise`, `signal` (`hostname` and
@@ -139,8 +142,8 @@ export function serveListener(
   const { signal } = options;
   const given = options.methods;
   const methods: Methods | SessionMethods = typeof given === "function"
-    ? (session: RpcSession) => ({ "rpc.ping": () => "pong", ...given(session) })
-    : { "rpc.ping": () => "pong", ...given };
+    ? (session: RpcSession) => ({ "rpc.ping": ping, ...given(session) })
+    : { "rpc.ping": ping, ...given };
   const advertised = options.advertise === undefined
     ? undefined
     : parseAdvertise(options.advertise);
@@ -259,6 +262,9 @@ export function serveListener(
     drain,
   };
 }
+
+/** The built-in `rpc.ping`: one function for every connection. */
+const ping = () => "pong";
 
 /**
  * Connections being refused (an error frame, then close) at once, at most;
