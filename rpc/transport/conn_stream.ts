@@ -166,23 +166,42 @@ export function directStream(
   remoteAddress: string | undefined,
   writable: WritableStream<Uint8Array> | (() => WritableStream<Uint8Array>),
 ): ByteStream {
-  let readable: ReadableStream<Uint8Array> | undefined;
-  let made = typeof writable === "function" ? undefined : writable;
-  const makeWritable = typeof writable === "function" ? writable : undefined;
-  const stream: ByteStream & { [DIRECT]: DirectIo } = {
-    // Made when first asked for: Rafter's own connections never use it,
-    // and a Web stream is a few hundred bytes per idle connection.
-    get readable() {
-      return readable ??= readableOf(direct);
-    },
-    get writable() {
-      return made ??= makeWritable!();
-    },
-    close,
-    remoteAddress,
-    [DIRECT]: direct,
-  };
-  return stream;
+  return new DirectStream(direct, close, remoteAddress, writable);
+}
+
+/**
+ * The stream {@link directStream} makes: a class, not an object literal
+ * with getters (which V8 keeps as a dictionary, a few hundred bytes more
+ * per idle connection).
+ */
+class DirectStream implements ByteStream {
+  readonly [DIRECT]: DirectIo;
+  readonly close: () => void;
+  readonly remoteAddress: string | undefined;
+  #readable: ReadableStream<Uint8Array> | undefined;
+  #writable: WritableStream<Uint8Array> | (() => WritableStream<Uint8Array>);
+
+  constructor(
+    direct: DirectIo,
+    close: () => void,
+    remoteAddress: string | undefined,
+    writable: WritableStream<Uint8Array> | (() => WritableStream<Uint8Array>),
+  ) {
+    this[DIRECT] = direct;
+    this.close = close;
+    this.remoteAddress = remoteAddress;
+    this.#writable = writable;
+  }
+
+  /** Made when first asked for: Rafter's own connections never use it. */
+  get readable(): ReadableStream<Uint8Array> {
+    return this.#readable ??= readableOf(this[DIRECT]);
+  }
+
+  get writable(): WritableStream<Uint8Array> {
+    if (typeof this.#writable === "function") this.#writable = this.#writable();
+    return this.#writable;
+  }
 }
 
 /** A pull-only readable over `direct` (no read-ahead). */
