@@ -324,15 +324,21 @@ class Admission {
 }
 
 /**
- * The host part of a `host:port` remote address (`[v6]:port` too), with an
- * IPv4-mapped IPv6 address as its IPv4 address; undefined when unknown.
+ * The host a remote address (`host:port`, `[v6]:port`) counts under for
+ * `maxConnectionsPerAddress`: an IPv4 address as it is (an IPv4-mapped
+ * IPv6 address as its IPv4 address), an IPv6 address as its /64 prefix
+ * (one site or host gets a whole /64, so counting single IPv6 addresses
+ * would let it open connections without bound), anything else as written;
+ * undefined when the address is unknown.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { hostOf } from "./server.ts";
  * assert.equal(hostOf("10.0.0.5:51234"), "10.0.0.5");
- * assert.equal(hostOf("[::1]:51234"), "::1");
+ * assert.equal(hostOf("[::1]:51234"), "0:0:0:0::/64");
+ * assert.equal(hostOf("[2001:db8:1:2::7]:443"), "2001:db8:1:2::/64");
+ * assert.equal(hostOf("[2001:DB8:1:2:aa:bb:cc:dd]:443"), "2001:db8:1:2::/64");
  * assert.equal(hostOf("[::ffff:10.0.0.5]:51234"), "10.0.0.5");
  * assert.equal(hostOf(undefined), undefined);
  * ```
@@ -340,12 +346,44 @@ class Admission {
 export function hostOf(remoteAddress: string | undefined): string | undefined {
   if (remoteAddress === undefined || remoteAddress === "") return undefined;
   const bracketed = /^\[([^\]]*)\](?::\d*)?$/.exec(remoteAddress);
-  let host = bracketed !== null
-    ? bracketed[1]
-    : remoteAddress.split(":").length === 2
-    ? remoteAddress.slice(0, remoteAddress.lastIndexOf(":"))
-    : remoteAddress;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(host);
-  if (mapped !== null) host = mapped[1];
-  return host.toLowerCase();
+  const host =
+    (bracketed !== null
+      ? bracketed[1]
+      : remoteAddress.split(":").length === 2
+      ? remoteAddress.slice(0, remoteAddress.lastIndexOf(":"))
+      : remoteAddress).toLowerCase();
+  const mapped = /^(?:0*:)*:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(host);
+  if (mapped !== null) return mapped[1];
+  if (!host.includes(":")) return host;
+  const groups = ipv6Groups(host.replace(/%.*$/, ""));
+  return groups === undefined
+    ? host
+    : `${
+      groups.slice(0, 4).map((group) => parseInt(group, 16).toString(16)).join(
+        ":",
+      )
+    }::/64`;
+}
+
+/** The eight groups of an IPv6 address (`::` expanded), or undefined. */
+function ipv6Groups(host: string): string[] | undefined {
+  const halves = host.split("::");
+  if (halves.length > 2) return undefined;
+  const head = halves[0] === "" ? [] : halves[0].split(":");
+  const tail = halves.length === 1 || halves[1] === ""
+    ? []
+    : halves[1].split(":");
+  if (tail.length > 0 && tail[tail.length - 1].includes(".")) {
+    tail.splice(tail.length - 1, 1, "0", "0"); // an embedded IPv4 tail
+  }
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined;
+  const groups = [
+    ...head,
+    ...Array(halves.length === 1 ? 0 : missing).fill("0"),
+    ...tail,
+  ];
+  return groups.every((group) => /^[0-9a-f]{1,4}$/.test(group))
+    ? groups
+    : undefined;
 }

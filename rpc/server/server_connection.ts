@@ -138,7 +138,8 @@ export interface ServerLimits {
   /**
    * Largest number of connections from one remote host (the host part of
    * the stream's `remoteAddress`; an IPv4-mapped IPv6 address counts as
-   * its IPv4 address) the server keeps open (default
+   * its IPv4 address, and IPv6 addresses count by their /64 prefix, which
+   * one host or site usually has whole) the server keeps open (default
    * {@link DEFAULT_MAX_CONNECTIONS_PER_ADDRESS}, 1_024). A connection beyond
    * it gets a -32014 LIMIT_EXCEEDED error (`data: { limit:
    * "maxConnectionsPerAddress", value }`, id null) and is closed. Streams
