@@ -269,6 +269,72 @@ Deno.test("a client that floods requests and reads nothing is closed at maxQueue
   );
 });
 
+Deno.test("a client that asks for an answer and never reads it is closed after writeTimeoutMs, with a log line; a slow reader is not", async () => {
+  const sessions: RpcSession[] = [];
+  const logged: string[] = [];
+  const consoleError = console.error;
+  console.error = (...args: unknown[]) => void logged.push(args.join(" "));
+  const size = 32 * 1024 * 1024; // far more than the socket buffers take
+  try {
+    await withServer({
+      writeTimeoutMs: 500,
+      maxQueuedBytes: 4 * size,
+      methods: (session: RpcSession) => {
+        sessions.push(session);
+        return { big: () => "x".repeat(size) };
+      },
+    }, async (server) => {
+      const request = new TextEncoder().encode(
+        '{"jsonrpc":"2.0","method":"big","id":1}\n',
+      );
+      const stuck = await Deno.connect({ port: server.port });
+      await stuck.write(request);
+      await waitFor(() => sessions.length === 1, "the first session");
+      const slow = await Deno.connect({ port: server.port });
+      await waitFor(() => sessions.length === 2, "the second session");
+      try {
+        await slow.write(request);
+        // Reads about 12 MB/s: the answer takes seconds, each write of it
+        // far less than writeTimeoutMs.
+        const started = performance.now();
+        let received = 0;
+        const buffer = new Uint8Array(64 * 1024);
+        while (received <= size) {
+          const count = await within(slow.read(buffer), 10_000, "a read");
+          if (count === null) break;
+          received += count;
+          await delay(5);
+        }
+        const took = performance.now() - started;
+        assert.ok(received > size, `the slow reader got ${received} bytes`);
+        assert.ok(took > 600, `it read for ${took} ms, past writeTimeoutMs`);
+        assert.equal(sessions[1].signal.aborted, false, "the reader stays");
+        await within(
+          new Promise((resolve) =>
+            sessions[0].signal.aborted
+              ? resolve(null)
+              : sessions[0].signal.addEventListener("abort", resolve)
+          ),
+          10_000,
+          "the unread connection closed",
+        );
+      } finally {
+        stuck.close();
+        slow.close();
+      }
+    });
+  } finally {
+    console.error = consoleError;
+  }
+  assert.ok(
+    logged.some((line) =>
+      /its socket took none of the \d+ bytes queued for it in 500 ms.*writeTimeoutMs/
+        .test(line)
+    ),
+    `log: ${logged.join("\n")}`,
+  );
+});
+
 Deno.test("a flood of requests on one connection does not starve another connection's calls", async () => {
   await withServer({}, async (server) => {
     const flood = await RawClient.connect(server.port);

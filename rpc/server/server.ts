@@ -158,6 +158,7 @@ export function serveListener(
     idleTimeoutMs: options.idleTimeoutMs,
     frameTimeoutMs: options.frameTimeoutMs,
     maxQueuedBytes: options.maxQueuedBytes,
+    writeTimeoutMs: options.writeTimeoutMs,
     maxDeadlineMs: options.maxDeadlineMs,
     authenticate: options.authenticate,
     authTimeoutMs: options.authTimeoutMs,

@@ -63,6 +63,8 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 export const DEFAULT_FRAME_TIMEOUT_MS = 10_000;
 /** Default time a connection has to authenticate: 10_000 ms. */
 export const DEFAULT_AUTH_TIMEOUT_MS = 10_000;
+/** Default time a client may leave written answers unread: 30_000 ms. */
+export const DEFAULT_WRITE_TIMEOUT_MS = 30_000;
 /** Default bound on the response bytes queued for one client: 16 MiB. */
 export const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 /**
@@ -127,6 +129,17 @@ export interface ServerLimits {
    * response larger than the bound, queued alone, is still sent.
    */
   maxQueuedBytes?: number;
+  /**
+   * Longest time the socket may refuse the server's writes, in ms (default
+   * 30_000 ms; 0 disables it): while answers are queued for a client, each
+   * write must be taken by the socket within this time, else the client
+   * is not reading (its receive window stays full) and the connection is
+   * closed, with a line logged by `console.error`. Without it, a client
+   * that asks for an answer and never reads it would hold its connection
+   * (and the answer) open forever: the idle timeout does not run while a
+   * call is in flight.
+   */
+  writeTimeoutMs?: number;
   /**
    * Largest number of connections the server keeps open (default
    * {@link DEFAULT_MAX_CONNECTIONS}, 16_384). A connection beyond it gets a
@@ -222,6 +235,9 @@ const LINGER_MS = 1_000;
  */
 const CLOSE_AFTER_ERROR_MS = 200;
 
+/** Bytes of one write to the socket, at most, for `writeTimeoutMs`. */
+const WRITE_SLICE_BYTES = 256 * 1024;
+
 /** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -231,8 +247,8 @@ const MAX_TIMER_MS = 2_147_483_647;
  *
  * @throws {RangeError} when `maxFrameBytes`, `maxInFlight`,
  * `maxQueuedBytes`, `maxConnections` or `maxConnectionsPerAddress` is not
- * a positive integer, `idleTimeoutMs`, `frameTimeoutMs` or `authTimeoutMs`
- * is negative or not a number, `maxDeadlineMs` is not a positive number,
+ * a positive integer, `idleTimeoutMs`, `frameTimeoutMs`, `authTimeoutMs`
+ * or `writeTimeoutMs` is negative or not a number, `maxDeadlineMs` is not a positive number,
  * or `authenticate` is not a function; the message names the option.
  *
  * @example
@@ -266,7 +282,12 @@ export function validateServerLimits(limits: ServerLimits): void {
     }
   }
   for (
-    const name of ["idleTimeoutMs", "frameTimeoutMs", "authTimeoutMs"] as const
+    const name of [
+      "idleTimeoutMs",
+      "frameTimeoutMs",
+      "authTimeoutMs",
+      "writeTimeoutMs",
+    ] as const
   ) {
     const value = limits[name];
     if (value !== undefined && !(typeof value === "number" && value >= 0)) {
@@ -438,6 +459,7 @@ class ServerConnection {
   readonly #idleTimeoutMs: number;
   readonly #frameTimeoutMs: number;
   readonly #maxQueuedBytes: number;
+  readonly #writeTimeoutMs: number;
   /** The client's codec, known from its first byte. */
   #codec: FrameCodec | undefined;
   #decoder: FrameDecoder | undefined;
@@ -476,6 +498,11 @@ class ServerConnection {
    * the server was reading), or undefined between frames.
    */
   #frameSince: number | undefined;
+  /**
+   * `performance.now()` since when the queued answers wait for the socket
+   * (since the last write it took), or undefined while nothing is queued.
+   */
+  #writeSince: number | undefined;
   /** `performance.now()` by which the session must authenticate. */
   #authBy: number | undefined;
   /** What the `authenticate` hook returned for the session's token. */
@@ -504,10 +531,22 @@ class ServerConnection {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     this.#frameTimeoutMs = options.frameTimeoutMs ?? DEFAULT_FRAME_TIMEOUT_MS;
     this.#maxQueuedBytes = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
+    this.#writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     const direct = directOf(stream);
-    this.#writer = new FrameWriter(direct?.write ?? stream.writable, {
-      onError: () => this.#stop(),
-    });
+    const write = direct?.write;
+    this.#writer = new FrameWriter(
+      write === undefined
+        ? stream.writable
+        : (chunk) => this.#writeSliced(write, chunk),
+      {
+        onError: () => this.#stop(),
+        onWritten: () => {
+          this.#writeSince = this.#writer.queuedBytes > 0
+            ? performance.now()
+            : undefined;
+        },
+      },
+    );
     [this.#read, this.#cancelRead] = direct === undefined
       ? streamReading(stream.readable)
       : [direct.read, direct.cancel];
@@ -534,6 +573,21 @@ class ServerConnection {
       };
       const ms = options.authTimeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
       if (ms > 0) this.#authBy = performance.now() + ms;
+    }
+  }
+
+  /**
+   * Writes a chunk in slices of {@link WRITE_SLICE_BYTES}, so that a large
+   * answer read slowly (but read) counts as progress for `writeTimeoutMs`.
+   */
+  async #writeSliced(
+    write: (chunk: Uint8Array) => Promise<void>,
+    chunk: Uint8Array,
+  ): Promise<void> {
+    if (chunk.length <= WRITE_SLICE_BYTES) return write(chunk);
+    for (let at = 0; at < chunk.length; at += WRITE_SLICE_BYTES) {
+      await write(chunk.subarray(at, at + WRITE_SLICE_BYTES));
+      if (this.#writeSince !== undefined) this.#writeSince = performance.now();
     }
   }
 
@@ -626,6 +680,12 @@ class ServerConnection {
     const writer = this.#writer;
     const before = writer.queuedBytes;
     const written = writer.write(frame);
+    if (
+      before === 0 && this.#writeTimeoutMs > 0 && this.#writeSince === undefined
+    ) {
+      this.#writeSince = performance.now();
+      this.#schedule();
+    }
     if (
       before > 0 && writer.queuedBytes > this.#maxQueuedBytes && !this.#stopped
     ) {
@@ -921,6 +981,10 @@ class ServerConnection {
       const idleBy = this.#idleSince + this.#idleTimeoutMs;
       if (at === undefined || idleBy < at) at = idleBy;
     }
+    if (this.#writeSince !== undefined) {
+      const writeBy = this.#writeSince + this.#writeTimeoutMs;
+      if (at === undefined || writeBy < at) at = writeBy;
+    }
     return at;
   }
 
@@ -969,6 +1033,16 @@ class ServerConnection {
         ),
       );
     } else if (
+      this.#writeSince !== undefined &&
+      now >= this.#writeSince + this.#writeTimeoutMs
+    ) {
+      console.error(
+        `rpc: closing the connection from ${
+          this.#stream.remoteAddress ?? "a client"
+        }: its socket took none of the ${this.#writer.queuedBytes} bytes queued for it in ${this.#writeTimeoutMs} ms, the client does not read (writeTimeoutMs)`,
+      );
+      this.#stop();
+    } else if (
       this.#idleSince !== undefined &&
       now >= this.#idleSince + this.#idleTimeoutMs
     ) {
@@ -1013,6 +1087,7 @@ class ServerConnection {
     this.#clearIdle();
     this.#frameSince = undefined;
     this.#authBy = undefined;
+    this.#writeSince = undefined;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     try {
