@@ -46,6 +46,28 @@ function errorOf(
   return response.error;
 }
 
+/**
+ * Runs `fn` with `console.error` captured; then asserts that a logged
+ * line matches `expected`.
+ */
+async function expectLogged(
+  expected: RegExp,
+  fn: () => Promise<void>,
+): Promise<void> {
+  const logged: string[] = [];
+  const consoleError = console.error;
+  console.error = (...args: unknown[]) => void logged.push(args.join(" "));
+  try {
+    await fn();
+  } finally {
+    console.error = consoleError;
+  }
+  assert.ok(
+    logged.some((line) => expected.test(line)),
+    `log: ${logged.join("\n")}`,
+  );
+}
+
 /** Pings on `client` every 50 ms until `stop` aborts; returns how many answered. */
 async function keepPinging(
   client: RawClient,
@@ -230,10 +252,9 @@ Deno.test("a connection over maxConnectionsPerAddress is refused in its own code
 
 Deno.test("a client that floods requests and reads nothing is closed at maxQueuedBytes, with a log line; others carry on", async () => {
   const closed = Promise.withResolvers<void>();
-  const logged: string[] = [];
-  const consoleError = console.error;
-  console.error = (...args: unknown[]) => void logged.push(args.join(" "));
-  try {
+  const expected =
+    /closing the connection from 127\.0\.0\.1:\d+: \d+ bytes .*maxQueuedBytes 1048576/;
+  await expectLogged(expected, async () => {
     await withServer({
       maxQueuedBytes: 1024 * 1024,
       methods: (session: RpcSession) => {
@@ -257,25 +278,15 @@ Deno.test("a client that floods requests and reads nothing is closed at maxQueue
         flood.close();
       }
     });
-  } finally {
-    console.error = consoleError;
-  }
-  assert.ok(
-    logged.some((line) =>
-      /closing the connection from 127\.0\.0\.1:\d+: \d+ bytes .*maxQueuedBytes 1048576/
-        .test(line)
-    ),
-    `log: ${logged.join("\n")}`,
-  );
+  });
 });
 
 Deno.test("a client that asks for an answer and never reads it is closed after writeTimeoutMs, with a log line; a slow reader is not", async () => {
   const sessions: RpcSession[] = [];
-  const logged: string[] = [];
-  const consoleError = console.error;
-  console.error = (...args: unknown[]) => void logged.push(args.join(" "));
   const size = 32 * 1024 * 1024; // far more than the socket buffers take
-  try {
+  const expected =
+    /its socket took none of the \d+ bytes queued for it in 500 ms.*writeTimeoutMs/;
+  await expectLogged(expected, async () => {
     await withServer({
       writeTimeoutMs: 500,
       maxQueuedBytes: 4 * size,
@@ -323,16 +334,7 @@ Deno.test("a client that asks for an answer and never reads it is closed after w
         slow.close();
       }
     });
-  } finally {
-    console.error = consoleError;
-  }
-  assert.ok(
-    logged.some((line) =>
-      /its socket took none of the \d+ bytes queued for it in 500 ms.*writeTimeoutMs/
-        .test(line)
-    ),
-    `log: ${logged.join("\n")}`,
-  );
+  });
 });
 
 Deno.test("a flood of requests on one connection does not starve another connection's calls", async () => {
