@@ -467,7 +467,8 @@ function report(hook: InternalErrorHook, error: unknown, method: string): void {
  * ```
  */
 export class RunningCalls {
-  readonly #byId = new Map<string, Set<(reason: unknown) => void>>();
+  /** Made by the first {@link add}: most connections never need it. */
+  #byId: Map<string, Set<(reason: unknown) => void>> | undefined;
   #size = 0;
 
   /** How many calls are registered. */
@@ -488,10 +489,11 @@ export class RunningCalls {
     abort: (reason: unknown) => void,
   ): () => void {
     const key = keyOfId(id);
-    let calls = this.#byId.get(key);
+    const byId = this.#byId ??= new Map();
+    let calls = byId.get(key);
     if (calls === undefined) {
       calls = new Set();
-      this.#byId.set(key, calls);
+      byId.set(key, calls);
     }
     const entry = (reason: unknown) => abort(reason);
     calls.add(entry);
@@ -502,9 +504,7 @@ export class RunningCalls {
       removed = true;
       calls.delete(entry);
       this.#size--;
-      if (calls.size === 0 && this.#byId.get(key) === calls) {
-        this.#byId.delete(key);
-      }
+      if (calls.size === 0 && byId.get(key) === calls) byId.delete(key);
     };
   }
 
@@ -515,7 +515,7 @@ export class RunningCalls {
    */
   cancel(id: RequestId): boolean {
     if (id === null) return false;
-    const calls = this.#byId.get(keyOfId(id));
+    const calls = this.#byId?.get(keyOfId(id));
     if (calls === undefined) return false;
     const reason = new RpcError(
       CANCELLED,
