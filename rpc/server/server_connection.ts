@@ -69,10 +69,10 @@ export const DEFAULT_WRITE_TIMEOUT_MS = 30_000;
 export const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 /**
  * Default largest number of connections one server keeps open: 16_384.
- * An idle connection costs about 13 KiB of the server process (measured
- * with 10,000 on Deno), so the cap bounds that to about 200 MiB, and it
- * stays below the usual file descriptor limits of a service (65_536 and
- * up), leaving room for the node's own files and peer links.
+ * An idle connection costs about 16 KiB of the server process (measured
+ * with 10,000 on Deno 2.9), so the cap bounds that to about 256 MiB, and
+ * it stays below the usual file descriptor limits of a service (65_536
+ * and up), leaving room for the node's own files and peer links.
  */
 export const DEFAULT_MAX_CONNECTIONS = 16_384;
 /**
