@@ -83,6 +83,10 @@ class CborMessages implements FrameDecoder {
     return this.#frames.push(chunk).map((found) => this.#message(found));
   }
 
+  get partial(): boolean {
+    return this.#frames.partial;
+  }
+
   end(): InboundFrame[] {
     return this.#frames.end().map((found) => this.#message(found));
   }

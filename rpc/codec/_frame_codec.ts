@@ -42,6 +42,12 @@ export interface FrameDecoder {
   push(chunk: Uint8Array): InboundFrame[];
   /** The stream has ended: the frames left (an error for a partial one). */
   end(): InboundFrame[];
+  /**
+   * Whether a frame has begun and is not yet whole (bytes of it are
+   * buffered, or an oversized line is being skipped): the server's
+   * `frameTimeoutMs` runs while it is.
+   */
+  readonly partial: boolean;
 }
 
 /**

@@ -78,6 +78,10 @@ class NdjsonMessages implements FrameDecoder {
     return this.#lines.push(chunk).map((frame) => this.#message(frame));
   }
 
+  get partial(): boolean {
+    return this.#lines.partial;
+  }
+
   end(): InboundFrame[] {
     return this.#lines.end().map((frame) => this.#message(frame));
   }

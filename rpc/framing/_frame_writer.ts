@@ -10,6 +10,11 @@ export interface FrameWriterOptions {
   /** Called once, with the error, when a write to the stream fails. */
   onError?(error: unknown): void;
   /**
+   * Called after each write the stream accepted, once its bytes are no
+   * longer counted in `queuedBytes` (a sign that the peer reads).
+   */
+  onWritten?(): void;
+  /**
    * Largest number of bytes joined into one write, in bytes (default 256 KiB).
    * A single larger frame is still written whole.
    */
@@ -71,6 +76,7 @@ interface Batch {
 export class FrameWriter {
   readonly #write: (chunk: Uint8Array) => Promise<void>;
   readonly #onError?: (error: unknown) => void;
+  readonly #onWritten?: () => void;
   readonly #maxBatchBytes: number;
   #queue: Batch[] = [];
   #queuedBytes = 0;
@@ -105,6 +111,7 @@ export class FrameWriter {
       writer.closed.catch(() => {});
     }
     this.#onError = options.onError;
+    this.#onWritten = options.onWritten;
     this.#maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
   }
 
@@ -185,6 +192,7 @@ export class FrameWriter {
         await this.#write(join(batch));
         this.#queuedBytes -= batch.bytes;
         batch.resolve();
+        this.#onWritten?.();
       } catch (error) {
         batch.reject(error);
         this.#fail(error);

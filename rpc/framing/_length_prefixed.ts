@@ -103,6 +103,17 @@ export class LengthPrefixedDecoder {
     return found;
   }
 
+  /**
+   * Whether a preamble, length or frame has begun and is not whole (false
+   * once the decoder has stopped).
+   */
+  get partial(): boolean {
+    if (this.#stopped) return false;
+    return (this.#preambleAt > 0 &&
+      this.#preambleAt < this.#preamble.length) ||
+      this.#prefixAt > 0 || this.#length !== undefined;
+  }
+
   /** The input has ended: reports a partial preamble, length or frame. */
   end(): Chunk[] {
     if (this.#stopped) return [];

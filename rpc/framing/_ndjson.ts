@@ -33,6 +33,7 @@ export interface NdjsonDecoderOptions {
 }
 
 const NEWLINE = 0x0a;
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
 const CARRIAGE_RETURN = "\r";
 const BLANK = /^[ \t\r]*$/;
 /** U+FEFF, which a `TextDecoder` drops at the start of what it decodes. */
@@ -67,7 +68,8 @@ const BYTE_ORDER_MARK = 0xfeff;
  */
 export class NdjsonDecoder {
   readonly #maxFrameBytes: number;
-  readonly #utf8 = new TextDecoder("utf-8", { fatal: true });
+  /** Stateless (never `stream: true`): one for every decoder. */
+  readonly #utf8 = UTF8;
   /** Bytes of the unfinished line, in order (each a private copy). */
   #pending: Uint8Array[] = [];
   #pendingBytes = 0;
@@ -129,6 +131,14 @@ export class NdjsonDecoder {
       this.#decode(this.#join(tail), frames);
     }
     return frames;
+  }
+
+  /**
+   * Whether a line has begun and has no `\n` yet (its bytes are buffered,
+   * or it is too large and being skipped).
+   */
+  get partial(): boolean {
+    return this.#pendingBytes > 0 || this.#skipping;
   }
 
   /**

@@ -246,3 +246,17 @@ Deno.test("NdjsonDecoder: a bad line among many does not make the chunk's decodi
   // Quadratic would be 20k scans of ~160 KB: seconds, not milliseconds.
   assert.ok(ms < 2_000, `${ms} ms`);
 });
+
+Deno.test("NdjsonDecoder says when a line has begun and is not whole", () => {
+  const decoder = new NdjsonDecoder({ maxFrameBytes: 8 });
+  const bytes = (text: string) => new TextEncoder().encode(text);
+  assert.equal(decoder.partial, false);
+  decoder.push(bytes('{"a"'));
+  assert.equal(decoder.partial, true);
+  decoder.push(bytes(":1}\n"));
+  assert.equal(decoder.partial, false);
+  decoder.push(bytes("[1,2,3,4,5,6]")); // too large: skipped to its newline
+  assert.equal(decoder.partial, true);
+  decoder.push(bytes("7]\n[]\n"));
+  assert.equal(decoder.partial, false);
+});

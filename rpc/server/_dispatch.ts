@@ -27,7 +27,12 @@ import {
   TIMEOUT_MEMBER,
   validateRequest,
 } from "../message.ts";
-import type { CallContext, Methods, RpcSession } from "./method.ts";
+import {
+  AUTHENTICATE_METHOD,
+  type CallContext,
+  type Methods,
+  type RpcSession,
+} from "./method.ts";
 import type { ReplyEncoder } from "../codec/_frame_codec.ts";
 import { argsOf, specOf, validateParams } from "./_handler.ts";
 import { Refusal } from "../framing/_refusal.ts";
@@ -88,6 +93,13 @@ export interface Hooks {
   receivedAt: number;
   maxDeadlineMs?: number;
   session?: RpcSession;
+  /**
+   * On an authenticating server: an error for a method the session may
+   * not call yet (checked before the method is looked up), else undefined.
+   */
+  admit?: (method: string) => RpcError | undefined;
+  /** On an authenticating server: runs `rpc.authenticate` with its params. */
+  authenticate?: (params: unknown) => Promise<unknown>;
 }
 
 /** A request's deadline and where it came from. */
@@ -253,6 +265,16 @@ async function handleValue<P>(
     return notification ? null : codec.result(id, cancelled);
   }
 
+  if (hooks.admit !== undefined) {
+    if (method === AUTHENTICATE_METHOD && hooks.authenticate !== undefined) {
+      return await authenticate(hooks.authenticate, request, codec);
+    }
+    const refused = hooks.admit(method);
+    if (refused !== undefined) {
+      return notification ? null : serializeError(codec, id, refused);
+    }
+  }
+
   if (
     !Object.hasOwn(methods, method) || typeof methods[method] !== "function"
   ) {
@@ -352,6 +374,30 @@ async function handleValue<P>(
   }
 }
 
+/** `rpc.authenticate` on an authenticating server: `true` or its error. */
+async function authenticate<P>(
+  run: (params: unknown) => Promise<unknown>,
+  request: Request,
+  codec: ReplyEncoder<P>,
+): Promise<P | null> {
+  const notification = !("id" in request);
+  const id: RequestId = request.id ?? null;
+  let result: unknown;
+  try {
+    result = await run(request.params);
+  } catch (error) {
+    if (notification) return null;
+    return serializeError(
+      codec,
+      id,
+      error instanceof RpcError
+        ? error
+        : new RpcError(INTERNAL_ERROR, `Internal error: ${messageOf(error)}`),
+    );
+  }
+  return notification ? null : codec.result(id, result);
+}
+
 /**
  * The error response for `error`; without its `data` when that has no JSON
  * form.
@@ -421,7 +467,8 @@ function report(hook: InternalErrorHook, error: unknown, method: string): void {
  * ```
  */
 export class RunningCalls {
-  readonly #byId = new Map<string, Set<(reason: unknown) => void>>();
+  /** Made by the first {@link add}: most connections never need it. */
+  #byId: Map<string, Set<(reason: unknown) => void>> | undefined;
   #size = 0;
 
   /** How many calls are registered. */
@@ -442,10 +489,11 @@ export class RunningCalls {
     abort: (reason: unknown) => void,
   ): () => void {
     const key = keyOfId(id);
-    let calls = this.#byId.get(key);
+    const byId = this.#byId ??= new Map();
+    let calls = byId.get(key);
     if (calls === undefined) {
       calls = new Set();
-      this.#byId.set(key, calls);
+      byId.set(key, calls);
     }
     const entry = (reason: unknown) => abort(reason);
     calls.add(entry);
@@ -456,9 +504,7 @@ export class RunningCalls {
       removed = true;
       calls.delete(entry);
       this.#size--;
-      if (calls.size === 0 && this.#byId.get(key) === calls) {
-        this.#byId.delete(key);
-      }
+      if (calls.size === 0 && byId.get(key) === calls) byId.delete(key);
     };
   }
 
@@ -469,7 +515,7 @@ export class RunningCalls {
    */
   cancel(id: RequestId): boolean {
     if (id === null) return false;
-    const calls = this.#byId.get(keyOfId(id));
+    const calls = this.#byId?.get(keyOfId(id));
     if (calls === undefined) return false;
     const reason = new RpcError(
       CANCELLED,

@@ -16,6 +16,13 @@ import type { PeerCertificate } from "../transport/transport.ts";
 import { specOf, validateParams, withSpec } from "./_handler.ts";
 
 /**
+ * The built-in method a client calls to authenticate its connection, with
+ * named params `{ "token": "…" }`, on a server given an `authenticate`
+ * hook (see `ServerLimits.authenticate`): `"rpc.authenticate"`.
+ */
+export const AUTHENTICATE_METHOD = "rpc.authenticate";
+
+/**
  * A method a server offers. It receives the params spread when they are
  * positional (`[1, 2]` → `handler(1, 2)`), as one object when they are named
  * (`{ a: 1 }` → `handler({ a: 1 })`), and nothing when there are none. `this`
@@ -73,6 +80,12 @@ export interface RpcSession {
    * when the client reads slower than the server writes.
    */
   readonly queuedBytes: number;
+  /**
+   * Who the client authenticated as: what the server's `authenticate` hook
+   * returned for the token of its `rpc.authenticate` call; `undefined`
+   * before (and on a server without the hook).
+   */
+  readonly principal: unknown;
   /**
    * Queues a notification to the client (a request without an id).
    *

@@ -9,12 +9,16 @@
 
 import type { Methods } from "./dispatcher.ts";
 import {
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+  refuseStream,
   type RpcSession,
   type ServerLimits,
   serveStream,
   type SessionMethods,
   validateServerLimits,
 } from "./server_connection.ts";
+import { LIMIT_EXCEEDED, RpcError } from "../errors.ts";
 import {
   type ByteStream,
   formatTcpUrl,
@@ -138,7 +142,10 @@ export function validateServeOptions(options: ServeOptions): void {
 /**
  * Serves JSON-RPC 2.0 on every connection `listener` accepts, one
  * {@link serveStream} each, with the options of `serve()`; the built-in
- * `rpc.ping` is added to the methods.
+ * `rpc.ping` is added to the methods. It counts the open connections, in
+ * all and per remote host: one over `maxConnections` or
+ * `maxConnectionsPerAddress` is answered a -32014 LIMIT_EXCEEDED error
+ * frame and closed.
  *
  * @param listener an adapter's bound listener (it is closed with the server).
  * @param options methods, limits, `advertise`, `signal` (`hostname` and
@@ -153,8 +160,8 @@ export function serveListener(
   const { signal } = options;
   const given = options.methods;
   const methods: Methods | SessionMethods = typeof given === "function"
-    ? (session: RpcSession) => ({ "rpc.ping": () => "pong", ...given(session) })
-    : { "rpc.ping": () => "pong", ...given };
+    ? (session: RpcSession) => ({ "rpc.ping": ping, ...given(session) })
+    : { "rpc.ping": ping, ...given };
   const advertised = options.advertise === undefined
     ? undefined
     : parseAdvertise(options.advertise);
@@ -167,11 +174,42 @@ export function serveListener(
     maxFrameBytes: options.maxFrameBytes,
     maxInFlight: options.maxInFlight,
     idleTimeoutMs: options.idleTimeoutMs,
+    frameTimeoutMs: options.frameTimeoutMs,
+    maxQueuedBytes: options.maxQueuedBytes,
+    writeTimeoutMs: options.writeTimeoutMs,
     maxDeadlineMs: options.maxDeadlineMs,
+    authenticate: options.authenticate,
+    authTimeoutMs: options.authTimeoutMs,
     onInternalError: options.onInternalError,
     onMethodNotFound: options.onMethodNotFound,
     signal: stop.signal,
     goAway: goAway.signal,
+  };
+  const admission = new Admission(options);
+
+  /** Serves `stream`, or refuses it when it is over a connection cap. */
+  const start = (stream: ByteStream) => {
+    const host = hostOf(stream.remoteAddress);
+    const refused = admission.admit(host);
+    if (refused !== undefined) {
+      if (admission.refusing >= MAX_REFUSING) {
+        // A flood of them: no error frames, just close.
+        stream.close();
+        return;
+      }
+      admission.refusing++;
+      const done = refuseStream(stream, refused, stop.signal).finally(() => {
+        admission.refusing--;
+        connections.delete(done);
+      });
+      connections.add(done);
+      return;
+    }
+    const done = serveStream(stream, methods, limits).finally(() => {
+      admission.release(host);
+      connections.delete(done);
+    });
+    connections.add(done);
   };
 
   const acceptLoop = async () => {
@@ -191,10 +229,7 @@ export function serveListener(
         stream.close();
         break;
       }
-      const done = serveStream(stream, methods, limits).finally(
-        () => connections.delete(done),
-      );
-      connections.add(done);
+      start(stream);
     }
   };
 
@@ -249,4 +284,129 @@ export function serveListener(
       ? {}
       : { reloadTls: () => listener.reloadTls!() }),
   };
+}
+
+/** The built-in `rpc.ping`: one function for every connection. */
+const ping = () => "pong";
+
+/**
+ * Connections being refused (an error frame, then close) at once, at most;
+ * beyond it a connection over a cap is closed without one, so a flood of
+ * them costs little.
+ */
+const MAX_REFUSING = 64;
+
+/** The connection counts of one server, and its caps. */
+class Admission {
+  readonly #max: number;
+  readonly #maxPerAddress: number;
+  #open = 0;
+  readonly #byHost = new Map<string, number>();
+  /** Connections being refused now. */
+  refusing = 0;
+
+  constructor(limits: ServerLimits) {
+    this.#max = limits.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+    this.#maxPerAddress = limits.maxConnectionsPerAddress ??
+      DEFAULT_MAX_CONNECTIONS_PER_ADDRESS;
+  }
+
+  /**
+   * Counts a new connection from `host`, or returns the error to refuse it
+   * with (it is then not counted).
+   */
+  admit(host: string | undefined): RpcError | undefined {
+    if (this.#open >= this.#max) {
+      return new RpcError(
+        LIMIT_EXCEEDED,
+        `Limit exceeded: the server has ${this.#max} connections open, its limit (maxConnections); try again later or another server, or raise the server's maxConnections`,
+        { limit: "maxConnections", value: this.#max },
+      );
+    }
+    const count = host === undefined ? 0 : this.#byHost.get(host) ?? 0;
+    if (count >= this.#maxPerAddress) {
+      return new RpcError(
+        LIMIT_EXCEEDED,
+        `Limit exceeded: ${count} connections from ${host} are open, the server's limit per address (maxConnectionsPerAddress); close idle connections, or raise the server's maxConnectionsPerAddress`,
+        { limit: "maxConnectionsPerAddress", value: this.#maxPerAddress },
+      );
+    }
+    this.#open++;
+    if (host !== undefined) this.#byHost.set(host, count + 1);
+    return undefined;
+  }
+
+  /** A connection `admit` counted has closed. */
+  release(host: string | undefined): void {
+    this.#open--;
+    if (host === undefined) return;
+    const count = (this.#byHost.get(host) ?? 1) - 1;
+    if (count > 0) this.#byHost.set(host, count);
+    else this.#byHost.delete(host);
+  }
+}
+
+/**
+ * The host a remote address (`host:port`, `[v6]:port`) counts under for
+ * `maxConnectionsPerAddress`: an IPv4 address as it is (an IPv4-mapped
+ * IPv6 address as its IPv4 address), an IPv6 address as its /64 prefix
+ * (one site or host gets a whole /64, so counting single IPv6 addresses
+ * would let it open connections without bound), anything else as written;
+ * undefined when the address is unknown.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { hostOf } from "./server.ts";
+ * assert.equal(hostOf("10.0.0.5:51234"), "10.0.0.5");
+ * assert.equal(hostOf("[::1]:51234"), "0:0:0:0::/64");
+ * assert.equal(hostOf("[2001:db8:1:2::7]:443"), "2001:db8:1:2::/64");
+ * assert.equal(hostOf("[2001:DB8:1:2:aa:bb:cc:dd]:443"), "2001:db8:1:2::/64");
+ * assert.equal(hostOf("[::ffff:10.0.0.5]:51234"), "10.0.0.5");
+ * assert.equal(hostOf(undefined), undefined);
+ * ```
+ */
+export function hostOf(remoteAddress: string | undefined): string | undefined {
+  if (remoteAddress === undefined || remoteAddress === "") return undefined;
+  const bracketed = /^\[([^\]]*)\](?::\d*)?$/.exec(remoteAddress);
+  const host =
+    (bracketed !== null
+      ? bracketed[1]
+      : remoteAddress.split(":").length === 2
+      ? remoteAddress.slice(0, remoteAddress.lastIndexOf(":"))
+      : remoteAddress).toLowerCase();
+  const mapped = /^(?:0*:)*:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(host);
+  if (mapped !== null) return mapped[1];
+  if (!host.includes(":")) return host;
+  const groups = ipv6Groups(host.replace(/%.*$/, ""));
+  return groups === undefined
+    ? host
+    : `${
+      groups.slice(0, 4).map((group) => parseInt(group, 16).toString(16)).join(
+        ":",
+      )
+    }::/64`;
+}
+
+/** The eight groups of an IPv6 address (`::` expanded), or undefined. */
+function ipv6Groups(host: string): string[] | undefined {
+  const halves = host.split("::");
+  if (halves.length > 2) return undefined;
+  const head = halves[0] === "" ? [] : halves[0].split(":");
+  const tail = halves.length === 1 || halves[1] === ""
+    ? []
+    : halves[1].split(":");
+  if (tail.length > 0 && tail[tail.length - 1].includes(".")) {
+    tail.splice(tail.length - 1, 1, "0", "0"); // an embedded IPv4 tail
+  }
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined;
+  const groups = [
+    ...head,
+    ...Array(halves.length === 1 ? 0 : missing).fill("0"),
+    ...tail,
+  ];
+  return groups.every((group) => /^[0-9a-f]{1,4}$/.test(group))
+    ? groups
+    : undefined;
 }

@@ -13,8 +13,8 @@ import {
   type Methods,
   RunningCalls,
 } from "./dispatcher.ts";
-import type { RpcSession } from "./method.ts";
-import { FrameWriter } from "../framing/_frame_writer.ts";
+import { AUTHENTICATE_METHOD, type RpcSession } from "./method.ts";
+import { type Frame, FrameWriter } from "../framing/_frame_writer.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../framing/_ndjson.ts";
 import {
   CANCEL_METHOD,
@@ -23,20 +23,29 @@ import {
   type Params,
   type RequestId,
 } from "../message.ts";
-import type { ByteStream } from "../transport/transport.ts";
-import { CANCELLED, INVALID_PARAMS, messageOf, RpcError } from "../errors.ts";
+import type { ByteStream, PeerCertificate } from "../transport/transport.ts";
+import {
+  CANCELLED,
+  INVALID_PARAMS,
+  LIMIT_EXCEEDED,
+  messageOf,
+  RpcError,
+  UNAUTHENTICATED,
+} from "../errors.ts";
 import type {
   FrameCodec,
   FrameDecoder,
   InboundFrame,
 } from "../codec/_frame_codec.ts";
 import { codecOfFirstByte } from "../codec/codecs.ts";
-import { dispatch, serializeError } from "./_dispatch.ts";
+import { ndjsonCodec } from "../codec/_ndjson_codec.ts";
+import { dispatch, type Hooks, serializeError } from "./_dispatch.ts";
 import { jsonValue } from "../codec/_json_value.ts";
 import { Refusal } from "../framing/_refusal.ts";
 import { directOf, streamReading } from "../transport/conn_stream.ts";
 
 export type { RpcSession } from "./method.ts";
+export { AUTHENTICATE_METHOD } from "./method.ts";
 
 /**
  * A method table made for each connection, so methods can keep per-client
@@ -50,6 +59,30 @@ let nextSessionId = 1;
 export const DEFAULT_MAX_IN_FLIGHT = 128;
 /** Default idle timeout of a server connection: 300_000 ms (5 minutes). */
 export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
+/** Default time a frame may take to arrive whole: 10_000 ms. */
+export const DEFAULT_FRAME_TIMEOUT_MS = 10_000;
+/** Default time a connection has to authenticate: 10_000 ms. */
+export const DEFAULT_AUTH_TIMEOUT_MS = 10_000;
+/** Default time a client may leave written answers unread: 30_000 ms. */
+export const DEFAULT_WRITE_TIMEOUT_MS = 30_000;
+/** Default bound on the response bytes queued for one client: 16 MiB. */
+export const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
+/**
+ * Default largest number of connections one server keeps open: 16_384.
+ * An idle connection costs about 16 KiB of the server process (measured
+ * with 10,000 on Deno 2.9), so the cap bounds that to about 256 MiB, and
+ * it stays below the usual file descriptor limits of a service (65_536
+ * and up), leaving room for the node's own files and peer links.
+ */
+export const DEFAULT_MAX_CONNECTIONS = 16_384;
+/**
+ * Default largest number of connections one remote address keeps open on
+ * a server: 1_024. One host rarely needs more (a process pools a few
+ * connections per server; many processes, or a NAT gateway, share an
+ * address), and a single misbehaving or hostile host then holds at most a
+ * sixteenth of {@link DEFAULT_MAX_CONNECTIONS}.
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 1_024;
 
 /** Limits every server connection enforces. */
 export interface ServerLimits {
@@ -77,6 +110,78 @@ export interface ServerLimits {
    * above about 24.8 days are capped to that).
    */
   idleTimeoutMs?: number;
+  /**
+   * Longest time one frame may take to arrive, in ms, from its first byte
+   * to its last (default 10_000 ms; 0 disables it). A client that sends a
+   * frame more slowly (a line that never ends, one byte now and then) is
+   * answered a -32014 LIMIT_EXCEEDED error with id null and
+   * `data: { limit: "frameTimeoutMs", value }`, and the connection is
+   * closed. The time does not run while the server itself stops reading
+   * (see `maxInFlight`).
+   */
+  frameTimeoutMs?: number;
+  /**
+   * Largest number of bytes of responses and notifications queued for one
+   * client and not yet taken by the socket (default 16 MiB). A client that
+   * sends requests and does not read the answers makes the queue grow;
+   * past this bound the connection is closed (the client cannot be told:
+   * it does not read) and a line is logged with `console.error`. One
+   * response larger than the bound, queued alone, is still sent.
+   */
+  maxQueuedBytes?: number;
+  /**
+   * Longest time the socket may refuse the server's writes, in ms (default
+   * 30_000 ms; 0 disables it): while answers are queued for a client, each
+   * write must be taken by the socket within this time, else the client
+   * is not reading (its receive window stays full) and the connection is
+   * closed, with a line logged by `console.error`. Without it, a client
+   * that asks for an answer and never reads it would hold its connection
+   * (and the answer) open forever: the idle timeout does not run while a
+   * call is in flight.
+   */
+  writeTimeoutMs?: number;
+  /**
+   * Largest number of connections the server keeps open (default
+   * {@link DEFAULT_MAX_CONNECTIONS}, 16_384). A connection beyond it gets a
+   * -32014 LIMIT_EXCEEDED error (`data: { limit: "maxConnections",
+   * value }`, id null) and is closed. Only `serve()` and `serveListener`
+   * count connections; `serveStream` ignores it.
+   */
+  maxConnections?: number;
+  /**
+   * Largest number of connections from one remote host (the host part of
+   * the stream's `remoteAddress`; an IPv4-mapped IPv6 address counts as
+   * its IPv4 address, and IPv6 addresses count by their /64 prefix, which
+   * one host or site usually has whole) the server keeps open (default
+   * {@link DEFAULT_MAX_CONNECTIONS_PER_ADDRESS}, 1_024). A connection beyond
+   * it gets a -32014 LIMIT_EXCEEDED error (`data: { limit:
+   * "maxConnectionsPerAddress", value }`, id null) and is closed. Streams
+   * without a remote address are not counted per address.
+   */
+  maxConnectionsPerAddress?: number;
+  /**
+   * Makes clients authenticate: the server then has the built-in method
+   * {@link AUTHENTICATE_METHOD} (`rpc.authenticate`, named params
+   * `{ "token": "…" }`), which calls this hook. A truthy result is the
+   * principal: the session is authenticated ({@link RpcSession.principal})
+   * and the call's result is `true`. A falsy result or a throw is answered
+   * -32012 UNAUTHENTICATED "Unauthenticated: the token was not accepted"
+   * (an `RpcError` thrown passes through as it is), and the session stays
+   * as it was. Until authenticated, every method except `rpc.ping`,
+   * `rpc.authenticate` and `rpc.cancel` is answered -32012 UNAUTHENTICATED
+   * telling the client to call `rpc.authenticate` first. Calls sent before
+   * the `rpc.authenticate` answer arrives may be refused: wait for it.
+   * Default: none (no authentication; `rpc.authenticate` is then an
+   * ordinary method name).
+   */
+  authenticate?: (token: string, session: RpcSession) => unknown;
+  /**
+   * With {@link authenticate}: the time a connection has to authenticate,
+   * in ms from when it opened (default 10_000 ms; 0 disables it). A
+   * connection still unauthenticated then is sent a -32014 LIMIT_EXCEEDED
+   * error (`data: { limit: "authTimeoutMs", value }`, id null) and closed.
+   */
+  authTimeoutMs?: number;
   /**
    * Longest time one call may have, in ms: a request's `timeoutMs` above it
    * is lowered to it, and a request without one gets it, so a `withContext`
@@ -123,6 +228,16 @@ export interface ServeStreamOptions extends ServerLimits {
  */
 const LINGER_MS = 1_000;
 
+/**
+ * How long a connection a limit closes stays open after its error frame
+ * was written, reading and dropping input, so that closing with input
+ * unread (a reset) does not destroy the answer. In ms.
+ */
+const CLOSE_AFTER_ERROR_MS = 200;
+
+/** Bytes of one write to the socket, at most, for `writeTimeoutMs`. */
+const WRITE_SLICE_BYTES = 256 * 1024;
+
 /** Largest delay `setTimeout` honours (about 24.8 days), in ms. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -130,9 +245,11 @@ const MAX_TIMER_MS = 2_147_483_647;
  * Checks server limits before use, so a bad configuration fails at start-up
  * rather than on the first connection.
  *
- * @throws {RangeError} when `maxFrameBytes` or `maxInFlight` is not a positive
- * integer, `idleTimeoutMs` is negative or not a number, or `maxDeadlineMs`
- * is not a positive number; the message names the option.
+ * @throws {RangeError} when `maxFrameBytes`, `maxInFlight`,
+ * `maxQueuedBytes`, `maxConnections` or `maxConnectionsPerAddress` is not
+ * a positive integer, `idleTimeoutMs`, `frameTimeoutMs`, `authTimeoutMs`
+ * or `writeTimeoutMs` is negative or not a number, `maxDeadlineMs` is not a positive number,
+ * or `authenticate` is not a function; the message names the option.
  *
  * @example
  * ```ts
@@ -140,40 +257,57 @@ const MAX_TIMER_MS = 2_147_483_647;
  * import { validateServerLimits } from "./server_connection.ts";
  * validateServerLimits({ maxFrameBytes: 64 * 1024, idleTimeoutMs: 0 });
  * assert.throws(() => validateServerLimits({ maxFrameBytes: 0 }), RangeError);
+ * assert.throws(
+ *   () => validateServerLimits({ frameTimeoutMs: -1 }),
+ *   /frameTimeoutMs must be a number of ms >= 0/,
+ * );
  * ```
  */
 export function validateServerLimits(limits: ServerLimits): void {
-  const { maxFrameBytes, maxInFlight, idleTimeoutMs, maxDeadlineMs } = limits;
-  if (
-    maxFrameBytes !== undefined &&
-    !(Number.isSafeInteger(maxFrameBytes) && maxFrameBytes > 0)
+  for (
+    const name of [
+      "maxFrameBytes",
+      "maxInFlight",
+      "maxQueuedBytes",
+      "maxConnections",
+      "maxConnectionsPerAddress",
+    ] as const
   ) {
-    throw new RangeError(
-      `maxFrameBytes must be a positive integer number of bytes, got ${maxFrameBytes}`,
-    );
+    const value = limits[name];
+    if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
+      const unit = name.endsWith("Bytes") ? " number of bytes" : "";
+      throw new RangeError(
+        `${name} must be a positive integer${unit}, got ${value}`,
+      );
+    }
   }
-  if (
-    maxInFlight !== undefined &&
-    !(Number.isSafeInteger(maxInFlight) && maxInFlight > 0)
+  for (
+    const name of [
+      "idleTimeoutMs",
+      "frameTimeoutMs",
+      "authTimeoutMs",
+      "writeTimeoutMs",
+    ] as const
   ) {
-    throw new RangeError(
-      `maxInFlight must be a positive integer, got ${maxInFlight}`,
-    );
+    const value = limits[name];
+    if (value !== undefined && !(typeof value === "number" && value >= 0)) {
+      throw new RangeError(
+        `${name} must be a number of ms >= 0 (0 disables it), got ${value}`,
+      );
+    }
   }
-  if (
-    idleTimeoutMs !== undefined &&
-    !(typeof idleTimeoutMs === "number" && idleTimeoutMs >= 0)
-  ) {
-    throw new RangeError(
-      `idleTimeoutMs must be a number of ms >= 0 (0 disables it), got ${idleTimeoutMs}`,
-    );
-  }
+  const { maxDeadlineMs, authenticate } = limits;
   if (
     maxDeadlineMs !== undefined &&
     !(typeof maxDeadlineMs === "number" && maxDeadlineMs > 0)
   ) {
     throw new RangeError(
       `maxDeadlineMs must be a positive number of ms, got ${maxDeadlineMs}`,
+    );
+  }
+  if (authenticate !== undefined && typeof authenticate !== "function") {
+    throw new RangeError(
+      `authenticate must be a function (token, session) => principal, got ${typeof authenticate}`,
     );
   }
 }
@@ -236,6 +370,59 @@ export function serveStream(
   return new ServerConnection(stream, methods, options).run();
 }
 
+/**
+ * Refuses a connection with one error frame: waits up to {@link LINGER_MS}
+ * for the client's first bytes to learn its codec (NDJSON when it sends
+ * nothing), answers `error` with id null in it, reads and drops input for
+ * up to {@link LINGER_MS} more (until the client closes), then closes the
+ * stream. A connection over `maxConnections` gets this.
+ *
+ * @param stream the connection to refuse; it is closed.
+ * @param error what to answer, e.g. a -32014 LIMIT_EXCEEDED error.
+ * @param signal aborting it closes the stream at once.
+ * @returns settles once the stream is closed. Never rejects.
+ */
+export async function refuseStream(
+  stream: ByteStream,
+  error: RpcError,
+  signal?: AbortSignal,
+): Promise<void> {
+  const direct = directOf(stream);
+  const [read, cancel] = direct === undefined
+    ? streamReading(stream.readable)
+    : [direct.read, direct.cancel];
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let end: () => void = () => {};
+  const over = new Promise<null>((resolve) => {
+    end = () => resolve(null);
+    timer = setTimeout(end, LINGER_MS);
+    signal?.addEventListener("abort", end, { once: true });
+    if (signal?.aborted) end();
+  });
+  const next = () => Promise.race([read().catch(() => null), over]);
+  try {
+    const first = await next();
+    const codec = first !== null && first.length > 0
+      ? codecOfFirstByte(first[0])
+      : ndjsonCodec;
+    const writer = new FrameWriter(direct?.write ?? stream.writable);
+    await writer.write(codec.frame(serializeError(codec, null, error)))
+      .catch(() => {});
+    clearTimeout(timer);
+    timer = setTimeout(end, CLOSE_AFTER_ERROR_MS);
+    if (first !== null) { while (await next() !== null); }
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", end);
+    try {
+      stream.close();
+    } catch {
+      // Already closed.
+    }
+    await cancel();
+  }
+}
+
 /** A frame read and not yet dispatched. */
 interface Waiting {
   /**
@@ -270,6 +457,9 @@ class ServerConnection {
   readonly #maxFrameBytes: number;
   readonly #maxInFlight: number;
   readonly #idleTimeoutMs: number;
+  readonly #frameTimeoutMs: number;
+  readonly #maxQueuedBytes: number;
+  readonly #writeTimeoutMs: number;
   /** The client's codec, known from its first byte. */
   #codec: FrameCodec | undefined;
   #decoder: FrameDecoder | undefined;
@@ -291,12 +481,39 @@ class ServerConnection {
   #stopped = false;
   /** A frame the codec could not go on from was read: nothing more runs. */
   #fatal = false;
-  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /**
+   * The connection's one timer, for all its deadlines (idle, frame,
+   * authentication): it fires at `#timerAt` or earlier, and then looks at
+   * which deadline passed and when the next one is.
+   */
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt = 0;
   /**
    * `performance.now()` when the connection last became idle (nothing in
    * flight or waiting), or undefined while it is not idle.
    */
   #idleSince: number | undefined;
+  /**
+   * `performance.now()` when the frame being read began (counted from when
+   * the server was reading), or undefined between frames.
+   */
+  #frameSince: number | undefined;
+  /**
+   * `performance.now()` since when the queued answers wait for the socket
+   * (since the last write it took), or undefined while nothing is queued.
+   */
+  #writeSince: number | undefined;
+  /** `performance.now()` by which the session must authenticate. */
+  #authBy: number | undefined;
+  /** What the `authenticate` hook returned for the session's token. */
+  #principal: unknown = undefined;
+  /**
+   * A limit closes the connection: its error is written, nothing more
+   * runs, input is dropped until it closes.
+   */
+  #closing = false;
+  /** The extra dispatch hooks of an authenticating server. */
+  readonly #authHooks: Pick<Hooks, "admit" | "authenticate"> | undefined;
   #wake: (() => void) | undefined;
   /** Settles once the read side is cancelled (and its pending read is over). */
   #cancelled: Promise<void> = Promise.resolve();
@@ -311,14 +528,25 @@ class ServerConnection {
     validateServerLimits(options);
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.#maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-    this.#idleTimeoutMs = Math.min(
-      options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
-      MAX_TIMER_MS,
-    );
+    this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    this.#frameTimeoutMs = options.frameTimeoutMs ?? DEFAULT_FRAME_TIMEOUT_MS;
+    this.#maxQueuedBytes = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
+    this.#writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     const direct = directOf(stream);
-    this.#writer = new FrameWriter(direct?.write ?? stream.writable, {
-      onError: () => this.#stop(),
-    });
+    const write = direct?.write;
+    this.#writer = new FrameWriter(
+      write === undefined
+        ? stream.writable
+        : (chunk) => this.#writeSliced(write, chunk),
+      {
+        onError: () => this.#stop(),
+        onWritten: () => {
+          this.#writeSince = this.#writer.queuedBytes > 0
+            ? performance.now()
+            : undefined;
+        },
+      },
+    );
     [this.#read, this.#cancelRead] = direct === undefined
       ? streamReading(stream.readable)
       : [direct.read, direct.cancel];
@@ -337,40 +565,96 @@ class ServerConnection {
       maxDeadlineMs: options.maxDeadlineMs,
       session: this.#session,
     };
+    const authenticate = options.authenticate;
+    if (authenticate !== undefined) {
+      this.#authHooks = {
+        admit: (method) => this.#admit(method),
+        authenticate: (params) => this.#authenticate(authenticate, params),
+      };
+      const ms = options.authTimeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
+      if (ms > 0) this.#authBy = performance.now() + ms;
+    }
+  }
+
+  /**
+   * Writes a chunk in slices of {@link WRITE_SLICE_BYTES}, so that a large
+   * answer read slowly (but read) counts as progress for `writeTimeoutMs`.
+   */
+  async #writeSliced(
+    write: (chunk: Uint8Array) => Promise<void>,
+    chunk: Uint8Array,
+  ): Promise<void> {
+    if (chunk.length <= WRITE_SLICE_BYTES) return write(chunk);
+    for (let at = 0; at < chunk.length; at += WRITE_SLICE_BYTES) {
+      await write(chunk.subarray(at, at + WRITE_SLICE_BYTES));
+      if (this.#writeSince !== undefined) this.#writeSince = performance.now();
+    }
+  }
+
+  /** Refuses a call of an unauthenticated session, except the open ones. */
+  #admit(method: string): RpcError | undefined {
+    if (this.#principal || OPEN_METHODS.has(method)) return undefined;
+    return new RpcError(
+      UNAUTHENTICATED,
+      `Unauthenticated: call ${AUTHENTICATE_METHOD} with { "token": "…" } before ${
+        JSON.stringify(method)
+      } (set the token or serverToken option of a Rafter client)`,
+      { method },
+    );
+  }
+
+  /** `rpc.authenticate`: checks the token with the hook. */
+  async #authenticate(
+    hook: NonNullable<ServerLimits["authenticate"]>,
+    params: unknown,
+  ): Promise<true> {
+    const token = tokenOf(params);
+    if (token === undefined) {
+      throw new RpcError(
+        INVALID_PARAMS,
+        `Invalid params: ${AUTHENTICATE_METHOD} takes named params { "token": "<string>" }`,
+      );
+    }
+    let principal: unknown;
+    try {
+      principal = await hook(token, this.#session);
+    } catch (error) {
+      if (error instanceof RpcError) throw error;
+      principal = undefined;
+    }
+    if (!principal) {
+      throw new RpcError(
+        UNAUTHENTICATED,
+        "Unauthenticated: the token was not accepted",
+      );
+    }
+    this.#principal = principal;
+    this.#authBy = undefined;
+    return true;
   }
 
   #makeSession(): RpcSession {
-    const writer = this.#writer;
-    const signal = this.#ended.signal;
-    const send = (message: Record<string, unknown>) => this.#send(message);
-    const stop = () => this.#stop();
-    return {
-      id: nextSessionId++,
-      remoteAddress: this.#stream.remoteAddress,
-      secure: this.#stream.secure === true,
-      peerCertificate: this.#stream.peerCertificate ?? null,
-      signal,
-      get queuedBytes() {
-        return writer.queuedBytes;
-      },
-      notify(method: string, params?: Params): boolean {
-        if (signal.aborted) return false;
-        const message: Record<string, unknown> = { jsonrpc: "2.0", method };
-        if (params !== undefined) message.params = params;
-        try {
-          send(message);
-        } catch (error) {
-          throw new RpcError(
-            INVALID_PARAMS,
-            `Invalid params: the notification ${
-              JSON.stringify(method)
-            } cannot be encoded as JSON: ${messageOf(error)}`,
-          );
-        }
-        return true;
-      },
-      close: stop,
-    };
+    return new ServerSession(this, this.#stream, this.#ended.signal);
+  }
+
+  /** Bytes queued for the client (for {@link ServerSession}). */
+  get queuedBytes(): number {
+    return this.#writer.queuedBytes;
+  }
+
+  /** The session's principal (for {@link ServerSession}). */
+  get principal(): unknown {
+    return this.#principal;
+  }
+
+  /** Sends a notification (for {@link ServerSession}). */
+  notifyClient(message: Record<string, unknown>): void {
+    this.#send(message);
+  }
+
+  /** Ends the connection at once (for {@link ServerSession}). */
+  end(): void {
+    this.#stop();
   }
 
   /**
@@ -385,7 +669,34 @@ class ServerConnection {
       return;
     }
     const frame = this.#codec.frame(this.#codec.message(message));
-    this.#writer.write(frame).catch(() => {});
+    this.#write(frame).catch(() => {});
+  }
+
+  /**
+   * Queues a frame; closes the connection when the client leaves more than
+   * `maxQueuedBytes` unread (one frame alone may be larger).
+   */
+  #write(frame: Frame): Promise<void> {
+    const writer = this.#writer;
+    const before = writer.queuedBytes;
+    const written = writer.write(frame);
+    if (
+      before === 0 && this.#writeTimeoutMs > 0 && this.#writeSince === undefined
+    ) {
+      this.#writeSince = performance.now();
+      this.#schedule();
+    }
+    if (
+      before > 0 && writer.queuedBytes > this.#maxQueuedBytes && !this.#stopped
+    ) {
+      console.error(
+        `rpc: closing the connection from ${
+          this.#stream.remoteAddress ?? "a client"
+        }: ${writer.queuedBytes} bytes of responses are queued for it and it does not read them (maxQueuedBytes ${this.#maxQueuedBytes}; raise it for clients that read large results slowly)`,
+      );
+      this.#stop();
+    }
+    return written;
   }
 
   async run(): Promise<void> {
@@ -399,6 +710,7 @@ class ServerConnection {
     if (signal?.aborted) this.#stop();
     else if (goAway?.aborted) onGoAway();
     this.#armIdle();
+    this.#schedule();
     try {
       await this.#loop();
     } catch {
@@ -429,12 +741,22 @@ class ServerConnection {
         this.#inFlight >= this.#maxInFlight &&
         this.#waitingBytes >= this.#maxFrameBytes
       ) {
+        // Not reading: the frame deadline waits too.
+        this.#frameSince = undefined;
         await this.#change();
         continue;
+      }
+      if (this.#decoder?.partial && this.#frameSince === undefined) {
+        this.#startFrame();
       }
       const value = await this.#read();
       if (this.#stopped) return;
       const done = value === null;
+      if (this.#closing) {
+        if (!done) continue;
+        await this.#writer.idle();
+        return;
+      }
       if (!done && value.length === 0) continue;
       const decoder = done ? this.#decoder : this.#decoderFor(value[0]);
       const frames = decoder === undefined
@@ -445,6 +767,10 @@ class ServerConnection {
       if (done) {
         ended = true;
         this.#inputEnded.abort();
+      }
+      if (decoder !== undefined && !done) {
+        if (!decoder.partial) this.#frameSince = undefined;
+        else if (this.#frameSince === undefined) this.#startFrame();
       }
       if (frames.length > 0) this.#receive(frames);
       if (this.#fatal) {
@@ -510,6 +836,7 @@ class ServerConnection {
   }
 
   #dispatchBacklog(): void {
+    if (this.#closing) return;
     while (
       this.#next < this.#backlog.length && this.#inFlight < this.#maxInFlight
     ) {
@@ -579,8 +906,8 @@ class ServerConnection {
     this.#clearIdle();
     try {
       const part = await this.#respond(waiting);
-      if (part !== null && !this.#stopped) {
-        await this.#writer.write(this.#codec!.frame(part));
+      if (part !== null && !this.#stopped && !this.#closing) {
+        await this.#write(this.#codec!.frame(part));
       }
     } catch {
       // A failed write stops the connection through the writer's onError.
@@ -596,12 +923,9 @@ class ServerConnection {
   #respond(waiting: Waiting): Promise<unknown> {
     const frame = waiting.frame!;
     if (frame.kind === "reply") return Promise.resolve(frame.part);
-    return dispatch(
-      frame.value,
-      this.#methods,
-      hooksOf(this.#dispatchOptions, waiting.receivedAt),
-      this.#codec!,
-    );
+    const hooks = hooksOf(this.#dispatchOptions, waiting.receivedAt);
+    if (this.#authHooks !== undefined) Object.assign(hooks, this.#authHooks);
+    return dispatch(frame.value, this.#methods, hooks, this.#codec!);
   }
 
   /** Resolves at the next slot release or stop. */
@@ -631,23 +955,128 @@ class ServerConnection {
       return;
     }
     this.#idleSince = performance.now();
-    if (this.#idleTimer === undefined) this.#waitIdle(this.#idleTimeoutMs);
-  }
-
-  #waitIdle(ms: number): void {
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      if (this.#stopped || this.#idleSince === undefined) return;
-      const left = this.#idleSince + this.#idleTimeoutMs - performance.now();
-      if (left <= 0) this.#stop();
-      // A timer may fire a little early by this clock: never close early.
-      else this.#waitIdle(Math.max(1, left));
-    }, ms);
+    this.#schedule();
   }
 
   /** The connection is busy: the idle timeout does not run. */
   #clearIdle(): void {
     this.#idleSince = undefined;
+  }
+
+  /** A frame has begun: its deadline runs. */
+  #startFrame(): void {
+    if (this.#frameTimeoutMs <= 0) return;
+    this.#frameSince = performance.now();
+    this.#schedule();
+  }
+
+  /** The earliest deadline of the connection, or undefined if none runs. */
+  #nextDeadline(): number | undefined {
+    let at = this.#authBy;
+    if (this.#frameSince !== undefined) {
+      const frameBy = this.#frameSince + this.#frameTimeoutMs;
+      if (at === undefined || frameBy < at) at = frameBy;
+    }
+    if (this.#idleSince !== undefined) {
+      const idleBy = this.#idleSince + this.#idleTimeoutMs;
+      if (at === undefined || idleBy < at) at = idleBy;
+    }
+    if (this.#writeSince !== undefined) {
+      const writeBy = this.#writeSince + this.#writeTimeoutMs;
+      if (at === undefined || writeBy < at) at = writeBy;
+    }
+    return at;
+  }
+
+  /**
+   * Makes the timer fire by the earliest deadline. A timer already set for
+   * that time or earlier stays (it re-arms itself when it fires early), so
+   * a deadline that moves later costs nothing.
+   */
+  #schedule(): void {
+    if (this.#stopped || this.#closing) return;
+    const at = this.#nextDeadline();
+    if (at === undefined) return;
+    if (this.#timer !== undefined) {
+      if (this.#timerAt <= at) return;
+      clearTimeout(this.#timer);
+    }
+    this.#timerAt = at;
+    const ms = Math.min(Math.max(1, at - performance.now()), MAX_TIMER_MS);
+    this.#timer = setTimeout(() => this.#onTimer(), ms);
+  }
+
+  #onTimer(): void {
+    this.#timer = undefined;
+    if (this.#stopped || this.#closing) return;
+    // A timer may fire a little early by this clock: never close early.
+    const now = performance.now();
+    if (this.#authBy !== undefined && now >= this.#authBy) {
+      const ms = this.#options.authTimeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS;
+      this.#closeWith(
+        new RpcError(
+          LIMIT_EXCEEDED,
+          `Limit exceeded: the connection did not authenticate within ${ms} ms (authTimeoutMs) and is closed; call ${AUTHENTICATE_METHOD} with a token first (the token or serverToken option of a Rafter client)`,
+          { limit: "authTimeoutMs", value: ms },
+        ),
+      );
+    } else if (
+      this.#frameSince !== undefined &&
+      now >= this.#frameSince + this.#frameTimeoutMs
+    ) {
+      const ms = this.#frameTimeoutMs;
+      this.#closeWith(
+        new RpcError(
+          LIMIT_EXCEEDED,
+          `Limit exceeded: a frame took longer than ${ms} ms to arrive whole (frameTimeoutMs) and the connection is closed; send each frame at once, or raise the server's frameTimeoutMs`,
+          { limit: "frameTimeoutMs", value: ms },
+        ),
+      );
+    } else if (
+      this.#writeSince !== undefined &&
+      now >= this.#writeSince + this.#writeTimeoutMs
+    ) {
+      console.error(
+        `rpc: closing the connection from ${
+          this.#stream.remoteAddress ?? "a client"
+        }: its socket took none of the ${this.#writer.queuedBytes} bytes queued for it in ${this.#writeTimeoutMs} ms, the client does not read (writeTimeoutMs)`,
+      );
+      this.#stop();
+    } else if (
+      this.#idleSince !== undefined &&
+      now >= this.#idleSince + this.#idleTimeoutMs
+    ) {
+      this.#stop();
+    } else {
+      this.#schedule();
+    }
+  }
+
+  /**
+   * A limit ends the connection: answers `error` (id null, in the client's
+   * codec, NDJSON before it is known), runs and reads nothing more, and
+   * closes once the answer is written (at the latest after
+   * {@link LINGER_MS}).
+   */
+  #closeWith(error: RpcError): void {
+    if (this.#closing || this.#stopped) return;
+    this.#closing = true;
+    this.#frameSince = undefined;
+    this.#authBy = undefined;
+    this.#clearIdle();
+    this.#inputEnded.abort();
+    const codec = this.#codec ?? ndjsonCodec;
+    this.#writer.write(codec.frame(serializeError(codec, null, error)))
+      .catch(() => {});
+    const stop = () => this.#stop();
+    const latest = setTimeout(stop, LINGER_MS);
+    this.#writer.idle().then(() =>
+      setTimeout(() => {
+        clearTimeout(latest);
+        stop();
+      }, CLOSE_AFTER_ERROR_MS)
+    );
+    this.#notify();
   }
 
   #stop(): void {
@@ -656,8 +1085,11 @@ class ServerConnection {
     this.#ended.abort();
     this.#inputEnded.abort();
     this.#clearIdle();
-    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
+    this.#frameSince = undefined;
+    this.#authBy = undefined;
+    this.#writeSince = undefined;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
     try {
       this.#stream.close();
     } catch {
@@ -666,6 +1098,81 @@ class ServerConnection {
     this.#cancelled = this.#cancelRead();
     this.#notify();
   }
+}
+
+/**
+ * The {@link RpcSession} of a connection: a class rather than an object
+ * literal with getters, which V8 keeps as a dictionary (a few hundred bytes
+ * more per idle connection).
+ */
+class ServerSession implements RpcSession {
+  readonly id: number = nextSessionId++;
+  readonly remoteAddress: string | undefined;
+  readonly secure: boolean;
+  readonly peerCertificate: PeerCertificate | null;
+  readonly signal: AbortSignal;
+  /** Its own function, so that it may be passed on as a callback. */
+  readonly close: () => void;
+  readonly #connection: ServerConnection;
+
+  constructor(
+    connection: ServerConnection,
+    stream: ByteStream,
+    signal: AbortSignal,
+  ) {
+    this.#connection = connection;
+    this.remoteAddress = stream.remoteAddress;
+    this.secure = stream.secure === true;
+    this.peerCertificate = stream.peerCertificate ?? null;
+    this.signal = signal;
+    this.close = () => connection.end();
+  }
+
+  get queuedBytes(): number {
+    return this.#connection.queuedBytes;
+  }
+
+  get principal(): unknown {
+    return this.#connection.principal;
+  }
+
+  notify(method: string, params?: Params): boolean {
+    if (this.signal.aborted) return false;
+    const message: Record<string, unknown> = { jsonrpc: "2.0", method };
+    if (params !== undefined) message.params = params;
+    try {
+      this.#connection.notifyClient(message);
+    } catch (error) {
+      throw new RpcError(
+        INVALID_PARAMS,
+        `Invalid params: the notification ${
+          JSON.stringify(method)
+        } cannot be encoded as JSON: ${messageOf(error)}`,
+      );
+    }
+    return true;
+  }
+}
+
+/** What an unauthenticated session may call. */
+const OPEN_METHODS: ReadonlySet<string> = new Set([
+  "rpc.ping",
+  AUTHENTICATE_METHOD,
+  CANCEL_METHOD,
+]);
+
+/**
+ * The token of `rpc.authenticate`'s params: `{ token }`, or `[{ token }]`
+ * (a stub's one argument), or `[token]`; undefined when there is none.
+ */
+function tokenOf(params: unknown): string | undefined {
+  const one = Array.isArray(params) && params.length === 1 ? params[0] : params;
+  if (typeof one === "string") return Array.isArray(params) ? one : undefined;
+  if (typeof one !== "object" || one === null || Array.isArray(one)) {
+    return undefined;
+  }
+  const token = (one as Record<string, unknown>).token;
+  return typeof token === "string" ? token : undefined;
 }
 
 /** The message a waiting frame runs, when it is one (not a batch). */
