@@ -223,7 +223,12 @@ export class TcpCertNetwork {
           }
           conn.setNoDelay(true);
           const peer = await this.#clientCertOf(conn.remoteAddr.port);
-          return { ...fromDenoConn(conn), secure: true, peerCertificate: peer };
+          // Set the fields: a stream is a class instance, which a spread
+          // would strip of its readable and writable getters.
+          return Object.assign(fromDenoConn(conn), {
+            secure: true,
+            peerCertificate: peer,
+          });
         },
         close: () => {
           if (closed) return;
@@ -246,11 +251,10 @@ export class TcpCertNetwork {
         this.#waiting.delete(port);
         waiter(certificate);
       } else this.#clientCerts.set(port, certificate);
-      return {
-        ...fromDenoConn(conn),
+      return Object.assign(fromDenoConn(conn), {
         secure: true,
         peerCertificate: this.#serverCerts.get(url) ?? null,
-      };
+      });
     };
   }
 
