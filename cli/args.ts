@@ -22,7 +22,7 @@ export const DEFAULT_TIMEOUT_MS = 5_000;
 export const GLOBAL_OPTIONS: Record<string, OptionType> = {
   registry: { type: "string" },
   token: { type: "string" },
-  ca: { type: "string" },
+  cacert: { type: "string" },
   cert: { type: "string" },
   key: { type: "string" },
   json: { type: "boolean" },
@@ -185,7 +185,7 @@ function registryToken(
 }
 
 /**
- * The TLS files for `tls://` URLs: `--ca`, `--cert`, `--key`, else
+ * The TLS files for `tls://` URLs: `--cacert`, `--cert`, `--key`, else
  * `RAFTER_CA`, `RAFTER_CERT`, `RAFTER_KEY`; undefined when none is given
  * (the system's roots, no client certificate). Throws {@link UsageError}
  * for a certificate without its key or the reverse.
@@ -197,7 +197,7 @@ function tlsFiles(
   const pick = (option: string, variable: string) =>
     (values[option] as string | undefined) ??
       (env(variable)?.trim() || undefined);
-  const caFile = pick("ca", "RAFTER_CA");
+  const caFile = pick("cacert", "RAFTER_CA");
   const certFile = pick("cert", "RAFTER_CERT");
   const keyFile = pick("key", "RAFTER_KEY");
   if ((certFile === undefined) !== (keyFile === undefined)) {

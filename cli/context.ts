@@ -30,7 +30,7 @@ export interface Globals {
    */
   serverToken: string | undefined;
   /**
-   * TLS files for `tls://` URLs (`--ca`, `--cert`, `--key`, else
+   * TLS files for `tls://` URLs (`--cacert`, `--cert`, `--key`, else
    * `RAFTER_CA`, `RAFTER_CERT`, `RAFTER_KEY`), or undefined.
    */
   tls: { caFile?: string; certFile?: string; keyFile?: string } | undefined;
@@ -96,7 +96,7 @@ export interface Group {
 
 /**
  * The dialer of every connection a command opens: Deno's, with the TLS
- * files of `--ca`, `--cert`, `--key` when given (else undefined: the
+ * files of `--cacert`, `--cert`, `--key` when given (else undefined: the
  * default dialer, whose `tls://` trusts the system's roots).
  */
 export function cliDialer(globals: Globals): Dialer | undefined {

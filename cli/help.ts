@@ -17,7 +17,7 @@ export const GLOBAL_HELP = `global options:
   --token TOKEN     the registry token, for a registry with access control
                     (default $RAFTER_TOKEN; prefer it: the environment is
                     not shown to other users as arguments are)
-  --ca FILE         CA certificate that signed the registry's (and servers')
+  --cacert FILE     CA certificate that signed the registry's (and servers')
                     TLS certificates, for tls:// URLs (default $RAFTER_CA,
                     else the system's roots)
   --cert FILE, --key FILE
