@@ -9,6 +9,8 @@
  * - `leader.ts`: leaderTransfer;
  * - `member.ts`: memberList, memberAdd, memberPromote, memberRemove;
  * - `status.ts`: status;
+ * - `auth.ts`: authenticate, authStatus, authEnable, authDisable,
+ *   tokenCreate, tokenList, tokenRevoke (`protocol/auth.ts`);
  *
  * each validating its params with the declarations of
  * `protocol/registry_params.ts` (through `method(schema, handler)`), and
@@ -29,7 +31,13 @@ import {
   type RegistryContext,
   ServiceCore,
 } from "./service/_core.ts";
-import { bindingMethods } from "./service/bindings.ts";
+import { authMethods } from "./service/auth.ts";
+import {
+  type BindingCaches,
+  bindingCaches,
+  bindingMethods,
+} from "./service/bindings.ts";
+import { Caller } from "./service/_caller.ts";
 import { leaderMethods } from "./service/leader.ts";
 import { leaseMethods } from "./service/lease.ts";
 import { memberMethods } from "./service/member.ts";
@@ -76,33 +84,30 @@ export function registryMethods(context: RegistryContext): SessionMethods {
   return (session) => service.methods(session);
 }
 
-/** The methods of every API but watch, shared by every connection. */
-type SharedMethods = MethodTable<
-  Exclude<RegistryMethod, "registry.watch" | "registry.unwatch">
->;
-
-/** The registry's methods: each API's table, watches per connection. */
+/** The registry's methods: each API's table, built for each connection. */
 class RegistryService {
   readonly #core: ServiceCore;
-  readonly #shared: SharedMethods;
+  readonly #caches: BindingCaches = bindingCaches();
 
   constructor(context: RegistryContext) {
     this.#core = new ServiceCore(context);
-    this.#shared = {
-      ...bindingMethods(this.#core),
-      ...leaseMethods(this.#core),
-      ...leaderMethods(this.#core),
-      ...memberMethods(this.#core),
-      ...statusMethods(this.#core),
-    };
   }
 
-  /** The methods of one client connection. */
+  /**
+   * The methods of one client connection, acting as the token it
+   * authenticates with (held here, for the connection's lifetime).
+   */
   methods(session: RpcSession): Methods {
+    const core = this.#core;
+    const caller = new Caller(core);
     const methods: MethodTable<RegistryMethod> = {
-      ...this.#shared,
-      ...watchMethods(this.#core, session),
+      ...bindingMethods(core, caller, this.#caches),
+      ...leaseMethods(core, caller),
+      ...leaderMethods(core, caller),
+      ...memberMethods(core, caller),
+      ...statusMethods(core, caller),
+      ...watchMethods(core, session, caller),
     };
-    return methods;
+    return { ...methods, ...authMethods(core, caller) } as Methods;
   }
 }
