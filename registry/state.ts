@@ -310,6 +310,7 @@ export class RegistryState {
   #bootstrapped = false;
   /** Whether any auth command was applied (the snapshot then has `auth`). */
   #authUsed = false;
+  #authChanges = 0;
 
   /**
    * Makes an empty state.
@@ -357,6 +358,15 @@ export class RegistryState {
   /** Whether the bootstrap admin token was made. */
   get bootstrapped(): boolean {
     return this.#bootstrapped;
+  }
+
+  /**
+   * Counts every change of access control (token made or revoked, auth
+   * switched, snapshot loaded): when it moves, what a connection may see
+   * may have changed.
+   */
+  get authChanges(): number {
+    return this.#authChanges;
   }
 
   /** How many tokens exist. */
@@ -616,6 +626,7 @@ export class RegistryState {
     state.#changes++;
     state.#compactRevision = snapshot.compactRevision;
     state.#tokens.clear();
+    state.#authChanges++;
     state.#authUsed = snapshot.auth !== undefined;
     state.#authEnabled = snapshot.auth?.enabled ?? false;
     state.#bootstrapped = snapshot.auth?.bootstrapped ?? false;
@@ -994,6 +1005,7 @@ export class RegistryState {
 
   /** The outcome of an auth command: no binding changed, no revision. */
   #authChanged(value: Omit<CommandValue, "revision">): ApplyOutcome {
+    this.#authChanges++;
     return { result: ok({ revision: this.#revision, ...value }), change: null };
   }
 

@@ -279,11 +279,17 @@ export class WatchHub {
     return true;
   }
 
-  /** The state changed: deliver what each watcher has not seen. */
+  /**
+   * The state changed: deliver what each watcher has not seen, and cancel
+   * the watches whose view lets them see nothing any more (a token
+   * revoked, even when no binding changed).
+   */
   changed(): void {
-    for (const watchers of this.#sessions.values()) {
-      for (const watcher of watchers.values()) {
-        if (watcher.retry === undefined) this.#pump(watcher);
+    for (const watchers of [...this.#sessions.values()]) {
+      for (const watcher of [...watchers.values()]) {
+        if (watcher.view !== undefined && watcher.view([]) === null) {
+          this.#send(watcher, watcher.told, []);
+        } else if (watcher.retry === undefined) this.#pump(watcher);
       }
     }
   }

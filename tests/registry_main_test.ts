@@ -22,6 +22,11 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     snapshotTrailing: undefined,
     walSegmentBytes: undefined,
     watchStdin: false,
+    auth: false,
+    adminTokenFile: "./data/n1/admin_token",
+    maxWatchesPerConnection: 64,
+    maxBindingsPerLease: 1_000,
+    maxTokens: 5_000,
   });
 });
 
@@ -57,6 +62,15 @@ Deno.test("parseRegistryArgs: every option", () => {
       "--wal-segment-bytes",
       "1048576",
       "--watch-stdin",
+      "--auth",
+      "--admin-token-file",
+      "/etc/rafter/admin_token",
+      "--max-watches-per-connection",
+      "8",
+      "--max-bindings-per-lease",
+      "100",
+      "--max-tokens",
+      "50",
     ]),
     {
       id: "n2",
@@ -79,6 +93,11 @@ Deno.test("parseRegistryArgs: every option", () => {
       snapshotTrailing: 0,
       walSegmentBytes: 1_048_576,
       watchStdin: true,
+      auth: true,
+      adminTokenFile: "/etc/rafter/admin_token",
+      maxWatchesPerConnection: 8,
+      maxBindingsPerLease: 100,
+      maxTokens: 50,
     },
   );
 });

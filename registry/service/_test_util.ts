@@ -18,12 +18,15 @@ import {
   startRegistryNode,
 } from "../../testing/registry.ts";
 import type { LookupResult } from "../../protocol/registry.ts";
+import type { RegistryNodeOptions } from "../node/options.ts";
 
 /** A single-node registry (elected) and a raw connection to it. */
 export async function withSingleNode(
   fn: (node: RegistryNode, connection: RpcConnection) => Promise<void>,
   options: {
     onNotification?: (method: string, params: Params | undefined) => void;
+    /** More options of the node (auth, limits). */
+    node?: Partial<RegistryNodeOptions>;
   } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
@@ -33,10 +36,14 @@ export async function withSingleNode(
     dataDir: dir,
     tickMs: 10,
     electionTicks: 5,
+    ...options.node,
   });
   let connection: RpcConnection | undefined;
   try {
-    await waitFor(() => node.raft.status.role === "leader", "n1 to lead");
+    await waitFor(
+      () => node.raft.status.role === "leader" && node.state.bootstrapped,
+      "n1 to lead and record its bootstrap admin token",
+    );
     connection = await dial(node.url, {
       onNotification: options.onNotification,
     });
