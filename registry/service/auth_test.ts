@@ -19,8 +19,7 @@ import type {
 } from "../../protocol/registry.ts";
 import { dial } from "../../rpc/transport/dial.ts";
 import { waitFor } from "../../testing/time.ts";
-import { rejectsWith, withSingleNode } from "./_test_util.ts";
-import { withAuthNode } from "./_auth_test_util.ts";
+import { rejectsWith, withAuthNode, withSingleNode } from "./_test_util.ts";
 
 const URL_A = "tcp://127.0.0.1:9001";
 const URL_B = "tcp://127.0.0.1:9002";
