@@ -74,6 +74,8 @@ export class Leadership {
   readonly #softWaiters = new Set<() => void>();
   #expiring = false;
   #bootstrapping = false;
+  /** Whether this node said whose bootstrap token the cluster uses. */
+  #toldBootstrap = false;
 
   constructor(parts: LeadershipParts) {
     this.#parts = parts;
@@ -164,6 +166,7 @@ export class Leadership {
    */
   tick(): void {
     this.#leaderTick();
+    this.#tellUnusedToken();
     const soft = this.#lastSoft;
     if (soft?.preCandidate) this.#parts.logRole(soft);
   }
@@ -188,6 +191,22 @@ export class Leadership {
     this.#parts.membership.promoteCaughtUp(raft);
     if (!this.#expiring && this.ready()) this.#expireDue(raft, leases);
     if (!this.#bootstrapping && this.ready()) this.#bootstrapAuth(raft);
+  }
+
+  /**
+   * Once the cluster's bootstrap token is recorded, a member whose own
+   * token file is not it (another member led first) says so, once: that
+   * file is no admin token of this cluster.
+   */
+  #tellUnusedToken(): void {
+    const { state } = this.#parts.replica;
+    if (this.#toldBootstrap || !state.bootstrapped) return;
+    this.#toldBootstrap = true;
+    const token = this.#parts.bootstrapToken();
+    if (token === null || state.token(token.tokenId) !== undefined) return;
+    this.#parts.log(
+      `${this.#parts.id}: the cluster recorded another member's bootstrap admin token (that of its first leader); ${token.path} is not a token of this cluster: use the first leader's file, and remove this one`,
+    );
   }
 
   /**

@@ -89,7 +89,10 @@ export async function withThreeNodes(
     nodes: RegistryNode[],
     leader: RegistryNode,
     stop: (node: RegistryNode) => Promise<void>,
+    /** Node `nX`'s data folder is `${dir}/nX`. */
+    dir: string,
   ) => Promise<void>,
+  options: { log?(line: string): void } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
   const ports = freePorts(6);
@@ -106,6 +109,7 @@ export async function withThreeNodes(
       dataDir: `${dir}/n${i + 1}`,
       tickMs: 20,
       electionTicks: 10,
+      log: options.log,
     })
   ));
   const running = new Set(nodes);
@@ -121,7 +125,7 @@ export async function withThreeNodes(
     await fn(nodes, leaderOf()!, async (node) => {
       running.delete(node);
       await node.stop();
-    });
+    }, dir);
   } finally {
     for (const node of running) await node.stop();
     await Deno.remove(dir, { recursive: true });

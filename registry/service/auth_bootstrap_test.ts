@@ -6,13 +6,25 @@ import { startRegistryNode } from "../../testing/registry.ts";
 import { callOn, withThreeNodes } from "./_test_util.ts";
 
 Deno.test("bootstrap: the first leader records its admin token once; the next leader records none", async () => {
-  await withThreeNodes(async (nodes, leader) => {
+  const lines: string[] = [];
+  await withThreeNodes(async (nodes, leader, _stop, dir) => {
     await waitFor(
       () => nodes.every((node) => node.state.bootstrapped),
       "every node to apply the bootstrap token",
     );
     const tokens = nodes[0].state.tokens();
     assert.equal(tokens.length, 1);
+    // Each node made its own file; the first leader's is the one recorded.
+    const files = await Promise.all(nodes.map(async (node) =>
+      tokenIdOf(
+        (await Deno.readTextFile(`${dir}/${node.id}/admin_token`)).trim(),
+      )
+    ));
+    assert.equal(new Set(files).size, 3);
+    // (The leader that recorded it: the first, unless an early election
+    // under load passed leadership on before it committed.)
+    const recorder = nodes[files.indexOf(tokens[0].tokenId)];
+    assert.ok(recorder !== undefined, "one node's file is the recorded token");
     assert.equal(tokens[0].name, "bootstrap");
     assert.deepEqual(tokens[0].permissions, ["admin"]);
     // Hand leadership over and let the new leader settle and write.
@@ -42,7 +54,22 @@ Deno.test("bootstrap: the first leader records its admin token once; the next le
       );
       assert.equal(node.state.authEnabled, false);
     }
-  });
+    // The two others say their files are not the cluster's token.
+    await waitFor(
+      () =>
+        nodes.filter((node) => node !== recorder).every((node) =>
+          lines.includes(
+            `${node.id}: the cluster recorded another member's bootstrap admin token (that of its first leader); ${dir}/${node.id}/admin_token is not a token of this cluster: use the first leader's file, and remove this one`,
+          )
+        ),
+      "the other members to say their token files are unused",
+    );
+    assert.ok(
+      !lines.some((line) =>
+        line.startsWith(`${recorder.id}: the cluster recorded another`)
+      ),
+    );
+  }, { log: (line) => lines.push(line) });
 });
 
 Deno.test("bootstrap: a restarted node keeps its token file and makes no second token; --auth then enforces", async () => {
