@@ -25,6 +25,24 @@ Deno.test("bootstrap: the first leader records its admin token once; the next le
     // under load passed leadership on before it committed.)
     const recorder = nodes[files.indexOf(tokens[0].tokenId)];
     assert.ok(recorder !== undefined, "one node's file is the recorded token");
+    // The token works on every member; writes with it go to the leader.
+    const adminToken =
+      (await Deno.readTextFile(`${dir}/${recorder.id}/admin_token`)).trim();
+    const follower = nodes.find((node) => node !== leader)!;
+    const connection = await dial(follower.url);
+    try {
+      await connection.call("registry.authenticate", { token: adminToken });
+      await assert.rejects(
+        connection.call("registry.tokenCreate", {
+          name: "x",
+          permissions: ["read:*"],
+        }),
+        { code: -32001, data: { leaderId: leader.id, leaderUrl: leader.url } },
+      );
+    } finally {
+      connection.close();
+      await connection.closed;
+    }
     assert.equal(tokens[0].name, "bootstrap");
     assert.deepEqual(tokens[0].permissions, ["admin"]);
     // Hand leadership over and let the new leader settle and write.
