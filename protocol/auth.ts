@@ -48,6 +48,22 @@ export const AUTH_METHODS = {
 /** An access-management method name. */
 export type AuthMethod = (typeof AUTH_METHODS)[keyof typeof AUTH_METHODS];
 
+/**
+ * The access-management methods that change the replicated state, so a
+ * follower answers them NOT_LEADER (as `LEADER_METHODS` of the registry's
+ * contract): a client follows the hint. `registry.authenticate` is not
+ * one: it is per connection, so a client that moves to another node
+ * authenticates there again.
+ */
+export const AUTH_LEADER_METHODS: ReadonlySet<AuthMethod> = new Set<
+  AuthMethod
+>([
+  AUTH_METHODS.authEnable,
+  AUTH_METHODS.authDisable,
+  AUTH_METHODS.tokenCreate,
+  AUTH_METHODS.tokenRevoke,
+]);
+
 /** A permission string: `read:<prefix>`, `bind:<prefix>` or `admin`. */
 export type Permission = string;
 

@@ -54,6 +54,15 @@ import {
   type UnwatchParams,
   type WatchParams,
 } from "./registry.ts";
+import {
+  AUTH_METHODS,
+  type AuthenticateParams,
+  MAX_TOKEN_NAME_LENGTH,
+  normalizePermission,
+  type Permission,
+  type TokenCreateParams,
+  type TokenIdParams,
+} from "./auth.ts";
 
 /** Longest zone name, in characters. */
 export const MAX_ZONE_LENGTH = 64;
@@ -585,3 +594,92 @@ export const REGISTRY_PARAMS = {
 export type ReadParams<M extends keyof typeof REGISTRY_PARAMS> = OutputOf<
   (typeof REGISTRY_PARAMS)[M]["fields"]
 >;
+
+// --- the params of the access-management methods (protocol/auth.ts) ---------
+
+/** Most permissions on one token. */
+export const MAX_TOKEN_PERMISSIONS = 64;
+
+const TOKEN_NAME = /^[A-Za-z0-9._-]+$/;
+
+const noParams = (method: string) => params<Record<never, never>>()(method, {});
+
+/**
+ * The params of every access-management method (`registry.authenticate`,
+ * `registry.tokenCreate`…), by method name, as {@link REGISTRY_PARAMS}.
+ */
+export const AUTH_PARAMS = {
+  [AUTH_METHODS.authenticate]: params<AuthenticateParams>()(
+    AUTH_METHODS.authenticate,
+    {
+      token: required<string>((value) => {
+        if (typeof value !== "string" || value.length === 0) {
+          throw new ParamsError(
+            '"token" must be a non-empty string: rft_<tokenId>_<secret>',
+          );
+        }
+        return value;
+      }),
+    },
+    { positional: ["token"] },
+  ),
+  [AUTH_METHODS.authStatus]: noParams(AUTH_METHODS.authStatus),
+  [AUTH_METHODS.authEnable]: noParams(AUTH_METHODS.authEnable),
+  [AUTH_METHODS.authDisable]: noParams(AUTH_METHODS.authDisable),
+  [AUTH_METHODS.tokenCreate]: params<TokenCreateParams>()(
+    AUTH_METHODS.tokenCreate,
+    {
+      name: required<string>((value) => {
+        if (
+          typeof value !== "string" || value.length === 0 ||
+          value.length > MAX_TOKEN_NAME_LENGTH || !TOKEN_NAME.test(value)
+        ) {
+          throw new ParamsError(
+            `"name" must be 1..${MAX_TOKEN_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -, not ${
+              JSON.stringify(value)
+            }`,
+          );
+        }
+        return value;
+      }),
+      permissions: required<Permission[]>((value) => {
+        if (
+          !Array.isArray(value) || value.length === 0 ||
+          value.length > MAX_TOKEN_PERMISSIONS
+        ) {
+          throw new ParamsError(
+            `"permissions" must be a list of 1..${MAX_TOKEN_PERMISSIONS} permissions: read:<prefix>, bind:<prefix> or admin`,
+          );
+        }
+        const normalized = value.map((item) => {
+          if (typeof item !== "string") {
+            throw new ParamsError(
+              `"permissions" items must be strings: read:<prefix>, bind:<prefix> or admin, not ${
+                JSON.stringify(item)
+              }`,
+            );
+          }
+          return refusing(() => normalizePermission(item));
+        });
+        return [...new Set(normalized)];
+      }),
+    },
+  ),
+  [AUTH_METHODS.tokenList]: noParams(AUTH_METHODS.tokenList),
+  [AUTH_METHODS.tokenRevoke]: params<TokenIdParams>()(
+    AUTH_METHODS.tokenRevoke,
+    {
+      tokenId: required<string>((value) => {
+        if (typeof value !== "string" || !/^[0-9a-f]{16}$/.test(value)) {
+          throw new ParamsError(
+            `"tokenId" must be a token id, 16 hex digits (rafter token list shows them), not ${
+              JSON.stringify(value)
+            }`,
+          );
+        }
+        return value;
+      }),
+    },
+    { positional: ["tokenId"] },
+  ),
+} as const;

@@ -34,6 +34,26 @@
  * joined node without `--join` (or with it): its folder knows the cluster,
  * and its log the members.
  *
+ * **Access control.** A node that bootstraps a new cluster (not `--join`)
+ * writes a bootstrap admin token to `--admin-token-file` (default
+ * `DATA/admin_token`, mode 0600, beside the default cluster secret) and
+ * the cluster's first leader records it in the registry as the
+ * `bootstrap` token (once per cluster; the other members' files are not
+ * used). With `--auth` the node enforces auth on its client port and the
+ * first leader turns it on for the cluster; without it, auth stays off
+ * until an admin turns it on (`RAFTER_TOKEN=$(cat data/n1/admin_token)
+ * rafter auth enable`). With auth on, a client authenticates
+ * (`registry.authenticate`, or `RAFTER_TOKEN` for the stubs and the CLI)
+ * and each call needs its token's permission: `read:<prefix>`,
+ * `bind:<prefix>` or `admin` (see `protocol/auth.ts`); the admin token
+ * makes the others (`rafter token create billing bind:billing`). The node
+ * logs at start whether auth is on and where the admin token is.
+ *
+ * ```sh
+ * deno run -A registry/main.ts --auth
+ * # n1: auth is on (--auth); the bootstrap admin token is in ./data/n1/admin_token (new)
+ * ```
+ *
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
  * stays in the data folder and a restart with the same `--id` and `--data`

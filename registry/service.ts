@@ -9,11 +9,48 @@
  * - `leader.ts`: leaderTransfer;
  * - `member.ts`: memberList, memberAdd, memberPromote, memberRemove;
  * - `status.ts`: status;
+ * - `auth.ts`: authenticate, authStatus, authEnable, authDisable,
+ *   tokenCreate, tokenList, tokenRevoke (`protocol/auth.ts`);
  *
  * each validating its params with the declarations of
  * `protocol/registry_params.ts` (through `method(schema, handler)`), and
  * sharing `_core.ts`: Raft proposals, read barriers, leader checks and the
  * registry's error codes.
+ *
+ * **Access control** (`protocol/auth.ts`, `service/_caller.ts`). The
+ * methods are built for each connection, which holds the token it
+ * presented with `registry.authenticate`; the token is re-read from the
+ * replicated state at every call, so a revoked one fails at its next call
+ * (and its watches end). Auth is enforced when the replicated switch is
+ * on (`registry.authEnable`) or the node runs with `--auth`; then every
+ * call but `rpc.ping` and `registry.authenticate` needs a valid token
+ * (UNAUTHENTICATED, -32012, otherwise), and:
+ *
+ * - `lookup` needs `read` on the name, `watch` `read` on its prefix;
+ *   `list` answers only the names the token may read;
+ * - `bind` needs `bind` on the name; `unbind` and `setState` too, on the
+ *   caller's own endpoints only; binding with a lease needs the lease to
+ *   be the caller's;
+ * - `lease.grant` needs some `bind`; `keepAlive`, `revoke`, `timeToLive`
+ *   the caller's own lease; `lease.list` lists the caller's leases;
+ * - `status`, `memberList`, `authStatus` need a valid token;
+ * - `memberAdd`/`Promote`/`Remove`, `leaderTransfer` need `admin`, which
+ *   may also act on anything of anyone;
+ * - lease ids in lookups, lists and watch events are shown only to the
+ *   lease's owner and to admins (others see `leaseId: null`).
+ *
+ * A refusal is PERMISSION_DENIED (-32013) with `data: { method,
+ * permission, name? }` and says what to ask an admin for. Ownership is
+ * recorded as the token id of the connection that made a binding or
+ * lease (none for an anonymous one: only an admin may change those once
+ * auth is on), and checked where the command applies, on every replica
+ * alike. `tokenCreate`, `tokenList`, `tokenRevoke`, `authEnable` and
+ * `authDisable` always need an admin token, auth on or not. With auth
+ * not enforced, every other method behaves as before auth existed.
+ *
+ * Limits (LIMIT_EXCEEDED, -32014, `data: { limit, value }`): watches per
+ * connection (`maxWatchesPerConnection`), bindings per lease
+ * (`maxBindingsPerLease`, counted by the state), tokens (`maxTokens`).
  *
  * @module
  */
@@ -29,7 +66,13 @@ import {
   type RegistryContext,
   ServiceCore,
 } from "./service/_core.ts";
-import { bindingMethods } from "./service/bindings.ts";
+import { authMethods } from "./service/auth.ts";
+import {
+  type BindingCaches,
+  bindingCaches,
+  bindingMethods,
+} from "./service/bindings.ts";
+import { Caller } from "./service/_caller.ts";
 import { leaderMethods } from "./service/leader.ts";
 import { leaseMethods } from "./service/lease.ts";
 import { memberMethods } from "./service/member.ts";
@@ -76,33 +119,30 @@ export function registryMethods(context: RegistryContext): SessionMethods {
   return (session) => service.methods(session);
 }
 
-/** The methods of every API but watch, shared by every connection. */
-type SharedMethods = MethodTable<
-  Exclude<RegistryMethod, "registry.watch" | "registry.unwatch">
->;
-
-/** The registry's methods: each API's table, watches per connection. */
+/** The registry's methods: each API's table, built for each connection. */
 class RegistryService {
   readonly #core: ServiceCore;
-  readonly #shared: SharedMethods;
+  readonly #caches: BindingCaches = bindingCaches();
 
   constructor(context: RegistryContext) {
     this.#core = new ServiceCore(context);
-    this.#shared = {
-      ...bindingMethods(this.#core),
-      ...leaseMethods(this.#core),
-      ...leaderMethods(this.#core),
-      ...memberMethods(this.#core),
-      ...statusMethods(this.#core),
-    };
   }
 
-  /** The methods of one client connection. */
+  /**
+   * The methods of one client connection, acting as the token it
+   * authenticates with (held here, for the connection's lifetime).
+   */
   methods(session: RpcSession): Methods {
+    const core = this.#core;
+    const caller = new Caller(core);
     const methods: MethodTable<RegistryMethod> = {
-      ...this.#shared,
-      ...watchMethods(this.#core, session),
+      ...bindingMethods(core, caller, this.#caches),
+      ...leaseMethods(core, caller),
+      ...leaderMethods(core, caller),
+      ...memberMethods(core, caller),
+      ...statusMethods(core, caller),
+      ...watchMethods(core, session, caller),
     };
-    return methods;
+    return { ...methods, ...authMethods(core, caller) } as Methods;
   }
 }

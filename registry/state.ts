@@ -27,6 +27,18 @@ import {
   MAX_TTL_MS,
   SETTABLE_STATES,
 } from "../protocol/registry_params.ts";
+import {
+  BOOTSTRAP_TOKEN_NAME,
+  MAX_TOKEN_NAME_LENGTH,
+  parsePermission,
+  type Permission,
+} from "../protocol/auth.ts";
+import {
+  LIMIT_EXCEEDED,
+  type LimitExceededData,
+  PERMISSION_DENIED,
+  type PermissionDeniedData,
+} from "../rpc/errors.ts";
 
 /** The fields of an endpoint a bind command carries (validated by the service). */
 export interface EndpointRecord {
@@ -44,7 +56,35 @@ export interface EndpointRecord {
   check?: HealthCheck | null;
 }
 
-/** A command as it is stored in a Raft log entry (JSON). */
+/**
+ * A token as the replicated state keeps it: its public id, label, the
+ * SHA-256 hash of its text (never the text), permissions and creation time
+ * (the proposing leader's clock).
+ */
+export interface TokenRecord {
+  /** Public id, 16 hex digits. */
+  tokenId: string;
+  /** Label given at creation. */
+  name: string;
+  /** SHA-256 of the token's text, lowercase hex. */
+  hash: string;
+  /** Normalized permission strings. */
+  permissions: Permission[];
+  /** Creation time, ms since the epoch (the proposer's clock). */
+  createdAt: number;
+}
+
+/**
+ * A command as it is stored in a Raft log entry (JSON).
+ *
+ * Ownership (auth): `owner` is the token id recorded on what the command
+ * creates (a binding, a lease); `guard` is the token id the command acts
+ * for, checked at apply time against the owner of what it touches (an
+ * existing binding, the lease it binds with or revokes), so that the check
+ * and the change are one step on every replica. No `guard` (auth off, or
+ * an admin) checks nothing: entries an earlier version wrote apply as
+ * before.
+ */
 export type Command =
   | {
     op: "bind";
@@ -53,14 +93,27 @@ export type Command =
     leaseId?: string;
     /** Grant this lease in the same step and attach the binding to it. */
     grant?: { id: string; ttlMs: number };
+    /** Token id recorded as the binding's (and a granted lease's) owner. */
+    owner?: string;
+    /** Token id that must own the binding it replaces and the lease. */
+    guard?: string;
+    /** Most bindings the lease may carry (the leader's setting). */
+    maxLeaseBindings?: number;
   }
-  | { op: "unbind"; name: string; id: string; leaseId?: string }
+  | {
+    op: "unbind";
+    name: string;
+    id: string;
+    leaseId?: string;
+    guard?: string;
+  }
   | {
     op: "setState";
     name: string;
     id: string;
     state: "serving" | "draining";
     leaseId?: string;
+    guard?: string;
   }
   | {
     op: "health";
@@ -70,9 +123,24 @@ export type Command =
     createRevision: number;
     healthy: boolean;
   }
-  | { op: "leaseGrant"; id: string; ttlMs: number }
-  | { op: "leaseRevoke"; id: string }
-  | { op: "leaseExpire"; ids: string[] };
+  | { op: "leaseGrant"; id: string; ttlMs: number; owner?: string }
+  | { op: "leaseRevoke"; id: string; guard?: string }
+  | { op: "leaseExpire"; ids: string[] }
+  | { op: "tokenCreate"; token: TokenRecord; maxTokens?: number }
+  | { op: "tokenRevoke"; tokenId: string }
+  | { op: "authSet"; enabled: boolean }
+  | {
+    /**
+     * The first leader's bootstrap admin token: applied only while the
+     * state is not bootstrapped (a second leader's proposal changes
+     * nothing).
+     */
+    op: "authBootstrap";
+    tokenId: string;
+    hash: string;
+    enable: boolean;
+    createdAt: number;
+  };
 
 /** Encodes a command as log entry data. */
 export function encodeCommand(command: Command): string {
@@ -86,6 +154,8 @@ export function encodeCommand(command: Command): string {
 export interface Binding extends Omit<Endpoint, "load" | "scope"> {
   /** The base name it is bound under. */
   name: string;
+  /** The token id that bound it (auth); absent when bound anonymously. */
+  owner?: string;
 }
 
 /** An error a command can end with, identically on every replica. */
@@ -113,6 +183,10 @@ export interface CommandValue {
   removed?: number;
   /** bind with grant, leaseGrant: the lease granted. */
   lease?: { id: string; ttlMs: number };
+  /** tokenCreate: the token made; authBootstrap: the bootstrap token, when applied. */
+  token?: TokenRecord;
+  /** tokenRevoke: whether the token existed. */
+  revoked?: boolean;
 }
 
 /** The observable effect of one applied entry. */
@@ -143,6 +217,8 @@ export interface LeaseRecord {
   ttlMs: number;
   /** Keys (`name\nid`) of the global bindings attached to it, in attach order. */
   bindings: string[];
+  /** The token id that granted it (auth); absent when granted anonymously. */
+  owner?: string;
 }
 
 /** The events of one revision, kept for watches. */
@@ -175,9 +251,30 @@ export interface RegistrySnapshot {
   /** Every name's bindings, in binding order. */
   bindings: Binding[];
   /** Every lease, in grant order, with its bindings (`[name, id]`) in attach order. */
-  leases: { id: string; ttlMs: number; bindings: [string, string][] }[];
+  leases: {
+    id: string;
+    ttlMs: number;
+    bindings: [string, string][];
+    /** The granting token's id; absent when granted anonymously. */
+    owner?: string;
+  }[];
   /** Events of the kept revisions, oldest first. */
   history: HistoryItem[];
+  /**
+   * Access control: absent in snapshots of states that never saw an auth
+   * command (and of versions before auth), which load with auth off.
+   */
+  auth?: AuthSnapshot;
+}
+
+/** The access-control part of a {@link RegistrySnapshot}. */
+export interface AuthSnapshot {
+  /** Whether auth is on (`registry.authEnable`). */
+  enabled: boolean;
+  /** Whether the bootstrap admin token was made. */
+  bootstrapped: boolean;
+  /** Every token, in creation order. */
+  tokens: TokenRecord[];
 }
 
 /**
@@ -208,6 +305,12 @@ export class RegistryState {
   #historyStart = 0;
   #historyEventCount = 0;
   readonly #historyEvents: number;
+  readonly #tokens = new Map<string, TokenRecord>();
+  #authEnabled = false;
+  #bootstrapped = false;
+  /** Whether any auth command was applied (the snapshot then has `auth`). */
+  #authUsed = false;
+  #authChanges = 0;
 
   /**
    * Makes an empty state.
@@ -247,6 +350,41 @@ export class RegistryState {
     return this.#leases.size;
   }
 
+  /** Whether auth is on in the replicated state. */
+  get authEnabled(): boolean {
+    return this.#authEnabled;
+  }
+
+  /** Whether the bootstrap admin token was made. */
+  get bootstrapped(): boolean {
+    return this.#bootstrapped;
+  }
+
+  /**
+   * Counts every change of access control (token made or revoked, auth
+   * switched, snapshot loaded): when it moves, what a connection may see
+   * may have changed.
+   */
+  get authChanges(): number {
+    return this.#authChanges;
+  }
+
+  /** How many tokens exist. */
+  get tokenCount(): number {
+    return this.#tokens.size;
+  }
+
+  /** The token `tokenId`, if it exists (a copy). */
+  token(tokenId: string): TokenRecord | undefined {
+    const token = this.#tokens.get(tokenId);
+    return token === undefined ? undefined : copyToken(token);
+  }
+
+  /** Every token, in creation order (copies). */
+  tokens(): TokenRecord[] {
+    return [...this.#tokens.values()].map(copyToken);
+  }
+
   /**
    * Applies one log entry's data. The empty string (a new leader's entry)
    * changes nothing. Data that is not a valid command also changes nothing
@@ -275,11 +413,24 @@ export class RegistryState {
       case "health":
         return this.#health(checked);
       case "leaseGrant":
-        return this.#grant(checked.id, checked.ttlMs);
-      case "leaseRevoke":
+        return this.#grant(checked.id, checked.ttlMs, checked.owner);
+      case "leaseRevoke": {
+        const lease = this.#leases.get(checked.id);
+        if (lease !== undefined && !owns(checked.guard, lease.owner)) {
+          return notOwner("lease.revoke", `lease ${checked.id}`);
+        }
         return this.#endLeases([checked.id], "leaseRevoked", true);
+      }
       case "leaseExpire":
         return this.#endLeases(checked.ids, "leaseExpired", false);
+      case "tokenCreate":
+        return this.#tokenCreate(checked);
+      case "tokenRevoke":
+        return this.#tokenRevoke(checked.tokenId);
+      case "authSet":
+        return this.#authSet(checked.enabled);
+      case "authBootstrap":
+        return this.#authBootstrap(checked);
     }
   }
 
@@ -346,9 +497,11 @@ export class RegistryState {
       : { ...lease, bindings: [...lease.bindings] };
   }
 
-  /** Every lease's id and TTL, in grant order. */
-  leases(): { id: string; ttlMs: number }[] {
-    return [...this.#leases.values()].map(({ id, ttlMs }) => ({ id, ttlMs }));
+  /** Every lease's id and TTL (and owner, if any), in grant order. */
+  leases(): { id: string; ttlMs: number; owner?: string }[] {
+    return [...this.#leases.values()].map(({ id, ttlMs, owner }) =>
+      owner === undefined ? { id, ttlMs } : { id, ttlMs, owner }
+    );
   }
 
   /**
@@ -408,15 +561,28 @@ export class RegistryState {
       revision: this.#revision,
       compactRevision: this.#compactRevision,
       bindings,
-      leases: [...this.#leases.values()].map((lease) => ({
-        id: lease.id,
-        ttlMs: lease.ttlMs,
-        bindings: lease.bindings.map(splitKey),
-      })),
+      leases: [...this.#leases.values()].map((lease) => {
+        const taken: RegistrySnapshot["leases"][number] = {
+          id: lease.id,
+          ttlMs: lease.ttlMs,
+          bindings: lease.bindings.map(splitKey),
+        };
+        if (lease.owner !== undefined) taken.owner = lease.owner;
+        return taken;
+      }),
       history: this.#history.slice(this.#historyStart).map((item) => ({
         revision: item.revision,
         events: item.events.map(event),
       })),
+      ...(this.#authUsed
+        ? {
+          auth: {
+            enabled: this.#authEnabled,
+            bootstrapped: this.#bootstrapped,
+            tokens: [...this.#tokens.values()].map(copyToken),
+          },
+        }
+        : {}),
     };
   }
 
@@ -459,12 +625,22 @@ export class RegistryState {
     state.#revision = snapshot.revision;
     state.#changes++;
     state.#compactRevision = snapshot.compactRevision;
+    state.#tokens.clear();
+    state.#authChanges++;
+    state.#authUsed = snapshot.auth !== undefined;
+    state.#authEnabled = snapshot.auth?.enabled ?? false;
+    state.#bootstrapped = snapshot.auth?.bootstrapped ?? false;
+    for (const token of snapshot.auth?.tokens ?? []) {
+      state.#tokens.set(token.tokenId, copyToken(token));
+    }
     for (const lease of snapshot.leases) {
-      state.#leases.set(lease.id, {
+      const record: LeaseRecord = {
         id: lease.id,
         ttlMs: lease.ttlMs,
         bindings: lease.bindings.map(([name, id]) => keyOf(name, id)),
-      });
+      };
+      if (typeof lease.owner === "string") record.owner = lease.owner;
+      state.#leases.set(lease.id, record);
     }
     for (const binding of snapshot.bindings) {
       let bound = state.#bindings.get(binding.name);
@@ -504,6 +680,32 @@ export class RegistryState {
     const spec = command.endpoint;
     const bound = this.#bindings.get(name);
     const previous = bound?.get(spec.id);
+    if (previous !== undefined && !owns(command.guard, previous.owner)) {
+      return notOwner(
+        "registry.bind",
+        `endpoint ${JSON.stringify(spec.id)} of ${JSON.stringify(name)}`,
+        name,
+      );
+    }
+    if (command.leaseId !== undefined) {
+      const lease = this.#leases.get(command.leaseId)!;
+      if (!owns(command.guard, lease.owner)) {
+        return notOwner("registry.bind", `lease ${command.leaseId}`, name);
+      }
+      const limit = command.maxLeaseBindings;
+      const rebinding = previous?.leaseId === command.leaseId;
+      if (limit !== undefined && !rebinding && lease.bindings.length >= limit) {
+        const data: LimitExceededData = {
+          limit: "maxBindingsPerLease",
+          value: limit,
+        };
+        return fail(
+          LIMIT_EXCEEDED,
+          `Limit exceeded: lease ${command.leaseId} already carries ${lease.bindings.length} bindings, the most this registry allows (maxBindingsPerLease, --max-bindings-per-lease ${limit}); bind the rest with another lease`,
+          data,
+        );
+      }
+    }
     const next: Binding = {
       name,
       id: spec.id,
@@ -519,12 +721,15 @@ export class RegistryState {
         ? null
         : { ...spec.check },
     };
+    if (command.owner !== undefined) next.owner = command.owner;
     if (command.grant !== undefined) {
-      this.#leases.set(command.grant.id, {
+      const record: LeaseRecord = {
         id: command.grant.id,
         ttlMs: command.grant.ttlMs,
         bindings: [],
-      });
+      };
+      if (command.owner !== undefined) record.owner = command.owner;
+      this.#leases.set(command.grant.id, record);
       granted.push({ id: command.grant.id, ttlMs: command.grant.ttlMs });
     }
     const lease = command.grant === undefined
@@ -576,6 +781,15 @@ export class RegistryState {
 
   #unbind(command: Extract<Command, { op: "unbind" }>): ApplyOutcome {
     const binding = this.#bindings.get(command.name)?.get(command.id);
+    if (binding !== undefined && !owns(command.guard, binding.owner)) {
+      return notOwner(
+        "registry.unbind",
+        `endpoint ${JSON.stringify(command.id)} of ${
+          JSON.stringify(command.name)
+        }`,
+        command.name,
+      );
+    }
     if (
       binding === undefined ||
       (command.leaseId !== undefined && binding.leaseId !== command.leaseId)
@@ -597,6 +811,15 @@ export class RegistryState {
 
   #setState(command: Extract<Command, { op: "setState" }>): ApplyOutcome {
     const binding = this.#bindings.get(command.name)?.get(command.id);
+    if (binding !== undefined && !owns(command.guard, binding.owner)) {
+      return notOwner(
+        "registry.setState",
+        `endpoint ${JSON.stringify(command.id)} of ${
+          JSON.stringify(command.name)
+        }`,
+        command.name,
+      );
+    }
     if (
       binding === undefined ||
       (command.leaseId !== undefined && binding.leaseId !== command.leaseId)
@@ -658,11 +881,13 @@ export class RegistryState {
     );
   }
 
-  #grant(id: string, ttlMs: number): ApplyOutcome {
+  #grant(id: string, ttlMs: number, owner: string | undefined): ApplyOutcome {
     if (this.#leases.has(id)) {
       return fail(-32602, `lease ${id} exists already; grant another id`);
     }
-    this.#leases.set(id, { id, ttlMs, bindings: [] });
+    const lease: LeaseRecord = { id, ttlMs, bindings: [] };
+    if (owner !== undefined) lease.owner = owner;
+    this.#leases.set(id, lease);
     return {
       result: ok({ revision: this.#revision, lease: { id, ttlMs } }),
       change: {
@@ -713,6 +938,75 @@ export class RegistryState {
       revision,
       removed: events.length,
     });
+  }
+
+  #tokenCreate(command: Extract<Command, { op: "tokenCreate" }>): ApplyOutcome {
+    const { token, maxTokens } = command;
+    if (this.#tokens.has(token.tokenId)) {
+      return fail(
+        -32602,
+        `token ${token.tokenId} exists already; create another`,
+      );
+    }
+    if (maxTokens !== undefined && this.#tokens.size >= maxTokens) {
+      const data: LimitExceededData = { limit: "maxTokens", value: maxTokens };
+      return fail(
+        LIMIT_EXCEEDED,
+        `Limit exceeded: the registry holds ${this.#tokens.size} tokens, the most allowed (maxTokens ${maxTokens}); revoke unused ones (rafter token list, rafter token revoke ID)`,
+        data,
+      );
+    }
+    this.#authUsed = true;
+    this.#tokens.set(token.tokenId, copyToken(token));
+    return this.#authChanged({ token: copyToken(token) });
+  }
+
+  #tokenRevoke(tokenId: string): ApplyOutcome {
+    const token = this.#tokens.get(tokenId);
+    if (token === undefined) return this.#authChanged({ revoked: false });
+    const admins = [...this.#tokens.values()].filter((t) =>
+      t.permissions.includes("admin")
+    );
+    if (
+      this.#authEnabled && admins.length === 1 && admins[0] === token
+    ) {
+      return fail(
+        -32602,
+        `token ${tokenId} is the last admin token and auth is on: revoking it would lock every admin out; create another admin token first (rafter token create NAME admin), or turn auth off`,
+      );
+    }
+    this.#tokens.delete(tokenId);
+    return this.#authChanged({ revoked: true });
+  }
+
+  #authSet(enabled: boolean): ApplyOutcome {
+    this.#authUsed = true;
+    this.#authEnabled = enabled;
+    return this.#authChanged({});
+  }
+
+  #authBootstrap(
+    command: Extract<Command, { op: "authBootstrap" }>,
+  ): ApplyOutcome {
+    if (this.#bootstrapped) return this.#authChanged({});
+    const token: TokenRecord = {
+      tokenId: command.tokenId,
+      name: BOOTSTRAP_TOKEN_NAME,
+      hash: command.hash,
+      permissions: ["admin"],
+      createdAt: command.createdAt,
+    };
+    this.#authUsed = true;
+    this.#bootstrapped = true;
+    this.#tokens.set(token.tokenId, token);
+    if (command.enable) this.#authEnabled = true;
+    return this.#authChanged({ token: copyToken(token) });
+  }
+
+  /** The outcome of an auth command: no binding changed, no revision. */
+  #authChanged(value: Omit<CommandValue, "revision">): ApplyOutcome {
+    this.#authChanges++;
+    return { result: ok({ revision: this.#revision, ...value }), change: null };
   }
 
   // --- helpers -------------------------------------------------------------
@@ -858,8 +1152,46 @@ function leaseNotFound(leaseId: string): ApplyOutcome {
   );
 }
 
+/** Whether a command acting for `guard` may touch what `owner` owns. */
+function owns(guard: string | undefined, owner: string | undefined): boolean {
+  return guard === undefined || guard === owner;
+}
+
+/** PERMISSION_DENIED for a command on something another token owns. */
+function notOwner(method: string, what: string, name?: string): ApplyOutcome {
+  return {
+    result: { ok: false, error: ownerDenied(method, what, name) },
+    change: null,
+  };
+}
+
+/**
+ * The PERMISSION_DENIED error of `method` on `what` (`lease 1f…`, `endpoint
+ * "b1" of "billing"`), which another token owns: only its owner or an admin
+ * may change it (`data.permission` is `"admin"`, what another token needs).
+ */
+export function ownerDenied(
+  method: string,
+  what: string,
+  name?: string,
+): CommandError {
+  const data: PermissionDeniedData = { method, permission: "admin" };
+  if (name !== undefined) data.name = name;
+  return {
+    code: PERMISSION_DENIED,
+    message:
+      `Permission denied: ${method} on ${what}, which another token (or an anonymous client, before auth was on) made; only its owner or an admin token may change it`,
+    data,
+  };
+}
+
+function copyToken(token: TokenRecord): TokenRecord {
+  return { ...token, permissions: [...token.permissions] };
+}
+
 function sameBinding(a: Binding, b: Binding): boolean {
   return a.url === b.url && a.leaseId === b.leaseId && a.weight === b.weight &&
+    a.owner === b.owner &&
     a.zone === b.zone && a.state === "serving" &&
     JSON.stringify(sortedEntries(a.attrs)) ===
       JSON.stringify(sortedEntries(b.attrs)) &&
@@ -961,6 +1293,9 @@ function commandProblem(value: unknown): string | null {
       case "bind":
         return isText(value.name) && isEndpointRecord(value.endpoint) &&
           optional(value, "leaseId", isText) &&
+          optional(value, "owner", isText) &&
+          optional(value, "guard", isText) &&
+          optional(value, "maxLeaseBindings", isCount) &&
           optional(
             value,
             "grant",
@@ -969,26 +1304,54 @@ function commandProblem(value: unknown): string | null {
           !(value.grant !== undefined && value.leaseId !== undefined);
       case "unbind":
         return isText(value.name) && isText(value.id) &&
-          optional(value, "leaseId", isText);
+          optional(value, "leaseId", isText) &&
+          optional(value, "guard", isText);
       case "setState":
         return isText(value.name) && isText(value.id) &&
           SETTABLE_STATES.includes(value.state as "serving") &&
-          optional(value, "leaseId", isText);
+          optional(value, "leaseId", isText) &&
+          optional(value, "guard", isText);
       case "health":
         return isText(value.name) && isText(value.id) &&
           isCount(value.createRevision) && typeof value.healthy === "boolean";
       case "leaseGrant":
-        return isText(value.id) && isTtl(value.ttlMs);
+        return isText(value.id) && isTtl(value.ttlMs) &&
+          optional(value, "owner", isText);
       case "leaseRevoke":
-        return isText(value.id);
+        return isText(value.id) && optional(value, "guard", isText);
       case "leaseExpire":
         return Array.isArray(value.ids) && value.ids.length > 0 &&
           value.ids.every(isText);
+      case "tokenCreate":
+        return isToken(value.token) && optional(value, "maxTokens", isCount);
+      case "tokenRevoke":
+        return isText(value.tokenId);
+      case "authSet":
+        return typeof value.enabled === "boolean";
+      case "authBootstrap":
+        return isText(value.tokenId) && isText(value.hash) &&
+          typeof value.enable === "boolean" && isCount(value.createdAt);
       default:
         return false;
     }
   })();
   return valid ? null : `unknown or malformed ${where}`;
+}
+
+function isToken(value: unknown): value is TokenRecord {
+  return isRecord(value) && isText(value.tokenId) && isText(value.name) &&
+    (value.name as string).length <= MAX_TOKEN_NAME_LENGTH &&
+    isText(value.hash) && isCount(value.createdAt) &&
+    Array.isArray(value.permissions) && value.permissions.length > 0 &&
+    value.permissions.every((permission) => {
+      if (typeof permission !== "string") return false;
+      try {
+        parsePermission(permission);
+        return true;
+      } catch {
+        return false;
+      }
+    });
 }
 
 function snapshotProblem(value: unknown): string | null {
@@ -1020,6 +1383,15 @@ function snapshotProblem(value: unknown): string | null {
     ) {
       return `malformed lease ${JSON.stringify(lease).slice(0, 200)}`;
     }
+  }
+  const auth = value.auth;
+  if (
+    auth !== undefined &&
+    (!isRecord(auth) || typeof auth.enabled !== "boolean" ||
+      typeof auth.bootstrapped !== "boolean" || !Array.isArray(auth.tokens) ||
+      !auth.tokens.every(isToken))
+  ) {
+    return "auth must be { enabled, bootstrapped, tokens }";
   }
   return null;
 }

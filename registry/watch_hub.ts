@@ -15,7 +15,12 @@
  * @module
  */
 
-import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import {
+  INVALID_PARAMS,
+  LIMIT_EXCEEDED,
+  type LimitExceededData,
+  RpcError,
+} from "../rpc/errors.ts";
 import type { RpcSession } from "../rpc/server/server_connection.ts";
 import {
   COMPACTED,
@@ -58,9 +63,12 @@ export interface WatchHubOptions {
    * @default 1_000
    */
   progressIntervalMs?: number;
-  /** Most watches on one connection. @default 1_000 */
+  /**
+   * Most watches on one connection (LIMIT_EXCEEDED beyond, naming
+   * `maxWatchesPerConnection`). @default 64
+   */
   maxWatchesPerSession?: number;
-  /** Most watches on the node. @default 100_000 */
+  /** Most watches on the node (LIMIT_EXCEEDED beyond). @default 100_000 */
   maxWatches?: number;
   /**
    * Most events in one notification (a revision with more is still sent
@@ -75,6 +83,8 @@ interface Watcher {
   readonly session: RpcSession;
   readonly watchId: string;
   readonly prefix: string;
+  /** What the watcher may see of a batch, or null: it may see nothing any more. */
+  readonly view: WatchView | undefined;
   /** Next revision to deliver. */
   next: number;
   /** Highest revision the client was told it has seen. */
@@ -83,6 +93,13 @@ interface Watcher {
   retry: ReturnType<typeof setTimeout> | undefined;
   cancelled: boolean;
 }
+
+/**
+ * What one watcher may see of the events of a delivery (lease ids hidden,
+ * say), or null when it may see nothing any more (its token was revoked):
+ * the watch is then cancelled.
+ */
+export type WatchView = (events: WatchEvent[]) => WatchEvent[] | null;
 
 const WATCH_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 const RETRY_MS = 20;
@@ -146,7 +163,7 @@ export class WatchHub {
     this.#source = source;
     this.#backlogBytes = options.backlogBytes ?? 1_048_576;
     this.#stallMs = options.stallMs ?? 5_000;
-    this.#maxPerSession = options.maxWatchesPerSession ?? 1_000;
+    this.#maxPerSession = options.maxWatchesPerSession ?? 64;
     this.#maxWatches = options.maxWatches ?? 100_000;
     this.#maxEvents = options.maxEventsPerNotification ?? 1_000;
     this.#now = options.now ?? Date.now;
@@ -167,12 +184,14 @@ export class WatchHub {
    *
    * @throws {RpcError} COMPACTED (-32008, data {@link CompactedData}) when
    * `fromRevision` is older than the history window; INVALID_PARAMS when
-   * the watch id is malformed or in use on this connection, or when the
-   * connection or node has too many watches.
+   * the watch id is malformed or in use on this connection; LIMIT_EXCEEDED
+   * (-32014, data `{ limit, value }`) when the connection or node has too
+   * many watches.
    */
   watch(
     session: RpcSession,
     params: { prefix: string; fromRevision?: number; watchId?: string },
+    view?: WatchView,
   ): WatchResult {
     if (this.#closed) {
       throw new RpcError(
@@ -209,15 +228,17 @@ export class WatchHub {
       );
     }
     if ((watchers?.size ?? 0) >= this.#maxPerSession) {
-      throw new RpcError(
-        INVALID_PARAMS,
-        `Invalid params: this connection has ${this.#maxPerSession} watches open, the most allowed; unwatch some or watch a wider prefix`,
+      throw limitExceeded(
+        `Limit exceeded: this connection has ${this.#maxPerSession} watches open, the most a registry node allows one connection (maxWatchesPerConnection, --max-watches-per-connection); unwatch some, watch a wider prefix, or open another connection`,
+        "maxWatchesPerConnection",
+        this.#maxPerSession,
       );
     }
     if (this.#count >= this.#maxWatches) {
-      throw new RpcError(
-        INVALID_PARAMS,
-        `Invalid params: this node serves ${this.#maxWatches} watches, the most allowed; watch through another node`,
+      throw limitExceeded(
+        `Limit exceeded: this node serves ${this.#maxWatches} watches, the most allowed (maxWatches); watch through another node`,
+        "maxWatches",
+        this.#maxWatches,
       );
     }
     if (watchers === undefined) {
@@ -232,6 +253,7 @@ export class WatchHub {
       session,
       watchId,
       prefix: params.prefix,
+      view,
       next,
       told: next - 1,
       stalledSince: null,
@@ -257,11 +279,17 @@ export class WatchHub {
     return true;
   }
 
-  /** The state changed: deliver what each watcher has not seen. */
+  /**
+   * The state changed: deliver what each watcher has not seen, and cancel
+   * the watches whose view lets them see nothing any more (a token
+   * revoked, even when no binding changed).
+   */
   changed(): void {
-    for (const watchers of this.#sessions.values()) {
-      for (const watcher of watchers.values()) {
-        if (watcher.retry === undefined) this.#pump(watcher);
+    for (const watchers of [...this.#sessions.values()]) {
+      for (const watcher of [...watchers.values()]) {
+        if (watcher.view !== undefined && watcher.view([]) === null) {
+          this.#send(watcher, watcher.told, []);
+        } else if (watcher.retry === undefined) this.#pump(watcher);
       }
     }
   }
@@ -302,6 +330,7 @@ export class WatchHub {
       batch = [];
     };
     for (const item of items) {
+      if (watcher.cancelled) return;
       if (
         batch.length > 0 && batch.length + item.events.length > this.#maxEvents
       ) {
@@ -312,6 +341,7 @@ export class WatchHub {
       batchRevision = item.revision;
     }
     flush();
+    if (watcher.cancelled) return;
     // Revisions with no event under the prefix are seen too; a node behind
     // the client (resumed here from a node ahead) leaves `next` as it is.
     watcher.next = Math.max(watcher.next, this.#source.revision + 1);
@@ -339,7 +369,18 @@ export class WatchHub {
     return true;
   }
 
-  #send(watcher: Watcher, revision: number, events: WatchEvent[]): void {
+  #send(watcher: Watcher, revision: number, sent: WatchEvent[]): void {
+    if (watcher.cancelled) return;
+    const events = watcher.view === undefined ? sent : watcher.view(sent);
+    if (events === null) {
+      this.#cancel(
+        watcher,
+        `Watch cancelled: this connection's token no longer permits read on ${
+          JSON.stringify(watcher.prefix)
+        } (revoked, or auth was turned on); authenticate with a token that does and watch again from revision ${watcher.next}`,
+      );
+      return;
+    }
     const params: WatchEventsNotification = {
       watchId: watcher.watchId,
       revision,
@@ -406,4 +447,13 @@ export class WatchHub {
     for (const watcher of [...watchers.values()]) this.#remove(watcher);
     this.#sessions.delete(session.id);
   }
+}
+
+function limitExceeded(
+  message: string,
+  limit: string,
+  value: number,
+): RpcError {
+  const data: LimitExceededData = { limit, value };
+  return new RpcError(LIMIT_EXCEEDED, message, data);
 }

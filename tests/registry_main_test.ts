@@ -3,6 +3,7 @@ import { freePorts } from "../testing/ports.ts";
 import { waitFor, within } from "../testing/time.ts";
 import { connect } from "../stub/client.ts";
 import { parseRegistryArgs } from "../registry/main.ts";
+import { spawnRegistry } from "./_registry_process.ts";
 
 Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, peer port 7101, secret in its data folder", () => {
   assert.deepEqual(parseRegistryArgs([]), {
@@ -22,6 +23,11 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     snapshotTrailing: undefined,
     walSegmentBytes: undefined,
     watchStdin: false,
+    auth: false,
+    adminTokenFile: "./data/n1/admin_token",
+    maxWatchesPerConnection: 64,
+    maxBindingsPerLease: 1_000,
+    maxTokens: 5_000,
   });
 });
 
@@ -57,6 +63,15 @@ Deno.test("parseRegistryArgs: every option", () => {
       "--wal-segment-bytes",
       "1048576",
       "--watch-stdin",
+      "--auth",
+      "--admin-token-file",
+      "/etc/rafter/admin_token",
+      "--max-watches-per-connection",
+      "8",
+      "--max-bindings-per-lease",
+      "100",
+      "--max-tokens",
+      "50",
     ]),
     {
       id: "n2",
@@ -79,6 +94,11 @@ Deno.test("parseRegistryArgs: every option", () => {
       snapshotTrailing: 0,
       walSegmentBytes: 1_048_576,
       watchStdin: true,
+      auth: true,
+      adminTokenFile: "/etc/rafter/admin_token",
+      maxWatchesPerConnection: 8,
+      maxBindingsPerLease: 100,
+      maxTokens: 50,
     },
   );
 });
@@ -249,47 +269,6 @@ Deno.test("parseRegistryArgs: unknown options and arguments are refused", () => 
   refuses(["--id"], "Option '--id <value>' argument missing");
   assert.throws(() => parseRegistryArgs(["--help"]));
 });
-
-/** A `deno run registry/main.ts` child whose output the test can wait on. */
-function spawnRegistry(cwd: string, args: string[]) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL("../registry/main.ts", import.meta.url).pathname,
-      ...args,
-      // Safety net: the node exits when the test's end of stdin closes.
-      "--watch-stdin",
-    ],
-    cwd,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let output = "";
-  const decoder = new TextDecoder();
-  const drain = (stream: ReadableStream<Uint8Array>) =>
-    stream.pipeTo(
-      new WritableStream({
-        write(chunk) {
-          output += decoder.decode(chunk, { stream: true });
-        },
-      }),
-    );
-  const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
-  return {
-    child,
-    get output() {
-      return output;
-    },
-    /** Exit code, once the process ended and its output was read. */
-    async exit(): Promise<number> {
-      const [status] = await Promise.all([child.status, drained]);
-      await child.stdin.close().catch(() => {});
-      return status.code;
-    },
-  };
-}
 
 Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTERM, and keeps its bindings and secret", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });

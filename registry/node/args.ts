@@ -70,6 +70,23 @@ prove the cluster secret).
   --wal-segment-bytes N
                      size of a write-ahead log segment (default 67108864);
                      segments a snapshot covers are deleted
+  --auth             enforce auth on the client port: every connection
+                     authenticates with a token (RAFTER_TOKEN) and each call
+                     needs the token's permission (read:<prefix>,
+                     bind:<prefix>, admin). A node that bootstraps the
+                     cluster also turns auth on in the registry (rafter auth
+                     enable/disable switch it later)
+  --admin-token-file PATH
+                     the bootstrap admin token: created (mode 0600) by a
+                     node that bootstraps a new cluster, recorded by the
+                     cluster's first leader; use it as RAFTER_TOKEN to make
+                     other tokens (rafter token create). Default
+                     DIR/admin_token, beside the default cluster secret
+  --max-watches-per-connection N
+                     most watches one client connection holds (default 64)
+  --max-bindings-per-lease N
+                     most bindings one lease carries (default 1000)
+  --max-tokens N     most tokens the registry holds (default 5000)
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -110,6 +127,16 @@ export interface RegistryArgs {
   walSegmentBytes: number | undefined;
   /** Exit when standard input closes. */
   watchStdin: boolean;
+  /** Enforce auth on this node (and turn it on at bootstrap). */
+  auth: boolean;
+  /** Where the bootstrap admin token is. */
+  adminTokenFile: string;
+  /** Most watches per client connection. */
+  maxWatchesPerConnection: number;
+  /** Most bindings per lease. */
+  maxBindingsPerLease: number;
+  /** Most tokens. */
+  maxTokens: number;
 }
 
 /**
@@ -155,6 +182,11 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "snapshot-trailing": { type: "string" },
       "wal-segment-bytes": { type: "string" },
       "watch-stdin": { type: "boolean", default: false },
+      auth: { type: "boolean", default: false },
+      "admin-token-file": { type: "string" },
+      "max-watches-per-connection": { type: "string" },
+      "max-bindings-per-lease": { type: "string" },
+      "max-tokens": { type: "string" },
       help: { type: "boolean", default: false },
     },
     strict: true,
@@ -327,6 +359,19 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
         4096,
       ),
     watchStdin: values["watch-stdin"] ?? false,
+    auth: values.auth ?? false,
+    adminTokenFile: values["admin-token-file"] ?? `${dataDir}/admin_token`,
+    maxWatchesPerConnection: positiveInteger(
+      values["max-watches-per-connection"],
+      "--max-watches-per-connection",
+      64,
+    ),
+    maxBindingsPerLease: positiveInteger(
+      values["max-bindings-per-lease"],
+      "--max-bindings-per-lease",
+      1_000,
+    ),
+    maxTokens: positiveInteger(values["max-tokens"], "--max-tokens", 5_000),
   };
 }
 
@@ -360,6 +405,11 @@ export function nodeOptionsOf(
     snapshotEntries: args.snapshotEntries,
     snapshotTrailingEntries: args.snapshotTrailing,
     walSegmentBytes: args.walSegmentBytes,
+    auth: args.auth,
+    adminTokenFile: args.adminTokenFile,
+    maxWatchesPerConnection: args.maxWatchesPerConnection,
+    maxBindingsPerLease: args.maxBindingsPerLease,
+    maxTokens: args.maxTokens,
     log: start.log,
     onFatal,
   };

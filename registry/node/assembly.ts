@@ -38,7 +38,8 @@ import {
 } from "./options.ts";
 import { type RegistryNodeSnapshot, Replica } from "./replica.ts";
 import { MEMBER_REMOVED_METHOD, Membership } from "./membership.ts";
-import { Leadership } from "./leadership.ts";
+import { type BootstrapToken, Leadership } from "./leadership.ts";
+import { type AdminToken, loadAdminToken } from "./admin_token.ts";
 import { quorumProblem, roleLogger, statusOf } from "./status.ts";
 import type { RegistryNodeInternals } from "./parts.ts";
 
@@ -63,6 +64,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
   /** A single node's peer port may be a free one, known once it listens. */
   #peerUrl: string;
   #dutyTimer: ReturnType<typeof setInterval> | undefined;
+  /** The bootstrap admin token this node would record (not when joining). */
+  #adminToken: AdminToken | null = null;
 
   /**
    * Starts a node, in this order: checks the options, checks that both
@@ -81,6 +84,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       : await ClusterKey.fromSecret(options.clusterSecret);
     const node = new RegistryNodeAssembly(settings, key);
     await node.#openLog();
+    await node.#loadAdminToken();
     await node.#connectPeers();
     await node.#listen(serve);
     node.#startDuties();
@@ -115,6 +119,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         ),
       logRole: roleLogger(id, this.#directory, log),
       log,
+      bootstrapToken: () => this.#bootstrapToken(),
     });
     this.#peerUrl = peers[id];
   }
@@ -162,6 +167,51 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       if (!(error instanceof DataDirInUseError)) await this.#forget();
       throw error;
     }
+  }
+
+  /**
+   * Loads (or makes) the bootstrap admin token of a node that bootstraps
+   * the cluster, while the cluster's access control is not bootstrapped
+   * yet; logs whether auth is on and where the admin token is.
+   */
+  async #loadAdminToken(): Promise<void> {
+    const { options, id, log } = this.#settings;
+    const path = adminTokenFileOf(options);
+    const state = this.#replica.state;
+    if (options.join === undefined && !state.bootstrapped) {
+      try {
+        this.#adminToken = await loadAdminToken(path);
+      } catch (error) {
+        await this.raft.stop();
+        await this.#forget();
+        throw error;
+      }
+    }
+    const enforced = options.auth === true
+      ? "on (--auth)"
+      : state.authEnabled
+      ? "on (enabled in the registry)"
+      : "off (anyone may call; rafter auth enable, or --auth, turns it on)";
+    const where = this.#adminToken !== null
+      ? `the bootstrap admin token is in ${path}${
+        this.#adminToken.created ? " (new)" : ""
+      }`
+      : state.bootstrapped
+      ? `the cluster's bootstrap admin token was made before (in ${path} of the node that bootstrapped it)`
+      : "this node joins: it makes no admin token";
+    log(`${id}: auth is ${enforced}; ${where}`);
+  }
+
+  /** The token the first leader records, or null. */
+  #bootstrapToken(): BootstrapToken | null {
+    const token = this.#adminToken;
+    if (token === null) return null;
+    return {
+      tokenId: token.tokenId,
+      hash: token.hash,
+      path: token.path,
+      enable: this.#settings.options.auth === true,
+    };
   }
 
   /**
@@ -276,7 +326,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
 
   /** What the registry service (`registry.*`, `lease.*`) works with. */
   #serviceContext(): RegistryContext {
-    const { minTtlMs, electionTimeoutMs } = this.#settings;
+    const { minTtlMs, electionTimeoutMs, options } = this.#settings;
     return {
       raft: this.raft,
       state: this.state,
@@ -298,6 +348,10 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       quorumProblem: () => quorumProblem(this.#directory.status()),
       minTtlMs,
       electionTimeoutMs,
+      auth: options.auth === true,
+      adminTokenFile: adminTokenFileOf(options),
+      maxBindingsPerLease: options.maxBindingsPerLease,
+      maxTokens: options.maxTokens,
     };
   }
 
@@ -432,4 +486,9 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       );
     }
   }
+}
+
+/** Where a node's bootstrap admin token file is. */
+function adminTokenFileOf(options: RegistryNodeOptions): string {
+  return options.adminTokenFile ?? `${options.dataDir}/admin_token`;
 }

@@ -37,6 +37,23 @@ interface LeadershipParts {
   /** Logs a role change (see `roleLogger`). */
   logRole(soft: SoftState): void;
   log(line: string): void;
+  /**
+   * The bootstrap admin token this node would record, and whether to turn
+   * auth on with it; null for a node that makes none (it joined).
+   */
+  bootstrapToken(): BootstrapToken | null;
+}
+
+/** What the first leader records with `authBootstrap`. */
+export interface BootstrapToken {
+  /** The token's public id. */
+  readonly tokenId: string;
+  /** Its SHA-256 hash. */
+  readonly hash: string;
+  /** Where its text is. */
+  readonly path: string;
+  /** Turn auth on in the same step (the node runs with `--auth`). */
+  readonly enable: boolean;
 }
 
 /** Most leases in one sync message. */
@@ -56,6 +73,9 @@ export class Leadership {
   /** Requests waiting for the next change of term, role or leader. */
   readonly #softWaiters = new Set<() => void>();
   #expiring = false;
+  #bootstrapping = false;
+  /** Whether this node said whose bootstrap token the cluster uses. */
+  #toldBootstrap = false;
 
   constructor(parts: LeadershipParts) {
     this.#parts = parts;
@@ -146,6 +166,7 @@ export class Leadership {
    */
   tick(): void {
     this.#leaderTick();
+    this.#tellUnusedToken();
     const soft = this.#lastSoft;
     if (soft?.preCandidate) this.#parts.logRole(soft);
   }
@@ -169,6 +190,57 @@ export class Leadership {
     checker.tick();
     this.#parts.membership.promoteCaughtUp(raft);
     if (!this.#expiring && this.ready()) this.#expireDue(raft, leases);
+    if (!this.#bootstrapping && this.ready()) this.#bootstrapAuth(raft);
+  }
+
+  /**
+   * Once the cluster's bootstrap token is recorded, a member whose own
+   * token file is not it (another member led first) says so, once: that
+   * file is no admin token of this cluster.
+   */
+  #tellUnusedToken(): void {
+    const { state } = this.#parts.replica;
+    if (this.#toldBootstrap || !state.bootstrapped) return;
+    this.#toldBootstrap = true;
+    const token = this.#parts.bootstrapToken();
+    if (token === null || state.token(token.tokenId) !== undefined) return;
+    this.#parts.log(
+      `${this.#parts.id}: the cluster recorded another member's bootstrap admin token (that of its first leader); ${token.path} is not a token of this cluster: use the first leader's file, and remove this one`,
+    );
+  }
+
+  /**
+   * The cluster's first leader records the bootstrap admin token (once:
+   * the state ignores a second `authBootstrap`, so two leaders in a row,
+   * or a proposal retried, make one token).
+   */
+  #bootstrapAuth(raft: RaftNode<ApplyResult>): void {
+    if (this.#parts.replica.state.bootstrapped) return;
+    const token = this.#parts.bootstrapToken();
+    if (token === null) return;
+    this.#bootstrapping = true;
+    raft.propose(
+      encodeCommand({
+        op: "authBootstrap",
+        tokenId: token.tokenId,
+        hash: token.hash,
+        enable: token.enable,
+        createdAt: Date.now(),
+      }),
+      { timeoutMs: 3_000 },
+    ).then((result) => {
+      if (result.ok && result.value.token?.tokenId === token.tokenId) {
+        this.#parts.log(
+          `${this.#parts.id}: recorded the bootstrap admin token ${token.tokenId} (in ${token.path})${
+            token.enable ? "; auth is on" : ""
+          }`,
+        );
+      }
+    }).catch(() => {
+      // Not committed: the next tick proposes it again.
+    }).finally(() => {
+      this.#bootstrapping = false;
+    });
   }
 
   /**

@@ -107,6 +107,34 @@ export interface RegistryNodeOptions {
   /** Most health-check probes under way at once on the leader. @default 64 */
   maxConcurrentProbes?: number;
   /**
+   * Enforce auth on this node's client port whatever the replicated switch
+   * says (`--auth`), and turn the switch on when this node bootstraps the
+   * cluster's access control (its first leader). With auth enforced, a
+   * connection authenticates (`registry.authenticate`) with a token before
+   * any other call, and each call needs the token's permission
+   * (`protocol/auth.ts`). @default false
+   */
+  auth?: boolean;
+  /**
+   * Where the bootstrap admin token is (created, mode 0600, when missing,
+   * by a node that bootstraps a new cluster; a joining node makes none).
+   * The cluster's first leader records it as the `bootstrap` admin token.
+   * @default `${dataDir}/admin_token`
+   */
+  adminTokenFile?: string;
+  /**
+   * Most watches one client connection may hold open (LIMIT_EXCEEDED
+   * beyond). @default 64
+   */
+  maxWatchesPerConnection?: number;
+  /**
+   * Most bindings one lease may carry (LIMIT_EXCEEDED beyond), checked by
+   * the state as the leader proposes it. @default 1_000
+   */
+  maxBindingsPerLease?: number;
+  /** Most tokens the registry holds (LIMIT_EXCEEDED beyond). @default 5_000 */
+  maxTokens?: number;
+  /**
    * Receives one line per notable event: role changes (a candidate's line
    * names the peers it cannot reach, and why), refused peer connections.
    */

@@ -95,15 +95,23 @@ export class Replica {
       historyEvents: settings.options.historyEvents,
     });
     this.leases = new LeaseKeeper({ tickMs: settings.tickMs });
-    this.watches = new WatchHub(this.state, settings.options.watch);
+    const { watch, maxWatchesPerConnection } = settings.options;
+    this.watches = new WatchHub(this.state, {
+      ...watch,
+      maxWatchesPerSession: maxWatchesPerConnection ??
+        watch?.maxWatchesPerSession,
+    });
   }
 
   /** Applies one committed entry; its result answers the proposer. */
   apply(entry: Entry): ApplyResult {
     const { state, leases } = this;
     this.#lastApplied = entry.index;
+    const authChanges = state.authChanges;
     const outcome = state.apply(entry.data);
     const change = outcome.change;
+    // A token revoked, auth turned on: watches check what they may see.
+    if (state.authChanges !== authChanges) this.#fanOut();
     if (change !== null) {
       for (const lease of change.granted) {
         leases.granted(lease.id, lease.ttlMs);

@@ -83,6 +83,17 @@ export interface RegistryContext {
   readonly writeTimeoutMs?: number;
   /** How long a linearizable read waits for the leader's confirmation, ms. @default 2000 */
   readonly readTimeoutMs?: number;
+  /**
+   * Enforce auth on this node whatever the replicated flag says (`--auth`).
+   * @default false
+   */
+  readonly auth?: boolean;
+  /** Where this node's bootstrap admin token file is, for error hints. */
+  readonly adminTokenFile?: string;
+  /** Most bindings one lease may carry (LIMIT_EXCEEDED beyond). @default 1_000 */
+  readonly maxBindingsPerLease?: number;
+  /** Most tokens the registry holds (LIMIT_EXCEEDED beyond). @default 5_000 */
+  readonly maxTokens?: number;
 }
 
 /** The methods `M` of the contract, each answering its contract result. */

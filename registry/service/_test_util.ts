@@ -1,6 +1,7 @@
 /**
  * The shared set-up of the registry service tests: an elected single node
- * or three nodes, a raw connection, and the assertion of an RpcError.
+ * or three nodes, a raw connection, the assertion of an RpcError, and a
+ * node with auth (its bootstrap admin token, authenticated connections).
  *
  * @module
  */
@@ -18,12 +19,16 @@ import {
   startRegistryNode,
 } from "../../testing/registry.ts";
 import type { LookupResult } from "../../protocol/registry.ts";
+import type { RegistryNodeOptions } from "../node/options.ts";
+import type { TokenCreateResult } from "../../protocol/auth.ts";
 
 /** A single-node registry (elected) and a raw connection to it. */
 export async function withSingleNode(
   fn: (node: RegistryNode, connection: RpcConnection) => Promise<void>,
   options: {
     onNotification?: (method: string, params: Params | undefined) => void;
+    /** More options of the node (auth, limits). */
+    node?: Partial<RegistryNodeOptions>;
   } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
@@ -33,10 +38,14 @@ export async function withSingleNode(
     dataDir: dir,
     tickMs: 10,
     electionTicks: 5,
+    ...options.node,
   });
   let connection: RpcConnection | undefined;
   try {
-    await waitFor(() => node.raft.status.role === "leader", "n1 to lead");
+    await waitFor(
+      () => node.raft.status.role === "leader" && node.state.bootstrapped,
+      "n1 to lead and record its bootstrap admin token",
+    );
     connection = await dial(node.url, {
       onNotification: options.onNotification,
     });
@@ -80,7 +89,10 @@ export async function withThreeNodes(
     nodes: RegistryNode[],
     leader: RegistryNode,
     stop: (node: RegistryNode) => Promise<void>,
+    /** Node `nX`'s data folder is `${dir}/nX`. */
+    dir: string,
   ) => Promise<void>,
+  options: { log?(line: string): void } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "rafter_service_" });
   const ports = freePorts(6);
@@ -97,6 +109,7 @@ export async function withThreeNodes(
       dataDir: `${dir}/n${i + 1}`,
       tickMs: 20,
       electionTicks: 10,
+      log: options.log,
     })
   ));
   const running = new Set(nodes);
@@ -112,7 +125,7 @@ export async function withThreeNodes(
     await fn(nodes, leaderOf()!, async (node) => {
       running.delete(node);
       await node.stop();
-    });
+    }, dir);
   } finally {
     for (const node of running) await node.stop();
     await Deno.remove(dir, { recursive: true });
@@ -130,5 +143,66 @@ export async function callOn<T>(
   } finally {
     connection.close();
     await connection.closed;
+  }
+}
+
+/** What an auth test works with. */
+export interface AuthCluster {
+  /** The node. */
+  node: RegistryNode;
+  /** A connection that presented no token. */
+  anonymous: RpcConnection;
+  /** A connection authenticated with the bootstrap admin token. */
+  admin: RpcConnection;
+  /** The bootstrap admin token's text. */
+  adminToken: string;
+  /** Where the bootstrap admin token file is. */
+  adminTokenFile: string;
+  /** A new connection, authenticated with `token` when given. */
+  connect(token?: string): Promise<RpcConnection>;
+  /** Makes a token through the admin connection; returns its text. */
+  makeToken(name: string, permissions: string[]): Promise<TokenCreateResult>;
+}
+
+/** A single node (with `--auth` unless `node.auth` says otherwise). */
+export async function withAuthNode(
+  fn: (cluster: AuthCluster) => Promise<void>,
+  node: Partial<RegistryNodeOptions> = {},
+): Promise<void> {
+  const tokenDir = await Deno.makeTempDir({ prefix: "rafter_auth_" });
+  const adminTokenFile = `${tokenDir}/admin_token`;
+  const opened: RpcConnection[] = [];
+  try {
+    await withSingleNode(async (started, anonymous) => {
+      const connect = async (token?: string) => {
+        const connection = await dial(started.url);
+        opened.push(connection);
+        if (token !== undefined) {
+          await connection.call("registry.authenticate", { token });
+        }
+        return connection;
+      };
+      const adminToken = (await Deno.readTextFile(adminTokenFile)).trim();
+      const admin = await connect(adminToken);
+      await fn({
+        node: started,
+        anonymous,
+        admin,
+        adminToken,
+        adminTokenFile,
+        connect,
+        makeToken: (name, permissions) =>
+          admin.call<TokenCreateResult>("registry.tokenCreate", {
+            name,
+            permissions,
+          }),
+      });
+    }, { node: { auth: true, adminTokenFile, ...node } });
+  } finally {
+    for (const connection of opened) {
+      connection.close();
+      await connection.closed;
+    }
+    await Deno.remove(tokenDir, { recursive: true });
   }
 }

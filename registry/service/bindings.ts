@@ -28,6 +28,7 @@ import {
   newLeaseId,
   type ServiceCore,
 } from "./_core.ts";
+import { type Caller, notYours } from "./_caller.ts";
 
 /** A lookup's bindings sorted by state, and the content they were read from. */
 interface SortedBindings {
@@ -51,13 +52,32 @@ const {
   list,
 } = REGISTRY_METHODS;
 
+/** What the bindings methods of every connection share: lookup caches. */
+export interface BindingCaches {
+  /** Round-robin turn of each name. */
+  readonly rotation: Map<string, number>;
+  /** Sorted bindings by name and query (see `sorted`). */
+  readonly sorted: Map<string, SortedBindings>;
+}
+
+/** Empty {@link BindingCaches}, made once per service. */
+export function bindingCaches(): BindingCaches {
+  return { rotation: new Map(), sorted: new Map() };
+}
+
 /**
- * The bindings methods of one service. Named params, and for `bind`,
- * `unbind` and `lookup` positional ones in the order the contract lists
- * them.
+ * The bindings methods of one connection (`caller`). Named params, and
+ * for `bind`, `unbind` and `lookup` positional ones in the order the
+ * contract lists them. With auth enforced: bind, unbind and setState need
+ * `bind` on the name, and touch only the caller's own bindings and leases
+ * (an admin's: anyone's); lookup needs `read` on the name; list answers
+ * the names the caller may read; lease ids are shown to their owners (and
+ * admins) only.
  */
 export function bindingMethods(
   core: ServiceCore,
+  caller: Caller,
+  caches: BindingCaches,
 ): MethodTable<
   | typeof bind
   | typeof unbind
@@ -66,8 +86,7 @@ export function bindingMethods(
   | typeof list
 > {
   const { context } = core;
-  const rotation = new Map<string, number>();
-  const sortedCache = new Map<string, SortedBindings>();
+  const { rotation, sorted: sortedCache } = caches;
 
   async function bindLocal(
     name: string,
@@ -82,7 +101,21 @@ export function bindingMethods(
     const { state, local } = context;
     if (leaseId !== undefined) {
       await core.barrier();
-      if (state.lease(leaseId) === undefined) throw leaseNotFound(leaseId);
+      const lease = state.lease(leaseId);
+      if (lease === undefined) throw leaseNotFound(leaseId);
+      if (!caller.mayManage(lease.owner)) {
+        throw notYours(bind, `lease ${leaseId}`, name);
+      }
+    }
+    const previous = local.binding(name, endpoint.id);
+    if (previous !== undefined && !caller.mayManage(previous.owner)) {
+      throw notYours(
+        bind,
+        `local endpoint ${JSON.stringify(endpoint.id)} of ${
+          JSON.stringify(name)
+        }`,
+        name,
+      );
     }
     const binding: Binding = {
       name,
@@ -97,6 +130,8 @@ export function bindingMethods(
       state: "serving",
       check: null,
     };
+    const owner = caller.owner();
+    if (owner !== undefined) binding.owner = owner;
     local.bind(binding);
     return {
       revision: state.revision,
@@ -169,12 +204,13 @@ export function bindingMethods(
         (b) => core.endpoint(b),
       ),
       ...locals.map((b) => localEndpoint(b, core.load(b.leaseId))),
-    ];
+    ].map((endpoint) => caller.view(endpoint));
   }
 
   return {
     [bind]: method(REGISTRY_PARAMS[bind], async (p): Promise<BindResult> => {
       const { base } = p.name;
+      caller.need(bind, "bind", base);
       let grant: { id: string; ttlMs: number } | undefined;
       if (p.grant !== undefined) {
         const problem = minTtlProblem(
@@ -196,6 +232,14 @@ export function bindingMethods(
       const command: Command = { op: "bind", name: base, endpoint: p.endpoint };
       if (p.leaseId !== undefined) command.leaseId = p.leaseId;
       if (grant !== undefined) command.grant = grant;
+      const owner = caller.owner();
+      const guard = caller.guard();
+      if (owner !== undefined) command.owner = owner;
+      if (guard !== undefined) command.guard = guard;
+      if (p.leaseId !== undefined) {
+        command.maxLeaseBindings = context.maxBindingsPerLease ??
+          DEFAULT_MAX_BINDINGS_PER_LEASE;
+      }
       const value = await core.propose(command);
       const binding = value.binding!;
       const result: BindResult = {
@@ -209,19 +253,25 @@ export function bindingMethods(
     }),
 
     [unbind]: method(REGISTRY_PARAMS[unbind], async (p) => {
+      caller.need(unbind, "bind", p.name);
       if (p.scope === "local") {
+        mayChangeLocal(unbind, p.name, p.id);
         const removed = context.local.unbind(p.name, p.id, p.leaseId) ? 1 : 0;
         return { revision: context.state.revision, removed };
       }
       const command: Command = { op: "unbind", name: p.name, id: p.id };
       if (p.leaseId !== undefined) command.leaseId = p.leaseId;
+      const guard = caller.guard();
+      if (guard !== undefined) command.guard = guard;
       const value = await core.propose(command);
       return { revision: value.revision, removed: value.removed ?? 0 };
     }),
 
     [setState]: method(REGISTRY_PARAMS[setState], async (p) => {
       const { name, id, state, leaseId } = p;
+      caller.need(setState, "bind", name);
       if (p.scope === "local") {
+        mayChangeLocal(setState, name, id);
         if (context.local.setState(name, id, state, leaseId) === undefined) {
           throw invalid(
             `no local endpoint ${JSON.stringify(id)} is bound under ${
@@ -233,12 +283,15 @@ export function bindingMethods(
       }
       const command: Command = { op: "setState", name, id, state };
       if (leaseId !== undefined) command.leaseId = leaseId;
+      const guard = caller.guard();
+      if (guard !== undefined) command.guard = guard;
       const value = await core.propose(command);
       return { revision: value.revision };
     }),
 
     [lookup]: method(REGISTRY_PARAMS[lookup], async (p) => {
       const { base, query } = p.name;
+      caller.need(lookup, "read", base);
       if (p.consistency === "linearizable") await core.barrier();
       const { serving, draining, unhealthy, locals } = sorted(
         base,
@@ -267,9 +320,11 @@ export function bindingMethods(
         name: base,
         query,
         endpoints: picked.map((binding) =>
-          locals.has(binding)
-            ? localEndpoint(binding, core.load(binding.leaseId))
-            : core.endpoint(binding)
+          caller.view(
+            locals.has(binding)
+              ? localEndpoint(binding, core.load(binding.leaseId))
+              : core.endpoint(binding),
+          )
         ),
         total,
         revision: context.state.revision,
@@ -277,6 +332,7 @@ export function bindingMethods(
     }),
 
     [list]: method(REGISTRY_PARAMS[list], async (p) => {
+      caller.authenticated(list);
       if (p.consistency === "linearizable") await core.barrier();
       const { state, local } = context;
       const counts = new Map<string, number>();
@@ -286,7 +342,10 @@ export function bindingMethods(
       for (const { name, count } of local.names(p.prefix)) {
         counts.set(name, (counts.get(name) ?? 0) + count);
       }
-      const names: ListedName[] = [...counts.keys()].sort().map((name) => {
+      const readable = [...counts.keys()].filter((name) =>
+        caller.mayRead(name)
+      );
+      const names: ListedName[] = readable.sort().map((name) => {
         const listed: ListedName = { name, count: counts.get(name)! };
         if (p.endpoints) listed.endpoints = endpointsOf(name, {});
         return listed;
@@ -294,4 +353,19 @@ export function bindingMethods(
       return { revision: state.revision, names };
     }),
   };
+
+  /** Refuses to change a local binding another token made. */
+  function mayChangeLocal(method: string, name: string, id: string): void {
+    const binding = context.local.binding(name, id);
+    if (binding !== undefined && !caller.mayManage(binding.owner)) {
+      throw notYours(
+        method,
+        `local endpoint ${JSON.stringify(id)} of ${JSON.stringify(name)}`,
+        name,
+      );
+    }
+  }
 }
+
+/** Most bindings on one lease, by default (`maxBindingsPerLease`). */
+export const DEFAULT_MAX_BINDINGS_PER_LEASE = 1_000;

@@ -17,12 +17,14 @@ import {
 } from "../../protocol/registry.ts";
 import { REGISTRY_PARAMS } from "../../protocol/registry_params.ts";
 import { invalid, type MethodTable, type ServiceCore } from "./_core.ts";
+import type { Caller } from "./_caller.ts";
 
 const { leaderTransfer } = REGISTRY_METHODS;
 
-/** The leader transfer method of one service. */
+/** The leader transfer method of one connection: with auth enforced, admin only. */
 export function leaderMethods(
   core: ServiceCore,
+  caller: Caller,
 ): MethodTable<typeof leaderTransfer> {
   const { context } = core;
   return {
@@ -33,6 +35,7 @@ export function leaderMethods(
     [leaderTransfer]: method(
       REGISTRY_PARAMS[leaderTransfer],
       async (p): Promise<LeaderTransferResult> => {
+        caller.need(leaderTransfer, "admin");
         const members = context.status().members.map((m) => m.id);
         if (
           p.to !== undefined &&

@@ -19,6 +19,7 @@ import {
   newLeaseId,
   type ServiceCore,
 } from "./_core.ts";
+import { type Caller, notYours } from "./_caller.ts";
 
 const {
   leaseGrant,
@@ -28,9 +29,15 @@ const {
   leaseList,
 } = REGISTRY_METHODS;
 
-/** The lease methods of one service. */
+/**
+ * The lease methods of one connection (`caller`). With auth enforced,
+ * `lease.grant` needs some `bind` permission and records the caller as
+ * the lease's owner; the other methods touch only the caller's own leases
+ * (an admin's: anyone's), and `lease.list` lists only those.
+ */
 export function leaseMethods(
   core: ServiceCore,
+  caller: Caller,
 ): MethodTable<
   | typeof leaseGrant
   | typeof leaseKeepAlive
@@ -40,9 +47,10 @@ export function leaseMethods(
 > {
   const { context } = core;
 
-  function leaseInfo(id: string): LeaseInfo | undefined {
+  function leaseInfo(method: string, id: string): LeaseInfo | undefined {
     const lease = context.state.lease(id);
     if (lease === undefined) return undefined;
+    if (!caller.mayManage(lease.owner)) throw notYours(method, `lease ${id}`);
     const bindings = lease.bindings.map((key) => {
       const newline = key.indexOf("\n");
       return { name: key.slice(0, newline), id: key.slice(newline + 1) };
@@ -57,13 +65,16 @@ export function leaseMethods(
 
   return {
     [leaseGrant]: method(REGISTRY_PARAMS[leaseGrant], async (p) => {
+      caller.needAnyBind(leaseGrant);
       const problem = minTtlProblem(p.ttlMs, "ttlMs", context.minTtlMs);
       if (problem !== null) throw invalid(problem);
       const id = p.id ?? newLeaseId();
+      const owner = caller.owner();
       const value = await core.propose({
         op: "leaseGrant",
         id,
         ttlMs: p.ttlMs,
+        ...(owner === undefined ? {} : { owner }),
       });
       return { id, ttlMs: p.ttlMs, revision: value.revision };
     }),
@@ -71,10 +82,14 @@ export function leaseMethods(
     [leaseKeepAlive]: method(
       REGISTRY_PARAMS[leaseKeepAlive],
       ({ id, load }) => {
+        caller.authenticated(leaseKeepAlive);
         core.requireLeaderReady();
         const lease = context.state.lease(id);
         if (lease === undefined || context.leases.isExpiring(id)) {
           throw leaseNotFound(id);
+        }
+        if (!caller.mayManage(lease.owner)) {
+          throw notYours(leaseKeepAlive, `lease ${id}`);
         }
         context.leases.keepAlive(id, load);
         return { id, ttlMs: lease.ttlMs };
@@ -82,21 +97,31 @@ export function leaseMethods(
     ),
 
     [leaseRevoke]: method(REGISTRY_PARAMS[leaseRevoke], async ({ id }) => {
-      const value = await core.propose({ op: "leaseRevoke", id });
+      caller.authenticated(leaseRevoke);
+      const guard = caller.guard();
+      const value = await core.propose({
+        op: "leaseRevoke",
+        id,
+        ...(guard === undefined ? {} : { guard }),
+      });
       return { revision: value.revision, removed: value.removed ?? 0 };
     }),
 
     [leaseTimeToLive]: method(REGISTRY_PARAMS[leaseTimeToLive], ({ id }) => {
+      caller.authenticated(leaseTimeToLive);
       core.requireLeaderReady();
-      const info = leaseInfo(id);
+      const info = leaseInfo(leaseTimeToLive, id);
       if (info === undefined) throw leaseNotFound(id);
       return info;
     }),
 
     [leaseList]: method(REGISTRY_PARAMS[leaseList], () => {
+      caller.authenticated(leaseList);
       core.requireLeaderReady();
       return {
-        leases: context.state.leases().map(({ id }) => leaseInfo(id)!),
+        leases: context.state.leases()
+          .filter(({ owner }) => caller.mayManage(owner))
+          .map(({ id }) => leaseInfo(leaseList, id)!),
       };
     }),
   };

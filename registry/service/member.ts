@@ -28,6 +28,7 @@ import {
   REGISTRY_PARAMS,
 } from "../../protocol/registry_params.ts";
 import { type MethodTable, type ServiceCore, unavailable } from "./_core.ts";
+import type { Caller } from "./_caller.ts";
 
 /**
  * Most entries a learner's match index may lag the commit index for
@@ -37,9 +38,13 @@ const PROMOTE_MAX_LAG = 1_000;
 
 const { memberList, memberAdd, memberPromote, memberRemove } = REGISTRY_METHODS;
 
-/** The membership methods of one service. */
+/**
+ * The membership methods of one connection (`caller`): with auth
+ * enforced, memberList needs a valid token, the changes an admin token.
+ */
 export function memberMethods(
   core: ServiceCore,
+  caller: Caller,
 ): MethodTable<
   | typeof memberList
   | typeof memberAdd
@@ -232,16 +237,22 @@ export function memberMethods(
   }
 
   return {
-    [memberList]: method(REGISTRY_PARAMS[memberList], listMembers),
-    [memberAdd]: method(REGISTRY_PARAMS[memberAdd], addMember),
-    [memberPromote]: method(
-      REGISTRY_PARAMS[memberPromote],
-      ({ id }) => memberChange(id, "promote"),
-    ),
-    [memberRemove]: method(
-      REGISTRY_PARAMS[memberRemove],
-      ({ id }) => memberChange(id, "remove"),
-    ),
+    [memberList]: method(REGISTRY_PARAMS[memberList], () => {
+      caller.authenticated(memberList);
+      return listMembers();
+    }),
+    [memberAdd]: method(REGISTRY_PARAMS[memberAdd], (p) => {
+      caller.need(memberAdd, "admin");
+      return addMember(p);
+    }),
+    [memberPromote]: method(REGISTRY_PARAMS[memberPromote], ({ id }) => {
+      caller.need(memberPromote, "admin");
+      return memberChange(id, "promote");
+    }),
+    [memberRemove]: method(REGISTRY_PARAMS[memberRemove], ({ id }) => {
+      caller.need(memberRemove, "admin");
+      return memberChange(id, "remove");
+    }),
   };
 }
 

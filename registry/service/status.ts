@@ -9,15 +9,22 @@ import { method } from "../../rpc/server/method.ts";
 import { REGISTRY_METHODS } from "../../protocol/registry.ts";
 import { REGISTRY_PARAMS } from "../../protocol/registry_params.ts";
 import type { MethodTable, ServiceCore } from "./_core.ts";
+import type { Caller } from "./_caller.ts";
 
 const { status } = REGISTRY_METHODS;
 
-/** The status method. */
-export function statusMethods(core: ServiceCore): MethodTable<typeof status> {
+/** The status method of one connection: with auth enforced, any valid token. */
+export function statusMethods(
+  core: ServiceCore,
+  caller: Caller,
+): MethodTable<typeof status> {
   return {
     [status]: method(
       REGISTRY_PARAMS[status],
-      () => core.context.status(),
+      () => {
+        caller.authenticated(status);
+        return core.context.status();
+      },
     ),
   };
 }

@@ -20,9 +20,10 @@ Deno.test("registry.status reports consensus, revision, leases, watches and the 
       kind: "voter",
       leader: "n1",
       leaderUrl: node.url,
-      // Index 1 is the leader's empty entry, 2 the bind, 3 the grant.
-      commitIndex: 3,
-      appliedIndex: 3,
+      // Index 1 is the leader's empty entry, 2 the bootstrap admin token
+      // (authBootstrap), 3 the bind, 4 the grant.
+      commitIndex: 4,
+      appliedIndex: 4,
       snapshotIndex: 0,
       revision: 1,
       compactRevision: 1,
