@@ -82,6 +82,7 @@ export {
   type HandshakeRole,
   type HandshakeSubject,
   memberIdOf,
+  PeerHandshakeError,
   PeerIdentityError,
 } from "./peer_auth.ts";
 export {

@@ -53,12 +53,14 @@ export {
 export {
   type ApplyOutcome,
   type ApplyResult,
+  type AuthSnapshot,
   type Binding,
   type CommandError,
   type CommandValue,
   type HistoryItem,
   type LeaseRecord,
   type StateChange,
+  type TokenRecord,
 } from "./state.ts";
 export type { LeaseKeeper, LeaseSync } from "./lease_keeper.ts";
 export type { WatchHubOptions } from "./watch_hub.ts";

@@ -29,6 +29,7 @@ export {
   type CloudflareConnect,
   cloudflareDialer,
   type CloudflareSocket,
+  type CloudflareSocketOptions,
 } from "./tcp.ts";
 export {
   type EdgeClient,
