@@ -283,7 +283,7 @@ Deno.test("rafter: bad usage exits 2 with the usage, --help exits 0 on every com
     ],
     [
       ["member", "add", "n4", "nowhere:port"],
-      /^rafter member add: PEER_URL must be tcp:\/\/host:port, not "nowhere:port"/,
+      /^rafter member add: PEER_URL must be tcp:\/\/host:port or tls:\/\/host:port, not "nowhere:port"/,
     ],
     [["member", "promote"], /^rafter member promote: takes ID/],
     [

@@ -32,6 +32,8 @@ Deno.test("bench/rpc.ts --quick gives every scenario a table with a number in ev
       "rtt",
       "throughput",
       "throughput",
+      // TLS beside plain: sequential p50 and 64 in flight, as ratios.
+      "rtt",
     ]);
     for (const table of report.tables) {
       const rafter = table.rows.filter((r) => r.label.startsWith("Rafter"));

@@ -121,7 +121,12 @@ export async function withThreeNodes(
       : undefined;
   };
   try {
-    await waitFor(() => leaderOf() !== undefined, "a leader all follow");
+    // The first leader records the bootstrap admin token (one entry):
+    // wait for it, so a test's log indexes are not overtaken by it.
+    await waitFor(
+      () => leaderOf()?.state.bootstrapped === true,
+      "a leader all follow, with the bootstrap admin token recorded",
+    );
     await fn(nodes, leaderOf()!, async (node) => {
       running.delete(node);
       await node.stop();

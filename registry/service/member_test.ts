@@ -106,7 +106,7 @@ Deno.test("dissertation §4.1 registry.memberAdd/memberPromote/memberRemove: the
     await rejectsWith(
       call("registry.memberAdd", { id: "n3", peerUrl: "n3" }),
       INVALID_PARAMS,
-      /^Invalid params: "peerUrl" must be a tcp:\/\/host:port URL, not "n3"/,
+      /^Invalid params: "peerUrl" must be a tcp:\/\/host:port or tls:\/\/host:port URL, not "n3"/,
     );
     await rejectsWith(
       call("registry.memberPromote", { id: "n9" }),

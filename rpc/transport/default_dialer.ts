@@ -104,7 +104,7 @@ async function connectTlsOn(
 ): Promise<DenoConn> {
   if (typeof deno.connectTls !== "function") {
     throw new TypeError(
-      `cannot open ${url}: this runtime has no Deno.connectTls; pass dialer: denoDialer({ caFile }) of @rafter/rpc/deno or nodeDialer({ caFile }) of @rafter/rpc/node`,
+      `cannot open ${url}: this runtime has no TLS dialer found by feature detection (Deno's connectTls); pass dialer: denoDialer({ caFile }) of @rafter/rpc/deno or nodeDialer({ caFile }) of @rafter/rpc/node`,
     );
   }
   signal?.throwIfAborted();
