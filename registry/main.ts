@@ -64,6 +64,7 @@
 
 import { formatTcpUrl } from "../rpc/transport/transport.ts";
 import { serve } from "../adapter/deno/serve.ts";
+import { denoDialer } from "../adapter/deno/tcp.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
 import { DataDirInUseError, lockDataDir } from "../raft/dir_lock.ts";
 import type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
@@ -80,10 +81,17 @@ import {
   awaitLeaderContact,
   type JoinedCluster,
   joinedCluster,
+  type JoinNetwork,
   JoinRefusedError,
   leaveCluster,
 } from "./node/join.ts";
 import { pathExists, portsFree } from "./_start_checks.ts";
+import { exposureProblems } from "./node/exposure.ts";
+import {
+  alwaysTls,
+  InsecureStartError,
+  peerDialerTls,
+} from "./node/options.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
@@ -125,7 +133,7 @@ export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
 export async function startRegistryNode(
   options: RegistryNodeOptions,
 ): Promise<RegistryNode> {
-  return await RegistryNodeAssembly.start(options, serve);
+  return await RegistryNodeAssembly.start(options, serve, denoDialer);
 }
 
 /**
@@ -147,6 +155,22 @@ export async function runRegistry(argv: string[]): Promise<number> {
     console.error(`registry: ${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
+  // Secure by default: refused before anything is dialed or written.
+  const problems = exposureProblems({
+    listen: args.listen,
+    peerListen: args.peerListen,
+    clientTls: args.tls !== undefined,
+    peerTls: args.peerTls !== undefined,
+    auth: args.auth,
+    insecure: args.insecure,
+  });
+  if (problems.length > 0) {
+    console.error(
+      `registry ${args.id}: ${new InsecureStartError(problems).message}`,
+    );
+    return 2;
+  }
+  const network = joinNetwork(args);
   const log = (line: string) => console.log(line);
   let fatal: unknown = null;
   const stopped = Promise.withResolvers<void>();
@@ -197,7 +221,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   // node is added; nothing was added when this throws.
   let joined: JoinedCluster | undefined;
   try {
-    joined = await joinedCluster(args, log, clusterSecret);
+    joined = await joinedCluster(args, log, clusterSecret, network);
   } catch (error) {
     return await cannotStart(error);
   }
@@ -213,7 +237,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
     );
   } catch (error) {
     // Added by this start, which fails: no learner is left behind.
-    if (joined?.added) await leaveCluster(args, joined, log);
+    if (joined?.added) await leaveCluster(args, joined, log, network);
     return await cannotStart(error);
   }
   const cluster = Object.keys(
@@ -225,7 +249,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   const stop = () => stopped.resolve();
   const keepAsking = args.join === undefined && joining === undefined
     ? null
-    : askPromotionWhileLearner(args, node, stopped.promise);
+    : askPromotionWhileLearner(args, node, stopped.promise, network);
   // A joined node that never hears from the leader: one this start added
   // removes itself and exits 1 instead of waiting forever as a learner.
   let unreached: string | null = null;
@@ -253,7 +277,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   await keepAsking;
   await contact;
   if (unreached !== null) {
-    await leaveCluster(args, joined!, log);
+    await leaveCluster(args, joined!, log, network);
     await node.stop({ graceMs: 1000, handOver: false });
     console.error(`registry ${args.id}: cannot join: ${unreached}`);
     if (!existed) {
@@ -268,6 +292,17 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   log(`registry ${args.id} stopped`);
   return 0;
+}
+
+/** How `--join` dials, from the TLS flags (`--tls-ca`, `--peer-tls-*`). */
+function joinNetwork(args: RegistryArgs): JoinNetwork {
+  const caFile = args.tlsCaFile ?? args.peerTls?.caFile;
+  return {
+    client: caFile === undefined ? undefined : denoDialer({ caFile }),
+    peer: args.peerTls === undefined
+      ? undefined
+      : alwaysTls(denoDialer(peerDialerTls(args.peerTls))),
+  };
 }
 
 if (import.meta.main) {

@@ -28,6 +28,10 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     maxWatchesPerConnection: 64,
     maxBindingsPerLease: 1_000,
     maxTokens: 5_000,
+    tls: undefined,
+    peerTls: undefined,
+    tlsCaFile: undefined,
+    insecure: false,
   });
 });
 
@@ -72,6 +76,21 @@ Deno.test("parseRegistryArgs: every option", () => {
       "100",
       "--max-tokens",
       "50",
+      "--tls-cert",
+      "/etc/rafter/n2.pem",
+      "--tls-key",
+      "/etc/rafter/n2.key",
+      "--tls-client-ca",
+      "/etc/rafter/clients.pem",
+      "--peer-tls-cert",
+      "/etc/rafter/n2.pem",
+      "--peer-tls-key",
+      "/etc/rafter/n2.key",
+      "--peer-tls-ca",
+      "/etc/rafter/ca.pem",
+      "--tls-ca",
+      "/etc/rafter/servers.pem",
+      "--insecure",
     ]),
     {
       id: "n2",
@@ -99,8 +118,44 @@ Deno.test("parseRegistryArgs: every option", () => {
       maxWatchesPerConnection: 8,
       maxBindingsPerLease: 100,
       maxTokens: 50,
+      tls: {
+        certFile: "/etc/rafter/n2.pem",
+        keyFile: "/etc/rafter/n2.key",
+        caFile: "/etc/rafter/clients.pem",
+      },
+      peerTls: {
+        certFile: "/etc/rafter/n2.pem",
+        keyFile: "/etc/rafter/n2.key",
+        caFile: "/etc/rafter/ca.pem",
+      },
+      tlsCaFile: "/etc/rafter/servers.pem",
+      insecure: true,
     },
   );
+});
+
+Deno.test("parseRegistryArgs: the TLS flags come in complete groups", () => {
+  refuses(
+    ["--tls-cert", "n1.pem"],
+    "--tls-cert and --tls-key go together: the client port's certificate and its private key",
+  );
+  refuses(
+    ["--tls-client-ca", "ca.pem"],
+    "--tls-client-ca needs --tls-cert and --tls-key: client certificates are asked for over TLS",
+  );
+  for (
+    const partial of [["--peer-tls-cert", "n1.pem"], [
+      "--peer-tls-cert",
+      "n1.pem",
+      "--peer-tls-key",
+      "n1.key",
+    ], ["--peer-tls-ca", "ca.pem"]]
+  ) {
+    refuses(
+      partial,
+      "--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together: this member's certificate, its key, and the CA of every member's certificate",
+    );
+  }
 });
 
 const PEERS = "n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103";
@@ -601,4 +656,28 @@ Deno.test("parseRegistryArgs: --join takes a member's client URL, needs --id and
       ]),
     /--join and --peers exclude each other/,
   );
+});
+
+Deno.test("registry/main.ts refuses to listen where other hosts reach it without TLS and auth, before it writes anything", async () => {
+  const cwd = await Deno.makeTempDir({ prefix: "rafter_main_" });
+  try {
+    const [client, peer] = freePorts(2);
+    const node = spawnRegistry(cwd, [
+      "--listen",
+      `0.0.0.0:${client}`,
+      "--advertise",
+      "10.0.0.5",
+      "--peer-listen",
+      `0.0.0.0:${peer}`,
+    ]);
+    const code = await within(node.exit(), 10_000, "the registry to exit");
+    assert.equal(code, 2, node.output);
+    assert.match(
+      node.output,
+      /^registry n1: refusing to start: the client port listens on 0\.0\.0\.0, which other hosts can reach, without TLS: pass --tls-cert and --tls-key .*; the client port listens on 0\.0\.0\.0 without auth: pass --auth .*; the peer port listens on 0\.0\.0\.0, which other hosts can reach, without mutual TLS: pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca .*\. To run without them anyway \(a trusted network only\), pass --insecure\n$/,
+    );
+    await assert.rejects(Deno.stat(`${cwd}/data`), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(cwd, { recursive: true });
+  }
 });

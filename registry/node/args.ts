@@ -87,6 +87,28 @@ prove the cluster secret).
   --max-bindings-per-lease N
                      most bindings one lease carries (default 1000)
   --max-tokens N     most tokens the registry holds (default 5000)
+  --tls-cert FILE, --tls-key FILE
+                     serve the client port over TLS with this certificate
+                     and key (PEM; rafter cert server or member makes
+                     them): clients then use tls://host:port. Reloaded on
+                     SIGHUP and when the files change
+  --tls-client-ca FILE
+                     also ask clients for a certificate signed by this CA
+                     (mutual TLS on the client port; tokens still apply)
+  --peer-tls-cert FILE, --peer-tls-key FILE, --peer-tls-ca FILE
+                     mutual TLS between members: this member's certificate
+                     (it must name the member: rafter cert member ID) and
+                     the CA every member's certificate is signed by. A peer
+                     connection may then speak only for the member its
+                     certificate names. All three, on every member
+  --tls-ca FILE      the CA to trust when this node dials tls:// client
+                     ports and servers (--join, health checks); default
+                     --peer-tls-ca
+  --insecure         start even though a port listens on an address other
+                     hosts reach without TLS, or the client port without
+                     --auth (a warning is logged at every start). Without
+                     it such a node refuses to start; 127.0.0.1 needs
+                     neither
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -137,6 +159,16 @@ export interface RegistryArgs {
   maxBindingsPerLease: number;
   /** Most tokens. */
   maxTokens: number;
+  /** TLS on the client port, if given. */
+  tls:
+    | { certFile: string; keyFile: string; caFile?: string }
+    | undefined;
+  /** Mutual TLS between members, if given. */
+  peerTls: { certFile: string; keyFile: string; caFile: string } | undefined;
+  /** The CA trusted for tls:// client ports, if given. */
+  tlsCaFile: string | undefined;
+  /** Start without TLS or auth on exposed ports (`--insecure`). */
+  insecure: boolean;
 }
 
 /**
@@ -187,6 +219,14 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "max-watches-per-connection": { type: "string" },
       "max-bindings-per-lease": { type: "string" },
       "max-tokens": { type: "string" },
+      "tls-cert": { type: "string" },
+      "tls-key": { type: "string" },
+      "tls-client-ca": { type: "string" },
+      "peer-tls-cert": { type: "string" },
+      "peer-tls-key": { type: "string" },
+      "peer-tls-ca": { type: "string" },
+      "tls-ca": { type: "string" },
+      insecure: { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
     strict: true,
@@ -372,6 +412,46 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       1_000,
     ),
     maxTokens: positiveInteger(values["max-tokens"], "--max-tokens", 5_000),
+    ...tlsArgs(values),
+    insecure: values.insecure ?? false,
+  };
+}
+
+/** The TLS flags, each group complete or absent. */
+function tlsArgs(
+  values: Record<string, string | boolean | undefined>,
+): Pick<RegistryArgs, "tls" | "peerTls" | "tlsCaFile"> {
+  const text = (name: string) => values[name] as string | undefined;
+  const [cert, key, clientCa] = [
+    text("tls-cert"),
+    text("tls-key"),
+    text("tls-client-ca"),
+  ];
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new Error(
+      "--tls-cert and --tls-key go together: the client port's certificate and its private key",
+    );
+  }
+  if (clientCa !== undefined && cert === undefined) {
+    throw new Error(
+      "--tls-client-ca needs --tls-cert and --tls-key: client certificates are asked for over TLS",
+    );
+  }
+  const peer = ["peer-tls-cert", "peer-tls-key", "peer-tls-ca"].map(text);
+  const given = peer.filter((value) => value !== undefined).length;
+  if (given !== 0 && given !== 3) {
+    throw new Error(
+      "--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together: this member's certificate, its key, and the CA of every member's certificate",
+    );
+  }
+  return {
+    tls: cert === undefined
+      ? undefined
+      : { certFile: cert, keyFile: key!, caFile: clientCa },
+    peerTls: given === 0
+      ? undefined
+      : { certFile: peer[0]!, keyFile: peer[1]!, caFile: peer[2]! },
+    tlsCaFile: text("tls-ca"),
   };
 }
 
@@ -410,6 +490,15 @@ export function nodeOptionsOf(
     maxWatchesPerConnection: args.maxWatchesPerConnection,
     maxBindingsPerLease: args.maxBindingsPerLease,
     maxTokens: args.maxTokens,
+    tls: args.tls === undefined ? undefined : {
+      certFile: args.tls.certFile,
+      keyFile: args.tls.keyFile,
+      caFile: args.tls.caFile,
+      clientCert: args.tls.caFile === undefined ? "none" : "require",
+    },
+    peerTls: args.peerTls,
+    tlsCaFile: args.tlsCaFile,
+    insecure: args.insecure,
     log: start.log,
     onFatal,
   };

@@ -30,9 +30,14 @@ import { type ApplyResult, encodeCommand } from "../state.ts";
 import { LEASE_SYNC_METHOD } from "../lease_keeper.ts";
 import { HealthChecker } from "../_health_checker.ts";
 import { listening, pathExists, portsFree } from "../_start_checks.ts";
+import type { Dialer } from "../../rpc/transport/transport.ts";
+import type { TlsClientOptions } from "../../rpc/transport/tls.ts";
+import { insecureWarning } from "./exposure.ts";
 import {
+  alwaysTls,
   type NodeSettings,
   ownPeerUrl,
+  peerDialerTls,
   type RegistryNodeOptions,
   settingsOf,
 } from "./options.ts";
@@ -47,6 +52,7 @@ import type { RegistryNodeInternals } from "./parts.ts";
 export class RegistryNodeAssembly implements RegistryNodeInternals {
   readonly #settings: NodeSettings;
   readonly #key: ClusterKey;
+  readonly #dialers: NodeDialers;
   readonly #directory: PeerDirectory;
   readonly #checker: HealthChecker;
   readonly #replica: Replica;
@@ -77,12 +83,26 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
   static async start(
     options: RegistryNodeOptions,
     serve: ServeFunction,
+    tlsDialer?: TlsDialerFactory,
   ): Promise<RegistryNodeAssembly> {
     const settings = settingsOf(options);
     const key = options.clusterSecret === undefined
       ? await ClusterKey.random()
       : await ClusterKey.fromSecret(options.clusterSecret);
-    const node = new RegistryNodeAssembly(settings, key);
+    const node = new RegistryNodeAssembly(
+      settings,
+      key,
+      dialersOf(options, tlsDialer),
+    );
+    const warning = insecureWarning({
+      listen: settings.listen,
+      peerListen: settings.peerListen,
+      clientTls: options.tls !== undefined,
+      peerTls: options.peerTls !== undefined,
+      auth: options.auth === true,
+      insecure: options.insecure === true,
+    });
+    if (warning !== null) settings.log(`${settings.id}: ${warning}`);
     await node.#openLog();
     await node.#loadAdminToken();
     await node.#connectPeers();
@@ -91,12 +111,18 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     return node;
   }
 
-  private constructor(settings: NodeSettings, key: ClusterKey) {
+  private constructor(
+    settings: NodeSettings,
+    key: ClusterKey,
+    dialers: NodeDialers,
+  ) {
+    this.#dialers = dialers;
     const { id, peers, log } = settings;
     this.#settings = settings;
     this.#key = key;
     this.#directory = new PeerDirectory(id, peers);
     this.#checker = new HealthChecker({
+      dialer: dialers.client,
       propose: (command) =>
         this.raft.propose(encodeCommand(command), { timeoutMs: 3000 }),
       maxConcurrentProbes: settings.options.maxConcurrentProbes,
@@ -238,6 +264,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     try {
       this.#clusterId = (await readDataDirMeta(options.dataDir))!.clusterId;
       const transport = new PeerTransport({
+        dialer: this.#dialers.peer,
+        requirePeerCertificates: options.peerTls !== undefined,
         id,
         peers,
         key: this.#key,
@@ -284,6 +312,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           port: listen.port,
           advertise: options.advertise,
           maxFrameBytes,
+          tls: options.tls,
           methods: registryMethods(this.#serviceContext()),
         }));
       this.#server = server;
@@ -293,6 +322,10 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         peerListen,
         () =>
           servePeersOn(serve, {
+            serveOptions: options.peerTls === undefined ? undefined : {
+              tls: { ...options.peerTls, clientCert: "require" },
+            },
+            requirePeerCertificates: options.peerTls !== undefined,
             hostname: peerListen.hostname,
             port: peerListen.port,
             maxFrameBytes,
@@ -491,4 +524,42 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
 /** Where a node's bootstrap admin token file is. */
 function adminTokenFileOf(options: RegistryNodeOptions): string {
   return options.adminTokenFile ?? `${options.dataDir}/admin_token`;
+}
+
+/** Makes a dialer for `tls://` (and, for peers, every) URL with these files. */
+export type TlsDialerFactory = (tls: TlsClientOptions) => Dialer;
+
+/** How a node dials: its peers, and client ports and endpoints. */
+interface NodeDialers {
+  /** Peer connections: mutual TLS with the member certificate, if any. */
+  peer: Dialer | undefined;
+  /** Client ports and servers' endpoints (health checks). */
+  client: Dialer | undefined;
+}
+
+/**
+ * The node's dialers: with `peerTls`, peers are dialed with TLS (the
+ * scheme of a peer URL notwithstanding) presenting the member's
+ * certificate; `tls://` client ports and endpoints trust `tlsCaFile`
+ * (default the peer CA).
+ *
+ * @throws {TypeError} when TLS is configured but no dialer factory was
+ * given (an embedder's runtime without one).
+ */
+function dialersOf(
+  options: RegistryNodeOptions,
+  factory: TlsDialerFactory | undefined,
+): NodeDialers {
+  const caFile = options.tlsCaFile ?? options.peerTls?.caFile;
+  if (options.peerTls === undefined && caFile === undefined) {
+    return { peer: undefined, client: undefined };
+  }
+  if (factory === undefined) {
+    throw new TypeError(
+      "peerTls and tlsCaFile need a TLS dialer: start the node with startRegistryNode of @rafter/rpc/registry (Deno)",
+    );
+  }
+  const client = caFile === undefined ? undefined : factory({ caFile });
+  if (options.peerTls === undefined) return { peer: undefined, client };
+  return { peer: alwaysTls(factory(peerDialerTls(options.peerTls))), client };
 }

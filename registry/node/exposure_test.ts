@@ -90,3 +90,22 @@ Deno.test("--insecure starts anyway, with a warning that names what is open", ()
   );
   assert.doesNotMatch(warning ?? "", /pass --/);
 });
+
+Deno.test("startRegistryNode refuses an exposed node without TLS and auth before it touches a port or a file", async () => {
+  const { startRegistryNode } = await import("../main.ts");
+  const { InsecureStartError } = await import("./options.ts");
+  const dataDir = `${await Deno.makeTempDir()}/never`;
+  await assert.rejects(
+    startRegistryNode({
+      id: "n1",
+      listen: { hostname: "0.0.0.0", port: 0 },
+      advertise: "10.0.0.5",
+      peerListen: { hostname: "127.0.0.1", port: 0 },
+      dataDir,
+    }),
+    (error: unknown) =>
+      error instanceof InsecureStartError && error.problems.length === 2 &&
+      /pass --insecure$/.test(error.message),
+  );
+  await assert.rejects(Deno.stat(dataDir), Deno.errors.NotFound);
+});

@@ -6,7 +6,11 @@
  * @module
  */
 
-import { formatTcpUrl, parseAdvertise } from "../../rpc/transport/transport.ts";
+import {
+  type Dialer,
+  formatTcpUrl,
+  parseAdvertise,
+} from "../../rpc/transport/transport.ts";
 import { readDataDirMeta } from "../../raft/data_dir.ts";
 import {
   PERMISSION_DENIED,
@@ -26,6 +30,18 @@ import { internals } from "./internals.ts";
 import { JoinClient } from "./join_client.ts";
 import { abortableSleep } from "../../internal/timing.ts";
 
+/**
+ * How `--join` dials: the members' client ports (`tls://` ones trusting
+ * `--tls-ca`) and their peer ports (with this member's certificate, under
+ * `--peer-tls-*`). Empty: the runtime's TCP dialer.
+ */
+export interface JoinNetwork {
+  /** Dials client URLs. */
+  client?: Dialer;
+  /** Dials peer URLs (the preflight probe). */
+  peer?: Dialer;
+}
+
 /** This node's client and peer URLs, as the other members reach them. */
 function ownUrls(args: RegistryArgs): { clientUrl: string; peerUrl: string } {
   const advertised = args.advertise === undefined
@@ -36,6 +52,7 @@ function ownUrls(args: RegistryArgs): { clientUrl: string; peerUrl: string } {
     clientUrl: formatTcpUrl({
       hostname: host,
       port: advertised?.port ?? args.listen.port,
+      tls: args.tls !== undefined,
     }),
     peerUrl: formatTcpUrl({ hostname: host, port: args.peerListen.port }),
   };
@@ -104,6 +121,7 @@ export async function joinedCluster(
   args: RegistryArgs,
   log: (line: string) => void,
   clusterSecret: string,
+  network: JoinNetwork = {},
 ): Promise<JoinedCluster | undefined> {
   const meta = await readDataDirMeta(args.dataDir).catch(() => null);
   const { clientUrl, peerUrl } = ownUrls(args);
@@ -124,6 +142,7 @@ export async function joinedCluster(
   }
   const token = joinToken();
   const client = new JoinClient([args.join], {
+    dialer: network.client,
     deadlineMs: 15_000,
     failFastRounds: 3,
     token,
@@ -153,6 +172,7 @@ export async function joinedCluster(
       list,
       await ClusterKey.fromSecret(clusterSecret),
       log,
+      network.peer,
     );
     const added = await client.call(REGISTRY_METHODS.memberAdd, {
       id: args.id,
@@ -238,6 +258,7 @@ async function preflight(
   list: MemberListResult,
   key: ClusterKey,
   log: (line: string) => void,
+  dialer: Dialer | undefined,
 ): Promise<void> {
   const others = list.members.filter((m) => m.id !== args.id);
   const results = await Promise.all(others.map(async (member) => ({
@@ -247,6 +268,7 @@ async function preflight(
       clusterId: list.clusterId,
       from: args.id,
       to: member.id,
+      dialer,
       timeoutMs: PROBE_TIMEOUT_MS,
     }),
   })));
@@ -303,6 +325,7 @@ export async function askPromotionWhileLearner(
   args: RegistryArgs,
   node: RegistryNode,
   stopped: Promise<void>,
+  network: JoinNetwork = {},
 ): Promise<void> {
   const { clientUrl, peerUrl } = ownUrls(args);
   const intervalMs = args.tickMs * args.electionTicks;
@@ -328,6 +351,7 @@ export async function askPromotionWhileLearner(
     }
     if (urls.length === 0) continue;
     const client = new JoinClient(urls, {
+      dialer: network.client,
       deadlineMs: intervalMs,
       token: joinToken(),
     });
@@ -359,8 +383,10 @@ export async function leaveCluster(
   args: RegistryArgs,
   joined: JoinedCluster,
   log: (line: string) => void,
+  network: JoinNetwork = {},
 ): Promise<boolean> {
   const client = new JoinClient(joined.clientUrls, {
+    dialer: network.client,
     deadlineMs: 10_000,
     token: joinToken(),
   });

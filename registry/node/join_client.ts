@@ -23,7 +23,11 @@ import {
   RpcError,
 } from "../../rpc/errors.ts";
 import { AUTH_METHODS } from "../../protocol/auth.ts";
-import { formatTcpUrl, parseTcpUrl } from "../../rpc/transport/transport.ts";
+import {
+  type Dialer,
+  formatTcpUrl,
+  parseTcpUrl,
+} from "../../rpc/transport/transport.ts";
 import type {
   ParamsOf,
   RegistryMethod,
@@ -40,6 +44,8 @@ import {
 
 /** Settings of a {@link JoinClient}. */
 interface JoinClientOptions {
+  /** Opens connections (a TLS dialer for `tls://` members). @default the runtime's */
+  dialer?: Dialer;
   /** Time one call may take, retries included, ms. @default 15_000 */
   deadlineMs?: number;
   /** Time one attempt on one node may take, ms. @default 4_000 */
@@ -61,6 +67,7 @@ const BACKOFF_MS = { min: 50, max: 1_000 };
 /** Calls leader methods of a registry cluster, for a joining node. */
 export class JoinClient {
   readonly #urls: string[];
+  readonly #dialer: Dialer | undefined;
   readonly #deadlineMs: number;
   readonly #attemptTimeoutMs: number;
   readonly #failFastRounds: number;
@@ -80,6 +87,7 @@ export class JoinClient {
     this.#attemptTimeoutMs = options.attemptTimeoutMs ?? 4_000;
     this.#failFastRounds = options.failFastRounds ?? 2;
     this.#token = options.token;
+    this.#dialer = options.dialer;
   }
 
   /**
@@ -155,7 +163,9 @@ export class JoinClient {
   #connection(url: string): Promise<RpcConnection> {
     let connection = this.#connections.get(url);
     if (connection === undefined) {
-      connection = dial(url).then((opened) => this.#authenticate(opened));
+      connection = dial(url, { dialer: this.#dialer }).then((opened) =>
+        this.#authenticate(opened)
+      );
       // A failed dial is dialed again next time.
       connection.catch(() => this.#connections.delete(url));
       this.#connections.set(url, connection);

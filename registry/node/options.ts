@@ -7,6 +7,7 @@
  */
 
 import {
+  type Dialer,
   formatTcpUrl,
   isWildcardHost,
   parseAdvertise,
@@ -18,6 +19,11 @@ import {
   type RegistryStatus,
 } from "../../protocol/registry.ts";
 import type { WatchHubOptions } from "../watch_hub.ts";
+import type {
+  TlsClientOptions,
+  TlsServerOptions,
+} from "../../rpc/transport/tls.ts";
+import { exposureProblems } from "./exposure.ts";
 
 /** Settings of `startRegistryNode`. */
 export interface RegistryNodeOptions {
@@ -135,6 +141,35 @@ export interface RegistryNodeOptions {
   /** Most tokens the registry holds (LIMIT_EXCEEDED beyond). @default 5_000 */
   maxTokens?: number;
   /**
+   * TLS on the client port (`--tls-cert`, `--tls-key`; `--tls-client-ca`
+   * to ask clients for certificates): the node's client URL is then
+   * `tls://host:port`. Certificates reload on SIGHUP and on file change.
+   */
+  tls?: TlsServerOptions;
+  /**
+   * Mutual TLS on the peer port and on every peer connection this node
+   * dials (`--peer-tls-cert`, `--peer-tls-key`, `--peer-tls-ca`): each
+   * member presents a certificate from `caFile` naming it with the SAN
+   * `URI:rafter://member/<id>` (`rafter cert member ID`), and a peer
+   * connection may speak only for the member its certificate names. Peer
+   * URLs are dialed with TLS whatever their scheme. The cluster secret is
+   * still proved too.
+   */
+  peerTls?: { certFile: string; keyFile: string; caFile: string };
+  /**
+   * The CA this node trusts when it dials `tls://` client ports and
+   * endpoints (`--join`, health checks of TLS servers) (`--tls-ca`).
+   * @default `peerTls.caFile`, else the system's roots
+   */
+  tlsCaFile?: string;
+  /**
+   * Start although a port other hosts can reach has no TLS, or the client
+   * port no auth (`--insecure`); the node then logs a warning at every
+   * start. Without it such a node refuses to start (see `exposure.ts`).
+   * @default false
+   */
+  insecure?: boolean;
+  /**
    * Receives one line per notable event: role changes (a candidate's line
    * names the peers it cannot reach, and why), refused peer connections.
    */
@@ -213,6 +248,17 @@ export function settingsOf(options: RegistryNodeOptions): NodeSettings {
     );
   }
   const peerListen = options.peerListen ?? defaultPeerListen(options);
+  const problems = exposureProblems({
+    listen,
+    peerListen,
+    clientTls: options.tls !== undefined,
+    peerTls: options.peerTls !== undefined,
+    auth: options.auth === true,
+    insecure: options.insecure === true,
+  });
+  if (problems.length > 0) {
+    throw new InsecureStartError(problems);
+  }
   const peers = options.peers ??
     { [id]: formatTcpUrl(advertisedPeer(peerListen, advertised)) };
   const multiNode = Object.keys(peers).length > 1 ||
@@ -244,6 +290,46 @@ export function settingsOf(options: RegistryNodeOptions): NodeSettings {
     maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
     log: options.log ?? (() => {}),
   };
+}
+
+/**
+ * Thrown when a node would listen where other hosts reach it without TLS
+ * or auth, and `insecure` (`--insecure`) was not given.
+ */
+export class InsecureStartError extends Error {
+  /** One line per problem, each naming the flag that fixes it. */
+  readonly problems: readonly string[];
+
+  /** @param problems what is missing (see `exposureProblems`). */
+  constructor(problems: readonly string[]) {
+    super(
+      `refusing to start: ${
+        problems.join("; ")
+      }. To run without them anyway (a trusted network only), pass --insecure`,
+    );
+    this.name = "InsecureStartError";
+    this.problems = problems;
+  }
+}
+
+/** TLS options of the dialer a node opens peer connections with. */
+export function peerDialerTls(
+  peerTls: NonNullable<RegistryNodeOptions["peerTls"]>,
+): TlsClientOptions {
+  return {
+    caFile: peerTls.caFile,
+    certFile: peerTls.certFile,
+    keyFile: peerTls.keyFile,
+  };
+}
+
+/**
+ * `dialer` with TLS for every URL: peer URLs are written `tcp://` in
+ * `--peers` and the log, and members dial them with TLS once `peerTls`
+ * is on.
+ */
+export function alwaysTls(dialer: Dialer): Dialer {
+  return (url, options) => dialer(url.replace(/^tcp:\/\//, "tls://"), options);
 }
 
 /**
