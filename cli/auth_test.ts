@@ -137,6 +137,22 @@ Deno.test("a command with no token against a registry with auth on exits 5 and s
   }
 });
 
+Deno.test("rafter status against a registry with auth on and no token exits 5 and says so, not 'start a registry'", async () => {
+  const fake = fakeAuthRegistry();
+  try {
+    const ran = await run(["status"], { RAFTER_REGISTRY: fake.url });
+    expect(ran, EXIT.unauthenticated);
+    const text = ran.err.join("\n");
+    assert.match(
+      text,
+      /^rafter: every registry node refused the call: it has access control on and no token was given: set RAFTER_TOKEN/,
+    );
+    assert.doesNotMatch(text, /Start a registry/);
+  } finally {
+    await fake.close();
+  }
+});
+
 Deno.test("a refused token exits 5, naming where it came from and its id, never the secret", async () => {
   const fake = fakeAuthRegistry();
   try {

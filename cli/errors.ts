@@ -54,6 +54,16 @@ export class UsageError extends Error {}
 export const START_HINT =
   "Start a registry with: deno task registry (or deno task rafter registry), or point at yours with --registry tcp://host:port,... or RAFTER_REGISTRY.";
 
+/** What to do when a TLS peer's certificate is not trusted. */
+export const TLS_TRUST_HINT =
+  "The registry (or server) serves TLS with a certificate this machine does not trust: pass --cacert FILE (or set RAFTER_CA) with the CA certificate that signed it (the ca.pem rafter cert ca made).";
+
+/** Whether an error's text says a TLS certificate was not trusted. */
+export function isTlsTrustProblem(message: string): boolean {
+  return /UnknownIssuer|UnknownCA|unable to (get|verify) (local issuer|the first) certificate|self[- ]signed certificate|certificate (is not|not) trusted|UNABLE_TO_VERIFY_LEAF_SIGNATURE/i
+    .test(message);
+}
+
 /**
  * Prints a bad command line's `message` with `usage` (or, under `--json`,
  * both as one JSON line) and returns {@link EXIT.usage}.
@@ -151,6 +161,7 @@ export function exitCodeOf(error: unknown): number {
 /** What to try next after `error`: a line to print after its message. */
 function hintFor(error: unknown, context: Context): string {
   if (!(error instanceof RpcError)) return "";
+  if (isTlsTrustProblem(causeChain(error))) return `\n${TLS_TRUST_HINT}`;
   if (error.code === UNAUTHENTICATED || error.code === PERMISSION_DENIED) {
     return accessHint(error, context);
   }
@@ -171,4 +182,15 @@ function hintFor(error: unknown, context: Context): string {
     return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
   }
   return "";
+}
+
+/** The messages of `error` and its causes, joined. */
+function causeChain(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    parts.push(current.message);
+    current = current.cause;
+  }
+  return parts.join(" | ");
 }

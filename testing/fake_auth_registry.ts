@@ -187,6 +187,10 @@ export function fakeAuthRegistry(
           names: [],
           revision,
         })),
+        // Only its refusal matters to the tests (rafter status, no token).
+        [REGISTRY_METHODS.status]: guarded(REGISTRY_METHODS.status, () => {
+          throw new RpcError(UNAUTHENTICATED, "not modelled");
+        }),
         [REGISTRY_METHODS.watch]: guarded(
           REGISTRY_METHODS.watch,
           ({ watchId }: { watchId: string }) => ({ watchId, revision }),

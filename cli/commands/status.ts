@@ -9,7 +9,12 @@
 
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import type { Command, Context } from "../context.ts";
-import { EXIT, START_HINT } from "../errors.ts";
+import {
+  EXIT,
+  isTlsTrustProblem,
+  START_HINT,
+  TLS_TRUST_HINT,
+} from "../errors.ts";
 import { formatTable } from "../table.ts";
 
 /** The spec of `rafter status`. */
@@ -47,14 +52,24 @@ export async function status(context: Context): Promise<number> {
     out(statusTable(nodes));
   }
   if (answered.length === 0) {
+    const errors = nodes.map((n) => n.error ?? "");
+    const refused = errors.every((e) => e.startsWith("Unauthenticated"));
     if (!globals.json) {
       err(
-        `rafter: no registry node answered (${
-          globals.registry.join(", ")
-        }, from ${globals.registrySource}).\n${START_HINT}`,
+        refused
+          ? `rafter: every registry node refused the call: it has access control on and ${
+            globals.token === undefined
+              ? "no token was given: set RAFTER_TOKEN (or --token) to a token of it (the bootstrap admin token is in the first leader's admin_token file; ask an admin: rafter token create NAME --perm read:*)"
+              : `the token from ${globals.tokenSource} is unknown or revoked: set RAFTER_TOKEN to a valid one`
+          }.`
+          : `rafter: no registry node answered (${
+            globals.registry.join(", ")
+          }, from ${globals.registrySource}).\n${
+            errors.some(isTlsTrustProblem) ? `${TLS_TRUST_HINT}\n` : ""
+          }${START_HINT}`,
       );
     }
-    return EXIT.unavailable;
+    return refused ? EXIT.unauthenticated : EXIT.unavailable;
   }
   const degraded = answered.length < nodes.length || leader === null;
   if (!globals.json) {
