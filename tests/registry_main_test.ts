@@ -168,6 +168,19 @@ Deno.test("parseRegistryArgs: the ports and data folder default from --id and --
   assert.deepEqual(args.listen, { hostname: "127.0.0.1", port: 7003 });
   assert.equal(args.dataDir, "./data/n3");
   assert.equal(args.clusterSecretFile, "./cluster_secret");
+  // The admin token sits beside the secret the nodes share, so they share it.
+  assert.equal(args.adminTokenFile, "./admin_token");
+  assert.equal(
+    parseRegistryArgs([
+      "--id",
+      "n1",
+      "--peers",
+      PEERS,
+      "--cluster-secret-file",
+      "/etc/rafter/secret",
+    ]).adminTokenFile,
+    "/etc/rafter/admin_token",
+  );
   // --peer-listen moves the peer port (and so the default client port).
   const moved = parseRegistryArgs([
     "--id",

@@ -6,6 +6,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { dirname } from "node:path";
 import {
   formatTcpUrl,
   isWildcardHost,
@@ -80,8 +81,9 @@ prove the cluster secret).
                      the bootstrap admin token: created (mode 0600) by a
                      node that bootstraps a new cluster, recorded by the
                      cluster's first leader; use it as RAFTER_TOKEN to make
-                     other tokens (rafter token create). Default
-                     DIR/admin_token, beside the default cluster secret
+                     other tokens (rafter token create). Default: admin_token
+                     beside --cluster-secret-file, so the nodes that share
+                     the secret (copy the folder to every host) share it
   --max-watches-per-connection N
                      most watches one client connection holds (default 64)
   --max-bindings-per-lease N
@@ -400,7 +402,13 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       ),
     watchStdin: values["watch-stdin"] ?? false,
     auth: values.auth ?? false,
-    adminTokenFile: values["admin-token-file"] ?? `${dataDir}/admin_token`,
+    // Beside the cluster secret: the nodes that share one secret file (one
+    // machine, or the folder copied to each host) share one admin token,
+    // so whichever leads first records the token every file holds.
+    adminTokenFile: values["admin-token-file"] ??
+      `${
+        dirname(values["cluster-secret-file"] ?? `${dataDir}/cluster_secret`)
+      }/admin_token`,
     maxWatchesPerConnection: positiveInteger(
       values["max-watches-per-connection"],
       "--max-watches-per-connection",
