@@ -204,7 +204,7 @@ function helloFailure(error: unknown, timeoutMs: number): PeerProbeResult {
     return {
       outcome: "refused",
       detail:
-        "it closed the connection on our peer.hello (is it the member the cluster names, and of this version?)",
+        "it closed the connection on our peer.hello (is it the member the cluster names, and of this version? Over mutual TLS: is this node's certificate signed by the CA the members trust, --peer-tls-ca, and does it name this member?)",
     };
   }
   if (error instanceof RpcError && error.code === DEADLINE_EXCEEDED) {
