@@ -295,6 +295,59 @@ Deno.test("deno tls: a plain-text client is refused at once, a silent one after 
   });
 });
 
+Deno.test("deno tls: handshakes under way are capped per address; the slots free up as they end", async () => {
+  await withPki(async (pki) => {
+    const errors: TlsServerError[] = [];
+    const server = serve({
+      methods: whoami,
+      tls: {
+        certFile: pki.certs.n1.certFile,
+        keyFile: pki.certs.n1.keyFile,
+        handshakeTimeoutMs: 60_000,
+        maxPendingHandshakesPerAddress: 3,
+        onError: (error) => errors.push(error),
+      },
+    });
+    const silent: Deno.Conn[] = [];
+    try {
+      const port = server.port;
+      // Three connections that never start a handshake hold the slots.
+      for (let i = 0; i < 3; i++) {
+        silent.push(await Deno.connect({ hostname: "127.0.0.1", port }));
+      }
+      const fourth = await Deno.connect({ hostname: "127.0.0.1", port });
+      const fourthMs = await closedWithin(fourth, 5_000);
+      assert.ok(fourthMs < 2_000, `the fourth closed after ${fourthMs} ms`);
+      assert.ok(
+        errors.some((e) => /tls\.maxPendingHandshakesPerAddress 3/.test(e.message)),
+        errors.map((e) => e.message).join("\n"),
+      );
+      // Once they go, a real client gets through.
+      for (const conn of silent.splice(0)) conn.close();
+      const connection = await waitForDial(server.url, pki.caFile);
+      assert.equal(await connection.call("rpc.ping"), "pong");
+      connection.close();
+    } finally {
+      for (const conn of silent) conn.close();
+      await server.close();
+    }
+  });
+});
+
+/** Dials until the server takes the connection (its slots free up on close). */
+async function waitForDial(url: string, caFile: string) {
+  let last: unknown;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    try {
+      return await dial(url, { tls: { caFile } });
+    } catch (error) {
+      last = error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  throw last;
+}
+
 async function fingerprintVia(server: RpcServer, caFile: string) {
   const stream = await denoDialer({ caFile })(server.url);
   stream.close();

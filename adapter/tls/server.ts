@@ -11,12 +11,14 @@ import { createSecureContext, createServer, type TLSSocket } from "node:tls";
 import type { Duplex } from "node:stream";
 import { stat } from "node:fs/promises";
 import process from "node:process";
-import type { StreamListener } from "../../rpc/server/server.ts";
+import { hostOf, type StreamListener } from "../../rpc/server/server.ts";
 import {
   formatTcpUrl,
   type TcpAddress,
 } from "../../rpc/transport/transport.ts";
 import {
+  DEFAULT_MAX_PENDING_HANDSHAKES,
+  DEFAULT_MAX_PENDING_HANDSHAKES_PER_ADDRESS,
   DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS,
   DEFAULT_TLS_WATCH_INTERVAL_MS,
   type TlsServerError,
@@ -204,6 +206,7 @@ export function openTlsListener(
   );
   server.on("secureConnection", (socket: TLSSocket) => {
     secured.add(peerOf(socket));
+    settle(rawOf(socket));
     if (
       policy === "request" && !socket.authorized &&
       peerCertificateOf(socket.getPeerCertificate()) !== null
@@ -238,8 +241,47 @@ export function openTlsListener(
     socket?.destroy();
   });
   const secured = new WeakSet<object>();
-  server.on("connection", (raw: { setNoDelay?(on: boolean): void }) => {
-    raw.setNoDelay?.(true);
+  // Handshakes under way, by remote host: a connection that has not
+  // finished its handshake is not yet counted by the server's connection
+  // caps, so it is capped here (per address and in all).
+  const maxPending = options.maxPendingHandshakes ??
+    DEFAULT_MAX_PENDING_HANDSHAKES;
+  const maxPendingPerAddress = options.maxPendingHandshakesPerAddress ??
+    DEFAULT_MAX_PENDING_HANDSHAKES_PER_ADDRESS;
+  const pendingByHost = new Map<string, number>();
+  const pendingRaw = new WeakMap<object, string>();
+  let pendingTotal = 0;
+  const settle = (raw: object | undefined) => {
+    const host = raw === undefined ? undefined : pendingRaw.get(raw);
+    if (host === undefined) return;
+    pendingRaw.delete(raw!);
+    pendingTotal--;
+    const left = (pendingByHost.get(host) ?? 1) - 1;
+    if (left <= 0) pendingByHost.delete(host);
+    else pendingByHost.set(host, left);
+  };
+  server.on("connection", (raw: Duplex & { remoteAddress?: string }) => {
+    (raw as { setNoDelay?(on: boolean): void }).setNoDelay?.(true);
+    const host = hostOf(raw.remoteAddress) ?? "unknown";
+    const fromHost = pendingByHost.get(host) ?? 0;
+    if (pendingTotal >= maxPending || fromHost >= maxPendingPerAddress) {
+      reportHandshake(
+        raw.remoteAddress,
+        pendingTotal >= maxPending
+          ? `refused: ${pendingTotal} TLS handshakes already under way (tls.maxPendingHandshakes ${maxPending})`
+          : `refused: ${fromHost} TLS handshakes from ${host} already under way (tls.maxPendingHandshakesPerAddress ${maxPendingPerAddress})`,
+      );
+      raw.destroy();
+      return;
+    }
+    pendingRaw.set(raw, host);
+    pendingTotal++;
+    pendingByHost.set(host, fromHost + 1);
+    // A peer that leaves mid-handshake may only end its side: that frees
+    // the slot too (the TLS layer closes the rest).
+    for (const event of ["close", "end", "error"]) {
+      raw.once(event, () => settle(raw));
+    }
   });
 
   const source = "accept" in bind ? bind : undefined;
@@ -376,6 +418,15 @@ export function openTlsListener(
  * duplex it runs on (a {@link ConnectionSource}'s, which Deno's `node:tls`
  * does not pass on: it is found through the socket's stream wrapper).
  */
+/** The TCP connection under a server-side TLS socket (Node and Deno). */
+function rawOf(socket: TLSSocket): object | undefined {
+  const wrapped = socket as unknown as {
+    _handle?: { _parentWrap?: { stream?: Duplex } };
+    _parent?: Duplex;
+  };
+  return wrapped._parent ?? wrapped._handle?._parentWrap?.stream;
+}
+
 function peerOf(
   socket: TLSSocket,
 ): { remoteAddress?: string; remotePort?: number } {

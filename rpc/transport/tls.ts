@@ -62,6 +62,17 @@ export interface TlsServerOptions {
    */
   handshakeTimeoutMs?: number;
   /**
+   * Most TLS handshakes under way at once; a connection beyond is closed at
+   * once (it is not yet counted by the server's `maxConnections`). Default
+   * {@link DEFAULT_MAX_PENDING_HANDSHAKES}.
+   */
+  maxPendingHandshakes?: number;
+  /**
+   * Most TLS handshakes under way from one remote address (IPv6: one /64).
+   * Default {@link DEFAULT_MAX_PENDING_HANDSHAKES_PER_ADDRESS}.
+   */
+  maxPendingHandshakesPerAddress?: number;
+  /**
    * Re-read the files on SIGHUP (where the runtime has it). Default: true
    * when a file is given, false for PEM text. The listener is removed when
    * the server closes.
@@ -125,6 +136,12 @@ export interface TlsDialOptions {
 
 /** Default of {@link TlsServerOptions.handshakeTimeoutMs}. */
 export const DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** Default of {@link TlsServerOptions.maxPendingHandshakes}: 1_024. */
+export const DEFAULT_MAX_PENDING_HANDSHAKES = 1_024;
+
+/** Default of {@link TlsServerOptions.maxPendingHandshakesPerAddress}: 64. */
+export const DEFAULT_MAX_PENDING_HANDSHAKES_PER_ADDRESS = 64;
 
 /** Default of {@link TlsServerOptions.watchIntervalMs}. */
 export const DEFAULT_TLS_WATCH_INTERVAL_MS = 1_500;
