@@ -58,6 +58,23 @@ export const START_HINT =
 export const TLS_TRUST_HINT =
   "The registry (or server) serves TLS with a certificate this machine does not trust: pass --cacert FILE (or set RAFTER_CA) with the CA certificate that signed it (the ca.pem rafter cert ca made).";
 
+/** What to do when a tcp:// URL may name a TLS port. */
+export const TLS_SCHEME_HINT =
+  "If the registry (or server) serves TLS, a tcp:// URL cannot reach it (it closes the connection at once): use tls://host:port URLs.";
+
+/**
+ * Whether `message` (a connection closed at once) may come from a
+ * tcp:// URL pointed at a TLS port, given the URLs used.
+ */
+export function mayBeTlsPort(
+  message: string,
+  urls: readonly string[],
+): boolean {
+  return urls.some((url) => url.startsWith("tcp://")) &&
+    /closed before the response|the peer closed the connection|connection reset/i
+      .test(message);
+}
+
 /** Whether an error's text says a TLS certificate was not trusted. */
 export function isTlsTrustProblem(message: string): boolean {
   return /UnknownIssuer|UnknownCA|unable to (get|verify) (local issuer|the first) certificate|self[- ]signed certificate|certificate (is not|not) trusted|UNABLE_TO_VERIFY_LEAF_SIGNATURE/i
@@ -161,7 +178,11 @@ export function exitCodeOf(error: unknown): number {
 /** What to try next after `error`: a line to print after its message. */
 function hintFor(error: unknown, context: Context): string {
   if (!(error instanceof RpcError)) return "";
-  if (isTlsTrustProblem(causeChain(error))) return `\n${TLS_TRUST_HINT}`;
+  const chain = causeChain(error);
+  if (isTlsTrustProblem(chain)) return `\n${TLS_TRUST_HINT}`;
+  if (mayBeTlsPort(chain, context.globals.registry)) {
+    return `\n${TLS_SCHEME_HINT}`;
+  }
   if (error.code === UNAUTHENTICATED || error.code === PERMISSION_DENIED) {
     return accessHint(error, context);
   }

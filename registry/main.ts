@@ -244,7 +244,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
     joining?.peers ?? args.peers ?? { [args.id]: "" },
   ).join(",");
   log(
-    `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl} (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir})`,
+    `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl}${
+      args.peerTls === undefined ? "" : " (mutual TLS, member certificates)"
+    } (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir})`,
   );
   const stop = () => stopped.resolve();
   const keepAsking = args.join === undefined && joining === undefined

@@ -319,7 +319,9 @@ Deno.test("deno tls: handshakes under way are capped per address; the slots free
       const fourthMs = await closedWithin(fourth, 5_000);
       assert.ok(fourthMs < 2_000, `the fourth closed after ${fourthMs} ms`);
       assert.ok(
-        errors.some((e) => /tls\.maxPendingHandshakesPerAddress 3/.test(e.message)),
+        errors.some((e) =>
+          /tls\.maxPendingHandshakesPerAddress 3/.test(e.message)
+        ),
         errors.map((e) => e.message).join("\n"),
       );
       // Once they go, a real client gets through.

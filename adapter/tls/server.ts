@@ -338,6 +338,7 @@ export function openTlsListener(
   const autoReload = async (why: string) => {
     try {
       await reloadTls();
+      options.onReload?.(why);
     } catch (error) {
       report(tlsError(
         "TLS_RELOAD_FAILED",

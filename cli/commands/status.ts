@@ -12,7 +12,9 @@ import type { Command, Context } from "../context.ts";
 import {
   EXIT,
   isTlsTrustProblem,
+  mayBeTlsPort,
   START_HINT,
+  TLS_SCHEME_HINT,
   TLS_TRUST_HINT,
 } from "../errors.ts";
 import { formatTable } from "../table.ts";
@@ -59,13 +61,17 @@ export async function status(context: Context): Promise<number> {
         refused
           ? `rafter: every registry node refused the call: it has access control on and ${
             globals.token === undefined
-              ? "no token was given: set RAFTER_TOKEN (or --token) to a token of it (the bootstrap admin token is in the first leader's admin_token file; ask an admin: rafter token create NAME --perm read:*)"
+              ? "no token was given: set RAFTER_TOKEN (or --token) to a token of it (the bootstrap admin token is in the admin_token file beside the cluster secret; ask an admin: rafter token create NAME --perm read:*)"
               : `the token from ${globals.tokenSource} is unknown or revoked: set RAFTER_TOKEN to a valid one`
           }.`
           : `rafter: no registry node answered (${
             globals.registry.join(", ")
           }, from ${globals.registrySource}).\n${
-            errors.some(isTlsTrustProblem) ? `${TLS_TRUST_HINT}\n` : ""
+            errors.some(isTlsTrustProblem)
+              ? `${TLS_TRUST_HINT}\n`
+              : errors.some((e) => mayBeTlsPort(e, globals.registry))
+              ? `${TLS_SCHEME_HINT}\n`
+              : ""
           }${START_HINT}`,
       );
     }

@@ -168,6 +168,8 @@ async function main(): Promise<number> {
     tls: values["tls-cert"] === undefined ? undefined : {
       certFile: values["tls-cert"],
       keyFile: values["tls-key"],
+      onReload: (why) =>
+        console.log(`${id}: reloaded its TLS certificate (${why})`),
     },
     methods: { ...helloMethods(id, onCall) },
   });

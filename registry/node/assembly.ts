@@ -312,7 +312,11 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           port: listen.port,
           advertise: options.advertise,
           maxFrameBytes,
-          tls: options.tls,
+          tls: options.tls === undefined ? undefined : {
+            ...options.tls,
+            onReload: (why) =>
+              log(`${id}: reloaded the client port's TLS certificate (${why})`),
+          },
           methods: registryMethods(this.#serviceContext()),
         }));
       this.#server = server;
@@ -323,7 +327,14 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         () =>
           servePeersOn(serve, {
             serveOptions: options.peerTls === undefined ? undefined : {
-              tls: { ...options.peerTls, clientCert: "require" },
+              tls: {
+                ...options.peerTls,
+                clientCert: "require",
+                onReload: (why) =>
+                  log(
+                    `${id}: reloaded the peer port's TLS certificate (${why})`,
+                  ),
+              },
             },
             requirePeerCertificates: options.peerTls !== undefined,
             hostname: peerListen.hostname,

@@ -79,7 +79,7 @@ export function exposureProblems(exposure: Exposure): string[] {
   if (!isLoopbackHost(listen.hostname)) {
     if (!exposure.clientTls) {
       problems.push(
-        `the client port listens on ${listen.hostname}, which other hosts can reach, without TLS: pass --tls-cert and --tls-key (rafter cert server … makes them)`,
+        `the client port listens on ${listen.hostname}, which other hosts can reach, without TLS: pass --tls-cert and --tls-key (rafter cert member ID … makes them)`,
       );
     }
     if (!exposure.auth) {

@@ -91,6 +91,11 @@ export interface TlsServerOptions {
    * server goes on. Default: `console.error` of the message.
    */
   onError?: (error: TlsServerError) => void;
+  /**
+   * Called after the files were re-read and took effect on SIGHUP or a file
+   * change (`why` says which), for a log line; not for `reloadTls()`.
+   */
+  onReload?: (why: string) => void;
 }
 
 /** TLS options of a dialer, for `tls://` URLs. */
