@@ -312,17 +312,28 @@ export async function startTlsBackend(
 }
 
 /**
- * Asserts that the backend takes nothing but TLS with a token: a plain
+ * Asserts that the backend's processes logged no TLS trouble (a refused
+ * handshake, a socket closed without close_notify, any error or warning)
+ * so far, and then that it takes nothing but TLS with a token: a plain
  * TCP call to the registry's port and to each hello server's port gets no
  * answer (and the registry logs the failed handshake), and a TLS client
  * without a token has its lookup refused. So an edge handler that got
- * answers reached them over TLS, with its token. Call it after checking
- * the children's logs: the registry logs a failed handshake only once a
- * minute per address.
+ * answers reached them over TLS, with its token. Call it once the edge
+ * handler is done (the registry logs a failed handshake only once a
+ * minute per address, so a later one would go unseen).
  */
 export async function assertTlsAndTokenEnforced(
   backend: TlsBackend,
 ): Promise<void> {
+  for (const child of backend.children) {
+    assert.deepEqual(
+      child.output.filter((line) =>
+        /error|handshake|close_notify|warn/i.test(line)
+      ),
+      [],
+      `${child.name} logged:\n${child.output.join("\n")}`,
+    );
+  }
   const plain = (url: string) => url.replace(/^tls:/, "tcp:");
   for (const url of [backend.registryUrl, ...backend.helloUrls.values()]) {
     assert.match(url, /^tls:\/\/127\.0\.0\.1:\d+$/);
@@ -387,4 +398,70 @@ export async function greetThrough(
     return { wrong: `${name}: ${response.status} ${JSON.stringify(body)}` };
   }
   return { server: body.server };
+}
+
+/**
+ * Runs the `deno serve` example (examples/edge/deno/main.ts) on a free
+ * 127.0.0.1 port, with the permissions its README gives (network, the
+ * three variables, and reading `readFiles`, e.g. the CA file) and `env`;
+ * resolves once it listens, with its origin (`http://127.0.0.1:PORT`).
+ */
+export async function startDenoServe(
+  env: Record<string, string>,
+  readFiles: readonly string[] = [],
+): Promise<{ serve: Spawned; origin: string }> {
+  const serve = spawnProcess("deno serve", Deno.execPath(), [
+    "serve",
+    "--allow-net=127.0.0.1",
+    "--allow-env=RAFTER_REGISTRY,RAFTER_TOKEN,RAFTER_CA",
+    ...(readFiles.length === 0 ? [] : [`--allow-read=${readFiles.join(",")}`]),
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    "examples/edge/deno/main.ts",
+  ], { env });
+  try {
+    const line = await serve.line(
+      /Listening on http:\/\/127\.0\.0\.1:\d+\//,
+      20_000,
+    );
+    return { serve, origin: line.match(/(http:\/\/127\.0\.0\.1:\d+)\//)![1] };
+  } catch (error) {
+    await serve.kill();
+    throw error;
+  }
+}
+
+/**
+ * {@link greetThrough} `count` times in a row (names n0, n1, …); logs a
+ * `measured:` line and asserts every answer right and both `servers`
+ * among those that answered; `context` goes into the assertion message.
+ */
+export async function assertGreetsRight(
+  origin: string,
+  count: number,
+  servers: readonly string[],
+  context: () => string,
+): Promise<void> {
+  const wrong: string[] = [];
+  const byServer = new Map<string, number>();
+  const started = performance.now();
+  for (let i = 0; i < count; i++) {
+    const answer = await greetThrough(origin, `n${i}`);
+    if ("wrong" in answer) {
+      wrong.push(answer.wrong);
+      continue;
+    }
+    byServer.set(answer.server, (byServer.get(answer.server) ?? 0) + 1);
+  }
+  console.log(
+    `measured: ${count} requests in ${
+      (performance.now() - started).toFixed(0)
+    } ms, ${wrong.length} wrong, by server ${
+      JSON.stringify(Object.fromEntries(byServer))
+    }`,
+  );
+  assert.deepEqual(wrong, [], context());
+  assert.deepEqual([...byServer.keys()].sort(), [...servers].sort());
 }
