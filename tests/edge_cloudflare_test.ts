@@ -9,81 +9,16 @@
 import assert from "node:assert/strict";
 import { LocalCluster } from "../testing/cluster.ts";
 import { freePorts } from "../testing/ports.ts";
+import {
+  answers,
+  bundleWorker,
+  CLOUDFLARE_EXAMPLE,
+  greetThrough,
+  installWorkerd,
+} from "./_edge_fixtures.ts";
 
-const ROOT = new URL("../", import.meta.url).pathname;
-const EXAMPLE = `${ROOT}examples/edge/cloudflare`;
-/** The workerd release this test runs (npm `workerd`). */
-const WORKERD_VERSION = "1.20261117.1";
+const EXAMPLE = CLOUDFLARE_EXAMPLE;
 const REQUESTS = 200;
-
-/**
- * Installs workerd from npm into a folder of its own; returns its binary:
- * the platform package's own (where npm skipped the install script,
- * `.bin/workerd` is a Node wrapper that does not pass SIGTERM on).
- */
-async function installWorkerd(): Promise<string> {
-  const prefix = `${ROOT}node_modules/.rafter-workerd-${WORKERD_VERSION}`;
-  const arch = Deno.build.arch === "x86_64" ? "64" : "arm64";
-  const candidates = [
-    `${prefix}/node_modules/@cloudflare/workerd-${Deno.build.os}-${arch}/bin/workerd`,
-    `${prefix}/node_modules/.bin/workerd`,
-  ];
-  const installed = async () => {
-    for (const binary of candidates) {
-      try {
-        await Deno.stat(binary);
-        return binary;
-      } catch {
-        // Not this one.
-      }
-    }
-    return null;
-  };
-  const found = await installed();
-  if (found !== null) return found;
-  const npm = await new Deno.Command("npm", {
-    args: [
-      "install",
-      "--no-audit",
-      "--no-fund",
-      "--no-save",
-      "--prefix",
-      prefix,
-      `workerd@${WORKERD_VERSION}`,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(
-    npm.code,
-    0,
-    `npm install workerd failed: ${new TextDecoder().decode(npm.stderr)}`,
-  );
-  const binary = await installed();
-  assert.ok(binary !== null, "npm installed no workerd binary");
-  return binary;
-}
-
-/** Bundles the worker into `dir`/worker.js with `deno bundle`. */
-async function bundleWorker(dir: string): Promise<void> {
-  const bundle = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "bundle",
-      "--quiet",
-      "--platform",
-      "browser",
-      "--external",
-      "cloudflare:sockets",
-      "-o",
-      `${dir}/dist/worker.js`,
-      `${EXAMPLE}/worker.ts`,
-    ],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(bundle.code, 0, new TextDecoder().decode(bundle.stderr));
-}
 
 Deno.test({
   name:
@@ -126,18 +61,11 @@ Deno.test({
       ) logs.push(text);
     };
     const collecting = [collect(worker.stdout), collect(worker.stderr)];
-    const base = `http://127.0.0.1:${port}/`;
-    // workerd is up once it answers (bounded: 100 tries, 10 s).
-    let up = false;
-    for (let i = 0; i < 100 && !up; i++) {
-      try {
-        await (await fetch(`${base}?name=ready`)).body?.cancel();
-        up = true;
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
-    assert.ok(up, `workerd did not answer: ${logs.join("")}`);
+    const origin = `http://127.0.0.1:${port}`;
+    assert.ok(
+      await answers(`${origin}/?name=ready`, 100),
+      `workerd did not answer: ${logs.join("")}`,
+    );
 
     const byServer = {
       before: new Map<string, number>(),
@@ -151,16 +79,13 @@ Deno.test({
         await cluster.kill("hello-1");
         killedAt = performance.now();
       }
-      const response = await fetch(`${base}?name=n${i}`, {
-        signal: AbortSignal.timeout(10_000),
-      });
-      const body = await response.json();
-      if (response.status !== 200 || body.greeting !== `Hello, n${i}!`) {
-        wrong.push(`${i}: ${response.status} ${JSON.stringify(body)}`);
+      const answer = await greetThrough(origin, `n${i}`);
+      if ("wrong" in answer) {
+        wrong.push(answer.wrong);
         continue;
       }
       const phase = i < REQUESTS / 2 ? byServer.before : byServer.after;
-      phase.set(body.server, (phase.get(body.server) ?? 0) + 1);
+      phase.set(answer.server, (phase.get(answer.server) ?? 0) + 1);
       if (i >= REQUESTS / 2 && firstAfterKill === null) {
         firstAfterKill = performance.now() - killedAt;
       }

@@ -19,9 +19,7 @@ import assert from "node:assert/strict";
 import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { LookupResult } from "../protocol/registry.ts";
-
-const ROOT = new URL("../", import.meta.url);
-const EXAMPLE = "examples/edge/deno/main.ts";
+import { type Spawned, startDenoServe } from "./_edge_fixtures.ts";
 
 const REQUESTS = 200;
 /** The hello server is killed once this many requests have been answered. */
@@ -46,75 +44,6 @@ interface Exchange {
   endedAt: number;
   status: number;
   body: { greeting?: string; server?: string; error?: unknown } | string;
-}
-
-/** A `deno serve` child: its output lines, and its exit. */
-interface ServeProcess {
-  process: Deno.ChildProcess;
-  output: string[];
-  /** Resolves with the exit code once it has exited and its output is read. */
-  exited: Promise<number>;
-  running(): boolean;
-}
-
-function startServe(registryUrls: string[]): ServeProcess {
-  const process = new Deno.Command(Deno.execPath(), {
-    args: [
-      "serve",
-      "--allow-net=127.0.0.1",
-      "--allow-env=RAFTER_REGISTRY",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      EXAMPLE,
-    ],
-    cwd: new URL(".", ROOT).pathname,
-    env: { RAFTER_REGISTRY: registryUrls.join(","), NO_COLOR: "1" },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const output: string[] = [];
-  const read = async (stream: ReadableStream<Uint8Array>) => {
-    let rest = "";
-    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
-      const lines = (rest + text).split("\n");
-      rest = lines.pop()!;
-      output.push(...lines);
-    }
-    if (rest !== "") output.push(rest);
-  };
-  let running = true;
-  const exited = Promise.all([
-    process.status,
-    read(process.stdout),
-    read(process.stderr),
-  ]).then(([status]) => {
-    running = false;
-    return status.code;
-  });
-  return { process, output, exited, running: () => running };
-}
-
-/** Polls `serve`'s output for its listening line; the port it took. */
-async function listeningPort(
-  serve: ServeProcess,
-  timeoutMs: number,
-): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline && serve.running()) {
-    for (const line of serve.output) {
-      const match = line.match(/Listening on http:\/\/127\.0\.0\.1:(\d+)\//);
-      if (match !== null) return Number(match[1]);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(
-    `deno serve did not listen within ${timeoutMs} ms:\n${
-      serve.output.join("\n")
-    }`,
-  );
 }
 
 /**
@@ -165,7 +94,7 @@ async function settlesWithin(promise: Promise<unknown>, ms: number) {
 Deno.test("deno serve example: 200 requests through a cluster stub, one hello server SIGKILLed midway, no failure, no error logged", async () => {
   const cluster = new LocalCluster();
   const http = Deno.createHttpClient({});
-  let serve: ServeProcess | null = null;
+  let serve: Spawned | null = null;
   try {
     await cluster.startRegistryWithLeader(1);
     await Promise.all(
@@ -173,9 +102,11 @@ Deno.test("deno serve example: 200 requests through a cluster stub, one hello se
         cluster.startHello(id, ["--ttl-ms", String(TTL_MS)])
       ),
     );
-    serve = startServe(cluster.registryUrls);
-    const port = await listeningPort(serve, 20_000);
-    const origin = `http://127.0.0.1:${port}`;
+    const started = await startDenoServe({
+      RAFTER_REGISTRY: cluster.registryUrls.join(","),
+    });
+    serve = started.serve;
+    const origin = started.origin;
 
     const exchanges: Exchange[] = [];
     let next = 0;

@@ -2,7 +2,12 @@
  * A Cloudflare Worker that calls `hello` through a Rafter stub on every
  * HTTP request: `GET /?name=Ada` answers `{ "greeting": "Hello, Ada!",
  * "server": "hello-1" }`. The registry URLs come from the
- * `RAFTER_REGISTRY` binding (comma-separated `tcp://host:port`).
+ * `RAFTER_REGISTRY` binding (comma-separated `tcp://host:port` or
+ * `tls://host:port`), the registry token (when the registry enforces auth:
+ * one with `read:hello`) from the `RAFTER_TOKEN` binding (a secret). A
+ * `tls://` URL is verified against the CAs workerd trusts (see README.md:
+ * a private CA goes into the workerd config; Cloudflare trusts public CAs
+ * only).
  *
  * Each request gets its own client (workerd forbids using a socket another
  * request opened), closed before the response; the stubs list stays in the
@@ -33,6 +38,8 @@ interface Hello {
 /** The worker's bindings (config.capnp). */
 interface Env {
   RAFTER_REGISTRY: string;
+  /** A registry token (`rft_…`), when the registry enforces auth. */
+  RAFTER_TOKEN?: string;
 }
 
 /** One per isolate: made on the first request, from its bindings. */
@@ -42,6 +49,8 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     rafter ??= edgeClient(env.RAFTER_REGISTRY.split(","), {
       connect: connect as CloudflareConnect,
+      // An unset or empty binding: no token (a registry without auth).
+      token: env.RAFTER_TOKEN?.trim() || undefined,
       ttlMs: 5_000,
       deadlineMs: 5_000,
     });

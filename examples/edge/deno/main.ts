@@ -12,8 +12,14 @@
  * message in the body. On Ctrl-C or SIGTERM it closes the client once the
  * requests under way have their answers, so the process can end.
  *
+ * It reads, as the hello server and the `rafter` CLI do: `RAFTER_REGISTRY`
+ * (comma-separated `tcp://` or `tls://` URLs), `RAFTER_TOKEN` (a registry
+ * token with `read:hello`, when the registry enforces auth) and
+ * `RAFTER_CA` (the CA file to verify `tls://` registry nodes and servers
+ * with; default the system's roots).
+ *
  * ```sh
- * RAFTER_REGISTRY=tcp://127.0.0.1:7001 deno serve --allow-net --allow-env=RAFTER_REGISTRY --port 8000 examples/edge/deno/main.ts
+ * RAFTER_REGISTRY=tcp://127.0.0.1:7001 deno serve --allow-net --allow-env=RAFTER_REGISTRY,RAFTER_TOKEN,RAFTER_CA --port 8000 examples/edge/deno/main.ts
  * curl 'http://127.0.0.1:8000/?name=Ada'
  * ```
  *
@@ -24,22 +30,26 @@
  */
 
 import { connect } from "../../../adapter/deno/mod.ts";
-import {
-  DEADLINE_EXCEEDED,
-  DEFAULT_REGISTRY_URL,
-  RpcError,
-} from "../../../mod.ts";
+import { DEADLINE_EXCEEDED, RpcError } from "../../../mod.ts";
 import type { Hello } from "../../hello/server.ts";
+import { reachFromEnv } from "../../hello/security.ts";
 
 /** Deadline of one `greet` call, all attempts included, ms. */
 const CALL_DEADLINE_MS = 5_000;
 
-/** The registry nodes: `$RAFTER_REGISTRY` (comma-separated), else the local default. */
-const registryUrls = (Deno.env.get("RAFTER_REGISTRY") ?? DEFAULT_REGISTRY_URL)
-  .split(",").map((url) => url.trim()).filter((url) => url !== "");
+/**
+ * `$RAFTER_REGISTRY` (else the local default), `$RAFTER_TOKEN` and
+ * `$RAFTER_CA`.
+ */
+const reach = reachFromEnv();
+/** The registry nodes, comma-separated in `$RAFTER_REGISTRY`. */
+const registryUrls = reach.registry.split(",").map((url) => url.trim())
+  .filter((url) => url !== "");
 
-// Once per isolate, shared by every request.
-const client = connect(registryUrls);
+// Once per isolate, shared by every request. The CA (when given) verifies
+// the registry nodes' and the servers' certificates (tls:// URLs); the
+// token is presented to the registry.
+const client = connect(registryUrls, { token: reach.token, tls: reach.tls });
 const hello = client.stub<Hello>("hello", {
   idempotent: ["greet"],
   deadlineMs: CALL_DEADLINE_MS,
