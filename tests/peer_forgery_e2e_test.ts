@@ -553,6 +553,62 @@ Deno.test("a peer holding n2's certificate cannot speak as n1 or n3, n2's own le
     );
 
     await t.step(
+      "rafter status shows the counters (--json) and names them (table)",
+      async () => {
+        const rafter = (...args: string[]) =>
+          new Deno.Command(Deno.execPath(), {
+            args: [
+              "run",
+              "-A",
+              new URL("../cli/main.ts", import.meta.url).pathname,
+              "status",
+              "--registry",
+              `tls://${cluster.node("n1").client}`,
+              "--cacert",
+              pki.caFile,
+              ...args,
+            ],
+            env: { NO_COLOR: "1" },
+            stdin: "null",
+            stdout: "piped",
+            stderr: "piped",
+          }).output();
+        const [json, table] = await Promise.all([rafter("--json"), rafter()]);
+        const text = new TextDecoder();
+        const out = text.decode(json.stdout);
+        assert.equal(json.code, 0, out + text.decode(json.stderr));
+        const nodes = (JSON.parse(out) as {
+          nodes: { id: Id; status: RegistryStatus }[];
+        }).nodes;
+        assert.deepEqual(nodes.map((n) => n.id), [...IDS]);
+        for (const { id, status } of nodes) {
+          const c = counters(status);
+          assert.equal(c.peerServer.forgedFrom, id === "n2" ? 0 : 8, id);
+          assert.equal(c.peerServer.identityRefused, id === "n2" ? 0 : 1, id);
+          assert.equal(
+            c.raft.anomalies.appendNotFromLeader,
+            id === "n2" ? 0 : 1,
+            id,
+          );
+        }
+        const lines = text.decode(table.stdout).split("\n");
+        assert.equal(table.code, 0, lines.join("\n"));
+        for (const id of IDS) {
+          const row = lines.find((line) => line.startsWith(`${id} `));
+          assert.ok(row !== undefined, lines.join("\n"));
+          if (id === "n2") {
+            assert.doesNotMatch(row, /forged|impossible|certificate/);
+            continue;
+          }
+          assert.match(
+            row,
+            /peer messages forged for another member: 8; peer connections refused for their certificate: 1; raft messages dropped as impossible: timeoutNowNotFromLeader 1, appendNotFromLeader 1, successFromLaterTerm 1/,
+          );
+        }
+      },
+    );
+
+    await t.step(
       "a certificate of another CA, or none, gets no TLS connection",
       async () => {
         const target = cluster.node("n1");
