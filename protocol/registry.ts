@@ -693,6 +693,111 @@ export interface RegistryStatus {
   minTtlMs: number;
   /** Every voter, this node included. */
   members: MemberStatus[];
+  /**
+   * What this node refused or dropped on its peer links since it started:
+   * forged or impossible Raft messages and peer connections that could not
+   * prove who they are. Zero in a healthy cluster; a count that grows
+   * means a broken or hostile member (see {@link PeerSecurityStatus}).
+   */
+  security: PeerSecurityStatus;
+}
+
+/**
+ * The drop and refusal counters of one registry node (its
+ * `registry.status`), since the process started; they only grow. Each
+ * source keeps its own: the peer port (connections it accepted), the
+ * peer dialer (connections it opened) and the Raft core (messages that
+ * passed both and were still impossible).
+ */
+export interface PeerSecurityStatus {
+  /** The peer port: connections accepted from members, and their messages. */
+  peerServer: PeerServerCounters;
+  /** The connections this node opens to its peers. */
+  peerTransport: PeerTransportCounters;
+  /** Raft messages the consensus core dropped. */
+  raft: RaftDropCounters;
+}
+
+/** Counters of the peer port ({@link PeerSecurityStatus.peerServer}). */
+export interface PeerServerCounters {
+  /** Raft messages taken in (for comparison with the drops below). */
+  delivered: number;
+  /**
+   * Raft messages (or peer notifications) whose `from` is not the member
+   * the connection authenticated as: a member speaking for another.
+   * Dropped.
+   */
+  forgedFrom: number;
+  /** Raft messages addressed (`to`) to another member than this node. Dropped. */
+  wrongTo: number;
+  /** Raft messages from a member removed since it connected. Dropped. */
+  notMember: number;
+  /** `raft.step` calls refused whole: malformed params or messages. */
+  invalid: number;
+  /**
+   * Connections closed before or during the handshake (wrong cluster,
+   * wrong secret, a hello that names this node or no member, a call
+   * before authenticating, …), `identityRefused` included.
+   */
+  refusedConnections: number;
+  /**
+   * Of `refusedConnections`: hellos whose `from` is not the member the
+   * connection's client certificate names (SAN
+   * `URI:rafter://member/<id>`), or that came without a member
+   * certificate where one is required.
+   */
+  identityRefused: number;
+}
+
+/** Counters of the peer dialer ({@link PeerSecurityStatus.peerTransport}). */
+export interface PeerTransportCounters {
+  /**
+   * Connections this node dropped because the peer's certificate named
+   * another member than the one dialed (or none, with peer TLS), or
+   * because the peer refused this node's certificate.
+   */
+  identityRefused: number;
+}
+
+/**
+ * Raft messages the consensus core dropped
+ * ({@link PeerSecurityStatus.raft}); the names are those of the core's
+ * `RaftCoreStats`.
+ */
+export interface RaftDropCounters {
+  /** From a member not in the current configuration. */
+  droppedNotMember: number;
+  /** Addressed to another node. */
+  droppedMisaddressed: number;
+  /** Of an older term (answered with the current term, not acted on). */
+  droppedStale: number;
+  /** Messages a correct cluster never sends. */
+  anomalies: RaftAnomalyCounters;
+}
+
+/** Messages a correct Raft cluster never sends ({@link RaftDropCounters.anomalies}). */
+export interface RaftAnomalyCounters {
+  /** A follower acknowledged an index beyond this leader's last one. */
+  ackBeyondLastIndex: number;
+  /** A snapshot larger than the node accepts was refused. */
+  snapshotTooLarge: number;
+  /** A `timeoutNow` (leadership hand-over) not from this term's leader. */
+  timeoutNowNotFromLeader: number;
+  /**
+   * An append, heartbeat or snapshot chunk of this node's term from
+   * another member than the term's leader (a term has one leader).
+   */
+  appendNotFromLeader: number;
+  /** A ReadIndex answer not from this term's leader. */
+  readIndexNotFromLeader: number;
+  /** A granted vote or successful append answer of a later term than this node's. */
+  successFromLaterTerm: number;
+  /** A vote for this candidate from a member that is not a voter. */
+  voteFromNonVoter: number;
+  /** A message claiming to come from this node itself. */
+  fromSelf: number;
+  /** A snapshot acknowledged beyond the end of what was sent. */
+  snapshotAckBeyondEnd: number;
 }
 
 // --- operations: leadership and members ------------------------------------

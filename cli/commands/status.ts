@@ -155,7 +155,7 @@ function statusTable(nodes: readonly NodeAnswer[]): string {
           n.error ?? "",
         ];
       }
-      const problems = memberProblems(s);
+      const problems = [...memberProblems(s), ...securityProblems(s)];
       return [
         s.id,
         s.url,
@@ -196,6 +196,40 @@ function memberProblems(s: RegistryStatus): string[] {
         );
       }
     }
+  }
+  return problems;
+}
+
+/**
+ * What a node's drop and refusal counters (`security` of its status) say
+ * a peer did that a correct member never does: messages forged for
+ * another member, malformed batches, connections refused for their
+ * certificate, and Raft messages impossible in a correct cluster (by
+ * name). Counters that move in a healthy cluster too (stale messages,
+ * connections refused for other reasons) are left to `--json`. A node
+ * of an older version, without the counters, shows nothing.
+ */
+function securityProblems(s: RegistryStatus): string[] {
+  const security = s.security as RegistryStatus["security"] | undefined;
+  if (security === undefined) return [];
+  const { peerServer, peerTransport, raft } = security;
+  const problems: string[] = [];
+  const count = (n: number, what: string) => {
+    if (n > 0) problems.push(`${what}: ${n}`);
+  };
+  count(peerServer.forgedFrom, "peer messages forged for another member");
+  count(peerServer.invalid, "malformed raft.step calls");
+  count(
+    peerServer.identityRefused + peerTransport.identityRefused,
+    "peer connections refused for their certificate",
+  );
+  const impossible = Object.entries(raft.anomalies)
+    .filter(([, n]) => n > 0)
+    .map(([name, n]) => `${name} ${n}`);
+  if (impossible.length > 0) {
+    problems.push(
+      `raft messages dropped as impossible: ${impossible.join(", ")}`,
+    );
   }
   return problems;
 }

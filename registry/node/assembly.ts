@@ -477,6 +477,9 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       removed: this.#membership.removed,
       state: this.state,
       watches: this.watches,
+      peerServer: this.#peerServer?.acceptor.stats ?? null,
+      peerTransport: this.#transport?.stats ?? null,
+      raftStats: this.raft.stats,
     });
   }
 

@@ -7,8 +7,17 @@
 
 import type { PeerDirectory } from "../../raft/peer_directory.ts";
 import type { RaftStatus } from "../../raft/node.ts";
-import type { SoftState } from "../../raft/core.ts";
-import type { MemberStatus, RegistryStatus } from "../../protocol/registry.ts";
+import type { RaftCoreStats, SoftState } from "../../raft/core.ts";
+import type { PeerServerStats } from "../../raft/peer_server.ts";
+import type { PeerTransportStats } from "../../raft/peer_transport.ts";
+import type {
+  MemberStatus,
+  PeerSecurityStatus,
+  PeerServerCounters,
+  PeerTransportCounters,
+  RaftDropCounters,
+  RegistryStatus,
+} from "../../protocol/registry.ts";
 import type { RegistryState } from "../state.ts";
 import type { WatchHub } from "../watch_hub.ts";
 import type { NodeSettings } from "./options.ts";
@@ -24,6 +33,12 @@ interface StatusSources {
   readonly removed: boolean;
   readonly state: RegistryState;
   readonly watches: WatchHub;
+  /** The peer port's counters, or null before it listens. */
+  readonly peerServer: PeerServerStats | null;
+  /** The peer dialer's counters, or null before it is made. */
+  readonly peerTransport: PeerTransportStats | null;
+  /** The Raft core's drop counters. */
+  readonly raftStats: RaftCoreStats;
 }
 
 /** The node's status, as `registry.status` answers it. */
@@ -52,6 +67,43 @@ export function statusOf(sources: StatusSources): RegistryStatus {
     electionTimeoutMs: settings.electionTimeoutMs,
     minTtlMs: settings.minTtlMs,
     members: membersOf(directory, peerUrl),
+    security: securityOf(sources),
+  };
+}
+
+/**
+ * The wire counters are spelt out in `protocol/registry.ts` (which imports
+ * no Raft code); these make the build fail when the two drift apart.
+ */
+type Same<A, B> = [A] extends [B] ? [B] extends [A] ? true : false : false;
+const SAME_SERVER: Same<PeerServerStats, PeerServerCounters> = true;
+const SAME_TRANSPORT: Same<PeerTransportStats, PeerTransportCounters> = true;
+const SAME_RAFT: Same<RaftCoreStats, RaftDropCounters> = true;
+void [SAME_SERVER, SAME_TRANSPORT, SAME_RAFT];
+
+/** The drop and refusal counters of `registry.status` (copies). */
+function securityOf(sources: StatusSources): PeerSecurityStatus {
+  const server = sources.peerServer;
+  const raft = sources.raftStats;
+  return {
+    peerServer: {
+      delivered: server?.delivered ?? 0,
+      forgedFrom: server?.forgedFrom ?? 0,
+      wrongTo: server?.wrongTo ?? 0,
+      notMember: server?.notMember ?? 0,
+      invalid: server?.invalid ?? 0,
+      refusedConnections: server?.refusedConnections ?? 0,
+      identityRefused: server?.identityRefused ?? 0,
+    },
+    peerTransport: {
+      identityRefused: sources.peerTransport?.identityRefused ?? 0,
+    },
+    raft: {
+      droppedNotMember: raft.droppedNotMember,
+      droppedMisaddressed: raft.droppedMisaddressed,
+      droppedStale: raft.droppedStale,
+      anomalies: { ...raft.anomalies },
+    },
   };
 }
 

@@ -18,7 +18,10 @@ import {
   type RegistryNode,
   startRegistryNode,
 } from "../../testing/registry.ts";
-import type { LookupResult } from "../../protocol/registry.ts";
+import type {
+  LookupResult,
+  PeerSecurityStatus,
+} from "../../protocol/registry.ts";
 import type { RegistryNodeOptions } from "../node/options.ts";
 import type { TokenCreateResult } from "../../protocol/auth.ts";
 
@@ -210,4 +213,39 @@ export async function withAuthNode(
     }
     await Deno.remove(tokenDir, { recursive: true });
   }
+}
+
+/**
+ * The `security` counters of `registry.status` of a node that refused and
+ * dropped nothing and took in `delivered` Raft messages on its peer port.
+ */
+export function cleanSecurity(delivered: number): PeerSecurityStatus {
+  return {
+    peerServer: {
+      delivered,
+      forgedFrom: 0,
+      wrongTo: 0,
+      notMember: 0,
+      invalid: 0,
+      refusedConnections: 0,
+      identityRefused: 0,
+    },
+    peerTransport: { identityRefused: 0 },
+    raft: {
+      droppedNotMember: 0,
+      droppedMisaddressed: 0,
+      droppedStale: 0,
+      anomalies: {
+        ackBeyondLastIndex: 0,
+        snapshotTooLarge: 0,
+        timeoutNowNotFromLeader: 0,
+        appendNotFromLeader: 0,
+        readIndexNotFromLeader: 0,
+        successFromLaterTerm: 0,
+        voteFromNonVoter: 0,
+        fromSelf: 0,
+        snapshotAckBeyondEnd: 0,
+      },
+    },
+  };
 }

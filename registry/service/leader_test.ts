@@ -16,6 +16,7 @@ import {
 } from "../../protocol/registry.ts";
 import {
   callOn,
+  cleanSecurity,
   ENDPOINT_SHAPE,
   rejectsWith,
   withSingleNode,
@@ -146,6 +147,8 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       electionTimeoutMs: 10_000,
       minTtlMs: 15_000,
       members: [],
+      // The one heartbeat from n2, nothing dropped.
+      security: cleanSecurity(1),
     });
     // n1 heard from n2 (inbound) but cannot reach n2's peer port itself.
     const [self, n2] = status.members;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS, METHOD_NOT_FOUND } from "../../rpc/errors.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
-import { rejectsWith, withSingleNode } from "./_test_util.ts";
+import { cleanSecurity, rejectsWith, withSingleNode } from "./_test_util.ts";
 
 Deno.test("registry.status reports consensus, revision, leases, watches and the members", async () => {
   await withSingleNode(async (node, connection) => {
@@ -40,6 +40,8 @@ Deno.test("registry.status reports consensus, revision, leases, watches and the 
         lastHeardMsAgo: 0,
         lastError: null,
       }],
+      // A single node: no peer ever spoke to it.
+      security: cleanSecurity(0),
     });
     assert.ok(status.term >= 1);
     assert.notEqual(status.peerUrl, status.url);
