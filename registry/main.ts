@@ -63,6 +63,7 @@
  */
 
 import { formatTcpUrl } from "../rpc/transport/transport.ts";
+import { CommittedEntryConflictError } from "../raft/core.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import { denoDialer } from "../adapter/deno/tcp.ts";
 import { loadClusterSecret } from "../raft/cluster_secret.ts";
@@ -289,7 +290,12 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
-    console.error(`registry ${args.id}: storage failed, stopped:`, fatal);
+    console.error(
+      fatal instanceof CommittedEntryConflictError
+        ? `registry ${args.id}: stopped to keep the log safe (Raft §5.4): ${fatal.message}`
+        : `registry ${args.id}: storage failed, stopped:`,
+      fatal instanceof CommittedEntryConflictError ? "" : fatal,
+    );
     return 1;
   }
   log(`registry ${args.id} stopped`);

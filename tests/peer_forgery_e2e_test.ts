@@ -742,7 +742,7 @@ Deno.test("a peer holding n2's certificate cannot speak as n1 or n3, n2's own le
         assert.match(
           n2Process.output,
           new RegExp(
-            `RAFT_COMMITTED_ENTRY_CONFLICT: n2 holds committed entry ${at} of term ${term}, but ${leader} \\(leader of term ${
+            `registry n2: stopped to keep the log safe \\(Raft §5\\.4\\): RAFT_COMMITTED_ENTRY_CONFLICT: n2 holds committed entry ${at} of term ${term}, but ${leader} \\(leader of term ${
               term + 1
             } as it claims\\) sent term ${term + 1} for that index`,
           ),
