@@ -9,13 +9,13 @@
  *    nothing is written to the log);
  * 3. `registry.lookup`, linearizable (ReadIndex through the leader) and
  *    serializable, of a name with 10 endpoints;
- * 4. TLS beside plain (issue 16): `registry.bind` on the plain cluster, on
- *    a second 3-node cluster with TLS on the client port and mutual TLS
- *    between members (member certificates naming `rafter://member/<id>`,
- *    a throw-away CA from `testing/certs.ts`), and on a third with that
- *    and `--auth` (the bench presents a `bind:bench` token), the three up
- *    side by side and measured in rotating rounds (`--tls-rounds`):
- *    medians of binds/s, p50 and p99, and ratios to plain;
+ * 4. TLS beside plain (issue 16): `registry.bind` on three fresh 3-node
+ *    clusters up side by side: a plain one, one with TLS on the client
+ *    port and mutual TLS between members (member certificates naming
+ *    `rafter://member/<id>`, a throw-away CA from `testing/certs.ts`), and
+ *    one with that and `--auth` (the bench presents a `bind:bench` token),
+ *    measured in rotating rounds (`--tls-rounds`): medians of binds/s, p50
+ *    and p99, and ratios to plain;
  * 5. watch fan-out: the time until 1,000 (and 64) watchers of one prefix,
  *    spread over the 3 nodes, have all seen one bind;
  * 6. `registry.bind` with `grant` (a lease and a binding in one write),
@@ -32,7 +32,7 @@
  * pipelining. A script, not a test: it asserts nothing about speed.
  *
  * ```sh
- * deno task bench:registry                 # 1 s warm-up + 3 s a row, about 2 min
+ * deno task bench:registry                 # 1 s warm-up + 3 s a row, about 3 min
  * deno task bench:registry --quick         # 0.2 s + 0.5 s a row, about 25 s
  * deno task bench:registry --seconds 10 --groups 16 --watches-per-conn 100
  * ```
@@ -80,7 +80,7 @@ const USAGE = `usage: deno task bench:registry [options]
   --only LIST           run only these parts, in the usual order: bind,
                         keepalive, lookup-lin, lookup-ser, tls, watch, grant
   --tls-rounds N        rounds of the TLS part (plain, TLS and TLS + auth
-                        clusters side by side; default 3, 1 with --quick)
+                        clusters side by side; default 5, 1 with --quick)
   --tick-ms N           Raft tick of the nodes (default: LocalCluster's, 50)
   --election-ticks N    election timeout in ticks (default: LocalCluster's, 10)
   --help                show this text`;
@@ -172,7 +172,7 @@ const PER_CONN = Math.round(
 );
 const ROUNDS = Math.round(positive("rounds", values.rounds, 5));
 const TLS_ROUNDS = Math.round(
-  positive("tls-rounds", values["tls-rounds"], values.quick ? 1 : 3, 100),
+  positive("tls-rounds", values["tls-rounds"], values.quick ? 1 : 5, 100),
 );
 const TICK_MS = values["tick-ms"] === undefined
   ? undefined
@@ -723,16 +723,19 @@ const tlsClusters: LocalCluster[] = [];
 let pkiDir: string | null = null;
 
 /**
- * Starts a 3-node cluster with TLS on the client port (the member's
- * certificate) and mutual TLS between members; with `auth`, also `--auth`
- * with one shared bootstrap admin token file, and makes the bench a
- * `bind:bench` token with it.
+ * Starts a fresh 3-node cluster for the TLS part (with one shared
+ * bootstrap admin token file): `plain`, as the rest of the bench's; `tls`,
+ * TLS on the client port (the member's certificate) and mutual TLS
+ * between members; `auth`, that and `--auth`, and makes the bench a
+ * `bind:bench` token.
  */
 async function startTlsCluster(
   pki: Awaited<ReturnType<typeof makeTestPki>>,
-  auth: boolean,
+  mode: "plain" | "tls" | "auth",
 ): Promise<Target> {
-  const label = auth ? "TLS + auth" : "TLS";
+  const label = { plain: "plain TCP", tls: "TLS", auth: "TLS + auth" }[mode];
+  const tls = mode !== "plain";
+  const auth = mode === "auth";
   // Its start-up lines are not news: only what it prints once up is kept.
   let up = false;
   const of = new LocalCluster({
@@ -751,18 +754,21 @@ async function startTlsCluster(
   const adminTokenFile = `${root}/admin_token`;
   await Promise.all([...of.registry.keys()].map((id) => {
     const { certFile, keyFile } = pki.certs[id];
+    const tlsArgs = [
+      "--tls-cert",
+      certFile,
+      "--tls-key",
+      keyFile,
+      "--peer-tls-cert",
+      certFile,
+      "--peer-tls-key",
+      keyFile,
+      "--peer-tls-ca",
+      pki.caFile,
+    ];
     return of.startNode(id, {
       args: [
-        "--tls-cert",
-        certFile,
-        "--tls-key",
-        keyFile,
-        "--peer-tls-cert",
-        certFile,
-        "--peer-tls-key",
-        keyFile,
-        "--peer-tls-ca",
-        pki.caFile,
+        ...(tls ? tlsArgs : []),
         // One shared file: no member warns of a token the cluster lacks.
         "--admin-token-file",
         adminTokenFile,
@@ -773,8 +779,10 @@ async function startTlsCluster(
   const target: Target = {
     label,
     cluster: of,
-    urls: of.registryUrls.map((url) => url.replace(/^tcp:/, "tls:")),
-    caFile: pki.caFile,
+    urls: tls
+      ? of.registryUrls.map((url) => url.replace(/^tcp:/, "tls:"))
+      : of.registryUrls,
+    ...(tls ? { caFile: pki.caFile } : {}),
   };
   if (auth) {
     target.adminToken = (await Deno.readTextFile(adminTokenFile)).trim();
@@ -817,9 +825,9 @@ async function tlsPart(rowBase: number): Promise<void> {
   pkiDir = await Deno.makeTempDir({ prefix: "rafter-bench-registry-tls-" });
   const pki = await makeTestPki(pkiDir, { members: ["n1", "n2", "n3"] });
   const targets: Target[] = [
-    { label: "plain TCP", cluster, urls: cluster.registryUrls },
-    await startTlsCluster(pki, false),
-    await startTlsCluster(pki, true),
+    await startTlsCluster(pki, "plain"),
+    await startTlsCluster(pki, "tls"),
+    await startTlsCluster(pki, "auth"),
   ];
   /** rows[target][client count index][round] */
   const rows = targets.map(() => CLIENTS.map((): Row[] => []));
@@ -858,7 +866,7 @@ function printTlsTable(targets: Target[], rows: Row[][][]): void {
     Number.isNaN(value) ? "n/a" : `${Math.round(100 * value)}%`;
   console.log(`\n## ${tlsScenario.title}\n`);
   console.log(
-    `registry.bind of distinct ids under "bench/tls" (each a Raft write) on three 3-node clusters up side by side: the plain one above; one with TLS on the client port (--tls-cert/--tls-key, the member's certificate) and mutual TLS between members (--peer-tls-cert/--peer-tls-key/--peer-tls-ca, certificates naming rafter://member/<id>, a throw-away P-256 CA from testing/certs.ts); and the same with --auth, the bench presenting a bind:bench token (one registry.authenticate per connection, a permission check per call). Clients: connect(urls, { tls: { caFile }, token }) of adapter/deno (plain: connect(urls) of adapter/deno). ${TLS_ROUNDS} round(s); each round runs every cluster in turn (rotating which goes first), ${WARMUP} s warm-up + ${SECONDS} s a row; figures are medians over the rounds, ratios the median of the per-round ratios to the plain row of the same round (above 1 is slower for p50/p99, below 1 is fewer binds/s). CPU: the bench process and the leader, as a share of one core over the row.\n`,
+    `registry.bind of distinct ids under "bench/tls" (each a Raft write) on three fresh 3-node clusters up side by side (started for this part, so none carries the state of the rows above; the cluster of the other parts idles meanwhile): a plain one; one with TLS on the client port (--tls-cert/--tls-key, the member's certificate) and mutual TLS between members (--peer-tls-cert/--peer-tls-key/--peer-tls-ca, certificates naming rafter://member/<id>, a throw-away P-256 CA from testing/certs.ts); and the same with --auth, the bench presenting a bind:bench token (one registry.authenticate per connection, a permission check per call). Clients: connect(urls, { tls: { caFile }, token }) of adapter/deno (plain: connect(urls) of adapter/deno). ${TLS_ROUNDS} round(s); each round runs every cluster in turn (rotating which goes first), ${WARMUP} s warm-up + ${SECONDS} s a row; figures are medians over the rounds, ratios the median of the per-round ratios to the plain row of the same round (above 1 is slower for p50/p99, below 1 is fewer binds/s). CPU: the bench process and the leader, as a share of one core over the row.\n`,
   );
   console.log(
     `| link | clients | binds/s | binds/s ÷ plain | p50 ms | p50 ÷ plain | p99 ms | p99 ÷ plain | bench CPU | leader CPU | errors |`,
