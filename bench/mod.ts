@@ -22,8 +22,9 @@
  *   3-node registry under 1 and 64 concurrent clients: `registry.bind`,
  *   `lease.keepAlive`, linearizable and serializable `registry.lookup`,
  *   bind with `grant` (ops/s, p50, p99, p99.9, errors, CPU of the bench and
- *   of each node), and watch fan-out: the time until 1,000 (and 64)
- *   watchers have seen one bind.
+ *   of each node), watch fan-out: the time until 1,000 (and 64)
+ *   watchers have seen one bind, and binds over TLS (mutual TLS between
+ *   members) and TLS + `--auth` beside plain, as ratios.
  * - `raft_commit.ts` (`deno task bench:raft`, `--quick` for a short run): a
  *   3-node `RaftNode` cluster in one process, fsync on, 1 and 64 concurrent
  *   proposers, the WAL's group commit on and off (commits/s, p50, p99,

@@ -9,9 +9,16 @@
  *    nothing is written to the log);
  * 3. `registry.lookup`, linearizable (ReadIndex through the leader) and
  *    serializable, of a name with 10 endpoints;
- * 4. watch fan-out: the time until 1,000 (and 64) watchers of one prefix,
+ * 4. TLS beside plain (issue 16): `registry.bind` on three fresh 3-node
+ *    clusters up side by side: a plain one, one with TLS on the client
+ *    port and mutual TLS between members (member certificates naming
+ *    `rafter://member/<id>`, a throw-away CA from `testing/certs.ts`), and
+ *    one with that and `--auth` (the bench presents a `bind:bench` token),
+ *    measured in rotating rounds (`--tls-rounds`): medians of binds/s, p50
+ *    and p99, and ratios to plain;
+ * 5. watch fan-out: the time until 1,000 (and 64) watchers of one prefix,
  *    spread over the 3 nodes, have all seen one bind;
- * 5. `registry.bind` with `grant` (a lease and a binding in one write),
+ * 6. `registry.bind` with `grant` (a lease and a binding in one write),
  *    last, because it leaves thousands of leases the leader times every
  *    tick.
  *
@@ -25,8 +32,8 @@
  * pipelining. A script, not a test: it asserts nothing about speed.
  *
  * ```sh
- * deno task bench:registry                 # 1 s warm-up + 3 s a row, about 50 s
- * deno task bench:registry --quick         # 0.2 s + 0.5 s a row, about 15 s
+ * deno task bench:registry                 # 1 s warm-up + 3 s a row, about 3 min
+ * deno task bench:registry --quick         # 0.2 s + 0.5 s a row, about 25 s
  * deno task bench:registry --seconds 10 --groups 16 --watches-per-conn 100
  * ```
  *
@@ -49,6 +56,12 @@ import { RpcError } from "../rpc/errors.ts";
 import { abortableSleep } from "../internal/timing.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 import type { RegistryWatch } from "../stub/registry_client/watch.ts";
+import {
+  connect as connectDeno,
+  dial as dialDeno,
+} from "../adapter/deno/mod.ts";
+import { makeTestPki } from "../testing/certs.ts";
+import type { RegistryStatus } from "../protocol/registry.ts";
 
 const USAGE = `usage: deno task bench:registry [options]
 
@@ -65,7 +78,9 @@ const USAGE = `usage: deno task bench:registry [options]
                         registry's limit per connection)
   --rounds N            measured binds of each fan-out (default 5)
   --only LIST           run only these parts, in the usual order: bind,
-                        keepalive, lookup-lin, lookup-ser, watch, grant
+                        keepalive, lookup-lin, lookup-ser, tls, watch, grant
+  --tls-rounds N        rounds of the TLS part (plain, TLS and TLS + auth
+                        clusters side by side; default 5, 1 with --quick)
   --tick-ms N           Raft tick of the nodes (default: LocalCluster's, 50)
   --election-ticks N    election timeout in ticks (default: LocalCluster's, 10)
   --help                show this text`;
@@ -83,6 +98,7 @@ function parseCommandLine() {
         watchers: { type: "string", default: "1000,64" },
         "watches-per-conn": { type: "string", default: "10" },
         rounds: { type: "string", default: "5" },
+        "tls-rounds": { type: "string" },
         only: { type: "string" },
         "tick-ms": { type: "string" },
         "election-ticks": { type: "string" },
@@ -155,6 +171,9 @@ const PER_CONN = Math.round(
   positive("watches-per-conn", values["watches-per-conn"], 10, 1_000),
 );
 const ROUNDS = Math.round(positive("rounds", values.rounds, 5));
+const TLS_ROUNDS = Math.round(
+  positive("tls-rounds", values["tls-rounds"], values.quick ? 1 : 5, 100),
+);
 const TICK_MS = values["tick-ms"] === undefined
   ? undefined
   : positive("tick-ms", values["tick-ms"], 50);
@@ -167,6 +186,7 @@ const PARTS = [
   "keepalive",
   "lookup-lin",
   "lookup-ser",
+  "tls",
   "watch",
   "grant",
 ] as const;
@@ -208,9 +228,9 @@ const onSignal = () => {
 Deno.addSignalListener("SIGINT", onSignal);
 Deno.addSignalListener("SIGTERM", onSignal);
 
-const loadRows = 5 * CLIENTS.length;
+const loadRows = (5 + 3 * TLS_ROUNDS) * CLIENTS.length;
 const budgetMs = 2 * (loadRows * (SECONDS + WARMUP) * 1000 +
-      WATCHERS.length * (ROUNDS + 1) * 2_000) + 120_000;
+      WATCHERS.length * (ROUNDS + 1) * 2_000) + 180_000;
 const budget = setTimeout(() => {
   console.log(
     `\ntime budget of ${Math.round(budgetMs / 1000)} s exceeded: stopping`,
@@ -237,6 +257,7 @@ function machineCpuMs(): number | null {
 }
 
 interface CpuSample {
+  cluster: LocalCluster;
   at: number;
   bench: number;
   machine: number | null;
@@ -254,12 +275,13 @@ interface CpuCost {
   others: number | null;
 }
 
-function sampleCpu(): CpuSample {
+function sampleCpu(of: LocalCluster = cluster): CpuSample {
   const nodes = new Map<string, number | null>();
-  for (const id of cluster.registry.keys()) {
-    nodes.set(id, processCpuMs(cluster.child(id).pid));
+  for (const id of of.registry.keys()) {
+    nodes.set(id, processCpuMs(of.child(id).pid));
   }
   return {
+    cluster: of,
     at: performance.now(),
     bench: selfCpuMs(),
     machine: machineCpuMs(),
@@ -268,7 +290,7 @@ function sampleCpu(): CpuSample {
 }
 
 function cpuSince(start: CpuSample): CpuCost {
-  const end = sampleCpu();
+  const end = sampleCpu(start.cluster);
   const nodes = new Map<string, number | null>();
   for (const [id, before] of start.nodes) {
     const after = end.nodes.get(id);
@@ -349,9 +371,9 @@ function leaderNow(): Promise<string> {
   return cluster.waitForLeader(5_000).catch(() => "none");
 }
 
-function checkNodesRunning(): void {
-  for (const id of cluster.registry.keys()) {
-    const child = cluster.child(id);
+function checkNodesRunning(of: LocalCluster = cluster): void {
+  for (const id of of.registry.keys()) {
+    const child = of.child(id);
     if (!child.running) {
       throw new Error(
         `registry node ${id} (pid ${child.pid}) exited; its last lines:\n${
@@ -435,14 +457,18 @@ async function runRow(
   scenario: Scenario,
   concurrency: number,
   row: number,
+  target?: Target,
 ): Promise<Row | null> {
   const objects = Array.from(
     { length: Math.min(GROUPS, concurrency) },
-    () => newClient(),
+    () => target === undefined ? newClient() : targetClient(target),
   );
+  const of = target?.cluster ?? cluster;
+  const leader = () =>
+    target === undefined ? leaderNow() : targetLeader(target);
   const sequence = { n: row * 10_000_000 };
   try {
-    const leaderBefore = await leaderNow();
+    const leaderBefore = await leader();
     const warmupErrors = new Map<string, number>();
     await drive(
       scenario,
@@ -455,7 +481,7 @@ async function runRow(
     );
     const latencies: number[] = [];
     const errors = new Map<string, number>();
-    const cpuStart = sampleCpu();
+    const cpuStart = sampleCpu(of);
     const errorCount = await drive(
       scenario,
       objects,
@@ -467,7 +493,7 @@ async function runRow(
     );
     const cpu = cpuSince(cpuStart);
     if (stop.signal.aborted) return null;
-    checkNodesRunning();
+    checkNodesRunning(of);
     const sorted = Float64Array.from(latencies).sort();
     return {
       warmupErrors,
@@ -479,7 +505,7 @@ async function runRow(
       errorCount,
       cpu,
       leaderBefore,
-      leaderAfter: await leaderNow(),
+      leaderAfter: await leader(),
     };
   } finally {
     for (const client of objects) closeClient(client);
@@ -606,6 +632,294 @@ async function runScenario(scenario: Scenario, rowBase: number) {
     if (!stop.signal.aborted) await scenario.teardown?.(admin);
   } finally {
     closeClient(admin);
+  }
+}
+
+// --- TLS beside plain ------------------------------------------------------------
+
+/**
+ * A registry cluster the TLS part binds on: the plain one of the rest of
+ * the bench, or one whose client port speaks TLS and whose members speak
+ * mutual TLS (and, with a token, enforce auth).
+ */
+interface Target {
+  label: string;
+  cluster: LocalCluster;
+  /** `tcp://` or `tls://` client URLs, in node order. */
+  urls: string[];
+  /** The CA the clients trust (TLS targets). */
+  caFile?: string;
+  /** The bench's bind token (auth targets). */
+  token?: string;
+  /** The bootstrap admin token, for `registry.status` (auth targets). */
+  adminToken?: string;
+}
+
+/** A client of every node of `target`, through `adapter/deno` (closed at the end). */
+function targetClient(target: Target): RafterClient {
+  const client = connectDeno(target.urls, {
+    deadlineMs: OP_DEADLINE_MS,
+    ...(target.caFile === undefined ? {} : { tls: { caFile: target.caFile } }),
+    ...(target.token === undefined ? {} : { token: target.token }),
+  });
+  clients.push(client);
+  return client;
+}
+
+/** `registry.status` of node `index` of `target`, or null when it does not answer. */
+async function targetStatus(
+  target: Target,
+  index: number,
+  timeoutMs = 500,
+): Promise<RegistryStatus | null> {
+  try {
+    const connection = await dialDeno(target.urls[index], {
+      connectTimeoutMs: timeoutMs,
+      ...(target.caFile === undefined
+        ? {}
+        : { tls: { caFile: target.caFile } }),
+    });
+    try {
+      if (target.adminToken !== undefined) {
+        await connection.call("registry.authenticate", {
+          token: target.adminToken,
+        }, { timeoutMs });
+      }
+      return await connection.call<RegistryStatus>("registry.status", [], {
+        timeoutMs,
+      });
+    } finally {
+      connection.close();
+    }
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The leader every node of `target` follows (as `LocalCluster.waitForLeader`,
+ * over the target's TLS and token), or "none" after `timeoutMs`.
+ */
+async function targetLeader(target: Target, timeoutMs = 5_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && !stop.signal.aborted) {
+    const statuses = (await Promise.all(
+      target.urls.map((_, i) => targetStatus(target, i)),
+    )).filter((s) => s !== null);
+    const leaders = statuses.filter((s) => s.role === "leader");
+    if (
+      statuses.length === target.urls.length && leaders.length === 1 &&
+      statuses.every((s) => s.leader === leaders[0].id)
+    ) {
+      return leaders[0].id;
+    }
+    await abortableSleep(50, stop.signal);
+  }
+  return "none";
+}
+
+/** Clusters the TLS part started, stopped at the end. */
+const tlsClusters: LocalCluster[] = [];
+let pkiDir: string | null = null;
+
+/**
+ * Starts a fresh 3-node cluster for the TLS part (with one shared
+ * bootstrap admin token file): `plain`, as the rest of the bench's; `tls`,
+ * TLS on the client port (the member's certificate) and mutual TLS
+ * between members; `auth`, that and `--auth`, and makes the bench a
+ * `bind:bench` token.
+ */
+async function startTlsCluster(
+  pki: Awaited<ReturnType<typeof makeTestPki>>,
+  mode: "plain" | "tls" | "auth",
+): Promise<Target> {
+  const label = { plain: "plain TCP", tls: "TLS", auth: "TLS + auth" }[mode];
+  const tls = mode !== "plain";
+  const auth = mode === "auth";
+  // Its start-up lines are not news: only what it prints once up is kept.
+  let up = false;
+  const of = new LocalCluster({
+    tickMs: TICK_MS,
+    electionTicks: ELECTION_TICKS,
+    onOutput: (name, line) => {
+      if (up && logging && nodeLog.length < 10_000) {
+        nodeLog.push(`${label} ${name}: ${line}`);
+      }
+    },
+  });
+  tlsClusters.push(of);
+  of.planRegistry(3);
+  const root = (await of.secretFile()).replace(/\/[^/]*$/, "");
+  await Deno.mkdir(root, { recursive: true });
+  const adminTokenFile = `${root}/admin_token`;
+  await Promise.all([...of.registry.keys()].map((id) => {
+    const { certFile, keyFile } = pki.certs[id];
+    const tlsArgs = [
+      "--tls-cert",
+      certFile,
+      "--tls-key",
+      keyFile,
+      "--peer-tls-cert",
+      certFile,
+      "--peer-tls-key",
+      keyFile,
+      "--peer-tls-ca",
+      pki.caFile,
+    ];
+    return of.startNode(id, {
+      args: [
+        ...(tls ? tlsArgs : []),
+        // One shared file: no member warns of a token the cluster lacks.
+        "--admin-token-file",
+        adminTokenFile,
+        ...(auth ? ["--auth"] : []),
+      ],
+    });
+  }));
+  const target: Target = {
+    label,
+    cluster: of,
+    urls: tls
+      ? of.registryUrls.map((url) => url.replace(/^tcp:/, "tls:"))
+      : of.registryUrls,
+    ...(tls ? { caFile: pki.caFile } : {}),
+  };
+  if (auth) {
+    target.adminToken = (await Deno.readTextFile(adminTokenFile)).trim();
+  }
+  // With auth, status answers once the leader has recorded the admin token.
+  if (await targetLeader(target, 30_000) === "none") {
+    throw new Error(`the ${label} cluster elected no leader within 30 s`);
+  }
+  if (auth) {
+    const admin = targetClient({ ...target, token: target.adminToken });
+    try {
+      const made = await admin.registry.tokenCreate("bench", ["bind:bench"], {
+        signal: stop.signal,
+      });
+      target.token = made.token;
+    } finally {
+      closeClient(admin);
+    }
+  }
+  up = true;
+  return target;
+}
+
+const tlsScenario: Scenario = {
+  part: "tls",
+  title: "registry.bind over TLS beside plain TCP",
+  note: "",
+  op: (client, _caller, n) =>
+    client.bind("bench/tls", { id: `t${n}`, url: FAKE_URL }, {
+      signal: stop.signal,
+    }),
+};
+
+/**
+ * The TLS part: the plain cluster, a TLS one and a TLS + auth one, up side
+ * by side; each round binds on each of them (in a rotating order) at every
+ * client count; prints medians over the rounds and ratios to plain.
+ */
+async function tlsPart(rowBase: number): Promise<void> {
+  pkiDir = await Deno.makeTempDir({ prefix: "rafter-bench-registry-tls-" });
+  const pki = await makeTestPki(pkiDir, { members: ["n1", "n2", "n3"] });
+  const targets: Target[] = [
+    await startTlsCluster(pki, "plain"),
+    await startTlsCluster(pki, "tls"),
+    await startTlsCluster(pki, "auth"),
+  ];
+  /** rows[target][client count index][round] */
+  const rows = targets.map(() => CLIENTS.map((): Row[] => []));
+  let row = rowBase;
+  for (let round = 0; round < TLS_ROUNDS && !stop.signal.aborted; round++) {
+    for (let k = 0; k < targets.length; k++) {
+      const t = (round + k) % targets.length;
+      for (const [i, concurrency] of CLIENTS.entries()) {
+        const result = await runRow(
+          tlsScenario,
+          concurrency,
+          row++,
+          targets[t],
+        );
+        if (result === null) return;
+        rows[t][i].push(result);
+      }
+    }
+  }
+  printTlsTable(targets, rows);
+}
+
+function printTlsTable(targets: Target[], rows: Row[][][]): void {
+  const p50 = (r: Row) => percentile(r.sorted, 0.5);
+  const p99 = (r: Row) => percentile(r.sorted, 0.99);
+  const rate = (r: Row) => r.opsPerSecond;
+  const share = (cpuMs: number | null | undefined, r: Row) =>
+    cpuMs === null || cpuMs === undefined ? NaN : cpuMs / r.cpu.wallMs;
+  const leaderCpu = (r: Row) => share(r.cpu.nodes.get(r.leaderBefore), r);
+  const ratio = (t: number, i: number, f: (r: Row) => number) =>
+    median(rows[t][i].map((r, round) => f(r) / f(rows[0][i][round])));
+  const col = (t: number, i: number, f: (r: Row) => number) =>
+    median(rows[t][i].map(f));
+  const x = (value: number) => Number.isNaN(value) ? "–" : value.toFixed(2);
+  const percent = (value: number) =>
+    Number.isNaN(value) ? "n/a" : `${Math.round(100 * value)}%`;
+  console.log(`\n## ${tlsScenario.title}\n`);
+  console.log(
+    `registry.bind of distinct ids under "bench/tls" (each a Raft write) on three fresh 3-node clusters up side by side (started for this part, so none carries the state of the rows above; the cluster of the other parts idles meanwhile): a plain one; one with TLS on the client port (--tls-cert/--tls-key, the member's certificate) and mutual TLS between members (--peer-tls-cert/--peer-tls-key/--peer-tls-ca, certificates naming rafter://member/<id>, a throw-away P-256 CA from testing/certs.ts); and the same with --auth, the bench presenting a bind:bench token (one registry.authenticate per connection, a permission check per call). Clients: connect(urls, { tls: { caFile }, token }) of adapter/deno (plain: connect(urls) of adapter/deno). ${TLS_ROUNDS} round(s); each round runs every cluster in turn (rotating which goes first), ${WARMUP} s warm-up + ${SECONDS} s a row; figures are medians over the rounds, ratios the median of the per-round ratios to the plain row of the same round (above 1 is slower for p50/p99, below 1 is fewer binds/s). CPU: the bench process and the leader, as a share of one core over the row.\n`,
+  );
+  console.log(
+    `| link | clients | binds/s | binds/s ÷ plain | p50 ms | p50 ÷ plain | p99 ms | p99 ÷ plain | bench CPU | leader CPU | errors |`,
+  );
+  console.log(
+    `| :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |`,
+  );
+  for (const [i, clientCount] of CLIENTS.entries()) {
+    for (const [t, target] of targets.entries()) {
+      if (rows[t][i].length === 0) continue;
+      const errors = rows[t][i].reduce((sum, r) => sum + r.errorCount, 0);
+      console.log(
+        `| ${target.label} | ${clientCount} | ${count(col(t, i, rate))} | ${
+          t === 0 ? "1" : x(ratio(t, i, rate))
+        } | ${ms(col(t, i, p50))} | ${t === 0 ? "1" : x(ratio(t, i, p50))} | ${
+          ms(col(t, i, p99))
+        } | ${t === 0 ? "1" : x(ratio(t, i, p99))} | ${
+          percent(col(t, i, (r) => share(r.cpu.bench, r)))
+        } | ${percent(col(t, i, leaderCpu))} | ${errors} |`,
+      );
+    }
+  }
+  console.log("");
+  for (const [t, target] of targets.entries()) {
+    const perRound = CLIENTS.map((c, i) =>
+      `${c}: ${rows[t][i].map((r) => count(r.opsPerSecond)).join("/")}`
+    );
+    const pids = [...target.cluster.registry.keys()].map((id) =>
+      `${id} ${target.cluster.child(id).pid}`
+    );
+    console.log(
+      `- ${target.label} (pids ${
+        pids.join(", ")
+      }): binds/s per round, by clients, ${perRound.join("; ")}`,
+    );
+    for (const [i, c] of CLIENTS.entries()) {
+      for (const r of rows[t][i]) {
+        if (r.leaderBefore !== r.leaderAfter) {
+          findings.push(
+            `${tlsScenario.title}, ${target.label}, ${
+              clientsLabel(c)
+            }: leader changed ${r.leaderBefore} → ${r.leaderAfter}`,
+          );
+        }
+        for (const [kind, n] of [...r.errors, ...r.warmupErrors]) {
+          findings.push(
+            `${tlsScenario.title}, ${target.label}, ${
+              clientsLabel(c)
+            }: ${n} × ${kind}`,
+          );
+        }
+      }
+    }
   }
 }
 
@@ -1046,6 +1360,10 @@ try {
     await runScenario(scenario, rowBase);
     rowBase += CLIENTS.length;
   }
+  if (!stop.signal.aborted && ONLY.has("tls")) {
+    await tlsPart(rowBase);
+    rowBase += 3 * TLS_ROUNDS * CLIENTS.length;
+  }
   if (!stop.signal.aborted && ONLY.has("watch")) {
     const fanLeader = await leaderNow();
     const results = [];
@@ -1080,7 +1398,9 @@ try {
     } else {
       for (const finding of findings) console.log(`- ${finding}`);
     }
-    const logLines = nodeLog.filter((line) => !/listening on/.test(line));
+    const logLines = nodeLog.filter((line) =>
+      !/listening on|auth is on|recorded the bootstrap admin token/.test(line)
+    );
     if (logLines.length > 0) {
       console.log(
         `- the nodes printed ${logLines.length} line(s) during the run; the first ones:`,
@@ -1097,7 +1417,10 @@ try {
   }
 } finally {
   for (const client of [...clients]) client.close();
-  await cluster.stop();
+  await Promise.all([cluster, ...tlsClusters].map((c) => c.stop()));
+  if (pkiDir !== null) {
+    await Deno.remove(pkiDir, { recursive: true }).catch(() => {});
+  }
   clearTimeout(budget);
   Deno.removeSignalListener("SIGINT", onSignal);
   Deno.removeSignalListener("SIGTERM", onSignal);

@@ -57,3 +57,49 @@ Deno.test("bench/rpc.ts --quick gives every scenario a table with a number in ev
     await Deno.remove(json);
   }
 });
+
+Deno.test("bench/registry.ts --quick --only bind,tls binds on plain, TLS and TLS + auth clusters and gives every row a number", async () => {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../bench/registry.ts", import.meta.url).pathname,
+      "--quick",
+      "--only",
+      "bind,tls",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(output.stdout);
+  assert.equal(
+    output.code,
+    0,
+    `${text}\n${new TextDecoder().decode(output.stderr)}`,
+  );
+  const section =
+    text.split("\n## registry.bind over TLS beside plain TCP\n")[1];
+  assert.ok(section !== undefined, text);
+  const rows = section.split("\n").filter((line) => /^\| [^:-]/.test(line))
+    .slice(1) // the header
+    .map((line) => line.split("|").slice(1, -1).map((cell) => cell.trim()));
+  // 3 links × the default client counts 1 and 64.
+  assert.deepEqual(rows.map((r) => `${r[0]} ${r[1]}`), [
+    "plain TCP 1",
+    "TLS 1",
+    "TLS + auth 1",
+    "plain TCP 64",
+    "TLS 64",
+    "TLS + auth 64",
+  ]);
+  for (const row of rows) {
+    const [binds, ratio, p50, p50Ratio, p99, p99Ratio] = row.slice(2, 8).map(
+      (cell) => Number(cell.replaceAll(",", "")),
+    );
+    for (const value of [binds, ratio, p50, p50Ratio, p99, p99Ratio]) {
+      assert.ok(Number.isFinite(value) && value > 0, row.join(" | "));
+    }
+    // Every bind over TLS, with and without auth, was answered.
+    assert.equal(row[10], "0", `errors in ${row.join(" | ")}`);
+  }
+});
