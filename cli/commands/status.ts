@@ -2,14 +2,20 @@
  * `rafter status`: asks each registry node given, and every member they
  * report, for its Raft state (role, term, leader, commit and applied
  * indexes, revision) and what it sees wrong with its peers; exit 1 when
- * the cluster is degraded, 3 when no node answered.
+ * the cluster is degraded, 3 when no node answered, 5 or 6 when the nodes
+ * refused the token.
  *
  * @module
  */
 
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import type { Command, Context } from "../context.ts";
-import { EXIT, START_HINT } from "../errors.ts";
+import { EXIT, report, START_HINT } from "../errors.ts";
+import {
+  PERMISSION_DENIED,
+  RpcError,
+  UNAUTHENTICATED,
+} from "../../rpc/errors.ts";
 import { formatTable } from "../table.ts";
 
 /** The spec of `rafter status`. */
@@ -21,7 +27,8 @@ export const statusCommand: Command = {
 Raft state; members that do not answer are listed with the reason.
 Exit 0 when every member answered and all agree on a leader, 1 when the
 cluster is degraded (a member did not answer, or there is no leader),
-3 when no node answered.`,
+3 when no node answered, 5 (6) when every node that answered refused the
+token (its permissions).`,
   positionals: [0, 0],
   run: (c) => status(c),
 };
@@ -37,7 +44,8 @@ interface NodeAnswer {
 /** Runs `rafter status`. */
 export async function status(context: Context): Promise<number> {
   const { globals, out, err } = context;
-  const nodes = statusRows(await askEveryMember(context));
+  const answers = await askEveryMember(context);
+  const nodes = statusRows(answers);
   const answered = nodes.filter((n) => n.status !== null);
   const leaders = new Set(answered.map((n) => n.status!.leader));
   const leader = leaders.size === 1 ? [...leaders][0] : null;
@@ -47,6 +55,13 @@ export async function status(context: Context): Promise<number> {
     out(statusTable(nodes));
   }
   if (answered.length === 0) {
+    // Nodes that answered with a refusal did answer: say why (no token, a
+    // bad one, too few permissions) and exit 5 or 6, not "unavailable".
+    const refusal = [...answers.values()].find((answer) =>
+      answer instanceof RpcError &&
+      (answer.code === UNAUTHENTICATED || answer.code === PERMISSION_DENIED)
+    );
+    if (refusal !== undefined) return report(refusal, context);
     if (!globals.json) {
       err(
         `rafter: no registry node answered (${
