@@ -352,7 +352,7 @@ export class LocalCluster {
       String(this.#options.electionTicks ?? 10),
       ...(this.secure ? await this.#secureNodeArgs(id) : []),
       ...(options.args ?? this.#options.nodeArgs ?? []),
-    ]);
+    ], await this.#joinEnv(options.join));
     await this.waitForLine(id, options.ready ?? /listening on/, 20_000);
     return child;
   }
@@ -386,7 +386,8 @@ export class LocalCluster {
   /**
    * Starts `tests/_exec_server.ts` as `id`, registered through this
    * cluster's registry with `--ttl-ms ttlMs` and `args` added (e.g.
-   * `["--log", path]`); resolves once it is ready.
+   * `["--log", path]`); resolves once it is ready. (Plain clusters only:
+   * it is given no CA or token.)
    */
   startExecServer(
     id: string,
@@ -781,6 +782,17 @@ export class LocalCluster {
     } catch {
       return null;
     }
+  }
+
+  /**
+   * The environment of a node that joins a secure cluster: `--join`
+   * presents `RAFTER_TOKEN`, the admin token (memberAdd needs admin).
+   */
+  async #joinEnv(
+    join: string | undefined,
+  ): Promise<Record<string, string> | undefined> {
+    if (!this.secure || join === undefined) return undefined;
+    return { RAFTER_TOKEN: await this.adminToken() };
   }
 
   /** The TLS, peer mutual TLS and auth options of node `id`. */
