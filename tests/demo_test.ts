@@ -204,7 +204,15 @@ Deno.test("deno task demo -- --secure runs the same story with TLS and tokens on
   );
   assert.ok(
     lines.some((line) =>
-      /^tokens: the demo uses the bootstrap admin token \(.*admin_token\) only to make the others; hello servers bind with a bind:hello token .*read:hello token \([0-9a-f]{16}\)$/
+      /^tokens: the demo uses the bootstrap admin token \(.*admin_token\) to make the others and for its status polls; hello servers bind with a bind:hello token .*read:hello token \([0-9a-f]{16}\)$/
+        .test(line)
+    ),
+    context,
+  );
+  // Every registry node and hello server listened on TLS.
+  assert.ok(
+    lines.some((line) =>
+      /^secure: registry at tls:\/\/127\.0\.0\.1:\d+, tls:\/\/127\.0\.0\.1:\d+, tls:\/\/127\.0\.0\.1:\d+; hello servers at tls:\/\/127\.0\.0\.1:\d+, tls:\/\/127\.0\.0\.1:\d+$/
         .test(line)
     ),
     context,

@@ -144,7 +144,7 @@ export async function runScenario(
       readToken = reader.token;
       log(
         `tokens: the demo uses the bootstrap admin token (${await cluster
-          .adminTokenFile()}) only to make the others; hello servers bind with a ${
+          .adminTokenFile()}) to make the others and for its status polls; hello servers bind with a ${
           HELLO_SERVER_PERMISSIONS.join(",")
         } token (RAFTER_TOKEN); the clients and the demo's lookups use a ${
           DEMO_CLIENT_PERMISSIONS.join(",")
@@ -153,10 +153,21 @@ export async function runScenario(
     }
     log(`registry leader: ${leader}; starting hello-1 and hello-2…`);
     const helloArgs = ["--ttl-ms", String(DEMO_TTL_MS)];
-    await Promise.all([
+    const servers = await Promise.all([
       cluster.startHello("hello-1", helloArgs),
       cluster.startHello("hello-2", helloArgs),
     ]);
+    if (secure) {
+      const urls = servers.map((child) =>
+        /serving on ([a-z]+:\/\/[^\s,]+)/.exec(child.output.join("\n"))?.[1] ??
+          "?"
+      );
+      log(
+        `secure: registry at ${
+          cluster.registryUrls.join(", ")
+        }; hello servers at ${urls.join(", ")}`,
+      );
+    }
     const rafter = secure
       ? connectTls(cluster.registryUrls, {
         tls: { caFile: await cluster.caFile() },
