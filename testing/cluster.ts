@@ -11,6 +11,16 @@
  * stdin held by this process, so a child exits when this process ends,
  * however it ends.
  *
+ * With `secure: true` the cluster runs as a deployment across hosts would
+ * (README, "Deploy across hosts"): a throw-away CA in its data folder
+ * (`pki/`), every node's client port on TLS and its peer port on mutual
+ * TLS with member certificates, `--auth` on every node (one bootstrap
+ * admin token file shared by the nodes, so the first leader records that
+ * one), and hello servers serving TLS and bound with a `bind:hello`
+ * token. Registry URLs are then `tls://`; {@link LocalCluster.caFile},
+ * {@link LocalCluster.adminToken}, {@link LocalCluster.createToken} and
+ * {@link LocalCluster.dialNode} give tests and the demo what they need.
+ *
  * @module
  */
 
@@ -19,7 +29,11 @@ import { type Endpoint, makeEndpoint } from "../protocol/registry.ts";
 import type { RegistryStatus } from "../protocol/registry.ts";
 import { type RegistryNode, startRegistryNode } from "./registry.ts";
 import { dial } from "../rpc/transport/dial.ts";
+import { dial as dialTls } from "../adapter/deno/mod.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import type { RafterClient } from "../stub/client.ts";
+import type { Permission, TokenCreateResult } from "../protocol/auth.ts";
+import { type CertifiedKey, createCa, createCert } from "../cli/pki.ts";
 import { waitFor } from "./time.ts";
 
 const ROOT = new URL("../", import.meta.url);
@@ -135,7 +149,24 @@ export interface LocalClusterOptions {
   nodeArgs?: string[];
   /** Receives each line a child prints, prefixed with its name. */
   onOutput?(name: string, line: string): void;
+  /**
+   * TLS on every link and tokens on: a throw-away CA in the data folder,
+   * client TLS and peer mutual TLS (member certificates) and `--auth` on
+   * every node, hello servers on TLS with a `bind:hello` token. Default
+   * false (plain TCP, no auth).
+   */
+  secure?: boolean;
 }
+
+/** What every certificate of a secure cluster is valid for: this host, one day. */
+const LOCAL_CERT = {
+  dnsNames: ["localhost"],
+  ips: ["127.0.0.1"],
+  days: 1,
+} as const;
+
+/** The permissions of the token {@link LocalCluster.startHello} binds with. */
+export const HELLO_SERVER_PERMISSIONS: readonly Permission[] = ["bind:hello"];
 
 /**
  * Starts and stops the processes of a local cluster.
@@ -164,6 +195,19 @@ export class LocalCluster {
   readonly peers = new Map<string, string>();
   /** Nodes planned with {@link planJoiner}. */
   readonly #joiners = new Set<string>();
+  /** Whether the cluster runs with TLS and tokens ({@link LocalClusterOptions.secure}). */
+  readonly secure: boolean;
+  /** The throw-away CA (secure clusters), made on first use. */
+  #ca: Promise<CertifiedKey> | null = null;
+  /** Certificates issued so far: name → its files. */
+  readonly #certs = new Map<
+    string,
+    Promise<{ certFile: string; keyFile: string }>
+  >();
+  /** The bootstrap admin token, once read and accepted by a node. */
+  #adminToken: string | null = null;
+  /** The token hello servers bind with, once made. */
+  #helloToken: Promise<string> | null = null;
 
   /** @param options data folder, timing and output hook. */
   constructor(options: LocalClusterOptions = {}) {
@@ -172,6 +216,7 @@ export class LocalCluster {
       ? null
       : Promise.resolve(options.dataDir);
     this.#ownsDataDir = options.dataDir === undefined;
+    this.secure = options.secure === true;
   }
 
   /** Registry URLs, in node order. */
@@ -203,8 +248,8 @@ export class LocalCluster {
   planRegistry(count: number): void {
     const ports = freePorts(2 * count);
     for (let i = 0; i < count; i++) {
-      this.registry.set(`n${i + 1}`, `tcp://127.0.0.1:${ports[2 * i]}`);
-      this.peers.set(`n${i + 1}`, `tcp://127.0.0.1:${ports[2 * i + 1]}`);
+      this.registry.set(`n${i + 1}`, this.#url(ports[2 * i]));
+      this.peers.set(`n${i + 1}`, this.#url(ports[2 * i + 1]));
     }
   }
 
@@ -215,8 +260,8 @@ export class LocalCluster {
    */
   planJoiner(id: string): void {
     const [client, peer] = freePorts(2);
-    this.registry.set(id, `tcp://127.0.0.1:${client}`);
-    this.peers.set(id, `tcp://127.0.0.1:${peer}`);
+    this.registry.set(id, this.#url(client));
+    this.peers.set(id, this.#url(peer));
     this.#joiners.add(id);
   }
 
@@ -277,7 +322,7 @@ export class LocalCluster {
       ready?: RegExp;
     } = {},
   ): Promise<Child> {
-    const address = (url: string) => url.slice("tcp://".length);
+    const address = (url: string) => url.replace(/^[a-z]+:\/\//, "");
     const membership = this.#joiners.has(id)
       ? [
         ...(options.join === undefined ? [] : ["--join", options.join]),
@@ -305,8 +350,9 @@ export class LocalCluster {
       String(this.#options.tickMs ?? 50),
       "--election-ticks",
       String(this.#options.electionTicks ?? 10),
+      ...(this.secure ? await this.#secureNodeArgs(id) : []),
       ...(options.args ?? this.#options.nodeArgs ?? []),
-    ]);
+    ], await this.#joinEnv(options.join));
     await this.waitForLine(id, options.ready ?? /listening on/, 20_000);
     return child;
   }
@@ -316,13 +362,23 @@ export class LocalCluster {
    * command line, e.g. `["--ttl-ms", "2000"]`); resolves once it is bound.
    */
   async startHello(id: string, args: string[] = []): Promise<Child> {
+    const secure = this.secure
+      ? {
+        args: await this.#tlsArgs("server", false, "--tls-cert", "--tls-key"),
+        env: {
+          RAFTER_CA: await this.caFile(),
+          RAFTER_TOKEN: await this.helloToken(),
+        },
+      }
+      : { args: [], env: undefined };
     const child = this.#spawn(id, "examples/hello/server.ts", [
       "--registry",
       this.registryUrls.join(","),
       "--id",
       id,
+      ...secure.args,
       ...args,
-    ]);
+    ], secure.env);
     await this.waitForLine(id, /serving on .* bound as/, 30_000);
     return child;
   }
@@ -330,7 +386,8 @@ export class LocalCluster {
   /**
    * Starts `tests/_exec_server.ts` as `id`, registered through this
    * cluster's registry with `--ttl-ms ttlMs` and `args` added (e.g.
-   * `["--log", path]`); resolves once it is ready.
+   * `["--log", path]`); resolves once it is ready. (Plain clusters only:
+   * it is given no CA or token.)
    */
   startExecServer(
     id: string,
@@ -432,8 +489,15 @@ export class LocalCluster {
     const url = this.registry.get(id);
     if (url === undefined || !this.#children.get(id)?.running) return null;
     try {
-      const connection = await dial(url, { connectTimeoutMs: timeoutMs });
+      const connection = await this.#open(url, timeoutMs);
       try {
+        if (this.secure) {
+          const token = this.#adminToken ?? await this.#readAdminToken();
+          if (token === null) return null;
+          await connection.call("registry.authenticate", { token }, {
+            timeoutMs,
+          });
+        }
         return await connection.call<RegistryStatus>("registry.status", [], {
           timeoutMs,
         });
@@ -554,13 +618,259 @@ export class LocalCluster {
     }
   }
 
+  /**
+   * The throw-away CA certificate's path (secure clusters): what clients,
+   * servers and nodes trust. Made in `pki/` of the data folder on first
+   * use, with every certificate the cluster issues.
+   *
+   * @throws {Error} when the cluster is not secure.
+   */
+  async caFile(): Promise<string> {
+    this.#requireSecure("caFile");
+    await this.#caKey();
+    return `${await this.#root()}/pki/ca.pem`;
+  }
+
+  /** The bootstrap admin token file every node of a secure cluster shares. */
+  async adminTokenFile(): Promise<string> {
+    return `${await this.#root()}/admin_token`;
+  }
+
+  /**
+   * The bootstrap admin token of a secure cluster, once a node accepts it
+   * (`registry.authenticate` succeeds: the first leader has recorded it).
+   * Every bootstrapping node is given the same `--admin-token-file`, so
+   * the nodes agree on one token (the file is made once, by a hard link)
+   * and the one the first leader records is the one in the file.
+   *
+   * @throws {Error} when the cluster is not secure, or no node accepts the
+   * token within `timeoutMs`.
+   */
+  async adminToken(timeoutMs = 20_000): Promise<string> {
+    this.#requireSecure("adminToken");
+    if (this.#adminToken !== null) return this.#adminToken;
+    let accepted: string | null = null;
+    await waitFor(
+      async () => {
+        const token = await this.#readAdminToken();
+        if (token === null) return false;
+        for (const id of this.registry.keys()) {
+          if (!this.#children.get(id)?.running) continue;
+          const connection = await this.dialNode(id, { token, timeoutMs: 1000 })
+            .catch(() => null);
+          connection?.close();
+          if (connection !== null) {
+            accepted = token;
+            return true;
+          }
+        }
+        return false;
+      },
+      "a registry node to accept the bootstrap admin token",
+      timeoutMs,
+    );
+    this.#adminToken = accepted;
+    return accepted!;
+  }
+
+  /**
+   * Makes a token with `permissions` through the leader, authenticated
+   * with the {@link adminToken} (retried on another leader until
+   * `timeoutMs`): @returns the token and its id.
+   *
+   * @throws {Error} when the cluster is not secure, or after `timeoutMs`
+   * with the last error.
+   */
+  async createToken(
+    name: string,
+    permissions: readonly Permission[],
+    timeoutMs = 20_000,
+  ): Promise<TokenCreateResult> {
+    const admin = await this.adminToken(timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown = null;
+    while (Date.now() < deadline) {
+      try {
+        const leader = await this.waitForLeader(deadline - Date.now());
+        const connection = await this.dialNode(leader, { token: admin });
+        try {
+          return await connection.call<TokenCreateResult>(
+            "registry.tokenCreate",
+            { name, permissions },
+            { timeoutMs: 2000 },
+          );
+        } finally {
+          connection.close();
+        }
+      } catch (error) {
+        last = error;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    throw new Error(
+      `no token ${name} made within ${timeoutMs} ms: ${
+        (last as Error)?.message ?? last
+      }`,
+    );
+  }
+
+  /** The token ({@link HELLO_SERVER_PERMISSIONS}) hello servers bind with in a secure cluster. */
+  helloToken(): Promise<string> {
+    this.#requireSecure("helloToken");
+    this.#helloToken ??= this.createToken(
+      "hello-servers",
+      HELLO_SERVER_PERMISSIONS,
+    ).then((made) => made.token);
+    this.#helloToken.catch(() => this.#helloToken = null);
+    return this.#helloToken;
+  }
+
+  /**
+   * A JSON-RPC connection to node `id`'s client port (TLS, trusting the
+   * cluster's CA, when secure), authenticated with `options.token` when
+   * given.
+   *
+   * @throws {Error} when the node is unknown, or the connection or the
+   * authentication fails (the connection is closed again).
+   */
+  async dialNode(
+    id: string,
+    options: { token?: string; timeoutMs?: number } = {},
+  ): Promise<RpcConnection> {
+    const url = this.registry.get(id);
+    if (url === undefined) throw new Error(`no registry node ${id}`);
+    const timeoutMs = options.timeoutMs ?? 2000;
+    const connection = await this.#open(url, timeoutMs);
+    if (options.token !== undefined) {
+      try {
+        await connection.call("registry.authenticate", {
+          token: options.token,
+        }, { timeoutMs });
+      } catch (error) {
+        connection.close();
+        throw error;
+      }
+    }
+    return connection;
+  }
+
+  /** Opens `url`: over TLS trusting the cluster's CA when secure. */
+  async #open(url: string, timeoutMs: number): Promise<RpcConnection> {
+    if (!this.secure) return await dial(url, { connectTimeoutMs: timeoutMs });
+    return await dialTls(url, {
+      connectTimeoutMs: timeoutMs,
+      tls: { caFile: await this.caFile() },
+    });
+  }
+
+  #url(port: number): string {
+    return `${this.secure ? "tls" : "tcp"}://127.0.0.1:${port}`;
+  }
+
+  #requireSecure(what: string): void {
+    if (!this.secure) {
+      throw new Error(
+        `LocalCluster.${what}: this cluster is not secure; construct it with { secure: true }`,
+      );
+    }
+  }
+
+  async #readAdminToken(): Promise<string | null> {
+    try {
+      return (await Deno.readTextFile(await this.adminTokenFile())).trim() ||
+        null;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * The environment of a node that joins a secure cluster: `--join`
+   * presents `RAFTER_TOKEN`, the admin token (memberAdd needs admin).
+   */
+  async #joinEnv(
+    join: string | undefined,
+  ): Promise<Record<string, string> | undefined> {
+    if (!this.secure || join === undefined) return undefined;
+    return { RAFTER_TOKEN: await this.adminToken() };
+  }
+
+  /** The TLS, peer mutual TLS and auth options of node `id`. */
+  async #secureNodeArgs(id: string): Promise<string[]> {
+    return [
+      ...await this.#tlsArgs(id, true, "--tls-cert", "--tls-key"),
+      ...await this.#tlsArgs(id, true, "--peer-tls-cert", "--peer-tls-key"),
+      "--peer-tls-ca",
+      await this.caFile(),
+      "--auth",
+      "--admin-token-file",
+      await this.adminTokenFile(),
+    ];
+  }
+
+  /** `certFlag FILE keyFlag FILE` for the certificate named `name`. */
+  async #tlsArgs(
+    name: string,
+    member: boolean,
+    certFlag: string,
+    keyFlag: string,
+  ): Promise<string[]> {
+    const { certFile, keyFile } = await this.#cert(name, member);
+    return [certFlag, certFile, keyFlag, keyFile];
+  }
+
+  #caKey(): Promise<CertifiedKey> {
+    this.#ca ??= (async () => {
+      const dir = `${await this.#root()}/pki`;
+      await Deno.mkdir(dir, { recursive: true });
+      const ca = await createCa("Rafter LocalCluster throw-away CA", 1);
+      await writePrivate(`${dir}/ca.pem`, ca.cert);
+      return ca;
+    })();
+    return this.#ca;
+  }
+
+  /**
+   * The certificate `name` (valid for localhost and 127.0.0.1, one day;
+   * a member certificate names member `name`), issued once.
+   */
+  #cert(
+    name: string,
+    member: boolean,
+  ): Promise<{ certFile: string; keyFile: string }> {
+    let files = this.#certs.get(name);
+    if (files === undefined) {
+      files = (async () => {
+        const ca = await this.#caKey();
+        const pem = await createCert(ca, {
+          ...LOCAL_CERT,
+          commonName: name,
+          member: member ? name : undefined,
+        });
+        const dir = `${await this.#root()}/pki`;
+        const certFile = `${dir}/${name}.pem`;
+        const keyFile = `${dir}/${name}.key`;
+        await writePrivate(certFile, pem.cert);
+        await writePrivate(keyFile, pem.key);
+        return { certFile, keyFile };
+      })();
+      this.#certs.set(name, files);
+    }
+    return files;
+  }
+
   /** One promise, so nodes started together share one folder. */
   #root(): Promise<string> {
     this.#dataDir ??= Deno.makeTempDir({ prefix: "rafter-cluster-" });
     return this.#dataDir;
   }
 
-  #spawn(name: string, script: string, args: string[]): ChildState {
+  #spawn(
+    name: string,
+    script: string,
+    args: string[],
+    env?: Record<string, string>,
+  ): ChildState {
     const existing = this.#children.get(name);
     if (existing?.running) throw new Error(`${name} is already running`);
     const process = new Deno.Command(Deno.execPath(), {
@@ -572,6 +882,7 @@ export class LocalCluster {
         "--watch-stdin",
       ],
       cwd: new URL(".", ROOT).pathname,
+      ...(env === undefined ? {} : { env }),
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
@@ -622,4 +933,9 @@ export class LocalCluster {
     }
     if (rest !== "") onLine(rest);
   }
+}
+
+/** Writes `text` to a new file `path`, mode 0600. */
+async function writePrivate(path: string, text: string): Promise<void> {
+  await Deno.writeTextFile(path, text, { mode: 0o600 });
 }

@@ -155,10 +155,15 @@ Deno.test("the demo stops every process it started when interrupted with Ctrl-C"
   assert.deepEqual(children.filter(alive), [], "processes left behind");
 });
 
-Deno.test("deno task demo runs to its end, prints a line per second and a summary, exits 0", async () => {
+/**
+ * Runs `deno task demo` with `args`, asserts it ran to its end (exit 0, a
+ * progress line per second without failures, a summary line) within
+ * 60 s, and returns its output lines.
+ */
+async function runDemoTask(args: string[]): Promise<string[]> {
   const started = Date.now();
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: ["task", "demo"],
+    args: ["task", "demo", ...args],
     cwd: ROOT.pathname,
     stdout: "piped",
     stderr: "piped",
@@ -176,4 +181,53 @@ Deno.test("deno task demo runs to its end, prints a line per second and a summar
   );
   assert.match(lines.at(-1)!, /^summary: \d+ calls, 0 failed, /, context);
   assert.ok(Date.now() - started < 60_000, "the demo took over 60 s");
+  return lines;
+}
+
+Deno.test("deno task demo runs to its end, prints a line per second and a summary, exits 0", async () => {
+  const lines = await runDemoTask([]);
+  assert.ok(
+    !lines.some((line) => line.startsWith("secure:")),
+    lines.join("\n"),
+  );
+});
+
+Deno.test("deno task demo -- --secure runs the same story with TLS and tokens on and says so", async () => {
+  const lines = await runDemoTask(["--", "--secure"]);
+  const context = lines.join("\n");
+  assert.ok(
+    lines.some((line) =>
+      /^secure: TLS on every link with certificates from a throw-away CA \(\/.*\/pki\/ca\.pem\): .*mutual TLS with member certificates.*--auth/
+        .test(line)
+    ),
+    context,
+  );
+  assert.ok(
+    lines.some((line) =>
+      /^tokens: the demo uses the bootstrap admin token \(.*admin_token\) to make the others and for its status polls; hello servers bind with a bind:hello token .*read:hello token \([0-9a-f]{16}\)$/
+        .test(line)
+    ),
+    context,
+  );
+  // Every registry node and hello server listened on TLS.
+  assert.ok(
+    lines.some((line) =>
+      /^secure: registry at tls:\/\/127\.0\.0\.1:\d+, tls:\/\/127\.0\.0\.1:\d+, tls:\/\/127\.0\.0\.1:\d+; hello servers at tls:\/\/127\.0\.0\.1:\d+, tls:\/\/127\.0\.0\.1:\d+$/
+        .test(line)
+    ),
+    context,
+  );
+  // The same story: the failover, the third server, every node agreeing.
+  const summary = lines.at(-1)!;
+  assert.match(summary, /hello-3 bound after the leader kill/, context);
+  const lookups = /; lookups (.*)$/.exec(summary)?.[1] ?? "";
+  const nodes = lookups.split(", ").map((part) => {
+    const [, id, ids, revision] = /^(n\d): (.*)@rev(\d+)$/.exec(part) ?? [];
+    return { id, ids: ids?.split("+").sort().join("+"), revision };
+  });
+  assert.deepEqual(nodes.map((n) => n.id), ["n1", "n2", "n3"], context);
+  for (const node of nodes) {
+    assert.equal(node.ids, "hello-2+hello-3", context);
+    assert.equal(node.revision, nodes[0].revision, context);
+  }
 });

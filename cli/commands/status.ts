@@ -2,7 +2,8 @@
  * `rafter status`: asks each registry node given, and every member they
  * report, for its Raft state (role, term, leader, commit and applied
  * indexes, revision) and what it sees wrong with its peers; exit 1 when
- * the cluster is degraded, 3 when no node answered.
+ * the cluster is degraded, 3 when no node answered, 5 or 6 when the nodes
+ * refused the token.
  *
  * @module
  */
@@ -13,10 +14,16 @@ import {
   EXIT,
   isTlsTrustProblem,
   mayBeTlsPort,
+  report,
   START_HINT,
   TLS_SCHEME_HINT,
   TLS_TRUST_HINT,
 } from "../errors.ts";
+import {
+  PERMISSION_DENIED,
+  RpcError,
+  UNAUTHENTICATED,
+} from "../../rpc/errors.ts";
 import { formatTable } from "../table.ts";
 
 /** The spec of `rafter status`. */
@@ -28,7 +35,8 @@ export const statusCommand: Command = {
 Raft state; members that do not answer are listed with the reason.
 Exit 0 when every member answered and all agree on a leader, 1 when the
 cluster is degraded (a member did not answer, or there is no leader),
-3 when no node answered.`,
+3 when no node answered, 5 (6) when every node that answered refused the
+token (its permissions).`,
   positionals: [0, 0],
   run: (c) => status(c),
 };
@@ -44,7 +52,8 @@ interface NodeAnswer {
 /** Runs `rafter status`. */
 export async function status(context: Context): Promise<number> {
   const { globals, out, err } = context;
-  const nodes = statusRows(await askEveryMember(context));
+  const answers = await askEveryMember(context);
+  const nodes = statusRows(answers);
   const answered = nodes.filter((n) => n.status !== null);
   const leaders = new Set(answered.map((n) => n.status!.leader));
   const leader = leaders.size === 1 ? [...leaders][0] : null;
@@ -55,27 +64,27 @@ export async function status(context: Context): Promise<number> {
   }
   if (answered.length === 0) {
     const errors = nodes.map((n) => n.error ?? "");
-    const refused = errors.every((e) => e.startsWith("Unauthenticated"));
+    // Nodes that answered with a refusal did answer: say why (no token, a
+    // bad one, too few permissions) and exit 5 or 6, not "unavailable".
+    const refusal = [...answers.values()].find((answer) =>
+      answer instanceof RpcError &&
+      (answer.code === UNAUTHENTICATED || answer.code === PERMISSION_DENIED)
+    );
+    if (refusal !== undefined) return report(refusal, context);
     if (!globals.json) {
       err(
-        refused
-          ? `rafter: every registry node refused the call: it has access control on and ${
-            globals.token === undefined
-              ? "no token was given: set RAFTER_TOKEN (or --token) to a token of it (the bootstrap admin token is in the admin_token file beside the cluster secret; ask an admin: rafter token create NAME --perm read:*)"
-              : `the token from ${globals.tokenSource} is unknown or revoked: set RAFTER_TOKEN to a valid one`
-          }.`
-          : `rafter: no registry node answered (${
-            globals.registry.join(", ")
-          }, from ${globals.registrySource}).\n${
-            errors.some(isTlsTrustProblem)
-              ? `${TLS_TRUST_HINT}\n`
-              : errors.some((e) => mayBeTlsPort(e, globals.registry))
-              ? `${TLS_SCHEME_HINT}\n`
-              : ""
-          }${START_HINT}`,
+        `rafter: no registry node answered (${
+          globals.registry.join(", ")
+        }, from ${globals.registrySource}).\n${
+          errors.some(isTlsTrustProblem)
+            ? `${TLS_TRUST_HINT}\n`
+            : errors.some((e) => mayBeTlsPort(e, globals.registry))
+            ? `${TLS_SCHEME_HINT}\n`
+            : ""
+        }${START_HINT}`,
       );
     }
-    return refused ? EXIT.unauthenticated : EXIT.unavailable;
+    return EXIT.unavailable;
   }
   const degraded = answered.length < nodes.length || leader === null;
   if (!globals.json) {

@@ -7,15 +7,25 @@
  * client's cluster map learns it from the registry watch, no polling), and
  * the killed registry node restarted from its data folder.
  *
+ * With `secure: true` (`deno task demo -- --secure`) the same story runs
+ * with TLS on every link and tokens on: certificates from a throw-away CA
+ * in the cluster's data folder, peer mutual TLS with member
+ * certificates, `--auth` on every node; the demo makes the tokens with
+ * the bootstrap admin token, the hello servers bind with a `bind:hello`
+ * token and the clients (and the demo's lookups) use a `read:hello` one.
+ *
  * @module
  */
 
 import { connect } from "../../stub/client.ts";
+import { connect as connectTls } from "../../adapter/deno/mod.ts";
 import { roundRobin } from "../../stub/distributors/round_robin.ts";
 import type { LookupResult } from "../../protocol/registry.ts";
-import { dial } from "../../rpc/transport/dial.ts";
 import type { Hello } from "../hello/server.ts";
-import { LocalCluster } from "../../testing/cluster.ts";
+import {
+  HELLO_SERVER_PERMISSIONS,
+  LocalCluster,
+} from "../../testing/cluster.ts";
 
 /** When each event happens, in ms after the client starts calling. */
 export interface Timeline {
@@ -47,7 +57,12 @@ export interface ScenarioOptions {
   log?(line: string): void;
   /** Stops the scenario early (e.g. on Ctrl-C); cleanup still runs. */
   signal?: AbortSignal;
+  /** TLS on every link and tokens on (see the module's text). Default false. */
+  secure?: boolean;
 }
+
+/** The permissions of the demo's client token (secure runs). */
+export const DEMO_CLIENT_PERMISSIONS = ["read:hello"];
 
 /** What happened, for the summary line and the test's assertions. */
 export interface ScenarioResult {
@@ -87,7 +102,8 @@ export async function runScenario(
 ): Promise<ScenarioResult> {
   const timeline = options.timeline ?? DEFAULT_TIMELINE;
   const log = options.log ?? (() => {});
-  const cluster = new LocalCluster();
+  const secure = options.secure === true;
+  const cluster = new LocalCluster({ secure });
   const result: ScenarioResult = {
     calls: 0,
     failed: 0,
@@ -109,15 +125,55 @@ export async function runScenario(
   const loops: Promise<void>[] = [];
   try {
     log("starting 3 registry nodes…");
+    if (secure) {
+      log(
+        `secure: TLS on every link with certificates from a throw-away CA (${await cluster
+          .caFile()}): the client ports serve TLS, the peer ports mutual TLS with member certificates (rafter://member/<id>); every node runs with --auth`,
+      );
+    }
     await cluster.startRegistry(3);
     const leader = await cluster.waitForLeader();
+    let readToken: string | undefined;
+    if (secure) {
+      await cluster.adminToken();
+      await cluster.helloToken();
+      const reader = await cluster.createToken(
+        "demo-client",
+        DEMO_CLIENT_PERMISSIONS,
+      );
+      readToken = reader.token;
+      log(
+        `tokens: the demo uses the bootstrap admin token (${await cluster
+          .adminTokenFile()}) to make the others and for its status polls; hello servers bind with a ${
+          HELLO_SERVER_PERMISSIONS.join(",")
+        } token (RAFTER_TOKEN); the clients and the demo's lookups use a ${
+          DEMO_CLIENT_PERMISSIONS.join(",")
+        } token (${reader.tokenId})`,
+      );
+    }
     log(`registry leader: ${leader}; starting hello-1 and hello-2…`);
     const helloArgs = ["--ttl-ms", String(DEMO_TTL_MS)];
-    await Promise.all([
+    const servers = await Promise.all([
       cluster.startHello("hello-1", helloArgs),
       cluster.startHello("hello-2", helloArgs),
     ]);
-    const rafter = connect(cluster.registryUrls);
+    if (secure) {
+      const urls = servers.map((child) =>
+        /serving on ([a-z]+:\/\/[^\s,]+)/.exec(child.output.join("\n"))?.[1] ??
+          "?"
+      );
+      log(
+        `secure: registry at ${
+          cluster.registryUrls.join(", ")
+        }; hello servers at ${urls.join(", ")}`,
+      );
+    }
+    const rafter = secure
+      ? connectTls(cluster.registryUrls, {
+        tls: { caFile: await cluster.caFile() },
+        token: readToken,
+      })
+      : connect(cluster.registryUrls);
     client.close = () => rafter.close();
     // greet has no side effects, so a call caught in flight by a server's
     // death may safely run again on another server.
@@ -195,7 +251,14 @@ export async function runScenario(
     const serverKilledAt = Date.now();
     await cluster.kill("hello-1", "SIGKILL");
     loops.push(
-      watchServerLeave(cluster, serverKilledAt, result, log, () => stopCalls),
+      watchServerLeave(
+        cluster,
+        readToken,
+        serverKilledAt,
+        result,
+        log,
+        () => stopCalls,
+      ),
     );
 
     await at(timeline.killLeaderAt);
@@ -223,7 +286,9 @@ export async function runScenario(
     log(`event: restarting ${doomed} from its data folder`);
     await cluster.startNode(doomed);
     result.restartedLookup = await lookupOn(
-      cluster.registry.get(doomed)!,
+      cluster,
+      doomed,
+      readToken,
       "serializable",
       3000,
       (r) =>
@@ -234,8 +299,14 @@ export async function runScenario(
     await at(timeline.endAt);
     stopCalls = true;
     await Promise.all(loops);
-    for (const [id, url] of cluster.registry) {
-      result.lookups[id] = await lookupOn(url, "linearizable", 3000);
+    for (const id of cluster.registry.keys()) {
+      result.lookups[id] = await lookupOn(
+        cluster,
+        id,
+        readToken,
+        "linearizable",
+        3000,
+      );
     }
     result.completed = true;
     return result;
@@ -256,6 +327,7 @@ export async function runScenario(
  */
 async function watchServerLeave(
   cluster: LocalCluster,
+  token: string | undefined,
   killedAt: number,
   result: ScenarioResult,
   log: (line: string) => void,
@@ -266,7 +338,9 @@ async function watchServerLeave(
     for (const id of [...pending]) {
       if (!cluster.child(id).running) continue;
       const lookup = await lookupOn(
-        cluster.registry.get(id)!,
+        cluster,
+        id,
+        token,
         "serializable",
         300,
       );
@@ -294,11 +368,14 @@ async function watchServerLeave(
 }
 
 /**
- * Looks `hello` up on one registry node, retrying until `accept` holds or
- * `timeoutMs` passes; returns the last answer or error message.
+ * Looks `hello` up on registry node `id` (authenticated with `token` when
+ * given), retrying until `accept` holds or `timeoutMs` passes; returns the
+ * last answer or error message.
  */
 async function lookupOn(
-  url: string,
+  cluster: LocalCluster,
+  id: string,
+  token: string | undefined,
   consistency: "linearizable" | "serializable",
   timeoutMs: number,
   accept: (result: LookupResult) => boolean = () => true,
@@ -307,7 +384,10 @@ async function lookupOn(
   let last: LookupResult | string = "no answer";
   while (Date.now() < deadline) {
     try {
-      const connection = await dial(url, { connectTimeoutMs: 500 });
+      const connection = await cluster.dialNode(id, {
+        token,
+        timeoutMs: 500,
+      });
       try {
         last = await connection.call<LookupResult>("registry.lookup", {
           name: "hello",

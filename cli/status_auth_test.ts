@@ -1,0 +1,55 @@
+import assert from "node:assert/strict";
+import { serve } from "../adapter/deno/serve.ts";
+import { PERMISSION_DENIED, RpcError, UNAUTHENTICATED } from "../rpc/errors.ts";
+import { EXIT, runCli } from "./main.ts";
+
+/** `rafter status` against a node whose `registry.status` always throws `error`. */
+async function statusRefusedWith(
+  error: RpcError,
+  env: Record<string, string> = {},
+): Promise<{ code: number; err: string }> {
+  const server = serve({
+    methods: {
+      "registry.status": () => {
+        throw error;
+      },
+    },
+  });
+  const err: string[] = [];
+  try {
+    const code = await runCli(["status", "--timeout-ms", "3000"], {
+      out: () => {},
+      err: (line) => err.push(line),
+      env: (name) => ({ RAFTER_REGISTRY: server.url, ...env })[name],
+    });
+    return { code, err: err.join("\n") };
+  } finally {
+    await server.close();
+  }
+}
+
+Deno.test("rafter status: nodes that refuse the missing token exit 5 with the hint, not 3", async () => {
+  const ran = await statusRefusedWith(
+    new RpcError(
+      UNAUTHENTICATED,
+      "Unauthenticated: registry.status needs a token",
+    ),
+  );
+  assert.equal(ran.code, EXIT.unauthenticated, ran.err);
+  assert.match(
+    ran.err,
+    /this command gave no token: set RAFTER_TOKEN \(or --token\)/,
+  );
+  assert.doesNotMatch(ran.err, /no registry node answered/);
+});
+
+Deno.test("rafter status: nodes that refuse the token's permissions exit 6 naming the permission", async () => {
+  const ran = await statusRefusedWith(
+    new RpcError(PERMISSION_DENIED, "Permission denied: registry.status", {
+      method: "registry.status",
+      permission: "read:*",
+    }),
+  );
+  assert.equal(ran.code, EXIT.permissionDenied, ran.err);
+  assert.match(ran.err, /lacks read:\*/);
+});
