@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { waitFor } from "../testing/time.ts";
+import { makeTestPki } from "../testing/certs.ts";
 import type { MemberListResult } from "../protocol/registry.ts";
 
 async function memberList(url: string): Promise<MemberListResult> {
@@ -85,6 +86,69 @@ Deno.test("--join with another cluster secret exits 1 with the reason before add
       20_000,
     );
     assert.ok(cluster.child("n2").running);
+  } finally {
+    await cluster.stop();
+  }
+});
+
+Deno.test("--join over mutual TLS with a member certificate from another CA exits 1 before adding a learner; with the cluster's certificate it joins", async () => {
+  const cluster = new LocalCluster({
+    tickMs: 50,
+    electionTicks: 10,
+    secure: true,
+  });
+  try {
+    await cluster.startWithJoiners(1, "n2");
+    await cluster.waitForLeader(15_000);
+    const n1 = cluster.registry.get("n1")!;
+    const admin = await cluster.adminToken();
+    const members = async () => {
+      const connection = await cluster.dialNode("n1", { token: admin });
+      try {
+        const list = await connection.call<MemberListResult>(
+          "registry.memberList",
+          {},
+        );
+        return list.members.map((m) => m.id);
+      } finally {
+        connection.close();
+      }
+    };
+    // n2's certificate, from a CA the cluster does not trust.
+    const otherDir = await cluster.dataDirOf("other_ca");
+    await Deno.mkdir(otherDir, { recursive: true });
+    const other = await makeTestPki(otherDir, {
+      members: ["n2"],
+      caName: "another CA",
+    });
+    const started = Date.now();
+    const refused = await cluster.startNode("n2", {
+      join: n1,
+      ready: /cannot join/,
+      // Later flags win: the cluster's own n2 files are given first.
+      args: [
+        "--peer-tls-cert",
+        other.certs.n2.certFile,
+        "--peer-tls-key",
+        other.certs.n2.keyFile,
+      ],
+    });
+    assert.equal(await refused.exited, 1, refused.output.join("\n"));
+    assert.ok(Date.now() - started < 20_000);
+    const output = refused.output.join("\n");
+    assert.match(
+      output,
+      /registry n2: cannot join: cannot reach the peer port of the leader n1: .*is this node's certificate signed by the CA the members trust, --peer-tls-ca/,
+    );
+    assert.doesNotMatch(output, /added as a learner/);
+    assert.deepEqual(await members(), ["n1"]);
+
+    await cluster.startNode("n2", { join: n1, ready: /added as a learner/ });
+    await waitFor(
+      async () => (await members().catch((): string[] => [])).includes("n2"),
+      "n2 in the member list",
+      20_000,
+    );
   } finally {
     await cluster.stop();
   }
