@@ -349,27 +349,36 @@ export function openTlsListener(
     }
   };
 
-  const onSignal = () => void autoReload("SIGHUP");
-  const onSignalWanted = (options.reloadOnSignal ?? fromFiles) &&
-    process.platform !== "win32";
-  if (onSignalWanted) process.on("SIGHUP", onSignal);
-
   let watchTimer: ReturnType<typeof setInterval> | undefined;
   const files = [options.certFile, options.keyFile, options.caFile].filter(
     (file): file is string => file !== undefined,
   );
-  if ((options.watchFiles ?? fromFiles) && files.length > 0) {
-    let seen: string | undefined;
+  const watching = (options.watchFiles ?? fromFiles) && files.length > 0;
+  /** The files as last loaded (mtime, size, inode), for the poll. */
+  let seen: string | undefined;
+  const signature = async () =>
+    (await Promise.all(files.map(async (file) => {
+      try {
+        const info = await stat(file);
+        return `${info.mtimeMs}/${info.size}/${info.ino}`;
+      } catch {
+        return "missing";
+      }
+    }))).join(",");
+
+  // A SIGHUP takes the files as they are now, so the poll does not load
+  // (and log) the same change a second time.
+  const onSignal = () =>
+    void (async () => {
+      if (watching) seen = await signature();
+      await autoReload("SIGHUP");
+    })();
+  const onSignalWanted = (options.reloadOnSignal ?? fromFiles) &&
+    process.platform !== "win32";
+  if (onSignalWanted) process.on("SIGHUP", onSignal);
+
+  if (watching) {
     let polling = false;
-    const signature = async () =>
-      (await Promise.all(files.map(async (file) => {
-        try {
-          const info = await stat(file);
-          return `${info.mtimeMs}/${info.size}/${info.ino}`;
-        } catch {
-          return "missing";
-        }
-      }))).join(",");
     void signature().then((first) => seen ??= first);
     watchTimer = setInterval(async () => {
       if (polling) return;

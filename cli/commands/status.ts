@@ -77,11 +77,11 @@ export async function status(context: Context): Promise<number> {
           globals.registry.join(", ")
         }, from ${globals.registrySource}).\n${
           errors.some(isTlsTrustProblem)
-            ? `${TLS_TRUST_HINT}\n`
+            ? TLS_TRUST_HINT
             : errors.some((e) => mayBeTlsPort(e, globals.registry))
-            ? `${TLS_SCHEME_HINT}\n`
-            : ""
-        }${START_HINT}`,
+            ? TLS_SCHEME_HINT
+            : START_HINT
+        }`,
       );
     }
     return EXIT.unavailable;

@@ -316,6 +316,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
             ...options.tls,
             onReload: (why) =>
               log(`${id}: reloaded the client port's TLS certificate (${why})`),
+            onError: (error) => log(`${id}: client port: ${error.message}`),
           },
           methods: registryMethods(this.#serviceContext()),
         }));
@@ -334,6 +335,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
                   log(
                     `${id}: reloaded the peer port's TLS certificate (${why})`,
                   ),
+                onError: (error) => log(`${id}: peer port: ${error.message}`),
               },
             },
             requirePeerCertificates: options.peerTls !== undefined,
