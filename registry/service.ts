@@ -135,6 +135,7 @@ class RegistryService {
   methods(session: RpcSession): Methods {
     const core = this.#core;
     const caller = new Caller(core);
+    closeUnauthenticated(session, caller, core.context.authTimeoutMs ?? 10_000);
     const methods: MethodTable<RegistryMethod> = {
       ...bindingMethods(core, caller, this.#caches),
       ...leaseMethods(core, caller),
@@ -145,4 +146,24 @@ class RegistryService {
     };
     return { ...methods, ...authMethods(core, caller) } as Methods;
   }
+}
+
+/**
+ * With auth enforced, closes `session` if it has no valid token
+ * `timeoutMs` after it opened (an anonymous connection would otherwise
+ * hold a slot of the connection caps until the idle timeout). One timer
+ * per connection, cleared when the connection ends.
+ */
+function closeUnauthenticated(
+  session: RpcSession,
+  caller: Caller,
+  timeoutMs: number,
+): void {
+  if (timeoutMs <= 0) return;
+  const timer = setTimeout(() => {
+    if (caller.enforced && caller.token() === null) session.close();
+  }, timeoutMs);
+  session.signal.addEventListener("abort", () => clearTimeout(timer), {
+    once: true,
+  });
 }

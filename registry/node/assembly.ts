@@ -398,6 +398,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       adminTokenFile: adminTokenFileOf(options),
       maxBindingsPerLease: options.maxBindingsPerLease,
       maxTokens: options.maxTokens,
+      authTimeoutMs: options.authTimeoutMs,
     };
   }
 

@@ -141,6 +141,13 @@ export interface RegistryNodeOptions {
   /** Most tokens the registry holds (LIMIT_EXCEEDED beyond). @default 5_000 */
   maxTokens?: number;
   /**
+   * With auth enforced, a client connection that has not authenticated
+   * (`registry.authenticate`) this many ms after it opened is closed, so
+   * anonymous connections cannot sit on the connection caps; 0 never.
+   * @default 10_000
+   */
+  authTimeoutMs?: number;
+  /**
    * TLS on the client port (`--tls-cert`, `--tls-key`; `--tls-client-ca`
    * to ask clients for certificates): the node's client URL is then
    * `tls://host:port`. Certificates reload on SIGHUP and on file change.

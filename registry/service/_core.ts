@@ -94,6 +94,11 @@ export interface RegistryContext {
   readonly maxBindingsPerLease?: number;
   /** Most tokens the registry holds (LIMIT_EXCEEDED beyond). @default 5_000 */
   readonly maxTokens?: number;
+  /**
+   * With auth enforced, close a connection that has not authenticated
+   * this long after it opened, ms; 0 never. @default 10_000
+   */
+  readonly authTimeoutMs?: number;
 }
 
 /** The methods `M` of the contract, each answering its contract result. */

@@ -18,7 +18,7 @@ import type {
   WatchEventsNotification,
 } from "../../protocol/registry.ts";
 import { dial } from "../../rpc/transport/dial.ts";
-import { waitFor } from "../../testing/time.ts";
+import { waitFor, within } from "../../testing/time.ts";
 import { rejectsWith, withAuthNode, withSingleNode } from "./_test_util.ts";
 
 const URL_A = "tcp://127.0.0.1:9001";
@@ -553,4 +553,19 @@ Deno.test("auth off: an authenticated client's bindings and leases record its to
     await early.call("lease.keepAlive", { id: bound.leaseId });
     await early.call("registry.unbind", { name: "billing", id: "b1" });
   }, { auth: false });
+});
+
+Deno.test("with auth on, a connection that does not authenticate within authTimeoutMs is closed; one that did stays", async () => {
+  await withAuthNode(async ({ connect, adminToken }) => {
+    const started = performance.now();
+    const anonymous = await connect();
+    const signedIn = await connect(adminToken);
+    await within(anonymous.closed, 5_000, "the anonymous connection to close");
+    const closedAfter = performance.now() - started;
+    assert.ok(closedAfter >= 250, `closed after ${closedAfter} ms, too early`);
+    // The one that authenticated is still served, past the deadline.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const status = await signedIn.call<{ id: string }>("registry.status");
+    assert.equal(status.id, "n1");
+  }, { authTimeoutMs: 300 });
 });
