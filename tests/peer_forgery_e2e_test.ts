@@ -681,7 +681,7 @@ Deno.test("a peer holding n2's certificate cannot speak as n1 or n3, n2's own le
         );
         assert.match(
           cluster.node("n1").process!.output,
-          /rpc: TLS handshake with 127\.0\.0\.1 failed/,
+          /n1: peer port: TLS handshake with 127\.0\.0\.1 failed/,
         );
       },
     );
