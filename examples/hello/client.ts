@@ -80,7 +80,12 @@ async function main(): Promise<number> {
       console.log(`${greeting} (from ${server})`);
     } catch (error) {
       failed++;
-      console.error(`call failed: ${(error as Error).message}`);
+      const message = (error as Error).message;
+      // The stub's advice names the option; this program reads RAFTER_CA.
+      const hint = /not trusted|UnknownIssuer/.test(message)
+        ? "\n  (set RAFTER_CA to the CA certificate that signed the registry's and servers' certificates)"
+        : "";
+      console.error(`call failed: ${message}${hint}`);
     }
     if (i + 1 < options.count) {
       await new Promise((r) => setTimeout(r, options.intervalMs));
