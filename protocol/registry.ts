@@ -757,6 +757,11 @@ export interface PeerTransportCounters {
    * because the peer refused this node's certificate.
    */
   identityRefused: number;
+  /**
+   * New connections dialled because a ping on the open one went
+   * unanswered (a healed partition is rejoined on the new one).
+   */
+  redials: number;
 }
 
 /**

@@ -97,6 +97,7 @@ function securityOf(sources: StatusSources): PeerSecurityStatus {
     },
     peerTransport: {
       identityRefused: sources.peerTransport?.identityRefused ?? 0,
+      redials: sources.peerTransport?.redials ?? 0,
     },
     raft: {
       droppedNotMember: raft.droppedNotMember,

@@ -230,7 +230,7 @@ export function cleanSecurity(delivered: number): PeerSecurityStatus {
       refusedConnections: 0,
       identityRefused: 0,
     },
-    peerTransport: { identityRefused: 0 },
+    peerTransport: { identityRefused: 0, redials: 0 },
     raft: {
       droppedNotMember: 0,
       droppedMisaddressed: 0,
