@@ -65,7 +65,7 @@ export interface WatchHubOptions {
   progressIntervalMs?: number;
   /**
    * Most watches on one connection (LIMIT_EXCEEDED beyond, naming
-   * `maxWatchesPerConnection`). @default 64
+   * `maxWatchesPerConnection`). @default 1_000
    */
   maxWatchesPerSession?: number;
   /** Most watches on the node (LIMIT_EXCEEDED beyond). @default 100_000 */
@@ -163,7 +163,7 @@ export class WatchHub {
     this.#source = source;
     this.#backlogBytes = options.backlogBytes ?? 1_048_576;
     this.#stallMs = options.stallMs ?? 5_000;
-    this.#maxPerSession = options.maxWatchesPerSession ?? 64;
+    this.#maxPerSession = options.maxWatchesPerSession ?? 1_000;
     this.#maxWatches = options.maxWatches ?? 100_000;
     this.#maxEvents = options.maxEventsPerNotification ?? 1_000;
     this.#now = options.now ?? Date.now;

@@ -85,7 +85,8 @@ prove the cluster secret).
                      beside --cluster-secret-file, so the nodes that share
                      the secret (copy the folder to every host) share it
   --max-watches-per-connection N
-                     most watches one client connection holds (default 64)
+                     most watches one client connection holds (default 1000;
+                     a client keeps one per cluster map on one connection)
   --max-bindings-per-lease N
                      most bindings one lease carries (default 1000)
   --max-tokens N     most tokens the registry holds (default 5000)
@@ -412,7 +413,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     maxWatchesPerConnection: positiveInteger(
       values["max-watches-per-connection"],
       "--max-watches-per-connection",
-      64,
+      1_000,
     ),
     maxBindingsPerLease: positiveInteger(
       values["max-bindings-per-lease"],

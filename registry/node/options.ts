@@ -130,7 +130,8 @@ export interface RegistryNodeOptions {
   adminTokenFile?: string;
   /**
    * Most watches one client connection may hold open (LIMIT_EXCEEDED
-   * beyond). @default 64
+   * beyond; a client keeps one watch per cluster map on one connection).
+   * @default 1_000
    */
   maxWatchesPerConnection?: number;
   /**
