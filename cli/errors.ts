@@ -194,6 +194,13 @@ function hintFor(error: unknown, context: Context): string {
     globals.registry.join(", ")
   } (from ${globals.registrySource})`;
   if (error.code === UNAVAILABLE) {
+    const applied = (error.data as UnavailableData | undefined)?.applied;
+    if (applied === "unknown") {
+      return `\nThe write may have been applied: check (rafter lookup, rafter lease ls) before running it again.`;
+    }
+    if (applied === false) {
+      return `\nThe write was not applied: running it again is safe once the registry has a leader (rafter status).`;
+    }
     const tried = (error.data as UnavailableData | undefined)?.tried;
     return tried === undefined
       ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`

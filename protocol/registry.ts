@@ -90,7 +90,10 @@ export interface LeaderTransferFailedData {
   leader: string | null;
 }
 
-/** Data of a {@link NOT_LEADER} error: where to send the write. */
+/**
+ * Data of a {@link NOT_LEADER} error: where to send the write. A write
+ * answered NOT_LEADER was not applied (a follower proposes nothing).
+ */
 export interface NotLeaderData {
   /** The leader's node id, or null when unknown. */
   leaderId: string | null;
@@ -104,6 +107,16 @@ export interface UnavailableData {
   retryAfterMs: number;
   /** Registry URLs the client tried, when the client raised the error. */
   tried?: string[];
+  /**
+   * For a write: `false` when it was definitely not applied (no leader, no
+   * quorum before it was proposed, a leadership hand-over, its entry
+   * replaced by a new leader's): retrying is safe; `"unknown"` when it may
+   * have been (it was proposed, then timed out or leadership was lost):
+   * a retry of a write that is not idempotent (`lease.grant`, `bind` with
+   * `grant`) may apply it twice, so check first (a lookup, `lease.list`).
+   * Absent for reads.
+   */
+  applied?: false | "unknown";
 }
 
 /** Data of a {@link LEASE_NOT_FOUND} error. */

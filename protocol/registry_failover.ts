@@ -51,6 +51,65 @@ export function isNodeAnswer(error: unknown): error is RpcError {
     !isLocalTimeout(error);
 }
 
+/**
+ * Whether running `method` with `params` twice may do more than once:
+ * `lease.grant` without an `id` (a second lease, which the caller never
+ * hears of) and `registry.tokenCreate` (a second token). Every other
+ * registry write converges when repeated: `registry.bind` with `grant`
+ * moves the binding to the newest lease, and the other one expires.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { repeatsHarm } from "./registry_failover.ts";
+ * assert.equal(repeatsHarm("lease.grant", { ttlMs: 5000 }), true);
+ * assert.equal(repeatsHarm("lease.grant", { ttlMs: 5000, id: "l1" }), false);
+ * assert.equal(repeatsHarm("registry.unbind", { name: "a", id: "a-1" }), false);
+ * ```
+ */
+export function repeatsHarm(method: string, params: unknown): boolean {
+  const named = typeof params === "object" && params !== null &&
+      !Array.isArray(params)
+    ? params as Record<string, unknown>
+    : undefined;
+  switch (method) {
+    case "lease.grant":
+      return named?.id === undefined;
+    case "registry.tokenCreate":
+      return true;
+    default:
+      return false;
+  }
+}
+
+/**
+ * Whether the write `error` ended may have been applied: UNAVAILABLE with
+ * `data.applied: "unknown"`, a connection that failed after the request was
+ * written, or this client's own timeout after sending.
+ */
+export function mayHaveApplied(error: unknown): boolean {
+  if (!(error instanceof RpcError)) return false;
+  if (error.code === UNAVAILABLE) {
+    return (error.data as UnavailableData | undefined)?.applied === "unknown";
+  }
+  if (error instanceof ConnectionError) return error.written;
+  return isLocalTimeout(error) &&
+    (error.data as { written?: unknown }).written === true;
+}
+
+/**
+ * UNAVAILABLE with `data.applied: "unknown"` for a write that must not be
+ * sent again blindly (see {@link repeatsHarm}), quoting `error`.
+ */
+export function unknownOutcomeError(method: string, error: RpcError): RpcError {
+  const data: UnavailableData = { retryAfterMs: 0, applied: "unknown" };
+  return new RpcError(
+    UNAVAILABLE,
+    `Unavailable: ${method} may have been applied (${error.message}); it was not sent again, since a second one would not be the same (a second lease or token): check before retrying`,
+    data,
+  );
+}
+
 /** An answer the next node, or a later round, may not repeat. */
 export function isRetryableAnswer(error: unknown): boolean {
   return error instanceof RpcError &&

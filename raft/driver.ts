@@ -251,13 +251,24 @@ export interface RaftDriverOptions<R> {
 /** Thrown when a proposal or read cannot complete; the caller may retry. */
 export class RaftUnavailableError extends Error {
   /**
+   * For a proposal: `false` when its entry will never be applied (it was
+   * not appended, or a new leader's entry replaced it), `"unknown"` when it
+   * may still commit (a timeout, leadership lost, the node stopped while
+   * it was pending). Undefined for reads and leadership transfers.
+   */
+  readonly applied: false | "unknown" | undefined;
+
+  /**
    * Makes the error.
    *
    * @param message what failed and what to do.
+   * @param applied whether the proposal may still take effect (see
+   * {@link RaftUnavailableError.applied}).
    */
-  constructor(message: string) {
+  constructor(message: string, applied?: false | "unknown") {
     super(message);
     this.name = "RaftUnavailableError";
+    this.applied = applied;
   }
 }
 
@@ -459,7 +470,7 @@ export class RaftDriver<R = unknown> {
    * passed, or when the driver stopped.
    */
   propose(data: string, options: { timeoutMs?: number } = {}): Promise<R> {
-    if (this.#stopped) return Promise.reject(stoppedError());
+    if (this.#stopped) return Promise.reject(stoppedError(false));
     let index: number, term: number;
     try {
       ({ index, term } = this.core.propose(data));
@@ -489,7 +500,7 @@ export class RaftDriver<R = unknown> {
     change: ConfChange,
     options: { timeoutMs?: number } = {},
   ): Promise<Configuration> {
-    if (this.#stopped) return Promise.reject(stoppedError());
+    if (this.#stopped) return Promise.reject(stoppedError(false));
     let index: number, term: number;
     try {
       ({ index, term } = this.core.proposeConfChange(change));
@@ -519,6 +530,7 @@ export class RaftDriver<R = unknown> {
       proposal.reject(
         new RaftUnavailableError(
           `proposal at index ${index} not committed within ${ms} ms; it may still commit, retry if the write is idempotent`,
+          "unknown",
         ),
       );
     }, ms);
@@ -653,7 +665,7 @@ export class RaftDriver<R = unknown> {
   stop(): Promise<void> {
     if (!this.#stopped) {
       this.#stopped = true;
-      this.#rejectAll(stoppedError());
+      this.#rejectAll(stoppedError("unknown"));
     }
     if (this.#persisting === null) return Promise.resolve();
     return new Promise<void>((resolve) => {
@@ -836,6 +848,7 @@ export class RaftDriver<R = unknown> {
       proposal.reject(
         new RaftUnavailableError(
           `proposal at index ${entry.index} was replaced by a new leader's entry; retry`,
+          false,
         ),
       );
     }
@@ -918,6 +931,7 @@ export class RaftDriver<R = unknown> {
       proposal.reject(
         new RaftUnavailableError(
           `leadership lost (term ${proposal.term}) before the proposal at index ${index} committed; it may still commit, retry if the write is idempotent`,
+          "unknown",
         ),
       );
     }
@@ -958,7 +972,7 @@ export class RaftDriver<R = unknown> {
   #fatal(error: unknown): void {
     if (this.#stopped) return;
     this.#stopped = true;
-    this.#rejectAll(stoppedError());
+    this.#rejectAll(stoppedError("unknown"));
     const onFatal = this.#options.onFatal ??
       ((e: unknown) => console.error("raft: driver failed, node stopped:", e));
     onFatal(error);
@@ -988,6 +1002,10 @@ function randomHex(bytes: number): string {
   return Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-function stoppedError(): RaftUnavailableError {
-  return new RaftUnavailableError("the Raft node stopped");
+/**
+ * The node stopped: a proposal made before is `"unknown"` (it may have
+ * been replicated), one refused at once `false`.
+ */
+function stoppedError(applied?: false | "unknown"): RaftUnavailableError {
+  return new RaftUnavailableError("the Raft node stopped", applied);
 }

@@ -437,9 +437,11 @@ Deno.test("stop rejects pending proposals and reads, and later calls", async () 
     await stopMember(member);
     await stopMember(member); // twice is fine
     await readFailed;
+    // Refused before anything was appended: definitely not applied.
     await assert.rejects(member.node.propose("x"), {
       name: "RaftUnavailableError",
       message: "the Raft node stopped",
+      applied: false,
     });
     await assert.rejects(member.node.readBarrier(), RaftUnavailableError);
   }, "rafter_node_");

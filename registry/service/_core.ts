@@ -161,8 +161,9 @@ export class ServiceCore {
     }
     if (result === undefined) {
       throw unavailable(
-        "Unavailable: leadership is changing hands; retry shortly",
+        "Unavailable: leadership is changing hands; the write was not applied: retry shortly",
         electionTimeoutMs / 10,
+        false,
       );
     }
     if (!result.ok) {
@@ -201,6 +202,7 @@ export class ServiceCore {
       throw unavailable(
         "Unavailable: this node was just elected leader and is applying the log; retry shortly",
         this.context.electionTimeoutMs / 10,
+        false,
       );
     }
   }
@@ -220,6 +222,7 @@ export class ServiceCore {
             ? "Unavailable: the registry is electing a leader; retry shortly"
             : `Unavailable: no quorum: ${problem}`,
           retryAfterMs,
+          kind === "write" ? false : undefined,
         );
       }
       const data: NotLeaderData = {
@@ -239,11 +242,17 @@ export class ServiceCore {
         ? ', or pass consistency: "serializable" for a possibly stale answer'
         : "";
       const problem = this.context.quorumProblem?.() ?? null;
+      const applied = kind === "write" ? error.applied ?? "unknown" : undefined;
       return unavailable(
         `Unavailable: ${error.message}${hint}${
           problem === null ? "" : ` (no quorum: ${problem})`
+        }${
+          applied === "unknown"
+            ? "; the write may have been applied: check before retrying one that is not idempotent"
+            : ""
         }`,
         retryAfterMs,
+        applied,
       );
     }
     return error;
@@ -268,9 +277,18 @@ export class ServiceCore {
   }
 }
 
-/** UNAVAILABLE (-32006): retry after `retryAfterMs`. */
-export function unavailable(message: string, retryAfterMs: number): RpcError {
+/**
+ * UNAVAILABLE (-32006): retry after `retryAfterMs`; for a write, `applied`
+ * says whether it was definitely not applied (`false`) or may have been
+ * (`"unknown"`).
+ */
+export function unavailable(
+  message: string,
+  retryAfterMs: number,
+  applied?: false | "unknown",
+): RpcError {
   const data: UnavailableData = { retryAfterMs: Math.round(retryAfterMs) };
+  if (applied !== undefined) data.applied = applied;
   return new RpcError(UNAVAILABLE, message, data);
 }
 

@@ -56,7 +56,7 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       bind(),
       UNAVAILABLE,
       `Unavailable: ${noQuorum}`,
-      { retryAfterMs: 10_000 },
+      { retryAfterMs: 10_000, applied: false },
     );
     // A linearizable lookup waits for a leader to confirm it, then gives up.
     await rejectsWith(

@@ -181,6 +181,7 @@ export function memberMethods(
           throw unavailable(
             `Unavailable: ${error.message}`,
             context.electionTimeoutMs,
+            false,
           );
         }
         throw membershipFailed(

@@ -43,8 +43,11 @@ import {
   isNodeAnswer,
   isRetryableAnswer,
   leaderHint,
+  mayHaveApplied,
   noRegistryError,
   noSuccessError,
+  repeatsHarm,
+  unknownOutcomeError,
 } from "../../protocol/registry_failover.ts";
 import type { ConnectionPool } from "../connection_pool.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
@@ -549,6 +552,11 @@ export class RegistryClient {
         // final message quotes the last such answer.
         if (isNodeAnswer(error)) lastAnswer = error;
         if (signal.aborted) throw cancelled(method);
+        // A write that may have taken effect is not sent again when a
+        // second one would differ (issue 17: a retried grant made two).
+        if (mayHaveApplied(error) && repeatsHarm(method, params)) {
+          throw unknownOutcomeError(method, error as RpcError);
+        }
         const hint = leaderHint(error);
         if (hint !== null && hint !== url && hops++ <= n()) {
           // Follow the hint at once, but not around a loop of stale hints.
