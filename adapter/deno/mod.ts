@@ -55,6 +55,7 @@ import { dial as dialOn, type DialOptions } from "../../rpc/transport/dial.ts";
 import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { denoDialer, denoTcpDialer } from "./tcp.ts";
 import type { TlsDialOptions } from "../../rpc/transport/tls.ts";
+import { withEntryDialer } from "../tls/client.ts";
 
 export { serve } from "./serve.ts";
 export type {
@@ -79,12 +80,10 @@ export function connect(
   registryUrls: string | readonly string[],
   options: ConnectOptions & TlsDialOptions = {},
 ): RafterClient {
-  const { tls, ...rest } = options;
-  return connectOn(registryUrls, {
-    ...rest,
-    dialer: rest.dialer ??
-      (tls === undefined ? denoTcpDialer : denoDialer(tls)),
-  });
+  return connectOn(
+    registryUrls,
+    withEntryDialer(options, denoTcpDialer, denoDialer),
+  );
 }
 
 /**
@@ -100,10 +99,5 @@ export function dial(
   url: string,
   options: DialOptions & TlsDialOptions = {},
 ): Promise<RpcConnection> {
-  const { tls, ...rest } = options;
-  return dialOn(url, {
-    ...rest,
-    dialer: rest.dialer ??
-      (tls === undefined ? denoTcpDialer : denoDialer(tls)),
-  });
+  return dialOn(url, withEntryDialer(options, denoTcpDialer, denoDialer));
 }

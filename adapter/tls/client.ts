@@ -178,3 +178,20 @@ export function endpointDialer(
     return tcp(address.hostname, address.port, options?.signal);
   };
 }
+
+/**
+ * `options` with its `tls` turned into the `dialer` of a runtime entry's
+ * `connect()` or `dial()`: a given `dialer` wins; else `plain` without
+ * `tls`, `make(tls)` with it.
+ */
+export function withEntryDialer<O extends { dialer?: Dialer }>(
+  options: O & { tls?: TlsClientOptions },
+  plain: Dialer,
+  make: (tls: TlsClientOptions) => Dialer,
+): O {
+  const { tls, ...rest } = options;
+  return {
+    ...rest,
+    dialer: rest.dialer ?? (tls === undefined ? plain : make(tls)),
+  } as O;
+}
