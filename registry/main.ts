@@ -87,12 +87,8 @@ import {
   leaveCluster,
 } from "./node/join.ts";
 import { pathExists, portsFree } from "./_start_checks.ts";
-import { exposureProblems } from "./node/exposure.ts";
-import {
-  alwaysTls,
-  InsecureStartError,
-  peerDialerTls,
-} from "./node/options.ts";
+import { exposureOf, exposureProblems } from "./node/exposure.ts";
+import { InsecureStartError, nodeDialers } from "./node/options.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
@@ -157,21 +153,14 @@ export async function runRegistry(argv: string[]): Promise<number> {
     return 2;
   }
   // Secure by default: refused before anything is dialed or written.
-  const problems = exposureProblems({
-    listen: args.listen,
-    peerListen: args.peerListen,
-    clientTls: args.tls !== undefined,
-    peerTls: args.peerTls !== undefined,
-    auth: args.auth,
-    insecure: args.insecure,
-  });
+  const problems = exposureProblems(exposureOf(args, args));
   if (problems.length > 0) {
     console.error(
       `registry ${args.id}: ${new InsecureStartError(problems).message}`,
     );
     return 2;
   }
-  const network = joinNetwork(args);
+  const network: JoinNetwork = nodeDialers(args, denoDialer);
   const log = (line: string) => console.log(line);
   let fatal: unknown = null;
   const stopped = Promise.withResolvers<void>();
@@ -300,17 +289,6 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   log(`registry ${args.id} stopped`);
   return 0;
-}
-
-/** How `--join` dials, from the TLS flags (`--tls-ca`, `--peer-tls-*`). */
-function joinNetwork(args: RegistryArgs): JoinNetwork {
-  const caFile = args.tlsCaFile ?? args.peerTls?.caFile;
-  return {
-    client: caFile === undefined ? undefined : denoDialer({ caFile }),
-    peer: args.peerTls === undefined
-      ? undefined
-      : alwaysTls(denoDialer(peerDialerTls(args.peerTls))),
-  };
 }
 
 if (import.meta.main) {

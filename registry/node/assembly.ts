@@ -30,16 +30,15 @@ import { type ApplyResult, encodeCommand } from "../state.ts";
 import { LEASE_SYNC_METHOD } from "../lease_keeper.ts";
 import { HealthChecker } from "../_health_checker.ts";
 import { listening, pathExists, portsFree } from "../_start_checks.ts";
-import type { Dialer } from "../../rpc/transport/transport.ts";
-import type { TlsClientOptions } from "../../rpc/transport/tls.ts";
 import { insecureWarning } from "./exposure.ts";
 import {
-  alwaysTls,
+  type NodeDialers,
+  nodeDialers,
   type NodeSettings,
   ownPeerUrl,
-  peerDialerTls,
   type RegistryNodeOptions,
   settingsOf,
+  type TlsDialerFactory,
 } from "./options.ts";
 import { type RegistryNodeSnapshot, Replica } from "./replica.ts";
 import { MEMBER_REMOVED_METHOD, Membership } from "./membership.ts";
@@ -92,16 +91,9 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     const node = new RegistryNodeAssembly(
       settings,
       key,
-      dialersOf(options, tlsDialer),
+      nodeDialers(options, tlsDialer),
     );
-    const warning = insecureWarning({
-      listen: settings.listen,
-      peerListen: settings.peerListen,
-      clientTls: options.tls !== undefined,
-      peerTls: options.peerTls !== undefined,
-      auth: options.auth === true,
-      insecure: options.insecure === true,
-    });
+    const warning = insecureWarning(settings.exposure);
     if (warning !== null) settings.log(`${settings.id}: ${warning}`);
     await node.#openLog();
     await node.#loadAdminToken();
@@ -541,42 +533,4 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
 /** Where a node's bootstrap admin token file is. */
 function adminTokenFileOf(options: RegistryNodeOptions): string {
   return options.adminTokenFile ?? `${options.dataDir}/admin_token`;
-}
-
-/** Makes a dialer for `tls://` (and, for peers, every) URL with these files. */
-export type TlsDialerFactory = (tls: TlsClientOptions) => Dialer;
-
-/** How a node dials: its peers, and client ports and endpoints. */
-interface NodeDialers {
-  /** Peer connections: mutual TLS with the member certificate, if any. */
-  peer: Dialer | undefined;
-  /** Client ports and servers' endpoints (health checks). */
-  client: Dialer | undefined;
-}
-
-/**
- * The node's dialers: with `peerTls`, peers are dialed with TLS (the
- * scheme of a peer URL notwithstanding) presenting the member's
- * certificate; `tls://` client ports and endpoints trust `tlsCaFile`
- * (default the peer CA).
- *
- * @throws {TypeError} when TLS is configured but no dialer factory was
- * given (an embedder's runtime without one).
- */
-function dialersOf(
-  options: RegistryNodeOptions,
-  factory: TlsDialerFactory | undefined,
-): NodeDialers {
-  const caFile = options.tlsCaFile ?? options.peerTls?.caFile;
-  if (options.peerTls === undefined && caFile === undefined) {
-    return { peer: undefined, client: undefined };
-  }
-  if (factory === undefined) {
-    throw new TypeError(
-      "peerTls and tlsCaFile need a TLS dialer: start the node with startRegistryNode of @rafter/rpc/registry (Deno)",
-    );
-  }
-  const client = caFile === undefined ? undefined : factory({ caFile });
-  if (options.peerTls === undefined) return { peer: undefined, client };
-  return { peer: alwaysTls(factory(peerDialerTls(options.peerTls))), client };
 }

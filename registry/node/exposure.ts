@@ -29,6 +29,29 @@ export interface Exposure {
 }
 
 /**
+ * The {@link Exposure} of a node listening on `ports` with `flags` (its
+ * options, or its command line: both name the fields alike).
+ */
+export function exposureOf(
+  ports: { listen: TcpAddress; peerListen: TcpAddress },
+  flags: {
+    tls?: unknown;
+    peerTls?: unknown;
+    auth?: boolean;
+    insecure?: boolean;
+  },
+): Exposure {
+  return {
+    listen: ports.listen,
+    peerListen: ports.peerListen,
+    clientTls: flags.tls !== undefined,
+    peerTls: flags.peerTls !== undefined,
+    auth: flags.auth === true,
+    insecure: flags.insecure === true,
+  };
+}
+
+/**
  * Whether `hostname` reaches only this host: `127.0.0.0/8`, `::1` or
  * `localhost`. Wildcard addresses (`0.0.0.0`, `::`) are not loopback.
  *

@@ -23,7 +23,7 @@ import type {
   TlsClientOptions,
   TlsServerOptions,
 } from "../../rpc/transport/tls.ts";
-import { exposureProblems } from "./exposure.ts";
+import { type Exposure, exposureOf, exposureProblems } from "./exposure.ts";
 
 /** Settings of `startRegistryNode`. */
 export interface RegistryNodeOptions {
@@ -235,6 +235,8 @@ export interface NodeSettings {
   readonly lingerMs: number;
   readonly maxFrameBytes: number;
   readonly log: (line: string) => void;
+  /** What the node exposes to other hosts, and how (see `exposure.ts`). */
+  readonly exposure: Exposure;
 }
 
 /**
@@ -256,14 +258,8 @@ export function settingsOf(options: RegistryNodeOptions): NodeSettings {
     );
   }
   const peerListen = options.peerListen ?? defaultPeerListen(options);
-  const problems = exposureProblems({
-    listen,
-    peerListen,
-    clientTls: options.tls !== undefined,
-    peerTls: options.peerTls !== undefined,
-    auth: options.auth === true,
-    insecure: options.insecure === true,
-  });
+  const exposure = exposureOf({ listen, peerListen }, options);
+  const problems = exposureProblems(exposure);
   if (problems.length > 0) {
     throw new InsecureStartError(problems);
   }
@@ -296,6 +292,7 @@ export function settingsOf(options: RegistryNodeOptions): NodeSettings {
     minTtlMs: Math.ceil(1.5 * electionTimeoutMs),
     lingerMs: 2 * electionTimeoutMs,
     maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
+    exposure,
     log: options.log ?? (() => {}),
   };
 }
@@ -321,7 +318,7 @@ export class InsecureStartError extends Error {
 }
 
 /** TLS options of the dialer a node opens peer connections with. */
-export function peerDialerTls(
+function peerDialerTls(
   peerTls: NonNullable<RegistryNodeOptions["peerTls"]>,
 ): TlsClientOptions {
   return {
@@ -336,7 +333,7 @@ export function peerDialerTls(
  * `--peers` and the log, and members dial them with TLS once `peerTls`
  * is on.
  */
-export function alwaysTls(dialer: Dialer): Dialer {
+function alwaysTls(dialer: Dialer): Dialer {
   return (url, options) => dialer(url.replace(/^tcp:\/\//, "tls://"), options);
 }
 
@@ -374,4 +371,42 @@ function advertisedPeer(
     hostname: advertised?.hostname ?? address.hostname,
     port: address.port,
   };
+}
+
+/** Makes a dialer for `tls://` (and, for peers, every) URL with these files. */
+export type TlsDialerFactory = (tls: TlsClientOptions) => Dialer;
+
+/** How a node dials: its peers, and client ports and endpoints. */
+export interface NodeDialers {
+  /** Peer connections: mutual TLS with the member certificate, if any. */
+  peer: Dialer | undefined;
+  /** Client ports and servers' endpoints (health checks). */
+  client: Dialer | undefined;
+}
+
+/**
+ * The node's dialers: with `peerTls`, peers are dialed with TLS (the
+ * scheme of a peer URL notwithstanding) presenting the member's
+ * certificate; `tls://` client ports and endpoints trust `tlsCaFile`
+ * (default the peer CA). The same for the node and for its `--join`.
+ *
+ * @throws {TypeError} when TLS is configured but no dialer factory was
+ * given (an embedder's runtime without one).
+ */
+export function nodeDialers(
+  options: Pick<RegistryNodeOptions, "peerTls" | "tlsCaFile">,
+  factory: TlsDialerFactory | undefined,
+): NodeDialers {
+  const caFile = options.tlsCaFile ?? options.peerTls?.caFile;
+  if (options.peerTls === undefined && caFile === undefined) {
+    return { peer: undefined, client: undefined };
+  }
+  if (factory === undefined) {
+    throw new TypeError(
+      "peerTls and tlsCaFile need a TLS dialer: start the node with startRegistryNode of @rafter/rpc/registry (Deno)",
+    );
+  }
+  const client = caFile === undefined ? undefined : factory({ caFile });
+  if (options.peerTls === undefined) return { peer: undefined, client };
+  return { peer: alwaysTls(factory(peerDialerTls(options.peerTls))), client };
 }
