@@ -149,8 +149,8 @@ class RegistryService {
 }
 
 /**
- * With auth enforced, closes `session` if it has no valid token
- * `timeoutMs` after it opened (an anonymous connection would otherwise
+ * With auth enforced when it opens, closes `session` if it has no valid
+ * token `timeoutMs` after it opened (an anonymous connection would otherwise
  * hold a slot of the connection caps until the idle timeout). One timer
  * per connection, cleared when the connection ends.
  */
@@ -159,7 +159,9 @@ function closeUnauthenticated(
   caller: Caller,
   timeoutMs: number,
 ): void {
-  if (timeoutMs <= 0) return;
+  // Without auth on, no timer per connection (a switch turned on later
+  // refuses the calls of connections already open anyway).
+  if (timeoutMs <= 0 || !caller.enforced) return;
   const timer = setTimeout(() => {
     if (caller.enforced && caller.token() === null) session.close();
   }, timeoutMs);
