@@ -25,6 +25,7 @@ import {
   type PeerCertificate,
 } from "../rpc/transport/transport.ts";
 import { fromDenoConn } from "../adapter/deno/tcp.ts";
+import { fedReadable } from "./rpc.ts";
 
 /**
  * A certificate as a TLS layer reports it, naming each of `members` in a
@@ -50,34 +51,17 @@ export function memberCertificate(
 
 /** One direction of a pair: what one end writes, the other reads. */
 function pipe() {
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
-    try {
-      controller.close();
-    } catch {
-      // Cancelled already.
-    }
-  };
-  const readable = new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c;
-    },
-    cancel() {
-      ended = true;
-    },
-  });
+  const fed = fedReadable();
+  const end = () => fed.end();
   const writable = new WritableStream<Uint8Array>({
     write(chunk) {
-      if (ended) throw new Error("stream closed");
-      controller.enqueue(chunk.slice());
+      if (fed.ended) throw new Error("stream closed");
+      fed.enqueue(chunk.slice());
     },
     close: end,
     abort: end,
   });
-  return { readable, writable, end };
+  return { readable: fed.readable, writable, end };
 }
 
 /**

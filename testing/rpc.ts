@@ -296,21 +296,18 @@ export interface FakeStream {
   readonly closed: boolean;
 }
 
-/** Makes a {@link FakeStream}. */
-export function fakeStream(): FakeStream {
-  const chunks: Uint8Array[] = [];
+/**
+ * A readable stream the test feeds: `enqueue` delivers bytes, `end` ends
+ * it (idempotent, and quiet once the reader cancelled).
+ */
+export function fedReadable(): {
+  readable: ReadableStream<Uint8Array>;
+  enqueue(chunk: Uint8Array): void;
+  end(): void;
+  readonly ended: boolean;
+} {
   let controller!: ReadableStreamDefaultController<Uint8Array>;
-  let closed = false;
   let ended = false;
-  const endReadable = () => {
-    if (ended) return;
-    ended = true;
-    try {
-      controller.close();
-    } catch {
-      // Cancelled already.
-    }
-  };
   const readable = new ReadableStream<Uint8Array>({
     start(c) {
       controller = c;
@@ -319,6 +316,31 @@ export function fakeStream(): FakeStream {
       ended = true;
     },
   });
+  return {
+    readable,
+    enqueue: (chunk) => controller.enqueue(chunk),
+    end() {
+      if (ended) return;
+      ended = true;
+      try {
+        controller.close();
+      } catch {
+        // Cancelled already.
+      }
+    },
+    get ended() {
+      return ended;
+    },
+  };
+}
+
+/** Makes a {@link FakeStream}. */
+export function fakeStream(): FakeStream {
+  const chunks: Uint8Array[] = [];
+  let closed = false;
+  const fed = fedReadable();
+  const { readable } = fed;
+  const endReadable = () => fed.end();
   const writable = new WritableStream<Uint8Array>({
     write(chunk) {
       if (closed) throw new Error("stream closed");
@@ -338,8 +360,8 @@ export function fakeStream(): FakeStream {
     chunks,
     written: () =>
       chunks.map((chunk) => new TextDecoder().decode(chunk)).join(""),
-    push: (text) => controller.enqueue(encoder.encode(text)),
-    pushBytes: (bytes) => controller.enqueue(bytes.slice()),
+    push: (text) => fed.enqueue(encoder.encode(text)),
+    pushBytes: (bytes) => fed.enqueue(bytes.slice()),
     end: endReadable,
     get closed() {
       return closed;
