@@ -457,6 +457,26 @@ interface PendingRead {
   acks: Set<NodeId>;
 }
 
+/** Counters of a core that has dropped and seen nothing yet: all zero. */
+export function emptyCoreStats(): RaftCoreStats {
+  return {
+    droppedNotMember: 0,
+    droppedMisaddressed: 0,
+    droppedStale: 0,
+    anomalies: {
+      ackBeyondLastIndex: 0,
+      snapshotTooLarge: 0,
+      timeoutNowNotFromLeader: 0,
+      appendNotFromLeader: 0,
+      readIndexNotFromLeader: 0,
+      successFromLaterTerm: 0,
+      voteFromNonVoter: 0,
+      fromSelf: 0,
+      snapshotAckBeyondEnd: 0,
+    },
+  };
+}
+
 /**
  * One Raft node's consensus state. Deterministic: for the same config
  * (including `random`) and the same calls it produces the same Readys.
@@ -540,22 +560,7 @@ export class RaftCore {
   #pendingSnapshot: Snapshot | null = null;
   /** The snapshot being assembled from chunks, or null. */
   #incoming: IncomingSnapshot | null = null;
-  readonly #stats: RaftCoreStats = {
-    droppedNotMember: 0,
-    droppedMisaddressed: 0,
-    droppedStale: 0,
-    anomalies: {
-      ackBeyondLastIndex: 0,
-      snapshotTooLarge: 0,
-      timeoutNowNotFromLeader: 0,
-      appendNotFromLeader: 0,
-      readIndexNotFromLeader: 0,
-      successFromLaterTerm: 0,
-      voteFromNonVoter: 0,
-      fromSelf: 0,
-      snapshotAckBeyondEnd: 0,
-    },
-  };
+  readonly #stats: RaftCoreStats = emptyCoreStats();
   /**
    * The leader of the current term as far as this node knows (it heard
    * its appends, or is it), kept while `#leader` is forgotten for

@@ -24,6 +24,7 @@ import type {
 } from "../../protocol/registry.ts";
 import type { RegistryNodeOptions } from "../node/options.ts";
 import type { TokenCreateResult } from "../../protocol/auth.ts";
+import { emptyCoreStats } from "../../raft/core.ts";
 
 /** A single-node registry (elected) and a raw connection to it. */
 export async function withSingleNode(
@@ -231,21 +232,6 @@ export function cleanSecurity(delivered: number): PeerSecurityStatus {
       identityRefused: 0,
     },
     peerTransport: { identityRefused: 0, redials: 0 },
-    raft: {
-      droppedNotMember: 0,
-      droppedMisaddressed: 0,
-      droppedStale: 0,
-      anomalies: {
-        ackBeyondLastIndex: 0,
-        snapshotTooLarge: 0,
-        timeoutNowNotFromLeader: 0,
-        appendNotFromLeader: 0,
-        readIndexNotFromLeader: 0,
-        successFromLaterTerm: 0,
-        voteFromNonVoter: 0,
-        fromSelf: 0,
-        snapshotAckBeyondEnd: 0,
-      },
-    },
+    raft: emptyCoreStats(),
   };
 }
