@@ -448,6 +448,28 @@ export class ChaosCluster {
     );
   }
 
+  /**
+   * Brings every node back that is no member: those {@link removeMember}
+   * removed, and those a removal whose outcome was unknown (it timed out)
+   * took out after all (the leader's member list lacks them). @returns
+   * the nodes brought back.
+   *
+   * @throws {ChaosClusterError} when the member list cannot be read or a
+   * rejoin fails within `timeoutMs`.
+   */
+  async reconcile(timeoutMs = 45_000): Promise<string[]> {
+    const deadline = Date.now() + timeoutMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    await this.waitForLeader(left());
+    const list = await this.memberList(Math.min(left(), 5_000));
+    for (const id of this.ids) {
+      if (!list.members.some((m) => m.id === id)) this.#removed.add(id);
+    }
+    const back = [...this.#removed];
+    for (const id of back) await this.rejoin(id, left());
+    return back;
+  }
+
   /** Stops every node and removes the data folder (if made here); closes the admin client. */
   async stop(): Promise<void> {
     this.#admin.close();

@@ -20,6 +20,7 @@ import {
   CLIENT,
   createChaosNetwork,
 } from "./netns.ts";
+import type { SmokeResult } from "./_netns_smoke.ts";
 
 const support = await chaosNetworkSupport();
 if (!support.ok) {
@@ -238,6 +239,77 @@ Deno.test({
       await Promise.all(probes.map((p) => p.close()));
       await network.destroy();
       await network.destroy(); // idempotent
+    }
+    assert.deepEqual(await namespaces(), []);
+  },
+});
+
+Deno.test({
+  name:
+    "chaos smoke: a 3-node registry in namespaces under the nemesis for 20 s keeps every acknowledged bind and writes after the last heal",
+  ignore,
+  sanitizeResources: false,
+  async fn() {
+    const seed = Number(Deno.env.get("CHAOS_SEED") ?? Date.now() % 2 ** 31);
+    console.log(`chaos smoke seed ${seed} (CHAOS_SEED=${seed} replays it)`);
+    const network = await createChaosNetwork({ nodes: ["n1", "n2", "n3"] });
+    try {
+      const driver = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          network.clientNamespace,
+          Deno.execPath(),
+          "run",
+          "-A",
+          new URL("./_netns_smoke.ts", import.meta.url).pathname,
+          "--seconds",
+          "20",
+          "--seed",
+          String(seed),
+        ],
+        env: network.env(),
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      // ip netns exec execs: driver.pid is the driver's deno.
+      const timer = setTimeout(() => {
+        try {
+          driver.kill("SIGKILL");
+        } catch { /* gone */ }
+      }, 90_000);
+      const out = await driver.output();
+      clearTimeout(timer);
+      const stdout = new TextDecoder().decode(out.stdout);
+      const stderr = new TextDecoder().decode(out.stderr);
+      console.log(stderr.trim().split("\n").slice(-40).join("\n"));
+      assert.equal(out.code, 0, `the driver failed:\n${stderr}`);
+      const result: SmokeResult = JSON.parse(stdout.trim().split("\n").pop()!);
+      console.log(
+        `${result.faults.length} faults (${
+          result.kinds.join(", ")
+        }), ${result.acknowledged} binds acknowledged, ${result.failed} failed, ${result.acknowledgedAfterLastHeal} after the last heal`,
+      );
+      assert.ok(
+        result.kinds.length >= 3,
+        `only ${result.kinds.join(", ")} applied`,
+      );
+      assert.ok(result.faults.every((f) => f.healedAt !== null));
+      // Nothing left behind: no rule, every node running, a voter.
+      assert.deepEqual(result.leftover, {
+        cuts: [],
+        paused: [],
+        stopped: [],
+        removed: [],
+        notVoters: [],
+      });
+      assert.ok(
+        result.acknowledgedAfterLastHeal >= 5,
+        `${result.acknowledgedAfterLastHeal} binds acknowledged after the last heal`,
+      );
+      assert.deepEqual(result.missing, [], "acknowledged binds lost");
+    } finally {
+      await network.destroy();
     }
     assert.deepEqual(await namespaces(), []);
   },
