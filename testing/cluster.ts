@@ -156,6 +156,20 @@ export interface LocalClusterOptions {
    * false (plain TCP, no auth).
    */
   secure?: boolean;
+  /**
+   * The command that child `name` runs under, put before the deno
+   * binary: e.g. `["ip", "netns", "exec", "ns1"]` to start it in a network
+   * namespace (the wrapper must exec, so the child's PID stays deno's and
+   * signals reach it). Default none.
+   */
+  wrapperOf?(name: string): string[];
+  /**
+   * The address registry node `id` listens on (client and peer port) and
+   * is reached at. Default `127.0.0.1`. Any other address needs TLS or
+   * `--insecure` (in `nodeArgs`); secure clusters' certificates name
+   * 127.0.0.1 only.
+   */
+  hostOf?(id: string): string;
 }
 
 /** What every certificate of a secure cluster is valid for: this host, one day. */
@@ -195,6 +209,8 @@ export class LocalCluster {
   readonly peers = new Map<string, string>();
   /** Nodes planned with {@link planJoiner}. */
   readonly #joiners = new Set<string>();
+  /** Bootstrap nodes that came back as new members ({@link markRejoined}). */
+  readonly #rejoined = new Set<string>();
   /** Whether the cluster runs with TLS and tokens ({@link LocalClusterOptions.secure}). */
   readonly secure: boolean;
   /** The throw-away CA (secure clusters), made on first use. */
@@ -248,8 +264,9 @@ export class LocalCluster {
   planRegistry(count: number): void {
     const ports = freePorts(2 * count);
     for (let i = 0; i < count; i++) {
-      this.registry.set(`n${i + 1}`, this.#url(ports[2 * i]));
-      this.peers.set(`n${i + 1}`, this.#url(ports[2 * i + 1]));
+      const id = `n${i + 1}`;
+      this.registry.set(id, this.#url(ports[2 * i], id));
+      this.peers.set(id, this.#url(ports[2 * i + 1], id));
     }
   }
 
@@ -260,9 +277,22 @@ export class LocalCluster {
    */
   planJoiner(id: string): void {
     const [client, peer] = freePorts(2);
-    this.registry.set(id, this.#url(client));
-    this.peers.set(id, this.#url(peer));
+    this.registry.set(id, this.#url(client, id));
+    this.peers.set(id, this.#url(peer, id));
     this.#joiners.add(id);
+  }
+
+  /**
+   * Bootstrap node `id` was removed from the cluster and comes back as a
+   * new member on its URLs (a fresh data folder): from now on
+   * {@link startNode} starts it as a joiner (`--join` when given, else its
+   * `--peer-listen` only, as a joined node restarts), while the other
+   * bootstrap nodes still list it in their `--peers` (their data folders
+   * were bootstrapped with it).
+   */
+  markRejoined(id: string): void {
+    if (!this.registry.has(id)) throw new Error(`no registry node ${id}`);
+    this.#rejoined.add(id);
   }
 
   /**
@@ -323,7 +353,7 @@ export class LocalCluster {
     } = {},
   ): Promise<Child> {
     const address = (url: string) => url.replace(/^[a-z]+:\/\//, "");
-    const membership = this.#joiners.has(id)
+    const membership = this.#joiners.has(id) || this.#rejoined.has(id)
       ? [
         ...(options.join === undefined ? [] : ["--join", options.join]),
         "--peer-listen",
@@ -763,8 +793,9 @@ export class LocalCluster {
     });
   }
 
-  #url(port: number): string {
-    return `${this.secure ? "tls" : "tcp"}://127.0.0.1:${port}`;
+  #url(port: number, id: string): string {
+    const host = this.#options.hostOf?.(id) ?? "127.0.0.1";
+    return `${this.secure ? "tls" : "tcp"}://${host}:${port}`;
   }
 
   #requireSecure(what: string): void {
@@ -873,8 +904,10 @@ export class LocalCluster {
   ): ChildState {
     const existing = this.#children.get(name);
     if (existing?.running) throw new Error(`${name} is already running`);
-    const process = new Deno.Command(Deno.execPath(), {
+    const wrapper = this.#options.wrapperOf?.(name) ?? [];
+    const process = new Deno.Command(wrapper[0] ?? Deno.execPath(), {
       args: [
+        ...(wrapper.length === 0 ? [] : [...wrapper.slice(1), Deno.execPath()]),
         "run",
         "-A",
         new URL(script, ROOT).pathname,
