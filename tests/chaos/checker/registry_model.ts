@@ -1,0 +1,278 @@
+/**
+ * The sequential model of ONE registry name and its leases, for
+ * {@link checkLinearizable}: what `registry/state.ts` does with each
+ * command, seen from one name (the leases of a name are used by its
+ * operations only, so the name is an independent object).
+ *
+ * State: the endpoints bound under the name (`id → url, leaseId`) and the
+ * live leases. Revisions are global across names, so this model does not
+ * check revision numbers (`revisions.ts` and `watch.ts` do).
+ *
+ * Semantics (from `RegistryState`):
+ * - bind `id` with `leaseId`: LEASE_NOT_FOUND when the lease does not
+ *   exist (nothing changes); else upsert: the endpoint's url and lease are
+ *   replaced (a re-bind with another lease detaches it from the old one). A
+ *   bind identical to what is bound changes nothing (and does not bump the
+ *   revision), which the model shows as the same state.
+ * - unbind `id`: `removed: 1` and the endpoint is gone when it was bound,
+ *   else `removed: 0` and nothing changes.
+ * - lease grant of an id that exists: refused (-32602 "exists already");
+ *   else the lease exists, with no binding.
+ * - lease revoke: LEASE_NOT_FOUND when it does not exist; else the lease
+ *   and every endpoint attached to it are gone.
+ * - keep-alive: answered by the leader from its own state (no log entry):
+ *   `ok` when the lease exists; LEASE_NOT_FOUND when it does not, or while
+ *   its expiry is being committed (`lease.ts` refuses keep-alives of an
+ *   expiring lease), so LEASE_NOT_FOUND is allowed on a live lease too
+ *   (the expiry itself is then linearized where it happens).
+ * - lookup: the endpoints (id, url, leaseId), compared as a set (the order
+ *   is the binding order, which the workload does not rely on).
+ * - lease expiry: nondeterministic: after any operation, any subset of the
+ *   live leases may expire, removing their endpoints (each step gives every
+ *   such state, so the sets of states the search carries are closed under
+ *   expiry). With at most a few leases per name that is a handful of
+ *   states. Operations that change nothing (lookups, keep-alives, an
+ *   unbind that removed nothing, answers of LEASE_NOT_FOUND or "exists")
+ *   are declared {@link Model.readOnly}, which lets the search linearize
+ *   them greedily.
+ *
+ * ## What a workload must record (`OpOutput`)
+ *
+ * | call | registry answer | `outcome` / `output` |
+ * |---|---|---|
+ * | `registry.bind` (`leaseId` or none) | result `{ revision }` | ok `{ f: "bind", revision }` |
+ * | `registry.bind` | error -32007 LEASE_NOT_FOUND | ok `{ f: "bind", leaseNotFound: true }` |
+ * | `registry.unbind` | result `{ revision, removed }` | ok `{ f: "unbind", revision, removed }` |
+ * | `registry.lookup` | result `{ revision, endpoints }` | ok `{ f: "lookup", revision, endpoints: endpoints.map(({ id, url, leaseId }) => ({ id, url, leaseId })) }` |
+ * | `lease.grant` (explicit `id`) | result `{ id, ttlMs, revision }` | ok `{ f: "leaseGrant", revision, ttlMs }` |
+ * | `lease.grant` | error -32602 whose message contains "exists already" | ok `{ f: "leaseGrant", exists: true }` |
+ * | `lease.keepAlive` | result `{ id, ttlMs }` | ok `{ f: "leaseKeepAlive", ttlMs }` |
+ * | `lease.keepAlive` | error -32007 LEASE_NOT_FOUND | ok `{ f: "leaseKeepAlive", leaseNotFound: true }` |
+ * | `lease.revoke` | result `{ revision, removed }` | ok `{ f: "leaseRevoke", revision }` |
+ * | `lease.revoke` | error -32007 LEASE_NOT_FOUND | ok `{ f: "leaseRevoke", leaseNotFound: true }` |
+ * | any write | NOT_LEADER -32001 (a follower proposes nothing), an error with `data.applied: false`, NotSent (nothing reached a server), an invalid-params error other than the grant's | `fail` |
+ * | any write | a timeout, a closed connection, `data.applied: "unknown"`, any other error | `unknown` (`completedAt: null`) |
+ *
+ * Reads (`lookup`, `keepAlive`) that end in an error may be recorded as
+ * `fail` (a read changes nothing). `endpoints[].leaseId` is the endpoint's
+ * `leaseId` as the lookup returned it (null for none; the workload runs
+ * without auth, or as an admin, so lease ids are shown). A lookup must ask
+ * for the whole name (no `limit`, no query, `includeUnhealthy` irrelevant:
+ * no health checks in the chaos run).
+ *
+ * @module
+ */
+
+import type {
+  OpInput,
+  OpOutput,
+  Operation,
+  SeenEndpoint,
+} from "../history.ts";
+import type { Model, WglOperation } from "./wgl.ts";
+
+/** One name's state: its endpoints by id and its live leases (both sorted). */
+export interface NameState {
+  /** `[id, url, leaseId]`, sorted by id. */
+  endpoints: readonly (readonly [string, string, string | null])[];
+  /** Live lease ids, sorted. */
+  leases: readonly string[];
+}
+
+/** An operation of the history as the model reads it. */
+export type RegistryOp = WglOperation<OpInput, OpOutput> & {
+  /** The history operation it came from. */
+  source: Operation;
+};
+
+/** Settings of {@link registryModel}. */
+export interface RegistryModelOptions {
+  /**
+   * `"strict"` (default): an `ok` keep-alive means the lease exists.
+   * `"lenient"`: keep-alive answers constrain nothing (keep-alives are
+   * answered by whichever node believes it leads, without a ReadIndex
+   * round, so a deposed leader's answer may be stale).
+   */
+  keepAlive?: "strict" | "lenient";
+}
+
+const EMPTY: NameState = { endpoints: [], leases: [] };
+
+/** The model of one registry name (see the module doc). */
+export function registryModel(
+  options: RegistryModelOptions = {},
+): Model<NameState, OpInput, OpOutput> {
+  const strictKeepAlive = (options.keepAlive ?? "strict") === "strict";
+  return {
+    init: () => EMPTY,
+    key: stateKey,
+    step(state, op) {
+      const result: NameState[] = [];
+      for (const after of apply(state, op.input, op.output)) {
+        for (const expired of expiries(after)) result.push(expired);
+      }
+      return result;
+    },
+    readOnly: (op) => readOnly(op.input, op.output),
+  };
+
+  function apply(
+    state: NameState,
+    input: OpInput,
+    output: OpOutput | undefined,
+  ): NameState[] {
+    switch (input.f) {
+      case "bind": {
+        const leaseOk = input.leaseId === null ||
+          state.leases.includes(input.leaseId);
+        if (output === undefined) {
+          return leaseOk ? [putEndpoint(state, input)] : [state];
+        }
+        if (output.f !== "bind") return [];
+        if (output.leaseNotFound === true) return leaseOk ? [] : [state];
+        return leaseOk ? [putEndpoint(state, input)] : [];
+      }
+      case "unbind": {
+        const bound = state.endpoints.some(([id]) => id === input.id);
+        const next = bound ? withoutEndpoints(state, [input.id]) : state;
+        if (output === undefined) return [next];
+        if (output.f !== "unbind") return [];
+        return output.removed === (bound ? 1 : 0) ? [next] : [];
+      }
+      case "lookup": {
+        if (output === undefined) return [state];
+        if (output.f !== "lookup") return [];
+        return sameEndpoints(state, output.endpoints) ? [state] : [];
+      }
+      case "leaseGrant": {
+        const exists = state.leases.includes(input.leaseId);
+        const next = exists ? state : {
+          endpoints: state.endpoints,
+          leases: [...state.leases, input.leaseId].sort(),
+        };
+        if (output === undefined) return [next];
+        if (output.f !== "leaseGrant") return [];
+        return (output.exists === true) === exists ? [next] : [];
+      }
+      case "leaseKeepAlive": {
+        if (output === undefined || !strictKeepAlive) return [state];
+        if (output.f !== "leaseKeepAlive") return [];
+        const exists = state.leases.includes(input.leaseId);
+        if (output.leaseNotFound === true) return [state];
+        return exists ? [state] : [];
+      }
+      case "leaseRevoke": {
+        const exists = state.leases.includes(input.leaseId);
+        const next = exists ? endLeases(state, [input.leaseId]) : state;
+        if (output === undefined) return [next];
+        if (output.f !== "leaseRevoke") return [];
+        return (output.leaseNotFound === true) === !exists ? [next] : [];
+      }
+    }
+  }
+}
+
+/** Whether an operation never changes a name's state (see {@link Model.readOnly}). */
+function readOnly(input: OpInput, output: OpOutput | undefined): boolean {
+  switch (input.f) {
+    case "lookup":
+    case "leaseKeepAlive":
+      return true;
+    case "bind":
+      return output?.f === "bind" && output.leaseNotFound === true;
+    case "unbind":
+      return output?.f === "unbind" && output.removed === 0;
+    case "leaseGrant":
+      return output?.f === "leaseGrant" && output.exists === true;
+    case "leaseRevoke":
+      return output?.f === "leaseRevoke" && output.leaseNotFound === true;
+  }
+}
+
+/** Every state reachable by expiring a subset of the live leases (the empty one first). */
+function expiries(state: NameState): NameState[] {
+  const leases = state.leases;
+  if (leases.length === 0) return [state];
+  if (leases.length > 12) {
+    throw new RangeError(
+      `${leases.length} live leases on one name: the model explores every subset of them expiring, keep it to a few`,
+    );
+  }
+  const result: NameState[] = [state];
+  for (let mask = 1; mask < 1 << leases.length; mask++) {
+    result.push(endLeases(state, leases.filter((_, i) => (mask & 1 << i) !== 0)));
+  }
+  return result;
+}
+
+function endLeases(state: NameState, ended: readonly string[]): NameState {
+  return {
+    endpoints: state.endpoints.filter(([, , lease]) =>
+      lease === null || !ended.includes(lease)
+    ),
+    leases: state.leases.filter((lease) => !ended.includes(lease)),
+  };
+}
+
+function putEndpoint(
+  state: NameState,
+  input: { id: string; url: string; leaseId: string | null },
+): NameState {
+  const endpoints = state.endpoints.filter(([id]) => id !== input.id);
+  endpoints.push([input.id, input.url, input.leaseId]);
+  endpoints.sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0);
+  return { endpoints, leases: state.leases };
+}
+
+function withoutEndpoints(state: NameState, ids: string[]): NameState {
+  return {
+    endpoints: state.endpoints.filter(([id]) => !ids.includes(id)),
+    leases: state.leases,
+  };
+}
+
+/** Whether a lookup's endpoints are exactly the state's (as sets). */
+export function sameEndpoints(
+  state: NameState,
+  seen: readonly SeenEndpoint[],
+): boolean {
+  if (seen.length !== state.endpoints.length) return false;
+  const want = new Map(state.endpoints.map(([id, url, lease]) => [id, [url, lease]]));
+  for (const endpoint of seen) {
+    const bound = want.get(endpoint.id);
+    if (
+      bound === undefined || bound[0] !== endpoint.url ||
+      bound[1] !== (endpoint.leaseId ?? null)
+    ) {
+      return false;
+    }
+    want.delete(endpoint.id);
+  }
+  return true;
+}
+
+/** The canonical text of a state. */
+export function stateKey(state: NameState): string {
+  let key = "";
+  for (const [id, url, lease] of state.endpoints) {
+    key += `${id}\u0001${url}\u0001${lease ?? ""}\u0002`;
+  }
+  return `${key}|${state.leases.join("\u0001")}`;
+}
+
+/** The history operations of one name as model operations (`fail` ones dropped). */
+export function registryOps(operations: readonly Operation[]): RegistryOp[] {
+  const result: RegistryOp[] = [];
+  for (const operation of operations) {
+    if (operation.outcome === "fail") continue;
+    const known = operation.outcome === "ok";
+    result.push({
+      input: operation.input,
+      output: known ? operation.output : undefined,
+      call: operation.invokedAt,
+      return: known ? operation.completedAt : null,
+      source: operation,
+    });
+  }
+  return result;
+}
