@@ -5,7 +5,7 @@
  * re-admitted.
  *
  * The kill run lasts `STUB_CHAOS_SECONDS` (default 8 in `deno task test`;
- * `deno task chaos` runs the issue's 20 s). Every test prints what it
+ * `deno task chaos:stub` runs the issue's 20 s). Every test prints what it
  * measured ("measured:").
  */
 

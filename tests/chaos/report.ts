@@ -9,16 +9,7 @@
  */
 
 import type { History, Operation } from "./history.ts";
-
-/** One fault as the nemesis recorded it (times on the history's clock). */
-export interface FaultRecord {
-  kind: string;
-  target: string;
-  startedAt: number;
-  /** When it was healed; null if never (a bug of the nemesis). */
-  healedAt: number | null;
-  detail?: string;
-}
+import type { FaultRecord } from "./nemesis.ts";
 
 /** Availability under one kind of fault. */
 export interface FaultKindFigures {

@@ -50,7 +50,13 @@ Deno.test("runFigures: a fault's unavailability runs from its start to the first
     finalIndexes: [],
   };
   const figures = runFigures(history, [
-    { kind: "kill-leader", target: "n1", startedAt: 120, healedAt: 1000 },
+    {
+      kind: "kill-leader",
+      target: ["n1"],
+      detail: "n1 led",
+      startedAt: 120,
+      healedAt: 1000,
+    },
   ]);
   assert.equal(figures.operations, 6);
   assert.deepEqual(figures.byOutcome, { ok: 4, unknown: 1, fail: 1 });

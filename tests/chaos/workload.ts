@@ -57,7 +57,7 @@ export interface WorkloadOptions {
   watchers?: number;
   /** PRNG seed. @default 1 */
   seed?: number;
-  /** Time one request may take before its outcome is unknown, ms. @default 2_000 */
+  /** Time one request may take before its outcome is unknown, ms. @default 1_500 */
   requestTimeoutMs?: number;
   /** TTL of the leases the clients grant, ms. @default 3_000 */
   ttlMs?: number;
@@ -118,7 +118,7 @@ export class Workload {
     this.#urls = [...options.urls];
     this.#leaderUrl = this.#urls[0];
     this.#prefix = options.prefix ?? "chaos/";
-    this.#requestTimeoutMs = options.requestTimeoutMs ?? 2_000;
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 1_500;
     this.#ttlMs = options.ttlMs ?? 3_000;
     this.#now = options.now ?? (() => performance.now());
     this.#random = seeded(options.seed ?? 1);
@@ -363,7 +363,16 @@ export class Workload {
         return this.#complete(op, "ok", output(input, result));
       } catch (error) {
         const next = this.#classify(op, input, error);
-        if (next === "done") return op;
+        if (next === "done") {
+          // A leader that timed out or failed is not asked first again
+          // (as the registry client does): the next write tries another.
+          if (write && op.outcome !== "ok") {
+            this.#leaderUrl = this.#urls[
+              (this.#urls.indexOf(url) + 1) % this.#urls.length
+            ];
+          }
+          return op;
+        }
         if (next === "hint") {
           const hint = (error as RpcError).data as NotLeaderData | undefined;
           if (
