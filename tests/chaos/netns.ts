@@ -513,7 +513,13 @@ export class ChaosNetwork {
   }
 }
 
-/** Runs `cmd`; @throws {Error} with its output when it fails (unless `check: false`). */
+/** How long one `ip` or `iptables-restore` may take before it is killed, ms. */
+const COMMAND_TIMEOUT_MS = 10_000;
+
+/**
+ * Runs `cmd` (killed after {@link COMMAND_TIMEOUT_MS}); @throws {Error}
+ * with its output when it fails (unless `check: false`) or times out.
+ */
 async function run(
   cmd: string[],
   options: { stdin?: string; check?: boolean } = {},
@@ -524,12 +530,31 @@ async function run(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  if (options.stdin !== undefined) {
-    const writer = process.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(options.stdin));
-    await writer.close();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      process.kill("SIGKILL");
+    } catch { /* gone */ }
+  }, COMMAND_TIMEOUT_MS);
+  let out: Deno.CommandOutput;
+  try {
+    if (options.stdin !== undefined) {
+      const writer = process.stdin.getWriter();
+      await writer.write(new TextEncoder().encode(options.stdin));
+      await writer.close();
+    }
+    out = await process.output();
+  } finally {
+    clearTimeout(timer);
   }
-  const out = await process.output();
+  if (timedOut) {
+    throw new Error(
+      `\`${
+        cmd.join(" ")
+      }\` did not finish within ${COMMAND_TIMEOUT_MS} ms (killed)`,
+    );
+  }
   const result = {
     code: out.code,
     stdout: new TextDecoder().decode(out.stdout),

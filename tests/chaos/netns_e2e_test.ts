@@ -21,6 +21,7 @@ import {
   createChaosNetwork,
 } from "./netns.ts";
 import type { SmokeResult } from "./_netns_smoke.ts";
+import { within } from "../../testing/time.ts";
 
 const support = await chaosNetworkSupport();
 if (!support.ok) {
@@ -60,7 +61,12 @@ class Probe {
       .getReader();
   }
 
-  async #line(): Promise<Record<string, unknown>> {
+  /** The next line the probe prints, parsed; throws after 15 s. */
+  #line(): Promise<Record<string, unknown>> {
+    return within(this.#nextLine(), 15_000, `probe ${this.id} to answer`);
+  }
+
+  async #nextLine(): Promise<Record<string, unknown>> {
     while (!this.#buffer.includes("\n")) {
       const { value, done } = await this.#lines.read();
       if (done) throw new Error(`probe ${this.id} ended`);
