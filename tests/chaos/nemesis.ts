@@ -82,7 +82,12 @@ export interface FaultRecord {
   target: string[];
   /** `performance.now()` when the fault began (just before its first action). */
   startedAt: number;
-  /** `performance.now()` once its heal finished; null while it holds. */
+  /**
+   * `performance.now()` once its heal finished (rules flushed, nodes
+   * resumed, killed ones listening again; for `member-remove-readd`, the
+   * node a voter again); null while it holds. A leader may still be
+   * being elected then.
+   */
   healedAt: number | null;
   /** What exactly: the groups, the direction, the signal, who led. */
   detail: string;
@@ -227,24 +232,35 @@ export class Nemesis {
       }
       this.#onFault?.(record, "start");
       await this.#sleep(this.#between(this.#hold));
-      try {
-        await this.#healAll(60_000);
-      } catch (error) {
+      const failed = (what: string) => (error: unknown) => {
         record.error = [
           record.error,
-          `heal: ${(error as Error)?.message ?? error}`,
+          `${what}: ${(error as Error)?.message ?? error}`,
         ].filter((e) => e !== undefined).join("; ");
+      };
+      await this.#undo().catch(failed("heal"));
+      // A removed member's heal is its return; other faults are healed
+      // once undone, and the return of any member a removal took out
+      // after all (an unknown outcome) is waited for before the next.
+      if (record.kind === "member-remove-readd") {
+        await this.#cluster.reconcile(60_000).catch(failed("rejoin"));
       }
       record.healedAt = performance.now();
       this.#onFault?.(record, "healed");
+      if (record.kind !== "member-remove-readd") {
+        await this.#cluster.reconcile(60_000).catch(failed("reconcile"));
+      }
     }
   }
 
-  /**
-   * Undoes every fault: flushes the network's rules, resumes paused
-   * nodes, starts stopped members, brings removed nodes back.
-   */
+  /** Undoes every fault ({@link #undo}) and brings removed nodes back. */
   async #healAll(timeoutMs: number): Promise<void> {
+    await this.#undo();
+    await this.#cluster.reconcile(timeoutMs);
+  }
+
+  /** Flushes the network's rules, resumes paused nodes, starts stopped members. */
+  async #undo(): Promise<void> {
     const cluster = this.#cluster;
     await cluster.network.heal();
     for (const id of cluster.ids) {
@@ -255,7 +271,6 @@ export class Nemesis {
         cluster.start(id)
       ),
     );
-    await cluster.reconcile(timeoutMs);
   }
 
   /** Applies `record.kind`, filling in its target and detail ({@link #healAll} undoes it). */

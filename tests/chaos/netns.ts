@@ -3,7 +3,8 @@
  * this process creates and removes itself, and iptables rules inside them
  * only.
  *
- * Topology ({@link createChaosNetwork}, as root on the host): one
+ * Topology ({@link createChaosNetwork}, as root on the host; it first
+ * removes the networks of runs that died without cleaning up): one
  * namespace per node (`rft<pid>n1`, …), one client namespace
  * (`rft<pid>c`) where the workload and the chaos runner run, and a bridge
  * in a namespace of its own (`rft<pid>br`), joined to each of the others
@@ -94,6 +95,46 @@ export async function chaosNetworkSupport(): Promise<
   return { ok: true };
 }
 
+/**
+ * Removes the chaos networks of processes that are gone: namespaces named
+ * `rft<pid>…` whose `<pid>` no longer runs (a run killed before its
+ * `destroy()`), after ending any process still inside. @returns the
+ * namespaces removed. {@link createChaosNetwork} calls it first.
+ */
+export async function removeStaleChaosNetworks(): Promise<string[]> {
+  const list = await run(["ip", "netns", "list"], { check: false });
+  const stale: string[] = [];
+  for (const line of list.stdout.split("\n")) {
+    const name = line.split(" ")[0];
+    const match = /^rft(\d+)(br|c|[a-z0-9]{1,8})$/.exec(name);
+    if (match === null || Number(match[1]) === Deno.pid) continue;
+    const alive = await Deno.stat(`/proc/${match[1]}`).then(
+      () => true,
+      () => false,
+    );
+    if (!alive) stale.push(name);
+  }
+  await removeNamespaces(stale);
+  return stale;
+}
+
+/** Kills the processes inside each namespace, then deletes it. */
+async function removeNamespaces(names: readonly string[]): Promise<void> {
+  for (const namespace of names) {
+    // Processes left in a namespace keep it alive unnamed: they are
+    // ours (started in a namespace a chaos network made), so end them.
+    const pids = await run(["ip", "netns", "pids", namespace], {
+      check: false,
+    });
+    for (const pid of pids.stdout.split(/\s+/).filter((p) => p !== "")) {
+      try {
+        Deno.kill(Number(pid), "SIGKILL");
+      } catch { /* gone */ }
+    }
+    await run(["ip", "netns", "del", namespace], { check: false });
+  }
+}
+
 /** Options of {@link createChaosNetwork}. */
 export interface ChaosNetworkOptions {
   /** Node ids, in order (at most 89): `["n1", "n2", "n3"]`. */
@@ -131,6 +172,7 @@ export async function createChaosNetwork(
       );
     }
   }
+  await removeStaleChaosNetworks();
   const prefix = options.prefix ?? `rft${Deno.pid}`;
   const description: ChaosNetworkDescription = {
     prefix,
@@ -422,19 +464,7 @@ export class ChaosNetwork {
       } catch { /* not listening */ }
       this.#sigint = null;
     }
-    for (const namespace of [...this.made].reverse()) {
-      // Processes left in a namespace keep it alive unnamed: they are
-      // ours (started in a namespace this object made), so end them.
-      const pids = await run(["ip", "netns", "pids", namespace], {
-        check: false,
-      });
-      for (const pid of pids.stdout.split(/\s+/).filter((p) => p !== "")) {
-        try {
-          Deno.kill(Number(pid), "SIGKILL");
-        } catch { /* gone */ }
-      }
-      await run(["ip", "netns", "del", namespace], { check: false });
-    }
+    await removeNamespaces([...this.made].reverse());
     this.made.length = 0;
   }
 
@@ -513,7 +543,13 @@ export class ChaosNetwork {
   }
 }
 
-/** Runs `cmd`; @throws {Error} with its output when it fails (unless `check: false`). */
+/** How long one `ip` or `iptables-restore` may take before it is killed, ms. */
+const COMMAND_TIMEOUT_MS = 10_000;
+
+/**
+ * Runs `cmd` (killed after {@link COMMAND_TIMEOUT_MS}); @throws {Error}
+ * with its output when it fails (unless `check: false`) or times out.
+ */
 async function run(
   cmd: string[],
   options: { stdin?: string; check?: boolean } = {},
@@ -524,12 +560,31 @@ async function run(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  if (options.stdin !== undefined) {
-    const writer = process.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(options.stdin));
-    await writer.close();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      process.kill("SIGKILL");
+    } catch { /* gone */ }
+  }, COMMAND_TIMEOUT_MS);
+  let out: Deno.CommandOutput;
+  try {
+    if (options.stdin !== undefined) {
+      const writer = process.stdin.getWriter();
+      await writer.write(new TextEncoder().encode(options.stdin));
+      await writer.close();
+    }
+    out = await process.output();
+  } finally {
+    clearTimeout(timer);
   }
-  const out = await process.output();
+  if (timedOut) {
+    throw new Error(
+      `\`${
+        cmd.join(" ")
+      }\` did not finish within ${COMMAND_TIMEOUT_MS} ms (killed)`,
+    );
+  }
   const result = {
     code: out.code,
     stdout: new TextDecoder().decode(out.stdout),

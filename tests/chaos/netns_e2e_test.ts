@@ -21,6 +21,7 @@ import {
   createChaosNetwork,
 } from "./netns.ts";
 import type { SmokeResult } from "./_netns_smoke.ts";
+import { within } from "../../testing/time.ts";
 
 const support = await chaosNetworkSupport();
 if (!support.ok) {
@@ -60,7 +61,12 @@ class Probe {
       .getReader();
   }
 
-  async #line(): Promise<Record<string, unknown>> {
+  /** The next line the probe prints, parsed; throws after 15 s. */
+  #line(): Promise<Record<string, unknown>> {
+    return within(this.#nextLine(), 15_000, `probe ${this.id} to answer`);
+  }
+
+  async #nextLine(): Promise<Record<string, unknown>> {
     while (!this.#buffer.includes("\n")) {
       const { value, done } = await this.#lines.read();
       if (done) throw new Error(`probe ${this.id} ended`);
@@ -109,12 +115,17 @@ class Probe {
   }
 }
 
-/** The namespaces of `ip netns list` that this process's networks made. */
-async function namespaces(): Promise<string[]> {
+/** Every name `ip netns list` shows. */
+async function allNamespaces(): Promise<string[]> {
   const out = await new Deno.Command("ip", { args: ["netns", "list"] })
     .output();
   return new TextDecoder().decode(out.stdout).split("\n")
-    .map((line) => line.split(" ")[0])
+    .map((line) => line.split(" ")[0]);
+}
+
+/** The namespaces of `ip netns list` that this process's networks made. */
+async function namespaces(): Promise<string[]> {
+  return (await allNamespaces())
     .filter((name) => new RegExp(`^rft${Deno.pid}(br|c|n\\d+)$`).test(name));
 }
 
@@ -152,8 +163,18 @@ Deno.test({
   ignore,
   sanitizeResources: false,
   async fn() {
+    // A network left by a run that died (its pid no longer runs) is
+    // removed by the next createChaosNetwork.
+    const dead = await new Deno.Command("true").spawn();
+    await dead.status;
+    const stale = `rft${dead.pid}c`;
+    await new Deno.Command("ip", { args: ["netns", "add", stale] }).output();
     const hostBefore = await hostNetwork();
     const network = await createChaosNetwork({ nodes: ["n1", "n2", "n3"] });
+    assert.ok(
+      !(await allNamespaces()).includes(stale),
+      `${stale} was not removed`,
+    );
     const probes: Probe[] = [];
     try {
       const mine = (await namespaces()).sort();
