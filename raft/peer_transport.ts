@@ -400,6 +400,13 @@ class PeerLink {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   #probing = false;
+  /**
+   * Whether the open connection went silent (a ping timed out): until a
+   * new one is authenticated, or the old one answers again, the link
+   * keeps redialling on its back-off instead of waiting for the next
+   * ping to time out.
+   */
+  #silent = false;
   readonly #onLost: (id: NodeId) => void;
   readonly #stats: PeerTransportStats;
 
@@ -450,7 +457,10 @@ class PeerLink {
    * is authenticated (a paused peer that resumes answers on it again);
    * then the new one takes over and the old one is closed, so a healed
    * partition costs one ping timeout plus a dial, not TCP's backed-off
-   * retransmission of the old connection.
+   * retransmission of the old connection. A redial that fails is tried
+   * again on the link's back-off (at most `maxBackoffMs` apart) until one
+   * succeeds or the old connection answers, so however long the partition
+   * lasted, the heal costs at most one back-off and a dial.
    */
   probe(timeoutMs: number): void {
     const connection = this.#connection;
@@ -459,6 +469,7 @@ class PeerLink {
     connection.call("rpc.ping", undefined, { timeoutMs }).then(
       () => {
         if (this.#connection !== connection) return;
+        this.#silent = false;
         this.#directory.connected(this.#id);
         this.#directory.heard(this.#id);
       },
@@ -468,6 +479,7 @@ class PeerLink {
           this.#id,
           `no answer to a ping within ${timeoutMs} ms (the process stopped, or the host is cut off?)`,
         );
+        this.#silent = true;
         this.#redial();
       },
     ).finally(() => {
@@ -532,7 +544,8 @@ class PeerLink {
     if (this.#closed) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      this.#ensure();
+      if (this.#silent) this.#redial();
+      else this.#ensure();
     }, ms);
   }
 
@@ -563,6 +576,7 @@ class PeerLink {
       this.#directory.setClientUrl(this.#id, clientUrl);
       this.#directory.connected(this.#id);
       this.#backoffMs = 0;
+      this.#silent = false;
       const previous = this.#connection;
       this.#connection = connection;
       previous?.close();
@@ -592,6 +606,7 @@ class PeerLink {
   #lost(connection: RpcConnection): void {
     if (this.#connection !== connection || this.#closed) return;
     this.#connection = null;
+    this.#silent = false;
     this.#directory.failed(this.#id, "connection closed");
     this.#retryAfter(this.#minBackoffMs);
     this.#onLost(this.#id);

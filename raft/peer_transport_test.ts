@@ -608,3 +608,55 @@ Deno.test("a peer whose pings go unanswered is redialled: after a partition heal
     await n2.server.close();
   }
 });
+
+Deno.test("a redial that fails during a partition is tried again on the back-off, not only at the next ping timeout, so a long partition heals as fast as a short one", async () => {
+  const peers = peersOn(["n1", "n2"]);
+  const n2 = peer("n2", peers, portOf(peers.n2));
+  const proxy = new PartitionProxy(portOf(peers.n2));
+  // Pings 3 s apart: without retries on the back-off, a failed redial
+  // waits for the next ping to time out (about 3 s later) before another.
+  const transport = transportOf({ ...peers, n2: proxy.url }, {
+    probeIntervalMs: 3_000,
+    probeTimeoutMs: 300,
+    connectTimeoutMs: 300,
+    handshakeTimeoutMs: 300,
+  });
+  try {
+    transport.start();
+    transport.send([vote("n2", 1)]);
+    await waitFor(() => n2.messages().length === 1, "the first message");
+    proxy.partition();
+    await waitFor(
+      () => transport.stats.redials >= 1,
+      "a first redial once a ping went unanswered",
+      10_000,
+    );
+    // Dials through the cut proxy fail (their handshake goes unanswered):
+    // each failure is retried after a back-off of 50, 100, 200… ms, so a
+    // third redial comes well before a second ping could time out (at
+    // about 6.3 s) and a third (9.3 s): this waits at most 5 s.
+    await waitFor(
+      () => transport.stats.redials >= 3,
+      "redials repeated on the back-off while the partition lasts",
+      5_000,
+    );
+    proxy.heal();
+    let term = 2;
+    await waitFor(
+      () => {
+        transport.send([vote("n2", term++)]);
+        return n2.messages().some((m) => m.term >= 2);
+      },
+      "a message after the heal",
+      10_000,
+    );
+    assert.ok(
+      transport.directory.unreachable().every((m) => m.id !== "n2"),
+      "n2 reachable again",
+    );
+  } finally {
+    transport.close();
+    proxy.close();
+    await n2.server.close();
+  }
+});
