@@ -11,6 +11,8 @@
  */
 
 import assert from "node:assert/strict";
+import { RaftCore, type RaftCoreConfig, type Ready } from "../core.ts";
+import type { Message } from "../types.ts";
 import { SimClock } from "./clock.ts";
 import { ClusterSimulator, simulateSeed } from "./cluster.ts";
 
@@ -85,4 +87,97 @@ Deno.test("simulation: clocks at x0.2 and x4, beyond the liveness bound, still b
   console.log(
     `measured: ${failures.size} of 40 seeds not live after healing at x0.2 / x4 (safety held in all)`,
   );
+});
+
+/**
+ * A core that answers its own reads from a time-based leader lease
+ * without a clock-drift margin: while a quorum acknowledged it within the
+ * last electionTicks of its own ticks, it serves a read at once from its
+ * commit index. Rafter does not do this (reads take a ReadIndex round);
+ * the simulator must catch it once the leader's clock runs slow, which
+ * is what makes such a lease unsafe (Raft dissertation §6.4.1).
+ */
+class LeaseReadCore extends RaftCore {
+  readonly #lease: number;
+  #ticks = 0;
+  readonly #ackedAt = new Map<string, number>();
+  #served: { context: string; index: number }[] = [];
+
+  constructor(config: RaftCoreConfig) {
+    super(config);
+    this.#lease = config.electionTicks ?? 10;
+  }
+
+  override tick(): void {
+    this.#ticks++;
+    super.tick();
+  }
+
+  override step(message: Message): void {
+    if (
+      message.type === "appendResponse" && message.term === this.term &&
+      this.role === "leader"
+    ) {
+      this.#ackedAt.set(message.from, this.#ticks);
+    }
+    super.step(message);
+  }
+
+  override readIndex(context: string): void {
+    const recent = this.voters.filter((id) =>
+      id === this.id ||
+      this.#ticks - (this.#ackedAt.get(id) ?? -Infinity) < this.#lease
+    ).length;
+    const ready = this.role === "leader" &&
+      this.entryAt(this.commitIndex)?.term === this.term &&
+      recent > this.voters.length / 2;
+    if (!ready) return super.readIndex(context);
+    this.#served.push({ context, index: this.commitIndex });
+  }
+
+  override hasReady(): boolean {
+    return this.#served.length > 0 || super.hasReady();
+  }
+
+  override ready(): Ready {
+    const ready = super.ready();
+    ready.readStates.push(...this.#served);
+    this.#served = [];
+    return ready;
+  }
+}
+
+/** How many of seeds 1..count a {@link LeaseReadCore} cluster fails, with the first failure. */
+async function leaseReadFailures(
+  rates: Record<string, number>,
+  count: number,
+): Promise<{ failed: number; first: string }> {
+  let failed = 0;
+  let first = "";
+  for (let seed = 1; seed <= count; seed++) {
+    try {
+      await new ClusterSimulator({
+        seed,
+        nodes: 3,
+        steps: 3000,
+        createCore: (config) => new LeaseReadCore(config),
+        clockRates: rates,
+        cluster: { readRate: 0.2 },
+        faults: { partitionRate: 0.02 },
+      }).run();
+    } catch (error) {
+      failed++;
+      if (first === "") first = (error as Error).message;
+    }
+  }
+  return { failed, first };
+}
+
+Deno.test("simulation: a leader lease without a drift margin serves stale reads once the leader's clock runs slow, and the checker says so", async () => {
+  const skewed = await leaseReadFailures({ n1: 0.25 }, 40);
+  const even = await leaseReadFailures({}, 40);
+  console.log(
+    `measured: lease reads caught in ${skewed.failed} of 40 seeds with n1 at x0.25, ${even.failed} of 40 with true clocks`,
+  );
+  assert.match(skewed.first, /ReadIndex not linearizable/);
 });
