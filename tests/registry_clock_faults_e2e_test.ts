@@ -2,6 +2,9 @@
  * Clock faults on real registry processes (issue 17): one node of a
  * 3-node cluster runs under libfaketime (Debian's `faketime` package,
  * preloaded into the real deno binary) while the others keep real time.
+ * Leases are kept alive both by a registry client here (every TTL / 3)
+ * and by a real hello server (`bindServer`); an idle lease shows when
+ * the leader's clock ends a TTL.
  *
  * What libfaketime does to Deno (measured on Deno 2.9.6, x86_64 Linux):
  * - `FAKETIME="+1h"` moves `Date.now()` (CLOCK_REALTIME); with the
@@ -188,6 +191,14 @@ async function expiryOf(
   return performance.now() - started;
 }
 
+/** The lease of the one hello server bound (a linearizable lookup). */
+async function helloLeaseOf(registry: RegistryClient): Promise<string> {
+  const { endpoints } = await registry.lookup("hello");
+  assert.equal(endpoints.length, 1, "one hello server is bound");
+  assert.ok(endpoints[0].leaseId !== null);
+  return endpoints[0].leaseId;
+}
+
 /** Makes `target` the leader (a leadership transfer when another leads). */
 async function leadBy(
   cluster: LocalCluster,
@@ -251,6 +262,8 @@ Deno.test({
     await withFakedN1(clock.env, async (cluster, registry, keepers) => {
       const before = await leadBy(cluster, registry, "n1");
       const ttlMs = 3_000;
+      await cluster.startHello("hello-1", ["--ttl-ms", String(ttlMs)]);
+      const helloLease = await helloLeaseOf(registry);
       const kept = await registry.grantLease(ttlMs);
       const idle = await registry.grantLease(ttlMs);
       const grantedAt = performance.now();
@@ -288,6 +301,7 @@ Deno.test({
       assert.ok(info.remainingMs > 0, "the kept-alive lease expired");
       assert.deepEqual(keeper.failures, []);
       assert.ok(keeper.okCount >= 10, `only ${keeper.okCount} keep-alives`);
+      assert.equal(await helloLeaseOf(registry), helloLease);
       const after = await cluster.status("n1");
       assert.equal(after?.role, "leader", "n1 lost leadership");
       assert.equal(after?.term, before.term, "an election happened");
@@ -309,6 +323,9 @@ for (const rate of [2, 0.5]) {
           const kept = await registry.grantLease(ttlMs);
           const keeper = new KeepAliver(registry, kept.id, ttlMs / 3);
           keepers.push(keeper);
+          // And a real server (bindServer, keep-alives every TTL / 3).
+          await cluster.startHello("hello-1", ["--ttl-ms", String(ttlMs)]);
+          const helloLease = await helloLeaseOf(registry);
 
           // n1 leads and times the leases by its skewed clock: an idle lease
           // ends after TTL / rate of real time, the kept one lives on.
@@ -339,6 +356,11 @@ for (const rate of [2, 0.5]) {
           const info = await registry.timeToLive(kept.id);
           assert.ok(info.remainingMs > 0, "the kept-alive lease expired");
           assert.ok(keeper.okCount >= 8, `only ${keeper.okCount} keep-alives`);
+          assert.equal(
+            await helloLeaseOf(registry),
+            helloLease,
+            "the hello server lost its lease and bound again",
+          );
           if (keeper.failures.length > 0) {
             console.log(`keep-alive retries: ${keeper.failures.join("; ")}`);
           }
