@@ -513,8 +513,9 @@ export async function authenticatePeer(
     options.requireCertificate ?? false,
   );
   const timeoutMs = options.timeoutMs ?? HANDSHAKE_TIMEOUT_MS;
-  const deadline = Date.now() + timeoutMs;
-  const left = () => Math.max(1, deadline - Date.now());
+  // Monotonic: a wall-clock step must not stretch the handshake (nor cut it).
+  const deadline = performance.now() + timeoutMs;
+  const left = () => Math.max(1, deadline - performance.now());
   const dialerNonce = newNonce();
   let hello: unknown;
   try {

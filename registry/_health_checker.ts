@@ -25,7 +25,10 @@ export interface HealthCheckerOptions {
   dialer?: Dialer;
   /** Most probes under way at once. @default 64 */
   maxConcurrentProbes?: number;
-  /** Clock, ms. @default Date.now */
+  /**
+   * Monotonic clock, ms: probe intervals and timeouts must not move when
+   * the wall clock jumps. @default performance.now
+   */
   now?: () => number;
   /** Receives a line for each transition proposed. */
   log?(line: string): void;
@@ -85,7 +88,7 @@ export class HealthChecker {
   /** Makes an idle checker; {@link start} makes it probe. */
   constructor(options: HealthCheckerOptions) {
     this.#options = options;
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? (() => performance.now());
     this.#maxConcurrent = options.maxConcurrentProbes ?? 64;
   }
 

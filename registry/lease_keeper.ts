@@ -24,6 +24,30 @@
  *   is proposed the leader also confirms it still leads (a ReadIndex
  *   round), so a deposed leader never expires a lease its successor keeps.
  *
+ * Clocks (issue 17; tests/registry_clock_faults_e2e_test.ts runs them on
+ * real processes under libfaketime). Every decision here, the elections
+ * and heartbeats (ticks of a `setInterval`), health probes and call
+ * deadlines read the node's monotonic clock, so a wall-clock jump (an NTP
+ * step, `date -s`) changes nothing. Linearizable reads are confirmed by a
+ * ReadIndex quorum round (Raft dissertation §6.4), never by a time-based
+ * leader lease, so no clock fault lets a deposed leader serve a stale
+ * read: at worst it answers UNAVAILABLE. What a clock running at rate r
+ * (1 = true time) does:
+ * - Leader fast (r > 1): every lease ends after TTL / r of real time. A
+ *   server keeping alive every TTL / 3 keeps its lease while r stays below
+ *   3 less its keep-alive latency and retries: Rafter assumes r < 2.
+ * - Leader slow (r < 1): leases end late (TTL / r), never early. Its
+ *   heartbeats go out every heartbeat / r: followers keep it while
+ *   heartbeat / r < election timeout, so r > heartbeatTicks /
+ *   electionTicks (0.1 by default; assume r > 0.2).
+ * - Follower: its lease times matter only once it leads (then as above);
+ *   ages in a {@link LeaseSync} are the leader's durations, so a fail-over
+ *   between clocks of rates r1 and r2 shifts a lease by at most one
+ *   heartbeat times |r1 - r2|. A fast follower times out elections early
+ *   (PreVote and check-quorum keep it from deposing a healthy leader).
+ * Real oscillators drift by parts per million, far inside these bounds;
+ * the bounds matter for a broken clock source or a VM's stolen time.
+ *
  * Pure: the clock is injected, nothing here starts a timer.
  *
  * @module

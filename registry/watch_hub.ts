@@ -75,7 +75,10 @@ export interface WatchHubOptions {
    * whole). @default 1_000
    */
   maxEventsPerNotification?: number;
-  /** Clock, ms. @default Date.now */
+  /**
+   * Monotonic clock, ms (how long a watcher has been stalled must not move
+   * when the wall clock jumps). @default performance.now
+   */
   now?: () => number;
 }
 
@@ -166,7 +169,7 @@ export class WatchHub {
     this.#maxPerSession = options.maxWatchesPerSession ?? 1_000;
     this.#maxWatches = options.maxWatches ?? 100_000;
     this.#maxEvents = options.maxEventsPerNotification ?? 1_000;
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? (() => performance.now());
     const progressMs = options.progressIntervalMs ?? 1_000;
     if (progressMs > 0) {
       this.#progress = setInterval(() => this.#tellProgress(), progressMs);

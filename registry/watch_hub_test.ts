@@ -6,7 +6,7 @@ import { serve } from "../adapter/deno/serve.ts";
 import type { RpcSession } from "../rpc/server/server_connection.ts";
 import { RawClient } from "../testing/rpc.ts";
 import { within } from "../testing/time.ts";
-import { waitFor } from "../testing/time.ts";
+import { shiftableWallClock, waitFor } from "../testing/time.ts";
 import {
   COMPACTED,
   WATCH_CANCELLED,
@@ -272,6 +272,43 @@ Deno.test("closing the hub cancels every watch, telling watchers to go to anothe
     );
   } finally {
     client.connection.close();
+    await h.stop();
+  }
+});
+
+Deno.test("a wall clock jumping an hour forward does not cancel a watcher that is briefly backed up", async () => {
+  const backlogBytes = 16 * 1024;
+  const wall = shiftableWallClock();
+  const h = harness(
+    { backlogBytes, stallMs: 60_000, maxEventsPerNotification: 50 },
+    1_000_000,
+  );
+  const raw = await RawClient.connect(h.server.port);
+  try {
+    await raw.send(
+      '{"jsonrpc":"2.0","method":"watch","params":{"prefix":"","watchId":"w"},"id":1}',
+    );
+    assert.match((await raw.line())!, /"result":\{"watchId":"w"/);
+    // The client stops reading until the node holds back its events.
+    const [session] = h.sessions;
+    await waitFor(
+      async () => {
+        for (let i = 0; i < 200; i++) h.bind("svc", `id-${i % 50}`);
+        await new Promise((r) => setTimeout(r, 5));
+        return session.queuedBytes > backlogBytes;
+      },
+      "the watcher's backlog to pass the limit",
+      10_000,
+    );
+    wall.offsetMs = 3_600_000;
+    for (let round = 0; round < 10; round++) {
+      h.bind("svc", "id-after-jump");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(h.hub.count, 1, "the watch was cancelled by the jump");
+  } finally {
+    wall.restore();
+    raw.close();
     await h.stop();
   }
 });

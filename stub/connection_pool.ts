@@ -46,7 +46,11 @@ export interface ConnectionPoolOptions {
    * unknown members. @default true
    */
   propagateDeadlines?: boolean;
-  /** Clock, ms. @default Date.now */
+  /**
+   * Monotonic clock, ms: reconnect back-offs and idle times must not move
+   * when the wall clock jumps (stepped back an hour, a URL that failed
+   * once would not be redialed for that hour). @default performance.now
+   */
   now?: () => number;
   /**
    * Runs on each new connection before it takes a call (e.g.
@@ -110,7 +114,7 @@ export class ConnectionPool {
       );
     }
     this.#idleCloseMs = options.idleCloseMs ?? 60_000;
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? (() => performance.now());
   }
 
   /**
@@ -162,7 +166,7 @@ export class ConnectionPool {
       return Promise.reject(
         new ConnectionError(
           `cannot connect to ${url}: ${endpoint.lastError} (the last attempt; not redialing for another ${
-            endpoint.retryAt - now
+            Math.ceil(endpoint.retryAt - now)
           } ms)`,
           false,
         ),

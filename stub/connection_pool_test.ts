@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ConnectionError } from "../rpc/errors.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import { withContext } from "../rpc/server/method.ts";
-import { delay, waitFor, within } from "../testing/time.ts";
+import { delay, shiftableWallClock, waitFor, within } from "../testing/time.ts";
 import { freePorts } from "../testing/ports.ts";
 import { denoTcpDialer } from "../adapter/deno/tcp.ts";
 import { ConnectionPool } from "./connection_pool.ts";
@@ -237,5 +237,26 @@ Deno.test("propagateDeadlines: the pool's connections send the time left by defa
     on.close();
     off.close();
     await server.close();
+  }
+});
+
+Deno.test("a wall clock stepped back an hour does not hold off the redial of a URL that failed", async () => {
+  const [port] = freePorts(1);
+  const url = `tcp://127.0.0.1:${port}`;
+  const wall = shiftableWallClock();
+  const pool = new ConnectionPool({ minReconnectMs: 20, maxReconnectMs: 20 });
+  let server: ReturnType<typeof serve> | undefined;
+  try {
+    // Nothing listens yet: the dial fails and the URL backs off 20 ms.
+    await assert.rejects(pool.get(url), ConnectionError);
+    wall.offsetMs = -3_600_000;
+    server = serve({ port, methods: { ping: () => "pong" } });
+    await delay(100);
+    const connection = await pool.get(url);
+    assert.equal(await connection.call("ping"), "pong");
+  } finally {
+    wall.restore();
+    pool.close();
+    await server?.close();
   }
 });

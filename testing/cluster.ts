@@ -170,6 +170,12 @@ export interface LocalClusterOptions {
    * 127.0.0.1 only.
    */
   hostOf?(id: string): string;
+  /**
+   * Extra environment variables of the child named `name` (a registry node
+   * id or a server's name), or undefined for none: e.g. `LD_PRELOAD` and
+   * `FAKETIME` to run one node under libfaketime. Default none.
+   */
+  childEnv?(name: string): Record<string, string> | undefined;
 }
 
 /** What every certificate of a secure cluster is valid for: this host, one day. */
@@ -904,6 +910,8 @@ export class LocalCluster {
   ): ChildState {
     const existing = this.#children.get(name);
     if (existing?.running) throw new Error(`${name} is already running`);
+    const extra = this.#options.childEnv?.(name);
+    if (extra !== undefined) env = { ...env, ...extra };
     const wrapper = this.#options.wrapperOf?.(name) ?? [];
     const process = new Deno.Command(wrapper[0] ?? Deno.execPath(), {
       args: [

@@ -10,7 +10,8 @@
  *   (`startTestRegistry`), endpoints, and `LocalCluster`, real `deno run`
  *   registry nodes and hello servers on 127.0.0.1 (the demo uses it too).
  * - `certs.ts`: `makeTestPki`, a throw-away CA and certificates per test.
- * - `ports.ts`: free TCP ports; `time.ts`: `delay`, `within`, `waitFor`;
+ * - `ports.ts`: free TCP ports; `time.ts`: `delay`, `within`, `waitFor`,
+ *   `shiftableWallClock` (a `Date.now()` a test can jump);
  *   `temp.ts`: `withTempDir`; `rpc.ts`: raw TCP and CBOR peers and an
  *   in-memory byte stream for the RPC tests.
  *

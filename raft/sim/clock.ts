@@ -34,6 +34,7 @@ interface Timer {
  */
 export class SimClock implements RaftClock {
   #now: number;
+  readonly #rate: number;
   readonly #timers = new Map<number, Timer[]>();
   #deferred: (() => void)[] = [];
 
@@ -41,15 +42,22 @@ export class SimClock implements RaftClock {
    * Makes a clock reading `now`.
    *
    * @param now the current step.
+   * @param rate how fast the node's clock runs against the simulator's
+   * steps: a timer of `ms` fires after `ms / rate` steps (default 1).
+   * @throws {RangeError} when `rate` is not positive and finite.
    */
-  constructor(now: number) {
+  constructor(now: number, rate = 1) {
+    if (!(rate > 0 && Number.isFinite(rate))) {
+      throw new RangeError(`a clock rate must be positive, got ${rate}`);
+    }
     this.#now = now;
+    this.#rate = rate;
   }
 
-  /** Fires `callback` at step `now + ms` (at least one step later). */
+  /** Fires `callback` at step `now + ms / rate` (at least one step later). */
   setTimeout(callback: () => void, ms: number): unknown {
     const timer: Timer = {
-      at: this.#now + Math.max(1, Math.ceil(ms)),
+      at: this.#now + Math.max(1, Math.ceil(ms / this.#rate)),
       callback,
       cancelled: false,
     };

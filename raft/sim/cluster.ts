@@ -197,13 +197,21 @@ export class ClusterSimulator {
    * Builds the cluster and starts every node at step 0.
    *
    * @param options see {@link SimulationOptions}.
-   * @throws {RangeError} when `nodes` is not a positive integer.
+   * @throws {RangeError} when `nodes` is not a positive integer, or a
+   * clock rate is not positive and finite.
    * @throws {SimulationError} when a core cannot be built from the cluster
    * settings (e.g. heartbeatTicks >= electionTicks).
    */
   constructor(options: SimulationOptions) {
     if (!Number.isInteger(options.nodes) || options.nodes < 1) {
       throw new RangeError("nodes must be a positive integer");
+    }
+    for (const [id, rate] of Object.entries(options.clockRates ?? {})) {
+      if (!(rate > 0 && Number.isFinite(rate))) {
+        throw new RangeError(
+          `the clock rate of ${id} must be positive and finite, got ${rate}`,
+        );
+      }
     }
     this.#options = options;
     this.seed = options.seed;
@@ -601,7 +609,7 @@ export class ClusterSimulator {
     // Driver timeouts are in steps; an election timeout is about
     // electionTicks × stepsPerTick of them.
     const election = this.cluster.electionTicks * this.cluster.stepsPerTick;
-    node.clock = new SimClock(this.#now);
+    node.clock = new SimClock(this.#now, this.#clockRate(node));
     node.applied = 0;
     node.machine = new SimStateMachine();
     node.committedConfig.clear();
@@ -661,8 +669,14 @@ export class ClusterSimulator {
 
   #scheduleTick(node: SimNode): void {
     const { stepsPerTick, tickJitter } = this.cluster;
+    const steps = stepsPerTick + this.#rng.int(-tickJitter, tickJitter);
     node.nextTick = this.#now +
-      Math.max(1, stepsPerTick + this.#rng.int(-tickJitter, tickJitter));
+      Math.max(1, Math.round(steps / this.#clockRate(node)));
+  }
+
+  /** How fast `node`'s clock runs ({@link SimulationOptions.clockRates}). */
+  #clockRate(node: SimNode): number {
+    return this.#options.clockRates?.[node.id] ?? 1;
   }
 
   /**

@@ -170,6 +170,14 @@ export interface SimulationOptions {
    * lets tests check that a broken restore is caught.
    */
   corruptRestore?: (data: string) => string;
+  /**
+   * Clock rates by node id (default 1 for every node): a node at rate r
+   * ticks every `stepsPerTick / r` steps and its driver's timers of `ms`
+   * fire after `ms / r` steps, as a node whose oscillator runs r times
+   * as fast as true time (issue 17: clock skew). Every rate must be
+   * positive and finite.
+   */
+  clockRates?: Readonly<Record<string, number>>;
 }
 
 /** Faults injected during a run, by kind. */

@@ -438,14 +438,16 @@ export async function awaitLeaderContact(
   const giveUpMs = Math.max(MIN_CONTACT_MS, CONTACT_TIMEOUTS * electionMs);
   const stop = new AbortController();
   stopped.then(() => stop.abort());
-  const started = Date.now();
+  // Monotonic: a wall-clock jump must not make it give up (and leave the
+  // cluster) at once, nor wait for the hour it stepped back.
+  const started = performance.now();
   let logged = started;
   while (!stop.signal.aborted) {
     await abortableSleep(Math.max(args.tickMs, 20), stop.signal);
     if (stop.signal.aborted) return null;
     const status = raft.status;
     if (status.leader !== null || status.member) return null;
-    const now = Date.now();
+    const now = performance.now();
     const waited = now - started;
     const unreachable = transport.directory.unreachable()
       .map((m) => `${m.id} at ${m.peerUrl}: ${m.reason}`).join("; ");

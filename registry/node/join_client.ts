@@ -101,18 +101,21 @@ export class JoinClient {
     method: M,
     params: ParamsOf<M>,
   ): Promise<ResultOf<M>> {
-    const deadline = Date.now() + this.#deadlineMs;
+    const deadline = performance.now() + this.#deadlineMs;
     const signal = this.#closing.signal;
     const round = { tried: 0, refused: 0, refusedRounds: 0, count: 0 };
     let lastError: unknown = null;
     let lastAnswer: RpcError | null = null;
     let hops = 0;
-    while (Date.now() < deadline && !signal.aborted) {
+    while (performance.now() < deadline && !signal.aborted) {
       const url = this.#urls[this.#leader];
       try {
         const connection = await this.#connection(url);
         return await connection.call<ResultOf<M>>(method, params as never, {
-          timeoutMs: Math.min(deadline - Date.now(), this.#attemptTimeoutMs),
+          timeoutMs: Math.min(
+            deadline - performance.now(),
+            this.#attemptTimeoutMs,
+          ),
           signal,
         });
       } catch (error) {
@@ -146,7 +149,7 @@ export class JoinClient {
       await abortableSleep(
         Math.min(
           backoffDelay(round.count++, BACKOFF_MS.min, BACKOFF_MS.max),
-          Math.max(deadline - Date.now(), 0),
+          Math.max(deadline - performance.now(), 0),
         ),
         signal,
       );

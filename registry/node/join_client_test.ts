@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { serve } from "../../adapter/deno/serve.ts";
 import { RpcError } from "../../rpc/errors.ts";
 import { freePorts } from "../../testing/ports.ts";
+import { shiftableWallClock } from "../../testing/time.ts";
 import {
   NOT_LEADER,
   REGISTRY_METHODS,
@@ -89,5 +90,35 @@ Deno.test("JoinClient passes an answer a retry cannot change through at once", a
   } finally {
     client.close();
     await server.close();
+  }
+});
+
+Deno.test("JoinClient keeps retrying to its deadline though the wall clock jumps an hour forward", async () => {
+  // The cluster elects for its first 300 ms, then answers.
+  const healthyAt = performance.now() + 300;
+  const node = serve({
+    methods: {
+      [REGISTRY_METHODS.memberList]: () => {
+        if (performance.now() < healthyAt) {
+          throw new RpcError(UNAVAILABLE, "Unavailable: electing a leader", {
+            retryAfterMs: 0,
+            applied: false,
+          });
+        }
+        return { clusterId: "c1", leader: "n1", members: [] };
+      },
+    },
+  });
+  const wall = shiftableWallClock();
+  const client = new JoinClient([node.url], { deadlineMs: 5_000 });
+  try {
+    const answer = client.call(REGISTRY_METHODS.memberList, {});
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    wall.offsetMs = 3_600_000;
+    assert.equal((await answer).clusterId, "c1");
+  } finally {
+    wall.restore();
+    client.close();
+    await node.close();
   }
 });

@@ -104,8 +104,15 @@ export interface Hooks {
 
 /** A request's deadline and where it came from. */
 interface Deadline {
-  /** `Date.now()` time, ms. */
+  /** `Date.now()` time, ms (what the method sees as `context.deadline`). */
   at: number;
+  /**
+   * The same instant as a `performance.now()` time, ms: what decides when
+   * the call has run out of time, so that a wall-clock jump (an NTP step,
+   * `date -s`) neither ends calls early nor lets them run on for as long
+   * as it stepped back.
+   */
+  monotonicAt: number;
   /** The request's `timeoutMs`, when the deadline is the client's. */
   timeoutMs?: number;
   /** The server's limit, when that is shorter. */
@@ -118,12 +125,16 @@ function deadlineOf(request: Request, hooks: Hooks): Deadline | null {
     ? sent
     : undefined;
   const max = hooks.maxDeadlineMs;
+  // The frame was read `Date.now() - receivedAt` ago: from then on, only
+  // the monotonic clock counts.
+  const monotonic = (at: number) => performance.now() + (at - Date.now());
   if (max !== undefined && (timeoutMs === undefined || timeoutMs > max)) {
-    return { at: hooks.receivedAt + max, maxDeadlineMs: max };
+    const at = hooks.receivedAt + max;
+    return { at, monotonicAt: monotonic(at), maxDeadlineMs: max };
   }
-  return timeoutMs === undefined
-    ? null
-    : { at: hooks.receivedAt + timeoutMs + CLOCK_GRAIN_MS, timeoutMs };
+  if (timeoutMs === undefined) return null;
+  const at = hooks.receivedAt + timeoutMs + CLOCK_GRAIN_MS;
+  return { at, monotonicAt: monotonic(at), timeoutMs };
 }
 
 /**
@@ -133,10 +144,15 @@ function deadlineOf(request: Request, hooks: Hooks): Deadline | null {
  */
 const CLOCK_GRAIN_MS = 1;
 
-/** Whether a call's deadline has passed, by the wall clock. */
+/** Whether a call's deadline has passed, by the monotonic clock. */
 function passed(deadline: Deadline): boolean {
   return (deadline.timeoutMs !== undefined && deadline.timeoutMs <= 0) ||
-    Date.now() >= deadline.at;
+    performance.now() >= deadline.monotonicAt;
+}
+
+/** Time left before a call's deadline, ms (negative once passed). */
+function leftOf(deadline: Deadline): number {
+  return deadline.monotonicAt - performance.now();
 }
 
 function deadlineError(deadline: Deadline, started: boolean): RpcError {
@@ -185,7 +201,7 @@ class CallScope {
     hooks: Hooks,
   ) {
     const controller = this.#controller;
-    if (deadline !== null && deadline.at - Date.now() <= MAX_TIMER_MS) {
+    if (deadline !== null && leftOf(deadline) <= MAX_TIMER_MS) {
       // A timer can fire a little early (the event loop reads its clock
       // once per turn): it aborts only once the deadline has passed.
       const arm = () => {
@@ -193,10 +209,10 @@ class CallScope {
           this.#timer = undefined;
           controller.abort(deadlineError(deadline, true));
         } else {
-          this.#timer = setTimeout(arm, Math.max(1, deadline.at - Date.now()));
+          this.#timer = setTimeout(arm, Math.max(1, leftOf(deadline)));
         }
       };
-      this.#timer = setTimeout(arm, Math.max(0, deadline.at - Date.now()));
+      this.#timer = setTimeout(arm, Math.max(0, leftOf(deadline)));
     }
     const connection = hooks.signal;
     if (connection?.aborted) {

@@ -261,13 +261,19 @@ class KeptBinding implements ServerBinding {
     const interval = this.#options.keepAliveIntervalMs ?? ttlMs / 3;
     const signal = this.#closing.signal;
     let failures = 0;
+    // When the last keep-alive was sent (performance.now): the next one is
+    // due `interval` after it, however long its answer took, so the gap
+    // the leader sees stays one interval (a leader whose clock runs fast
+    // by r counts r intervals of its TTL's three).
+    let sentAt = performance.now();
     while (!signal.aborted) {
       // The first retries come quickly: a fail-over must not eat the TTL.
       const wait = failures === 0
-        ? interval
+        ? Math.max(0, sentAt + interval - performance.now())
         : backoffDelay(failures - 1, 50, Math.min(1_000, interval));
       await abortableSleep(wait, signal);
       if (signal.aborted) return;
+      sentAt = performance.now();
       try {
         // A registry node that stopped answering (e.g. a leader paused by
         // SIGSTOP) must cost a fraction of the TTL, not all of it.

@@ -37,7 +37,12 @@ export interface HealthOptions {
   ejectionResetMs?: number;
   /** Time constant of the latency EWMA, ms (Finagle's decay time). @default 10_000 */
   ewmaDecayMs?: number;
-  /** Clock, ms. @default Date.now */
+  /**
+   * Clock, ms. By default ejections, failure windows and the EWMA are
+   * timed by `performance.now` (a wall-clock step must not keep a server
+   * ejected for the hour it stepped back), and `lastFailureAt` is a
+   * `Date.now()` time; a clock given here is used for both.
+   */
   now?: () => number;
 }
 
@@ -65,6 +70,8 @@ const FAILURE_WINDOW_MS = 10_000;
  */
 export class EndpointHealth implements EndpointStats {
   readonly #now: () => number;
+  /** What stamps {@link lastFailureAt}. */
+  readonly #wallNow: () => number;
   readonly #ejectAfter: number;
   readonly #baseEjectionMs: number;
   readonly #maxEjectionMs: number;
@@ -96,7 +103,8 @@ export class EndpointHealth implements EndpointStats {
    */
   constructor(options: HealthOptions = {}, onChange?: () => void) {
     this.#onChange = onChange;
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? (() => performance.now());
+    this.#wallNow = options.now ?? Date.now;
     this.#ejectAfter = options.ejectAfterFailures ?? 2;
     this.#baseEjectionMs = options.baseEjectionMs ?? 1_000;
     this.#maxEjectionMs = options.maxEjectionMs ?? 30_000;
@@ -206,7 +214,7 @@ export class EndpointHealth implements EndpointStats {
   failed(kind: AttemptFailure): void {
     const now = this.#now();
     this.#failures.push(now);
-    this.#lastFailureAt = now;
+    this.#lastFailureAt = this.#wallNow();
     this.#consecutive++;
     if (this.#state === "ejected") return;
     if (kind === "refused") {

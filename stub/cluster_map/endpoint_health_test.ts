@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { EndpointHealth, HealthBook } from "./endpoint_health.ts";
+import { delay, shiftableWallClock } from "../../testing/time.ts";
 
 function clock(start = 0) {
   const c = { now: start, at: () => c.now };
@@ -129,4 +130,19 @@ Deno.test("in-flight counts and snapshot; the book keys records by URL and forge
   a.ended();
   book.forget("tcp://127.0.0.1:1");
   assert.notEqual(book.of("tcp://127.0.0.1:1"), a);
+});
+
+Deno.test("an endpoint ejected just before the wall clock steps back an hour is probed when its ejection ends", async () => {
+  const wall = shiftableWallClock();
+  try {
+    const health = new EndpointHealth({ baseEjectionMs: 50 });
+    health.failed("timeout");
+    health.failed("timeout");
+    assert.equal(health.state, "ejected");
+    wall.offsetMs = -3_600_000;
+    await delay(100);
+    assert.equal(health.probeDue(), true);
+  } finally {
+    wall.restore();
+  }
 });

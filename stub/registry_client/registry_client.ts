@@ -518,7 +518,10 @@ export class RegistryClient {
         signal,
       });
     }
-    const deadline = Date.now() + (options.deadlineMs ?? this.#deadlineMs);
+    // Monotonic: a wall-clock jump must neither end the retries early nor
+    // stretch them (a keep-alive given a fraction of its TTL).
+    const deadline = performance.now() +
+      (options.deadlineMs ?? this.#deadlineMs);
     const attemptTimeoutMs = options.attemptTimeoutMs ??
       this.#attemptTimeoutMs;
     const n = () => this.#urls.length;
@@ -532,7 +535,7 @@ export class RegistryClient {
     let refused = 0;
     let index = toLeader ? this.#leader : this.#reader++ % n();
     for (let attempt = 0; attempt < 10_000; attempt++) {
-      const remaining = deadline - Date.now();
+      const remaining = deadline - performance.now();
       if (remaining <= 0) break;
       if (signal.aborted) throw cancelled(method);
       const url = this.#urls[index % n()];
@@ -587,7 +590,7 @@ export class RegistryClient {
         refused = 0;
         const pause = Math.min(
           backoffDelay(round++, this.#minBackoffMs, this.#maxBackoffMs),
-          Math.max(deadline - Date.now(), 0),
+          Math.max(deadline - performance.now(), 0),
         );
         await abortableSleep(pause, signal);
         if (signal.aborted) throw cancelled(method);
