@@ -63,12 +63,7 @@
  * @module
  */
 
-import type {
-  OpInput,
-  OpOutput,
-  Operation,
-  SeenEndpoint,
-} from "../history.ts";
+import type { Operation, OpInput, OpOutput, SeenEndpoint } from "../history.ts";
 import type { Model, WglOperation } from "./wgl.ts";
 
 /** One name's state: its endpoints by id and its live leases (both sorted). */
@@ -193,6 +188,20 @@ function readOnly(input: OpInput, output: OpOutput | undefined): boolean {
 function expiries(state: NameState): NameState[] {
   const leases = state.leases;
   if (leases.length === 0) return [state];
+  const key = stateKey(state);
+  const known = closures.get(key);
+  if (known !== undefined) return known;
+  const result = expiriesOf(state);
+  if (closures.size > 100_000) closures.clear();
+  closures.set(key, result);
+  return result;
+}
+
+/** Memo of {@link expiries} by state key (the states are immutable). */
+const closures = new Map<string, NameState[]>();
+
+function expiriesOf(state: NameState): NameState[] {
+  const leases = state.leases;
   if (leases.length > 12) {
     throw new RangeError(
       `${leases.length} live leases on one name: the model explores every subset of them expiring, keep it to a few`,
@@ -200,7 +209,9 @@ function expiries(state: NameState): NameState[] {
   }
   const result: NameState[] = [state];
   for (let mask = 1; mask < 1 << leases.length; mask++) {
-    result.push(endLeases(state, leases.filter((_, i) => (mask & 1 << i) !== 0)));
+    result.push(
+      endLeases(state, leases.filter((_, i) => (mask & 1 << i) !== 0)),
+    );
   }
   return result;
 }
@@ -237,7 +248,9 @@ export function sameEndpoints(
   seen: readonly SeenEndpoint[],
 ): boolean {
   if (seen.length !== state.endpoints.length) return false;
-  const want = new Map(state.endpoints.map(([id, url, lease]) => [id, [url, lease]]));
+  const want = new Map(
+    state.endpoints.map(([id, url, lease]) => [id, [url, lease]]),
+  );
   for (const endpoint of seen) {
     const bound = want.get(endpoint.id);
     if (
@@ -251,13 +264,19 @@ export function sameEndpoints(
   return true;
 }
 
+const keys = new WeakMap<NameState, string>();
+
 /** The canonical text of a state. */
 export function stateKey(state: NameState): string {
+  const known = keys.get(state);
+  if (known !== undefined) return known;
   let key = "";
   for (const [id, url, lease] of state.endpoints) {
     key += `${id}\u0001${url}\u0001${lease ?? ""}\u0002`;
   }
-  return `${key}|${state.leases.join("\u0001")}`;
+  key = `${key}|${state.leases.join("\u0001")}`;
+  keys.set(state, key);
+  return key;
 }
 
 /** The history operations of one name as model operations (`fail` ones dropped). */

@@ -128,7 +128,11 @@ export function shrink<S, I, O>(
     for (let i = 0; i < n; i++) {
       if (candidate[i] === DEFINITE) ops.push(operations[i]);
       else if (candidate[i] === RELAXED) {
-        ops.push({ input: operations[i].input, call: operations[i].call, return: null });
+        ops.push({
+          input: operations[i].input,
+          call: operations[i].call,
+          return: null,
+        });
       }
     }
     return checkLinearizable(model, ops, { maxMs: checkMs }).ok === false;
@@ -213,13 +217,17 @@ export function formatOperation(op: Operation, relaxed = false): string {
       what = `leaseRevoke ${input.leaseId}`;
       break;
   }
-  const head = `#${op.index} p${op.process} invoke ${what} @${time(op.invokedAt)}`;
+  const head = `#${op.index} p${op.process} invoke ${what} @${
+    time(op.invokedAt)
+  }`;
   if (relaxed && op.outcome === "ok") {
     return `${head} → (taken as unknown; recorded: ${outputText(op)})`;
   }
   if (op.outcome !== "ok") {
     return `${head} → ${op.outcome}${
-      op.error === undefined ? "" : ` (${op.error.code ?? "-"}: ${op.error.message})`
+      op.error === undefined
+        ? ""
+        : ` (${op.error.code ?? "-"}: ${op.error.message})`
     }${op.completedAt === null ? "" : ` @${time(op.completedAt)}`}`;
   }
   return `${head} → ${outputText(op)} @${time(op.completedAt!)}`;

@@ -249,7 +249,9 @@ export function checkLinearizable<S, I, O>(
   const readOnly = new Uint8Array(n);
   if (model.readOnly !== undefined) {
     for (const entry of events) {
-      if (entry.isCall && model.readOnly(operations[entry.op])) readOnly[entry.bit] = 1;
+      if (entry.isCall && model.readOnly(operations[entry.op])) {
+        readOnly[entry.bit] = 1;
+      }
     }
   }
   /** The calls before the first remaining return, in the order to try them. */
@@ -274,7 +276,8 @@ export function checkLinearizable<S, I, O>(
     if ((++iterations & 1023) === 0 && performance.now() - started > maxMs) {
       return {
         ok: "unknown",
-        reason: `gave up after ${maxMs} ms (${cache.size} configurations explored)`,
+        reason:
+          `gave up after ${maxMs} ms (${cache.size} configurations explored)`,
         configurations: cache.size,
       };
     }
