@@ -179,23 +179,28 @@ function checkNames(
       maxMs: options.shrinkMs ?? 5_000,
     });
     const kept = [
-      ...witness.definite.map((i) => ({ i, relaxed: false })),
-      ...witness.relaxed.map((i) => ({ i, relaxed: true })),
+      ...witness.definite.map((i) => ({ i, how: "definite" as const })),
+      ...witness.ignored.map((i) => ({ i, how: "ignored" as const })),
+      ...witness.relaxed.map((i) => ({ i, how: "unknown" as const })),
     ]
       .sort((a, b) => ops[a.i].call - ops[b.i].call || a.i - b.i);
     findings.add(
       "not-linearizable",
-      `${name}: no order of its ${ops.length} operations explains every answer; ${witness.definite.length} operations (and ${witness.relaxed.length} taken as unknown) are enough to show it${
+      `${name}: no order of its ${ops.length} operations explains every answer; ${
+        witness.definite.length + witness.ignored.length
+      } operations (${witness.ignored.length} of them without their answers), and ${witness.relaxed.length} more that may or may not have happened, are enough to show it${
         witness.minimal ? "" : " (shrinking ran out of time: not minimal)"
       }`,
       {
         name,
-        operations: witness.definite.map((i) => ops[i].source.index),
+        operations: [...witness.definite, ...witness.ignored].map((i) =>
+          ops[i].source.index
+        ).sort((a, b) => a - b),
         relaxed: witness.relaxed.map((i) => ops[i].source.index),
-        lines: kept.map(({ i, relaxed }) => {
+        lines: kept.map(({ i, how }) => {
           const source = ops[i].source;
           const note = notes.get(source.index);
-          return formatOperation(source, relaxed && source.outcome === "ok") +
+          return formatOperation(source, how) +
             (note === undefined ? "" : ` [${note}]`);
         }),
       },
