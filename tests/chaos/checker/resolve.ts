@@ -14,14 +14,24 @@
  *   is on the streams: if not, it is dropped (as a `fail`); if so, it is
  *   kept as `ok`, completed at the earliest time a watcher received that
  *   put (it was applied before);
- * - the unknown unbinds of one endpoint, when the streams show no
- *   `unbound` delete of it that an `ok` unbind does not explain, changed
- *   nothing (none removed anything): they are dropped; when they show
- *   exactly one such delete and one unknown unbind invoked before it was
- *   received, that unbind made it (`ok`, removed 1, completed when the
- *   delete was first received). Several such deletes stay ambiguous (which
- *   unbind made which delete bounds the intervals), so those unbinds stay
- *   unknown.
+ * - the unknown unbinds of one endpoint and the `unbound` deletes of it
+ *   that no `ok` unbind explains: an unbind that made a delete was
+ *   invoked before the delete was received, so an unbind no such delete
+ *   can come from removed nothing (dropped), and a delete only one unbind
+ *   can come from is that unbind's (`ok`, removed 1, completed when the
+ *   delete was first received), repeatedly; what stays ambiguous (which
+ *   unbind made which delete bounds the intervals) stays unknown.
+ *
+ * - an unknown grant (of an id no other grant uses) took effect iff
+ *   something shows its lease existed (an `ok` bind, keep-alive or revoke
+ *   of it, an "exists" answer, a lookup or an event showing an endpoint
+ *   on it): if so it is kept as `ok`, completed by the earliest such
+ *   sign; if not, it is dropped (if it happened, nothing could tell);
+ * - an unknown revoke (of a lease no other revoke names) made the
+ *   `leaseRevoked` deletes of that lease no `ok` revoke explains (kept as
+ *   `ok`, completed by their first receipt); with none it is dropped: if
+ *   it happened, it removed a lease with no binding, which the model's
+ *   expiry (possible at any moment) explains as well.
  *
  * Everything else stays unknown.
  *
@@ -94,6 +104,71 @@ export function resolveUnknowns(history: History, stream: Stream): Resolution {
       explained.add(`${key}\n${op.output.revision}`);
     }
   }
+  // Leases: a grant or revoke id used by one such operation only, so
+  // that what shows the lease (or its end) is about that operation.
+  const grantCounts = new Map<string, number>();
+  const revokeCounts = new Map<string, number>();
+  /** The earliest time each lease is shown to exist. */
+  const leaseSeenAt = new Map<string, number>();
+  const seenLease = (leaseId: string, at: number) => {
+    const known = leaseSeenAt.get(leaseId);
+    if (known === undefined || at < known) leaseSeenAt.set(leaseId, at);
+  };
+  /** Revokes' deletes that no ok revoke explains, by lease. */
+  const revokedDeletes = new Map<string, { revision: number; at: number }>();
+  const okRevokes = new Set<string>();
+  for (const op of history.operations) {
+    const input = op.input;
+    if (input.f === "leaseGrant" && op.outcome !== "fail") {
+      grantCounts.set(input.leaseId, (grantCounts.get(input.leaseId) ?? 0) + 1);
+    }
+    if (input.f === "leaseRevoke" && op.outcome !== "fail") {
+      revokeCounts.set(
+        input.leaseId,
+        (revokeCounts.get(input.leaseId) ?? 0) + 1,
+      );
+      if (
+        op.outcome === "ok" && op.output?.f === "leaseRevoke" &&
+        op.output.leaseNotFound !== true
+      ) {
+        okRevokes.add(`${input.leaseId}\n${op.output.revision}`);
+      }
+    }
+    if (op.outcome !== "ok" || op.output === undefined) continue;
+    const output = op.output;
+    if (
+      input.f === "bind" && input.leaseId !== null && output.f === "bind" &&
+        output.leaseNotFound !== true ||
+      input.f === "leaseKeepAlive" && output.f === "leaseKeepAlive" &&
+        output.leaseNotFound !== true ||
+      input.f === "leaseRevoke" && output.f === "leaseRevoke" &&
+        output.leaseNotFound !== true ||
+      input.f === "leaseGrant" && output.f === "leaseGrant" &&
+        output.exists === true
+    ) {
+      seenLease((input as { leaseId: string }).leaseId, op.completedAt!);
+    }
+    if (input.f === "lookup" && output.f === "lookup") {
+      for (const e of output.endpoints) {
+        if (e.leaseId !== null) seenLease(e.leaseId, op.completedAt!);
+      }
+    }
+  }
+  for (const [revision, events] of stream.events) {
+    for (const event of events) {
+      if (event.leaseId === null) continue;
+      const at = stream.receivedAt.get(eventKey(event)) ?? event.at;
+      seenLease(event.leaseId, at);
+      if (
+        event.reason === "leaseRevoked" &&
+        !okRevokes.has(`${event.leaseId}\n${revision}`) &&
+        !revokedDeletes.has(event.leaseId)
+      ) {
+        revokedDeletes.set(event.leaseId, { revision, at });
+      }
+    }
+  }
+
   const unbindFate = new Map<
     Operation,
     { revision: number; at: number } | null
@@ -102,11 +177,30 @@ export function resolveUnknowns(history: History, stream: Stream): Resolution {
     const open = (unboundDeletes.get(key) ?? [])
       .filter((d) => !explained.has(`${key}\n${d.revision}`))
       .sort((a, b) => a.revision - b.revision);
-    if (open.length === 0) {
-      for (const op of ops) unbindFate.set(op, null);
-    } else if (open.length === 1) {
-      const before = ops.filter((op) => op.invokedAt <= open[0].at);
-      if (before.length === 1) unbindFate.set(before[0], open[0]);
+    // An unbind that made a delete was invoked before the delete was
+    // received. Settle what is forced: an unbind no open delete can be
+    // from removed nothing; a delete only one unbind can be from is its.
+    let pending = [...ops];
+    let deletes = [...open];
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const op of pending) {
+        if (!deletes.some((d) => op.invokedAt <= d.at)) {
+          unbindFate.set(op, null);
+          changed = true;
+        }
+      }
+      pending = pending.filter((op) => !unbindFate.has(op));
+      for (const d of deletes) {
+        const from = pending.filter((op) => op.invokedAt <= d.at);
+        if (from.length === 1) {
+          unbindFate.set(from[0], d);
+          pending = pending.filter((op) => op !== from[0]);
+          deletes = deletes.filter((other) => other !== d);
+          changed = true;
+          break;
+        }
+      }
     }
   }
 
@@ -141,6 +235,56 @@ export function resolveUnknowns(history: History, stream: Stream): Resolution {
         outcome: "ok",
         completedAt: Math.max(put.at, op.invokedAt),
         output: { f: "bind", revision: put.revision },
+      });
+      continue;
+    }
+    if (input.f === "leaseGrant" && grantCounts.get(input.leaseId) === 1) {
+      const seenAt = leaseSeenAt.get(input.leaseId);
+      if (seenAt === undefined) {
+        notes.set(
+          op.index,
+          "unknown; nothing shows its lease ever existed: taken as not applied",
+        );
+        dropped++;
+        continue;
+      }
+      applied++;
+      notes.set(
+        op.index,
+        `unknown; its lease is seen to exist @${seenAt}: taken as applied by then`,
+      );
+      operations.push({
+        ...op,
+        outcome: "ok",
+        completedAt: Math.max(seenAt, op.invokedAt),
+        output: {
+          f: "leaseGrant",
+          revision: history.startRevision,
+          ttlMs: input.ttlMs,
+        },
+      });
+      continue;
+    }
+    if (input.f === "leaseRevoke" && revokeCounts.get(input.leaseId) === 1) {
+      const revoked = revokedDeletes.get(input.leaseId);
+      if (revoked === undefined) {
+        notes.set(
+          op.index,
+          "unknown; no delete of its lease's bindings is on the watch streams: taken as an expiry, if anything",
+        );
+        dropped++;
+        continue;
+      }
+      applied++;
+      notes.set(
+        op.index,
+        `unknown; its deletes are on the watch streams at revision ${revoked.revision}: taken as applied by then`,
+      );
+      operations.push({
+        ...op,
+        outcome: "ok",
+        completedAt: Math.max(revoked.at, op.invokedAt),
+        output: { f: "leaseRevoke", revision: revoked.revision },
       });
       continue;
     }
