@@ -41,6 +41,7 @@
 
 import type { History, Operation } from "../history.ts";
 import {
+  leaseRetirement,
   registryModel,
   type RegistryModelOptions,
   registryOps,
@@ -151,7 +152,7 @@ function checkNames(
   options: CheckOptions,
 ): CheckResult {
   const findings = new Findings("linearizability");
-  const model = registryModel(options);
+
   const byName = new Map<string, Operation[]>();
   for (const op of operations) {
     if (op.input.f === "lookup" && op.input.consistency === "serializable") {
@@ -165,6 +166,10 @@ function checkNames(
     const [name, operations] of [...byName].sort(([a], [b]) => a < b ? -1 : 1)
   ) {
     const ops = registryOps(operations);
+    const model = registryModel({
+      ...options,
+      retiredAfter: leaseRetirement(ops),
+    });
     const result = checkLinearizable(model, ops, {
       maxMs: options.maxMsPerName ?? 20_000,
       maxConfigurations: options.maxConfigurationsPerName,
