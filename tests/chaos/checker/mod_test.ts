@@ -149,6 +149,16 @@ Deno.test("checker: a read that sees a write invoked after it completed is rejec
     0,
     1,
   ]);
+  // The put was received before its bind was invoked: seen as such.
+  const early = new HistoryBuilder();
+  early.ok(1, bind("e1", "u1"), 2, 3, { f: "bind", revision: 1 });
+  early.watch(1, [put(1, "e1", "u1", 1)]);
+  const unexplained = rejected(
+    checkHistory(early.build()),
+    "watch",
+    "unexplained",
+  );
+  assert.match(unexplained.message, /before its bind was invoked/);
 });
 
 Deno.test("checker: an acknowledged write missing from the final lookups is a lost write", () => {

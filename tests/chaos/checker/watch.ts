@@ -387,7 +387,17 @@ function againstHistory(
           continue;
         }
         const input = op.input as Extract<Operation["input"], { f: "bind" }>;
-        if (
+        if (op.invokedAt > event.at) {
+          findings.add(
+            "unexplained",
+            `revision ${revision} puts ${event.name} ${event.id} url=${event.url}, received @${event.at}, before its bind was invoked`,
+            {
+              name: event.name,
+              operations: [op.index],
+              lines: [formatOperation(op)],
+            },
+          );
+        } else if (
           input.name !== event.name || input.id !== event.id ||
           input.leaseId !== event.leaseId
         ) {
