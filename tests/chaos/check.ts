@@ -28,14 +28,18 @@ export async function main(args: string[]): Promise<number> {
     value = JSON.parse(await Deno.readTextFile(args[0]));
   } catch (error) {
     console.error(
-      `check: cannot read ${args[0]} as JSON: ${error instanceof Error ? error.message : error}; pass the history file the chaos workload wrote`,
+      `check: cannot read ${args[0]} as JSON: ${
+        error instanceof Error ? error.message : error
+      }; pass the history file the chaos workload wrote`,
     );
     return 2;
   }
   const problems = historyProblems(value);
   if (problems.length > 0) {
     console.error(
-      `check: ${args[0]} is not a chaos history (tests/chaos/history.ts):\n${problems.map((p) => `  - ${p}`).join("\n")}`,
+      `check: ${args[0]} is not a chaos history (tests/chaos/history.ts):\n${
+        problems.map((p) => `  - ${p}`).join("\n")
+      }`,
     );
     return 2;
   }

@@ -40,11 +40,17 @@
  */
 
 import type { History, Operation } from "../history.ts";
-import { registryModel, type RegistryModelOptions, registryOps } from "./registry_model.ts";
+import {
+  leaseRetirement,
+  registryModel,
+  type RegistryModelOptions,
+  registryOps,
+} from "./registry_model.ts";
 import { checkLeases, checkRevisions } from "./revisions.ts";
 import { formatOperation, shrink } from "./shrink.ts";
 import { type CheckResult, Findings } from "./violation.ts";
 import { checkWatches } from "./watch.ts";
+import { resolveUnknowns, streamCovers } from "./resolve.ts";
 import { checkLinearizable } from "./wgl.ts";
 
 export type { CheckResult, Violation } from "./violation.ts";
@@ -83,7 +89,10 @@ export interface CheckReport {
 }
 
 /** Runs every check on `history` (which {@link historyProblems} found sound). */
-export function checkHistory(history: History, options: CheckOptions = {}): CheckReport {
+export function checkHistory(
+  history: History,
+  options: CheckOptions = {},
+): CheckReport {
   const started = performance.now();
   const checkMs: Record<string, number> = {};
   const timed = <T>(name: string, run: () => T): T => {
@@ -92,11 +101,33 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     checkMs[name] = Math.round(performance.now() - at);
     return value;
   };
-  const linearizability = timed("linearizability", () => checkNames(history, options));
   const watch = timed("watch", () => checkWatches(history));
-  const revisions = timed("revisions", () => checkRevisions(history, watch.stream));
-  const leases = timed("leases", () =>
-    checkLeases(history, watch.stream, { leaseToleranceMs: options.leaseToleranceMs })
+  const linearizability = timed("linearizability", () => {
+    // Unknown operations settled from the streams, when they can be trusted.
+    if (watch.result.status === "ok" && streamCovers(history, watch.stream)) {
+      const resolution = resolveUnknowns(history, watch.stream);
+      const result = checkNames(
+        resolution.operations,
+        resolution.notes,
+        options,
+      );
+      result.notes.push(
+        `${resolution.applied} unknown writes settled as applied and ${resolution.dropped} unknown operations dropped from the watch streams`,
+      );
+      return result;
+    }
+    return checkNames(history.operations, new Map(), options);
+  });
+  const revisions = timed(
+    "revisions",
+    () => checkRevisions(history, watch.stream),
+  );
+  const leases = timed(
+    "leases",
+    () =>
+      checkLeases(history, watch.stream, {
+        leaseToleranceMs: options.leaseToleranceMs,
+      }),
   );
   const final = timed("final", () => checkFinal(history));
   const checks = [linearizability, watch.result, revisions, leases, final];
@@ -115,18 +146,30 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
 }
 
 /** Linearizability, one name at a time. */
-function checkNames(history: History, options: CheckOptions): CheckResult {
+function checkNames(
+  operations: readonly Operation[],
+  notes: ReadonlyMap<number, string>,
+  options: CheckOptions,
+): CheckResult {
   const findings = new Findings("linearizability");
-  const model = registryModel(options);
+
   const byName = new Map<string, Operation[]>();
-  for (const op of history.operations) {
-    if (op.input.f === "lookup" && op.input.consistency === "serializable") continue;
+  for (const op of operations) {
+    if (op.input.f === "lookup" && op.input.consistency === "serializable") {
+      continue;
+    }
     let list = byName.get(op.input.name);
     if (list === undefined) byName.set(op.input.name, list = []);
     list.push(op);
   }
-  for (const [name, operations] of [...byName].sort(([a], [b]) => a < b ? -1 : 1)) {
+  for (
+    const [name, operations] of [...byName].sort(([a], [b]) => a < b ? -1 : 1)
+  ) {
     const ops = registryOps(operations);
+    const model = registryModel({
+      ...options,
+      retiredAfter: leaseRetirement(ops),
+    });
     const result = checkLinearizable(model, ops, {
       maxMs: options.maxMsPerName ?? 20_000,
       maxConfigurations: options.maxConfigurationsPerName,
@@ -137,18 +180,34 @@ function checkNames(history: History, options: CheckOptions): CheckResult {
       continue;
     }
     const witness = shrink(model, ops, {
-      readOnly: (op) => op.input.f === "lookup" || op.input.f === "leaseKeepAlive",
+      readOnly: (op) => model.readOnly!(op),
       maxMs: options.shrinkMs ?? 5_000,
     });
-    const kept = [...witness.definite.map((i) => ({ i, relaxed: false })), ...witness.relaxed.map((i) => ({ i, relaxed: true }))]
+    const kept = [
+      ...witness.definite.map((i) => ({ i, how: "definite" as const })),
+      ...witness.ignored.map((i) => ({ i, how: "ignored" as const })),
+      ...witness.relaxed.map((i) => ({ i, how: "unknown" as const })),
+    ]
       .sort((a, b) => ops[a.i].call - ops[b.i].call || a.i - b.i);
     findings.add(
       "not-linearizable",
-      `${name}: no order of its ${ops.length} operations explains every answer; ${witness.definite.length} operations (and ${witness.relaxed.length} taken as unknown) are enough to show it${witness.minimal ? "" : " (shrinking ran out of time: not minimal)"}`,
+      `${name}: no order of its ${ops.length} operations explains every answer; ${
+        witness.definite.length + witness.ignored.length
+      } operations (${witness.ignored.length} of them without their answers), and ${witness.relaxed.length} more that may or may not have happened, are enough to show it${
+        witness.minimal ? "" : " (shrinking ran out of time: not minimal)"
+      }`,
       {
         name,
-        operations: kept.map(({ i }) => ops[i].source.index),
-        lines: kept.map(({ i, relaxed }) => formatOperation(ops[i].source, relaxed && ops[i].source.outcome === "ok")),
+        operations: [...witness.definite, ...witness.ignored].map((i) =>
+          ops[i].source.index
+        ).sort((a, b) => a - b),
+        relaxed: witness.relaxed.map((i) => ops[i].source.index),
+        lines: kept.map(({ i, how }) => {
+          const source = ops[i].source;
+          const note = notes.get(source.index);
+          return formatOperation(source, how) +
+            (note === undefined ? "" : ` [${note}]`);
+        }),
       },
     );
   }
@@ -159,10 +218,15 @@ function checkNames(history: History, options: CheckOptions): CheckResult {
 function checkFinal(history: History): CheckResult {
   const findings = new Findings("final");
   const finals = history.finalIndexes.map((i) => history.operations[i]);
-  const ok = finals.filter((op) => op.outcome === "ok" && op.output?.f === "lookup");
+  const ok = finals.filter((op) =>
+    op.outcome === "ok" && op.output?.f === "lookup"
+  );
   if (finals.length === 0) findings.note("no final lookups recorded");
   if (ok.length < finals.length) {
-    findings.note(`${finals.length - ok.length} final lookups did not answer`, true);
+    findings.note(
+      `${finals.length - ok.length} final lookups did not answer`,
+      true,
+    );
   }
   const byId = new Map<string, Operation[]>();
   for (const op of history.operations) {
@@ -181,7 +245,9 @@ function checkFinal(history: History): CheckResult {
     const seen = new Set(final.output.endpoints.map((e) => e.url));
     for (const op of history.operations) {
       const input = op.input;
-      if (input.f !== "bind" || input.name !== name || op.outcome !== "ok") continue;
+      if (input.f !== "bind" || input.name !== name || op.outcome !== "ok") {
+        continue;
+      }
       if (op.output?.f !== "bind" || op.output.leaseNotFound === true) continue;
       // A leased binding may expire; another write of the id may replace it.
       if (input.leaseId !== null) continue;
@@ -194,7 +260,11 @@ function checkFinal(history: History): CheckResult {
         findings.add(
           "lost-write",
           `final lookup #${final.index} of ${name} misses ${input.id}=${input.url}, acknowledged by bind #${op.index}, which no later write could have replaced or removed`,
-          { name, operations: [op.index, final.index], lines: [formatOperation(op), formatOperation(final)] },
+          {
+            name,
+            operations: [op.index, final.index],
+            lines: [formatOperation(op), formatOperation(final)],
+          },
         );
       }
     }
@@ -217,7 +287,9 @@ function countHistory(history: History): HistoryCounts {
     counts.byName[op.input.name] = (counts.byName[op.input.name] ?? 0) + 1;
   }
   for (const log of history.watches) {
-    for (const record of log.records) if (record.kind === "event") counts.watchEvents++;
+    for (const record of log.records) {
+      if (record.kind === "event") counts.watchEvents++;
+    }
   }
   return counts;
 }
@@ -233,12 +305,24 @@ export function formatReport(report: CheckReport): string {
   lines.push(verdict);
   const c = report.counts;
   lines.push(
-    `${c.operations} operations (ok ${c.byOutcome.ok}, fail ${c.byOutcome.fail}, unknown ${c.byOutcome.unknown}) on ${Object.keys(c.byName).length} names; ${c.watchLogs} watch logs, ${c.watchEvents} events; checked in ${report.timeMs} ms`,
+    `${c.operations} operations (ok ${c.byOutcome.ok}, fail ${c.byOutcome.fail}, unknown ${c.byOutcome.unknown}) on ${
+      Object.keys(c.byName).length
+    } names; ${c.watchLogs} watch logs, ${c.watchEvents} events; checked in ${report.timeMs} ms`,
   );
-  lines.push(`  by function: ${Object.entries(c.byFunction).map(([f, n]) => `${f} ${n}`).join(", ")}`);
+  lines.push(
+    `  by function: ${
+      Object.entries(c.byFunction).map(([f, n]) => `${f} ${n}`).join(", ")
+    }`,
+  );
   for (const check of report.checks) {
-    const kinds = Object.entries(check.counts).map(([kind, n]) => `${kind} ×${n}`).join(", ");
-    lines.push(`[${check.status}] ${check.check} (${report.checkMs[check.check] ?? 0} ms)${kinds === "" ? "" : `: ${kinds}`}`);
+    const kinds = Object.entries(check.counts).map(([kind, n]) =>
+      `${kind} ×${n}`
+    ).join(", ");
+    lines.push(
+      `[${check.status}] ${check.check} (${
+        report.checkMs[check.check] ?? 0
+      } ms)${kinds === "" ? "" : `: ${kinds}`}`,
+    );
     for (const violation of check.violations) {
       lines.push(`  - ${violation.kind}: ${violation.message}`);
       for (const line of violation.lines ?? []) lines.push(`      ${line}`);
@@ -254,41 +338,82 @@ export function formatReport(report: CheckReport): string {
  */
 export function historyProblems(value: unknown): string[] {
   const problems: string[] = [];
-  if (typeof value !== "object" || value === null) return ["the history must be a JSON object"];
+  if (typeof value !== "object" || value === null) {
+    return ["the history must be a JSON object"];
+  }
   const h = value as Record<string, unknown>;
   if (typeof h.prefix !== "string") problems.push("prefix must be a string");
-  if (typeof h.startRevision !== "number") problems.push("startRevision must be a number");
-  if (!Array.isArray(h.operations)) problems.push("operations must be an array");
+  if (typeof h.startRevision !== "number") {
+    problems.push("startRevision must be a number");
+  }
+  if (!Array.isArray(h.operations)) {
+    problems.push("operations must be an array");
+  }
   if (!Array.isArray(h.watches)) problems.push("watches must be an array");
-  if (!Array.isArray(h.finalIndexes)) problems.push("finalIndexes must be an array");
+  if (!Array.isArray(h.finalIndexes)) {
+    problems.push("finalIndexes must be an array");
+  }
   if (problems.length > 0) return problems;
   const operations = h.operations as unknown[];
-  const functions = ["bind", "unbind", "lookup", "leaseGrant", "leaseKeepAlive", "leaseRevoke"];
+  const functions = [
+    "bind",
+    "unbind",
+    "lookup",
+    "leaseGrant",
+    "leaseKeepAlive",
+    "leaseRevoke",
+  ];
   const urls = new Map<string, number>();
   operations.forEach((raw, i) => {
     const where = `operations[${i}]`;
-    if (typeof raw !== "object" || raw === null) return problems.push(`${where} is not an object`);
+    if (typeof raw !== "object" || raw === null) {
+      return problems.push(`${where} is not an object`);
+    }
     const op = raw as Record<string, unknown>;
     const input = op.input as Record<string, unknown> | undefined;
-    if (op.index !== i) problems.push(`${where}.index is ${op.index}, not ${i}`);
-    if (typeof op.process !== "number") problems.push(`${where}.process must be a number`);
-    if (typeof input !== "object" || input === null || !functions.includes(input.f as string)) {
-      return problems.push(`${where}.input.f must be one of ${functions.join(", ")}`);
+    if (op.index !== i) {
+      problems.push(`${where}.index is ${op.index}, not ${i}`);
     }
-    if (typeof input.name !== "string") problems.push(`${where}.input.name must be a string`);
-    if (typeof op.invokedAt !== "number") problems.push(`${where}.invokedAt must be a number`);
+    if (typeof op.process !== "number") {
+      problems.push(`${where}.process must be a number`);
+    }
+    if (
+      typeof input !== "object" || input === null ||
+      !functions.includes(input.f as string)
+    ) {
+      return problems.push(
+        `${where}.input.f must be one of ${functions.join(", ")}`,
+      );
+    }
+    if (typeof input.name !== "string") {
+      problems.push(`${where}.input.name must be a string`);
+    }
+    if (typeof op.invokedAt !== "number") {
+      problems.push(`${where}.invokedAt must be a number`);
+    }
     if (op.outcome === "ok") {
-      if (typeof op.completedAt !== "number" || !(op.completedAt >= (op.invokedAt as number))) {
-        problems.push(`${where}: an ok operation needs completedAt >= invokedAt`);
+      if (
+        typeof op.completedAt !== "number" ||
+        !(op.completedAt >= (op.invokedAt as number))
+      ) {
+        problems.push(
+          `${where}: an ok operation needs completedAt >= invokedAt`,
+        );
       }
       const output = op.output as Record<string, unknown> | undefined;
-      if (typeof output !== "object" || output === null || output.f !== input.f) {
-        problems.push(`${where}: an ok operation needs an output with f "${input.f}"`);
+      if (
+        typeof output !== "object" || output === null || output.f !== input.f
+      ) {
+        problems.push(
+          `${where}: an ok operation needs an output with f "${input.f}"`,
+        );
       } else if (input.f === "lookup" && !Array.isArray(output.endpoints)) {
         problems.push(`${where}.output.endpoints must be an array`);
       }
     } else if (op.outcome === "unknown") {
-      if (op.completedAt !== null) problems.push(`${where}: an unknown operation has completedAt null`);
+      if (op.completedAt !== null) {
+        problems.push(`${where}: an unknown operation has completedAt null`);
+      }
     } else if (op.outcome !== "fail") {
       problems.push(`${where}.outcome must be ok, fail or unknown`);
     }
@@ -296,19 +421,30 @@ export function historyProblems(value: unknown): string[] {
       if (typeof input.url !== "string" || typeof input.id !== "string") {
         problems.push(`${where}: a bind needs id and url strings`);
       } else if (urls.has(input.url)) {
-        problems.push(`${where}: bind url ${input.url} is also operations[${urls.get(input.url)}]'s; every bind needs its own url`);
+        problems.push(
+          `${where}: bind url ${input.url} is also operations[${
+            urls.get(input.url)
+          }]'s; every bind needs its own url`,
+        );
       } else urls.set(input.url, i);
     }
   });
   (h.finalIndexes as unknown[]).forEach((index, i) => {
-    const op = operations[index as number] as { input?: { f?: string } } | undefined;
+    const op = operations[index as number] as
+      | { input?: { f?: string } }
+      | undefined;
     if (!Number.isInteger(index) || op?.input?.f !== "lookup") {
-      problems.push(`finalIndexes[${i}] (${index}) is not the index of a lookup`);
+      problems.push(
+        `finalIndexes[${i}] (${index}) is not the index of a lookup`,
+      );
     }
   });
   (h.watches as unknown[]).forEach((raw, i) => {
     const log = raw as Record<string, unknown> | null;
-    if (typeof log !== "object" || log === null || !Array.isArray(log.records) || typeof log.prefix !== "string") {
+    if (
+      typeof log !== "object" || log === null || !Array.isArray(log.records) ||
+      typeof log.prefix !== "string"
+    ) {
       problems.push(`watches[${i}] needs prefix and records`);
     }
   });

@@ -27,14 +27,19 @@
  *   (the expiry itself is then linearized where it happens).
  * - lookup: the endpoints (id, url, leaseId), compared as a set (the order
  *   is the binding order, which the workload does not rely on).
- * - lease expiry: nondeterministic: after any operation, any subset of the
- *   live leases may expire, removing their endpoints (each step gives every
- *   such state, so the sets of states the search carries are closed under
- *   expiry). With at most a few leases per name that is a handful of
- *   states. Operations that change nothing (lookups, keep-alives, an
- *   unbind that removed nothing, answers of LEASE_NOT_FOUND or "exists")
- *   are declared {@link Model.readOnly}, which lets the search linearize
- *   them greedily.
+ * - lease expiry: nondeterministic: at any moment any live lease may
+ *   expire, removing its endpoints. A state of the model stands for
+ *   itself and for every state its leases' expiries make of it (its
+ *   closure under expiry), and each step gives the most-alive states
+ *   compatible with the answer: a lookup that misses an endpoint bound
+ *   with a lease makes that lease expired; a LEASE_NOT_FOUND, an unbind
+ *   that removed nothing make the lease (or the endpoint's lease) gone.
+ *   So expiry costs no extra states (no subsets of leases to try), and a
+ *   lease is taken as expired only when an answer needs it. Operations
+ *   that change nothing (lookups, keep-alives, an unbind that removed
+ *   nothing, answers of LEASE_NOT_FOUND or "exists") are declared
+ *   {@link Model.readOnly}, which lets the search linearize them
+ *   greedily.
  *
  * ## What a workload must record (`OpOutput`)
  *
@@ -63,12 +68,7 @@
  * @module
  */
 
-import type {
-  OpInput,
-  OpOutput,
-  Operation,
-  SeenEndpoint,
-} from "../history.ts";
+import type { Operation, OpInput, OpOutput, SeenEndpoint } from "../history.ts";
 import type { Model, WglOperation } from "./wgl.ts";
 
 /** One name's state: its endpoints by id and its live leases (both sorted). */
@@ -94,6 +94,16 @@ export interface RegistryModelOptions {
    * round, so a deposed leader's answer may be stale).
    */
   keepAlive?: "strict" | "lenient";
+  /**
+   * For each lease, a time after which no operation names it (the latest
+   * return of those that do; leave out a lease that an unknown operation
+   * names). A lease past its time with no endpoint attached is dropped
+   * from the state once an operation invoked later is linearized: no
+   * later operation can tell it from an expired one, and without this a
+   * long history keeps every lease it ever granted possibly alive (the
+   * model never forces an expiry), which the expiry subsets multiply.
+   */
+  retiredAfter?: ReadonlyMap<string, number>;
 }
 
 const EMPTY: NameState = { endpoints: [], leases: [] };
@@ -103,19 +113,37 @@ export function registryModel(
   options: RegistryModelOptions = {},
 ): Model<NameState, OpInput, OpOutput> {
   const strictKeepAlive = (options.keepAlive ?? "strict") === "strict";
+  const retiredAfter = options.retiredAfter;
+  /** `state` without the leases no operation from `now` on can tell apart from expired. */
+  function retire(state: NameState, now: number): NameState {
+    const kept = state.leases.filter((lease) =>
+      !((retiredAfter!.get(lease) ?? Infinity) < now) ||
+      state.endpoints.some(([, , attached]) => attached === lease)
+    );
+    return kept.length === state.leases.length
+      ? state
+      : { endpoints: state.endpoints, leases: kept };
+  }
   return {
     init: () => EMPTY,
     key: stateKey,
     step(state, op) {
       const result: NameState[] = [];
       for (const after of apply(state, op.input, op.output)) {
-        for (const expired of expiries(after)) result.push(expired);
+        result.push(
+          retiredAfter === undefined ? after : retire(after, op.call),
+        );
       }
       return result;
     },
     readOnly: (op) => readOnly(op.input, op.output),
   };
 
+  /**
+   * The most-alive states `state` (itself most-alive: any of its leases
+   * may have expired) can be in after the operation; each stands for
+   * itself and every state its leases' expiries make of it.
+   */
   function apply(
     state: NameState,
     input: OpInput,
@@ -123,50 +151,80 @@ export function registryModel(
   ): NameState[] {
     switch (input.f) {
       case "bind": {
-        const leaseOk = input.leaseId === null ||
-          state.leases.includes(input.leaseId);
-        if (output === undefined) {
-          return leaseOk ? [putEndpoint(state, input)] : [state];
-        }
+        const lease = input.leaseId;
+        const live = lease === null || state.leases.includes(lease);
+        const applied = live ? [putEndpoint(state, input)] : [];
+        // LEASE_NOT_FOUND: the lease is gone (expired by now, if it was live).
+        const missing = lease === null ? [] : [endLeases(state, [lease])];
+        if (output === undefined) return [...applied, ...missing];
         if (output.f !== "bind") return [];
-        if (output.leaseNotFound === true) return leaseOk ? [] : [state];
-        return leaseOk ? [putEndpoint(state, input)] : [];
+        return output.leaseNotFound === true ? missing : applied;
       }
       case "unbind": {
-        const bound = state.endpoints.some(([id]) => id === input.id);
-        const next = bound ? withoutEndpoints(state, [input.id]) : state;
-        if (output === undefined) return [next];
+        const bound = state.endpoints.find(([id]) => id === input.id);
+        if (output === undefined) {
+          return [
+            bound === undefined ? state : withoutEndpoints(state, [input.id]),
+          ];
+        }
         if (output.f !== "unbind") return [];
-        return output.removed === (bound ? 1 : 0) ? [next] : [];
+        if (output.removed === 1) {
+          return bound === undefined
+            ? []
+            : [withoutEndpoints(state, [input.id])];
+        }
+        // Removed nothing: not bound, or its lease expired first.
+        if (bound === undefined) return [state];
+        return bound[2] === null ? [] : [endLeases(state, [bound[2]])];
       }
       case "lookup": {
         if (output === undefined) return [state];
         if (output.f !== "lookup") return [];
-        return sameEndpoints(state, output.endpoints) ? [state] : [];
+        // The leases whose endpoints it does not show must have expired.
+        const shown = new Map(output.endpoints.map((e) => [e.id, e]));
+        const expired = new Set<string>();
+        for (const [id, url, lease] of state.endpoints) {
+          const seen = shown.get(id);
+          if (
+            seen !== undefined && seen.url === url &&
+            (seen.leaseId ?? null) === lease
+          ) {
+            continue;
+          }
+          if (lease === null) return [];
+          expired.add(lease);
+        }
+        const next = expired.size === 0
+          ? state
+          : endLeases(state, [...expired]);
+        return sameEndpoints(next, output.endpoints) ? [next] : [];
       }
       case "leaseGrant": {
-        const exists = state.leases.includes(input.leaseId);
-        const next = exists ? state : {
-          endpoints: state.endpoints,
-          leases: [...state.leases, input.leaseId].sort(),
+        const lease = input.leaseId;
+        const exists = state.leases.includes(lease);
+        const fresh = {
+          endpoints: endLeases(state, [lease]).endpoints,
+          leases: [...state.leases.filter((l) => l !== lease), lease].sort(),
         };
-        if (output === undefined) return [next];
+        if (output === undefined) return exists ? [state, fresh] : [fresh];
         if (output.f !== "leaseGrant") return [];
-        return (output.exists === true) === exists ? [next] : [];
+        if (output.exists === true) return exists ? [state] : [];
+        return [fresh];
       }
       case "leaseKeepAlive": {
+        // LEASE_NOT_FOUND also while a live lease's expiry is committed.
         if (output === undefined || !strictKeepAlive) return [state];
         if (output.f !== "leaseKeepAlive") return [];
-        const exists = state.leases.includes(input.leaseId);
         if (output.leaseNotFound === true) return [state];
-        return exists ? [state] : [];
+        return state.leases.includes(input.leaseId) ? [state] : [];
       }
       case "leaseRevoke": {
         const exists = state.leases.includes(input.leaseId);
-        const next = exists ? endLeases(state, [input.leaseId]) : state;
-        if (output === undefined) return [next];
+        const gone = endLeases(state, [input.leaseId]);
+        if (output === undefined) return [gone];
         if (output.f !== "leaseRevoke") return [];
-        return (output.leaseNotFound === true) === !exists ? [next] : [];
+        // LEASE_NOT_FOUND: gone already (expired by now, if it was live).
+        return output.leaseNotFound === true || exists ? [gone] : [];
       }
     }
   }
@@ -187,22 +245,6 @@ function readOnly(input: OpInput, output: OpOutput | undefined): boolean {
     case "leaseRevoke":
       return output?.f === "leaseRevoke" && output.leaseNotFound === true;
   }
-}
-
-/** Every state reachable by expiring a subset of the live leases (the empty one first). */
-function expiries(state: NameState): NameState[] {
-  const leases = state.leases;
-  if (leases.length === 0) return [state];
-  if (leases.length > 12) {
-    throw new RangeError(
-      `${leases.length} live leases on one name: the model explores every subset of them expiring, keep it to a few`,
-    );
-  }
-  const result: NameState[] = [state];
-  for (let mask = 1; mask < 1 << leases.length; mask++) {
-    result.push(endLeases(state, leases.filter((_, i) => (mask & 1 << i) !== 0)));
-  }
-  return result;
 }
 
 function endLeases(state: NameState, ended: readonly string[]): NameState {
@@ -237,7 +279,9 @@ export function sameEndpoints(
   seen: readonly SeenEndpoint[],
 ): boolean {
   if (seen.length !== state.endpoints.length) return false;
-  const want = new Map(state.endpoints.map(([id, url, lease]) => [id, [url, lease]]));
+  const want = new Map(
+    state.endpoints.map(([id, url, lease]) => [id, [url, lease]]),
+  );
   for (const endpoint of seen) {
     const bound = want.get(endpoint.id);
     if (
@@ -251,13 +295,45 @@ export function sameEndpoints(
   return true;
 }
 
+const keys = new WeakMap<NameState, string>();
+
 /** The canonical text of a state. */
 export function stateKey(state: NameState): string {
+  const known = keys.get(state);
+  if (known !== undefined) return known;
   let key = "";
   for (const [id, url, lease] of state.endpoints) {
     key += `${id}\u0001${url}\u0001${lease ?? ""}\u0002`;
   }
-  return `${key}|${state.leases.join("\u0001")}`;
+  key = `${key}|${state.leases.join("\u0001")}`;
+  keys.set(state, key);
+  return key;
+}
+
+/**
+ * {@link RegistryModelOptions.retiredAfter} for `operations` (one name's,
+ * `fail` ones dropped): each lease's latest return among the operations
+ * naming it, none for a lease an unknown operation names.
+ */
+export function leaseRetirement(
+  operations: readonly RegistryOp[],
+): Map<string, number> {
+  const last = new Map<string, number>();
+  const open = new Set<string>();
+  for (const op of operations) {
+    const input = op.input;
+    const lease = input.f === "bind"
+      ? input.leaseId
+      : input.f === "leaseGrant" || input.f === "leaseKeepAlive" ||
+          input.f === "leaseRevoke"
+      ? input.leaseId
+      : null;
+    if (lease === null) continue;
+    if (op.return === null) open.add(lease);
+    else last.set(lease, Math.max(last.get(lease) ?? -Infinity, op.return));
+  }
+  for (const lease of open) last.delete(lease);
+  return last;
 }
 
 /** The history operations of one name as model operations (`fail` ones dropped). */

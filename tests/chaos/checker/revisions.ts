@@ -47,20 +47,35 @@ export function checkRevisions(history: History, stream: Stream): CheckResult {
     revisionOf(op) !== null && op.completedAt !== null &&
     !(op.input.f === "lookup" && op.input.consistency === "serializable")
   );
-  const byCompletion = [...ordered].sort((a, b) => a.completedAt! - b.completedAt!);
+  const byCompletion = [...ordered].sort((a, b) =>
+    a.completedAt! - b.completedAt!
+  );
   const byInvocation = [...ordered].sort((a, b) => a.invokedAt - b.invokedAt);
   let done = 0;
   let highest: Operation | null = null;
   for (const op of byInvocation) {
-    while (done < byCompletion.length && byCompletion[done].completedAt! < op.invokedAt) {
+    while (
+      done < byCompletion.length &&
+      byCompletion[done].completedAt! < op.invokedAt
+    ) {
       const finished = byCompletion[done++];
-      if (highest === null || revisionOf(finished)! > revisionOf(highest)!) highest = finished;
+      if (highest === null || revisionOf(finished)! > revisionOf(highest)!) {
+        highest = finished;
+      }
     }
     if (highest !== null && revisionOf(op)! < revisionOf(highest)!) {
       findings.add(
         "backwards",
-        `revision went backwards: #${op.index} answered revision ${revisionOf(op)} though #${highest.index}, completed before it was invoked, answered ${revisionOf(highest)}`,
-        { name: op.input.name, operations: [highest.index, op.index], lines: [formatOperation(highest), formatOperation(op)] },
+        `revision went backwards: #${op.index} answered revision ${
+          revisionOf(op)
+        } though #${highest.index}, completed before it was invoked, answered ${
+          revisionOf(highest)
+        }`,
+        {
+          name: op.input.name,
+          operations: [highest.index, op.index],
+          lines: [formatOperation(highest), formatOperation(op)],
+        },
       );
     }
   }
@@ -72,7 +87,10 @@ export function checkRevisions(history: History, stream: Stream): CheckResult {
   }
   let unchecked = 0;
   for (const op of history.operations) {
-    if (op.input.f !== "lookup" || op.outcome !== "ok" || op.output?.f !== "lookup") continue;
+    if (
+      op.input.f !== "lookup" || op.outcome !== "ok" ||
+      op.output?.f !== "lookup"
+    ) continue;
     const output = op.output;
     for (const endpoint of output.endpoints) {
       const bind = binds.get(endpoint.url);
@@ -80,7 +98,11 @@ export function checkRevisions(history: History, stream: Stream): CheckResult {
         findings.add(
           "future-read",
           `lookup #${op.index} saw ${endpoint.id}=${endpoint.url}, written by a bind invoked after the lookup completed`,
-          { name: op.input.name, operations: [op.index, bind.index], lines: [formatOperation(op), formatOperation(bind)] },
+          {
+            name: op.input.name,
+            operations: [op.index, bind.index],
+            lines: [formatOperation(op), formatOperation(bind)],
+          },
         );
       }
     }
@@ -89,22 +111,48 @@ export function checkRevisions(history: History, stream: Stream): CheckResult {
       unchecked++;
       continue;
     }
-    const want = { endpoints: endpointsOf(state).map((e) => [e.id, e.url, e.leaseId] as const), leases: [] };
+    const want = {
+      endpoints: endpointsOf(state).map((e) =>
+        [e.id, e.url, e.leaseId] as const
+      ),
+      leases: [],
+    };
     if (!sameEndpoints(want, output.endpoints)) {
-      const seen = new Set(output.endpoints.map((e) => `${e.id}=${e.url}/${e.leaseId ?? "none"}`));
-      const there = new Set(want.endpoints.map(([id, url, lease]) => `${id}=${url}/${lease ?? "none"}`));
+      const seen = new Set(
+        output.endpoints.map((e) => `${e.id}=${e.url}/${e.leaseId ?? "none"}`),
+      );
+      const there = new Set(
+        want.endpoints.map(([id, url, lease]) =>
+          `${id}=${url}/${lease ?? "none"}`
+        ),
+      );
       const missing = [...there].filter((e) => !seen.has(e));
       const extra = [...seen].filter((e) => !there.has(e));
       findings.add(
         "lookup-contents",
-        `lookup #${op.index} (${op.input.consistency}) answered revision ${output.revision}, but its endpoints are not the state of ${op.input.name} at that revision (missing: ${missing.join(", ") || "none"}; extra: ${extra.join(", ") || "none"})`,
-        { name: op.input.name, operations: [op.index], lines: [formatOperation(op), `state at revision ${output.revision} per the watch streams: [${[...there].join(", ")}]`] },
+        `lookup #${op.index} (${op.input.consistency}) answered revision ${output.revision}, but its endpoints are not the state of ${op.input.name} at that revision (missing: ${
+          missing.join(", ") || "none"
+        }; extra: ${extra.join(", ") || "none"})`,
+        {
+          name: op.input.name,
+          operations: [op.index],
+          lines: [
+            formatOperation(op),
+            `state at revision ${output.revision} per the watch streams: [${
+              [...there].join(", ")
+            }]`,
+          ],
+        },
       );
     }
   }
   if (unchecked > 0) {
     findings.note(
-      `${unchecked} lookups not compared with the watch streams (their revision is outside ${stream.from}..${stream.to}, the range the streams cover${stream.complete ? "" : "; the streams do not reach back to the run's start"})`,
+      `${unchecked} lookups not compared with the watch streams (their revision is outside ${stream.from}..${stream.to}, the range the streams cover${
+        stream.complete
+          ? ""
+          : "; the streams do not reach back to the run's start"
+      })`,
     );
   }
   return findings.result();
@@ -122,17 +170,33 @@ export function checkLeases(
   const renewals = new Map<string, Operation[]>();
   const revokes = new Map<string, Operation[]>();
   const ttls = new Map<string, number>();
-  const evidence: { leaseId: string; at: number; what: string; op?: Operation }[] = [];
+  const evidence: {
+    leaseId: string;
+    at: number;
+    what: string;
+    op?: Operation;
+  }[] = [];
   for (const op of history.operations) {
     const input = op.input;
     if (input.f === "leaseGrant") {
       ttls.set(input.leaseId, input.ttlMs);
-      if (op.outcome === "ok" && op.output?.f === "leaseGrant" && op.output.exists !== true) {
+      if (
+        op.outcome === "ok" && op.output?.f === "leaseGrant" &&
+        op.output.exists !== true
+      ) {
         push(renewals, input.leaseId, op);
       }
-    } else if (input.f === "leaseKeepAlive" && op.outcome === "ok" && op.output?.f === "leaseKeepAlive") {
+    } else if (
+      input.f === "leaseKeepAlive" && op.outcome === "ok" &&
+      op.output?.f === "leaseKeepAlive"
+    ) {
       if (op.output.leaseNotFound === true) {
-        evidence.push({ leaseId: input.leaseId, at: op.completedAt!, what: `keep-alive #${op.index} answered LEASE_NOT_FOUND`, op });
+        evidence.push({
+          leaseId: input.leaseId,
+          at: op.completedAt!,
+          what: `keep-alive #${op.index} answered LEASE_NOT_FOUND`,
+          op,
+        });
       } else push(renewals, input.leaseId, op);
     } else if (input.f === "leaseRevoke" && op.outcome !== "fail") {
       push(revokes, input.leaseId, op);
@@ -140,13 +204,26 @@ export function checkLeases(
       input.f === "bind" && input.leaseId !== null && op.outcome === "ok" &&
       op.output?.f === "bind" && op.output.leaseNotFound === true
     ) {
-      evidence.push({ leaseId: input.leaseId, at: op.completedAt!, what: `bind #${op.index} answered LEASE_NOT_FOUND`, op });
+      evidence.push({
+        leaseId: input.leaseId,
+        at: op.completedAt!,
+        what: `bind #${op.index} answered LEASE_NOT_FOUND`,
+        op,
+      });
     }
   }
   for (const events of stream.events.values()) {
     for (const event of events) {
-      if (event.type === "delete" && event.reason === "leaseExpired" && event.leaseId !== null) {
-        evidence.push({ leaseId: event.leaseId, at: event.at, what: `an expiry delete of ${event.name} ${event.id} at revision ${event.revision}, received` });
+      if (
+        event.type === "delete" && event.reason === "leaseExpired" &&
+        event.leaseId !== null
+      ) {
+        evidence.push({
+          leaseId: event.leaseId,
+          at: event.at,
+          what:
+            `an expiry delete of ${event.name} ${event.id} at revision ${event.revision}, received`,
+        });
       }
     }
   }
@@ -156,18 +233,28 @@ export function checkLeases(
     if ((revokes.get(leaseId) ?? []).some((r) => r.invokedAt <= at)) continue;
     let last: Operation | null = null;
     for (const renewal of renewals.get(leaseId) ?? []) {
-      if (renewal.completedAt! <= at && (last === null || renewal.invokedAt > last.invokedAt)) last = renewal;
+      if (
+        renewal.completedAt! <= at &&
+        (last === null || renewal.invokedAt > last.invokedAt)
+      ) last = renewal;
     }
     if (last === null) continue;
     const due = last.invokedAt + ttl - tolerance;
     if (at < due) {
       findings.add(
         "early-expiry",
-        `lease ${leaseId} (ttl ${ttl} ms) expired early: ${what} @${round(at)}, ${round(at - last.invokedAt)} ms after the invocation of #${last.index}, which renewed it`,
+        `lease ${leaseId} (ttl ${ttl} ms) expired early: ${what} @${
+          round(at)
+        }, ${
+          round(at - last.invokedAt)
+        } ms after the invocation of #${last.index}, which renewed it`,
         {
           name: last.input.name,
           operations: op === undefined ? [last.index] : [last.index, op.index],
-          lines: [formatOperation(last), ...(op === undefined ? [] : [formatOperation(op)])],
+          lines: [
+            formatOperation(last),
+            ...(op === undefined ? [] : [formatOperation(op)]),
+          ],
         },
       );
     }

@@ -10,16 +10,20 @@
  *
  * - a read-only operation (one that never changes the model's state) is
  *   removed: that only drops a constraint;
- * - any other operation is made `unknown` (it may have happened at any
- *   time after its call, with any answer, or never): a weaker claim than
- *   the one recorded;
+ * - any other operation keeps its interval but not its answer (it took
+ *   effect between its call and its return, with any answer), and then is
+ *   made `unknown` (it may have happened at any time after its call, with
+ *   any answer, or never): each a weaker claim than the one before;
  * - an `unknown` operation invoked after every remaining definite one
  *   completed is removed: nothing left can observe it.
  *
  * Greedy, ddmin-style: first the shortest failing prefix (by invocation),
  * then chunks of definite operations relaxed, halving the chunk size down
  * to single operations, until no single relaxation keeps it failing (the
- * witness is then 1-minimal) or the time budget runs out.
+ * witness is then 1-minimal in its definite operations) or the time
+ * budget runs out; last, as time allows, operations whose answer is
+ * ignored are made unknown (each unknown operation makes the checks
+ * dearer, so this comes last).
  *
  * @module
  */
@@ -33,7 +37,7 @@ export interface ShrinkOptions<I, O> {
   readOnly?: (op: WglOperation<I, O>) => boolean;
   /** Total time budget, ms. @default 5_000 */
   maxMs?: number;
-  /** Budget of each check, ms. @default 1_000 */
+  /** Budget of each check, ms (undecided counts as not failing). @default 250 */
   checkMs?: number;
 }
 
@@ -41,6 +45,8 @@ export interface ShrinkOptions<I, O> {
 export interface ShrinkResult {
   /** Indexes (into the input) of the operations kept as recorded. */
   definite: number[];
+  /** Indexes of the operations kept in their interval, with any answer. */
+  ignored: number[];
   /** Indexes of the operations kept as `unknown` (relaxed, or unknown already). */
   relaxed: number[];
   /** Whether no single further relaxation fails (false: out of time). */
@@ -50,8 +56,11 @@ export interface ShrinkResult {
 }
 
 const DEFINITE = 0;
+/** Unknown: at any time after its call, or never. */
 const RELAXED = 1;
 const REMOVED = 2;
+/** Within its interval, with any answer. */
+const IGNORED = 3;
 
 /**
  * A small failing witness of `operations`, which must not be
@@ -78,7 +87,10 @@ const REMOVED = 2;
  *   { input: { f: "w", v: 2 } as In, call: 6, return: 7 },
  * ];
  * const witness = shrink(register, ops, { readOnly: (op) => op.input.f === "r" });
- * assert.deepEqual(witness.definite, [0, 2]);
+ * // The stale read, and the write it missed (which had to happen by then).
+ * assert.deepEqual(witness.definite, [2]);
+ * assert.deepEqual(witness.ignored, [0]);
+ * assert.deepEqual(witness.relaxed, []);
  * ```
  */
 export function shrink<S, I, O>(
@@ -87,8 +99,8 @@ export function shrink<S, I, O>(
   options: ShrinkOptions<I, O> = {},
 ): ShrinkResult {
   const readOnly = options.readOnly ?? (() => false);
-  const deadline = performance.now() + (options.maxMs ?? 5_000);
-  const checkMs = options.checkMs ?? 1_000;
+  let deadline = performance.now() + (options.maxMs ?? 5_000);
+  const checkMs = options.checkMs ?? 250;
   const n = operations.length;
   const byCall = [...operations.keys()].sort((a, b) =>
     operations[a].call - operations[b].call || a - b
@@ -101,17 +113,22 @@ export function shrink<S, I, O>(
   }
   let checks = 0;
 
-  const relax = (from: Uint8Array, which: Iterable<number>): Uint8Array => {
+  /** `which` relaxed one step (`toUnknown`: straight to unknown). */
+  const relax = (
+    from: Uint8Array,
+    which: Iterable<number>,
+    toUnknown = false,
+  ): Uint8Array => {
     const next = from.slice();
     for (const i of which) {
-      if (next[i] === DEFINITE) {
-        next[i] = readOnly(operations[i]) ? REMOVED : RELAXED;
-      }
+      if (next[i] === DEFINITE && readOnly(operations[i])) next[i] = REMOVED;
+      else if (next[i] === DEFINITE) next[i] = toUnknown ? RELAXED : IGNORED;
+      else if (next[i] === IGNORED) next[i] = RELAXED;
     }
-    // Unknown operations invoked after every definite one completed.
+    // Unknown operations invoked after every timed one completed.
     let lastReturn = -Infinity;
     for (let i = 0; i < n; i++) {
-      if (next[i] === DEFINITE) {
+      if (next[i] === DEFINITE || next[i] === IGNORED) {
         lastReturn = Math.max(lastReturn, operations[i].return!);
       }
     }
@@ -126,12 +143,17 @@ export function shrink<S, I, O>(
     checks++;
     const ops: WglOperation<I, O>[] = [];
     for (let i = 0; i < n; i++) {
+      const { input, call } = operations[i];
       if (candidate[i] === DEFINITE) ops.push(operations[i]);
       else if (candidate[i] === RELAXED) {
-        ops.push({ input: operations[i].input, call: operations[i].call, return: null });
+        ops.push({ input, call, return: null });
+      } else if (candidate[i] === IGNORED) {
+        ops.push({ input, call, return: operations[i].return });
       }
     }
-    return checkLinearizable(model, ops, { maxMs: checkMs }).ok === false;
+    const left = Math.max(10, deadline - performance.now());
+    return checkLinearizable(model, ops, { maxMs: Math.min(checkMs, left) })
+      .ok === false;
   };
 
   // The shortest failing prefix (relaxing every later operation).
@@ -139,54 +161,65 @@ export function shrink<S, I, O>(
   let high = n;
   while (low < high && performance.now() < deadline) {
     const middle = (low + high) >>> 1;
-    const candidate = relax(status, byCall.slice(middle));
+    const candidate = relax(status, byCall.slice(middle), true);
     if (fails(candidate)) high = middle;
     else low = middle + 1;
   }
-  const cut = relax(status, byCall.slice(high));
+  const cut = relax(status, byCall.slice(high), true);
   if (high < n && fails(cut)) status = cut;
 
-  // Chunks of definite operations, halving down to one.
-  let minimal = false;
-  let size = Math.max(1, Math.floor(count(status, DEFINITE) / 2));
-  while (performance.now() < deadline) {
-    const definite = byCall.filter((i) => status[i] === DEFINITE);
-    let changed = false;
-    for (let start = 0; start < definite.length; start += size) {
-      if (performance.now() >= deadline) break;
-      const candidate = relax(status, definite.slice(start, start + size));
-      if (fails(candidate)) {
-        status = candidate;
-        changed = true;
+  // Chunks of definite operations, halving down to one: the read-only
+  // ones first (removing them adds no unknown operation, so each check
+  // stays cheap), then all.
+  const chunks = (level: number, which: (i: number) => boolean): boolean => {
+    let size = Math.max(1, Math.floor(byCall.filter(which).length / 2));
+    while (performance.now() < deadline) {
+      const definite = byCall.filter((i) => status[i] === level && which(i));
+      let changed = false;
+      for (let start = 0; start < definite.length; start += size) {
+        if (performance.now() >= deadline) break;
+        const candidate = relax(status, definite.slice(start, start + size));
+        if (fails(candidate)) {
+          status = candidate;
+          changed = true;
+        }
       }
+      if (size === 1 && !changed && performance.now() < deadline) return true;
+      if (!changed || size > 1) size = Math.max(1, Math.floor(size / 2));
     }
-    if (size === 1 && !changed && performance.now() < deadline) {
-      minimal = true;
-      break;
-    }
-    if (!changed || size > 1) size = Math.max(1, Math.floor(size / 2));
-  }
+    return false;
+  };
+  chunks(DEFINITE, (i) => readOnly(operations[i]));
+  const minimal = chunks(DEFINITE, () => true);
+  // Then answers ignored made unknown (dearer checks: best effort, in at
+  // most a fifth of the budget).
+  deadline = Math.min(
+    deadline,
+    performance.now() + (options.maxMs ?? 5_000) / 5,
+  );
+  chunks(IGNORED, () => true);
   const definite: number[] = [];
+  const ignored: number[] = [];
   const relaxed: number[] = [];
   for (const i of byCall) {
     if (status[i] === DEFINITE) definite.push(i);
+    else if (status[i] === IGNORED) ignored.push(i);
     else if (status[i] === RELAXED) relaxed.push(i);
   }
-  return { definite, relaxed, minimal, checks };
-}
-
-function count(status: Uint8Array, value: number): number {
-  let total = 0;
-  for (const s of status) if (s === value) total++;
-  return total;
+  return { definite, ignored, relaxed, minimal, checks };
 }
 
 /**
  * One history operation as a line:
  * `p3 invoke bind chaos/k1 e4 url=… lease=k1-l2 @1234.5 → ok rev 88 @1240.1`.
- * `relaxed` marks an operation the witness keeps as unknown.
+ * `how` says what a witness keeps of it: all of it (`definite`), its
+ * interval only (`ignored`: its answer is left out), or only that it may
+ * have happened after its call (`unknown`).
  */
-export function formatOperation(op: Operation, relaxed = false): string {
+export function formatOperation(
+  op: Operation,
+  how: "definite" | "ignored" | "unknown" = "definite",
+): string {
   const input = op.input;
   let what: string;
   switch (input.f) {
@@ -213,13 +246,24 @@ export function formatOperation(op: Operation, relaxed = false): string {
       what = `leaseRevoke ${input.leaseId}`;
       break;
   }
-  const head = `#${op.index} p${op.process} invoke ${what} @${time(op.invokedAt)}`;
-  if (relaxed && op.outcome === "ok") {
-    return `${head} → (taken as unknown; recorded: ${outputText(op)})`;
+  const head = `#${op.index} p${op.process} invoke ${what} @${
+    time(op.invokedAt)
+  }`;
+  if (how === "unknown" && op.outcome === "ok") {
+    return `${head} → (taken as unknown; recorded: ${outputText(op)} @${
+      time(op.completedAt!)
+    })`;
+  }
+  if (how === "ignored" && op.outcome === "ok") {
+    return `${head} → ${outputText(op)} @${
+      time(op.completedAt!)
+    } (its answer is not needed)`;
   }
   if (op.outcome !== "ok") {
     return `${head} → ${op.outcome}${
-      op.error === undefined ? "" : ` (${op.error.code ?? "-"}: ${op.error.message})`
+      op.error === undefined
+        ? ""
+        : ` (${op.error.code ?? "-"}: ${op.error.message})`
     }${op.completedAt === null ? "" : ` @${time(op.completedAt)}`}`;
   }
   return `${head} → ${outputText(op)} @${time(op.completedAt!)}`;

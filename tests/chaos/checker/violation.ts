@@ -17,6 +17,11 @@ export interface Violation {
   name?: string;
   /** Indexes of the history operations involved. */
   operations?: number[];
+  /**
+   * A shrunk witness's operations taken as unknown (they may or may not
+   * have happened; the witness needs them only as possibilities).
+   */
+  relaxed?: number[];
   /** Details: a shrunk sub-history, events, one per line. */
   lines?: string[];
 }
@@ -51,7 +56,11 @@ export class Findings {
   }
 
   /** Records one violation. */
-  add(kind: string, message: string, extra: Omit<Violation, "check" | "kind" | "message"> = {}): void {
+  add(
+    kind: string,
+    message: string,
+    extra: Omit<Violation, "check" | "kind" | "message"> = {},
+  ): void {
     const seen = (this.counts[kind] ?? 0) + 1;
     this.counts[kind] = seen;
     if (seen <= MAX_LISTED) {

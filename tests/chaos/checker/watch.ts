@@ -49,15 +49,24 @@ export type Endpoints = ReadonlyMap<string, readonly [string, string | null]>;
 export class Stream {
   /** Events by revision (from the first watcher that saw it). */
   readonly events = new Map<number, WatchEventRecord[]>();
+  /** The earliest time any watcher received each event ({@link eventKey}). */
+  readonly receivedAt = new Map<string, number>();
   /** First revision whose state is known (the run's start). */
   readonly from: number;
   /** Last revision up to which every revision is known, or `from` when none. */
   readonly to: number;
   /** Whether states can be rebuilt (the streams reach back to the start). */
   readonly complete: boolean;
-  readonly #states = new Map<string, { revision: number; endpoints: Endpoints }[]>();
+  readonly #states = new Map<
+    string,
+    { revision: number; endpoints: Endpoints }[]
+  >();
 
-  constructor(startRevision: number, events: Map<number, WatchEventRecord[]>, first: number | null) {
+  constructor(
+    startRevision: number,
+    events: Map<number, WatchEventRecord[]>,
+    first: number | null,
+  ) {
     this.from = startRevision;
     this.events = events;
     this.complete = first !== null && first <= startRevision + 1;
@@ -77,7 +86,9 @@ export class Stream {
 
   /** The endpoints of `name` at `revision`, or null when the streams do not tell. */
   stateAt(name: string, revision: number): Endpoints | null {
-    if (!this.complete || revision < this.from || revision > this.to) return null;
+    if (!this.complete || revision < this.from || revision > this.to) {
+      return null;
+    }
     const list = this.#states.get(name) ?? [];
     let low = 0;
     let high = list.length;
@@ -105,11 +116,16 @@ export function checkWatches(history: History): WatchCheck {
     const revisions = checkLog(log.watcher, log.prefix, log.records, findings);
     perWatcher.push(revisions.events);
     if (revisions.start !== null) {
-      first = first === null ? revisions.start : Math.min(first, revisions.start);
+      first = first === null
+        ? revisions.start
+        : Math.min(first, revisions.start);
     }
   }
   if (history.watches.length === 0) {
-    findings.note("no watch log: the watch checks and the state rebuilt from them were skipped", true);
+    findings.note(
+      "no watch log: the watch checks and the state rebuilt from them were skipped",
+      true,
+    );
   }
 
   // Agreement, and the merged stream.
@@ -129,10 +145,14 @@ export function checkWatches(history: History): WatchCheck {
       if (a.join("\n") !== b.join("\n")) {
         findings.add(
           "disagreement",
-          `watchers ${mergedFrom.get(revision)} and ${watcher} disagree on revision ${revision}`,
+          `watchers ${
+            mergedFrom.get(revision)
+          } and ${watcher} disagree on revision ${revision}`,
           {
             lines: [
-              `watcher ${mergedFrom.get(revision)}: ${a.map(short).join("; ") || "(nothing)"}`,
+              `watcher ${mergedFrom.get(revision)}: ${
+                a.map(short).join("; ") || "(nothing)"
+              }`,
               `watcher ${watcher}: ${b.map(short).join("; ") || "(nothing)"}`,
             ],
           },
@@ -142,6 +162,17 @@ export function checkWatches(history: History): WatchCheck {
     }
   });
   const stream = new Stream(history.startRevision, merged, first);
+  for (const events of perWatcher) {
+    for (const list of events.values()) {
+      for (const event of list) {
+        const key = eventKey(event);
+        const known = stream.receivedAt.get(key);
+        if (known === undefined || event.at < known) {
+          stream.receivedAt.set(key, event.at);
+        }
+      }
+    }
+  }
   if (history.watches.length > 0 && !stream.complete) {
     findings.note(
       `the watch streams start at revision ${first}, after the run's start (${history.startRevision}): states were not rebuilt`,
@@ -181,7 +212,12 @@ function checkLog(
         findings.add(
           "redelivery-differs",
           `watcher ${watcher}: revision ${revision} delivered again after a resume with other events`,
-          { lines: [`first: ${a.split("\n").map(short).join("; ")}`, `again: ${b.split("\n").map(short).join("; ")}`] },
+          {
+            lines: [
+              `first: ${a.split("\n").map(short).join("; ")}`,
+              `again: ${b.split("\n").map(short).join("; ")}`,
+            ],
+          },
         );
       }
     }
@@ -197,7 +233,9 @@ function checkLog(
       } else if (record.fromRevision > lastSeen + 1) {
         findings.add(
           "gap",
-          `watcher ${watcher} resumed from revision ${record.fromRevision} @${record.at} after seeing up to ${lastSeen}: revisions ${lastSeen + 1}..${record.fromRevision - 1} were skipped`,
+          `watcher ${watcher} resumed from revision ${record.fromRevision} @${record.at} after seeing up to ${lastSeen}: revisions ${
+            lastSeen + 1
+          }..${record.fromRevision - 1} were skipped`,
         );
         lastSeen = record.fromRevision - 1;
       }
@@ -207,12 +245,19 @@ function checkLog(
       continue;
     }
     if (start === null) {
-      findings.add("malformed", `watcher ${watcher}: an event @${record.at} before any open record`);
+      findings.add(
+        "malformed",
+        `watcher ${watcher}: an event @${record.at} before any open record`,
+      );
       continue;
     }
     const key = eventKey(record);
     if (!record.name.startsWith(prefix)) {
-      findings.add("outside-prefix", `watcher ${watcher} got an event of ${record.name}, outside its prefix ${prefix}`, { lines: [short(key)] });
+      findings.add(
+        "outside-prefix",
+        `watcher ${watcher} got an event of ${record.name}, outside its prefix ${prefix}`,
+        { lines: [short(key)] },
+      );
     }
     if (record.revision < sessionFrom) {
       findings.add(
@@ -231,7 +276,11 @@ function checkLog(
       continue;
     }
     if (sessionKeys.has(key)) {
-      findings.add("duplicate", `watcher ${watcher} got the same event twice @${record.at}`, { lines: [short(key)] });
+      findings.add(
+        "duplicate",
+        `watcher ${watcher} got the same event twice @${record.at}`,
+        { lines: [short(key)] },
+      );
       continue;
     }
     sessionKeys.add(key);
@@ -265,7 +314,10 @@ function checkLog(
 
 /** Replays the merged stream into per-name states; deletes must delete what is there. */
 function rebuild(history: History, stream: Stream, findings: Findings): void {
-  const names = new Map<string, Map<string, readonly [string, string | null]>>();
+  const names = new Map<
+    string,
+    Map<string, readonly [string, string | null]>
+  >();
   for (let revision = stream.from + 1; revision <= stream.to; revision++) {
     const changed = new Set<string>();
     for (const event of stream.events.get(revision)!) {
@@ -281,32 +333,44 @@ function rebuild(history: History, stream: Stream, findings: Findings): void {
         endpoints.set(event.id, [event.url, event.leaseId]);
         continue;
       }
-      if (bound === undefined || bound[0] !== event.url || bound[1] !== event.leaseId) {
+      if (
+        bound === undefined || bound[0] !== event.url ||
+        bound[1] !== event.leaseId
+      ) {
         findings.add(
           "bad-delete",
           `revision ${revision} deletes ${event.name} ${event.id} url=${event.url}, but ${
-            bound === undefined ? "nothing was bound there" : `${bound[0]} (lease ${bound[1] ?? "none"}) was`
+            bound === undefined
+              ? "nothing was bound there"
+              : `${bound[0]} (lease ${bound[1] ?? "none"}) was`
           }`,
           { name: event.name },
         );
       }
       endpoints.delete(event.id);
     }
-    for (const name of changed) stream.setState(name, revision, names.get(name)!);
+    for (const name of changed) {
+      stream.setState(name, revision, names.get(name)!);
+    }
   }
   void history;
 }
 
 /** Every event explained by an operation, every acknowledged write in the stream. */
-function againstHistory(history: History, stream: Stream, findings: Findings): void {
+function againstHistory(
+  history: History,
+  stream: Stream,
+  findings: Findings,
+): void {
   const bindsByUrl = new Map<string, Operation>();
   const unbinds = new Map<string, Operation[]>();
   const revokes = new Map<string, Operation[]>();
   for (const op of history.operations) {
     const input = op.input;
     if (input.f === "bind") bindsByUrl.set(input.url, op);
-    else if (input.f === "unbind") push(unbinds, `${input.name}\n${input.id}`, op);
-    else if (input.f === "leaseRevoke") push(revokes, input.leaseId, op);
+    else if (input.f === "unbind") {
+      push(unbinds, `${input.name}\n${input.id}`, op);
+    } else if (input.f === "leaseRevoke") push(revokes, input.leaseId, op);
   }
   const putsByUrl = new Map<string, number[]>();
   for (const [revision, events] of stream.events) {
@@ -315,16 +379,62 @@ function againstHistory(history: History, stream: Stream, findings: Findings): v
         push(putsByUrl, event.url, revision);
         const op = bindsByUrl.get(event.url);
         if (op === undefined) {
-          findings.add("unexplained", `revision ${revision} puts ${event.name} ${event.id} url=${event.url}, which no bind of the history carries`, { name: event.name });
+          findings.add(
+            "unexplained",
+            `revision ${revision} puts ${event.name} ${event.id} url=${event.url}, which no bind of the history carries`,
+            { name: event.name },
+          );
           continue;
         }
         const input = op.input as Extract<Operation["input"], { f: "bind" }>;
-        if (input.name !== event.name || input.id !== event.id || input.leaseId !== event.leaseId) {
-          findings.add("unexplained", `revision ${revision} puts ${event.name} ${event.id} lease=${event.leaseId ?? "none"} with the url of another bind`, { name: event.name, operations: [op.index], lines: [formatOperation(op)] });
+        if (op.invokedAt > event.at) {
+          findings.add(
+            "unexplained",
+            `revision ${revision} puts ${event.name} ${event.id} url=${event.url}, received @${event.at}, before its bind was invoked`,
+            {
+              name: event.name,
+              operations: [op.index],
+              lines: [formatOperation(op)],
+            },
+          );
+        } else if (
+          input.name !== event.name || input.id !== event.id ||
+          input.leaseId !== event.leaseId
+        ) {
+          findings.add(
+            "unexplained",
+            `revision ${revision} puts ${event.name} ${event.id} lease=${
+              event.leaseId ?? "none"
+            } with the url of another bind`,
+            {
+              name: event.name,
+              operations: [op.index],
+              lines: [formatOperation(op)],
+            },
+          );
         } else if (op.outcome === "fail") {
-          findings.add("fail-took-effect", `a bind recorded as not applied (fail) took effect at revision ${revision}`, { name: event.name, operations: [op.index], lines: [formatOperation(op)] });
-        } else if (op.outcome === "ok" && op.output?.f === "bind" && op.output.leaseNotFound === true) {
-          findings.add("fail-took-effect", `a bind answered LEASE_NOT_FOUND took effect at revision ${revision}`, { name: event.name, operations: [op.index], lines: [formatOperation(op)] });
+          findings.add(
+            "fail-took-effect",
+            `a bind recorded as not applied (fail) took effect at revision ${revision}`,
+            {
+              name: event.name,
+              operations: [op.index],
+              lines: [formatOperation(op)],
+            },
+          );
+        } else if (
+          op.outcome === "ok" && op.output?.f === "bind" &&
+          op.output.leaseNotFound === true
+        ) {
+          findings.add(
+            "fail-took-effect",
+            `a bind answered LEASE_NOT_FOUND took effect at revision ${revision}`,
+            {
+              name: event.name,
+              operations: [op.index],
+              lines: [formatOperation(op)],
+            },
+          );
         }
         continue;
       }
@@ -335,29 +445,42 @@ function againstHistory(history: History, stream: Stream, findings: Findings): v
         ? revokes.get(event.leaseId ?? "") ?? []
         : [];
       if (event.reason === undefined) {
-        findings.add("unexplained", `revision ${revision} deletes ${event.name} ${event.id} with no reason`, { name: event.name });
+        findings.add(
+          "unexplained",
+          `revision ${revision} deletes ${event.name} ${event.id} with no reason`,
+          { name: event.name },
+        );
         continue;
       }
       const explained = candidates.some((op) =>
         op.outcome === "unknown" && op.invokedAt <= event.at ||
-        op.outcome === "ok" && op.output !== undefined && "revision" in op.output &&
+        op.outcome === "ok" && op.output !== undefined &&
+          "revision" in op.output &&
           op.output.revision === revision &&
           (op.output.f !== "unbind" || op.output.removed === 1)
       );
       if (explained) continue;
       const failed = candidates.filter((op) => op.outcome === "fail");
       if (failed.length > 0) {
-        findings.add("fail-took-effect", `revision ${revision} deletes ${event.name} ${event.id} (${event.reason}), and only operations recorded as not applied (fail) could have`, {
-          name: event.name,
-          operations: failed.map((op) => op.index),
-          lines: failed.map((op) => formatOperation(op)),
-        });
+        findings.add(
+          "fail-took-effect",
+          `revision ${revision} deletes ${event.name} ${event.id} (${event.reason}), and only operations recorded as not applied (fail) could have`,
+          {
+            name: event.name,
+            operations: failed.map((op) => op.index),
+            lines: failed.map((op) => formatOperation(op)),
+          },
+        );
       } else {
-        findings.add("unexplained", `revision ${revision} deletes ${event.name} ${event.id} (${event.reason}), which no operation of the history explains`, {
-          name: event.name,
-          operations: candidates.map((op) => op.index),
-          lines: candidates.map((op) => formatOperation(op)),
-        });
+        findings.add(
+          "unexplained",
+          `revision ${revision} deletes ${event.name} ${event.id} (${event.reason}), which no operation of the history explains`,
+          {
+            name: event.name,
+            operations: candidates.map((op) => op.index),
+            lines: candidates.map((op) => formatOperation(op)),
+          },
+        );
       }
     }
   }
@@ -380,26 +503,46 @@ function againstHistory(history: History, stream: Stream, findings: Findings): v
           "lost-write",
           puts.length === 0
             ? `an acknowledged bind (revision ${revision}) never appeared on the watch streams`
-            : `an acknowledged bind answered revision ${revision}, but at that revision ${input.name} ${input.id} is ${bound === undefined ? "not bound" : bound[0]} (its put is at revision ${puts.join(", ")})`,
-          { name: input.name, operations: [op.index], lines: [formatOperation(op)] },
+            : `an acknowledged bind answered revision ${revision}, but at that revision ${input.name} ${input.id} is ${
+              bound === undefined ? "not bound" : bound[0]
+            } (its put is at revision ${puts.join(", ")})`,
+          {
+            name: input.name,
+            operations: [op.index],
+            lines: [formatOperation(op)],
+          },
         );
       }
     } else if (input.f === "unbind") {
       if (state.has(input.id)) {
-        findings.add("lost-write", `an acknowledged unbind (removed=${(output as { removed: number }).removed}) answered revision ${revision}, but ${input.name} ${input.id} is still bound at that revision`, {
-          name: input.name,
-          operations: [op.index],
-          lines: [formatOperation(op)],
-        });
+        findings.add(
+          "lost-write",
+          `an acknowledged unbind (removed=${
+            (output as { removed: number }).removed
+          }) answered revision ${revision}, but ${input.name} ${input.id} is still bound at that revision`,
+          {
+            name: input.name,
+            operations: [op.index],
+            lines: [formatOperation(op)],
+          },
+        );
       }
     } else if (input.f === "leaseRevoke") {
-      const left = [...state].filter(([, [, lease]]) => lease === input.leaseId);
+      const left = [...state].filter(([, [, lease]]) =>
+        lease === input.leaseId
+      );
       if (left.length > 0) {
-        findings.add("lost-write", `an acknowledged revoke of ${input.leaseId} answered revision ${revision}, but ${left.map(([id]) => id).join(", ")} still carry that lease at that revision`, {
-          name: input.name,
-          operations: [op.index],
-          lines: [formatOperation(op)],
-        });
+        findings.add(
+          "lost-write",
+          `an acknowledged revoke of ${input.leaseId} answered revision ${revision}, but ${
+            left.map(([id]) => id).join(", ")
+          } still carry that lease at that revision`,
+          {
+            name: input.name,
+            operations: [op.index],
+            lines: [formatOperation(op)],
+          },
+        );
       }
     }
   }
@@ -426,7 +569,9 @@ export function eventKey(event: WatchEventRecord): string {
 
 function short(key: string): string {
   const [revision, type, name, id, url, lease, reason] = key.split("\u0001");
-  return `rev ${revision} ${type} ${name} ${id} url=${url}${lease === "" ? "" : ` lease=${lease}`}${reason === "" ? "" : ` (${reason})`}`;
+  return `rev ${revision} ${type} ${name} ${id} url=${url}${
+    lease === "" ? "" : ` lease=${lease}`
+  }${reason === "" ? "" : ` (${reason})`}`;
 }
 
 /** Endpoints as a lookup shows them, from a rebuilt state (sorted by id). */
