@@ -1,0 +1,575 @@
+/**
+ * Fuzzed ports of a real 3-node registry (issue 17): three `deno run
+ * registry/main.ts` processes (`LocalCluster`), and at their client and
+ * peer ports, for a bounded time:
+ *
+ * - mutated JSON-RPC frames of every registry method (bit flips, cuts,
+ *   members deleted, duplicated or of another type, 2^53, -0, 1e308,
+ *   invalid UTF-8), deep nesting (10^5), 1 MiB strings, huge numbers,
+ *   CBOR with truncated or oversize length prefixes, raw bytes, sent
+ *   whole, half-closed, or by a client that vanishes;
+ * - on the peer port *after* a legitimate handshake (the fuzzer holds the
+ *   cluster secret and speaks as member n3): mutated Raft messages built
+ *   from valid ones (appends with entries, heartbeats, votes, pre-votes,
+ *   their answers, read-index, snapshot chunks, `timeoutNow`), giant entry
+ *   arrays, mutated frames, and the registry's own peer methods;
+ * - slow drips (a frame one byte every 150 ms: the frame timeout, or the
+ *   handshake timeout, must cut it) and many half-open connections at once.
+ *
+ * Meanwhile a healthy client binds and looks up; none of its calls may
+ * fail. Afterwards every node is up, every acknowledged bind is on every
+ * node, no term jumped, and each node's RSS (VmRSS) grew by under
+ * 128 MiB. A last step shows what a forged huge term does (reported, not
+ * asserted: the member holds the secret).
+ *
+ * Bounds: `RAFTER_FUZZ_SECONDS` (default 12: the fuzz phases' time, the
+ * drips add their timeout) and `RAFTER_FUZZ_RUNS` (default 400, inputs per
+ * phase). The seed is printed; `RAFTER_FUZZ_SEED=<seed>` replays it. A
+ * longer run by hand:
+ *
+ *     RAFTER_FUZZ_SECONDS=600 RAFTER_FUZZ_RUNS=1000000 deno test -A tests/fuzz_cluster_e2e_test.ts
+ *
+ * An input after which a node is down or stops answering is saved under
+ * `tests/fuzz_corpus/<port>/` (see `tests/_fuzz.ts`), which
+ * `tests/fuzz_corpus_test.ts` replays.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { type LocalCluster, withLocalCluster } from "../testing/cluster.ts";
+import { connect } from "../stub/client.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import { ClusterKey } from "../raft/peer_auth.ts";
+import { readDataDirMeta } from "../raft/data_dir.ts";
+import type { RegistryStatus } from "../protocol/registry.ts";
+import { waitFor, within } from "../testing/time.ts";
+import {
+  concat,
+  type CorpusPort,
+  drip,
+  type Ending,
+  fuzzBudgetMs,
+  fuzzRuns,
+  fuzzSeed,
+  hostileInput,
+  line,
+  mutateBytes,
+  mutateValue,
+  randomValue,
+  rawPeerHandshake,
+  readUntilClosed,
+  REGISTRY_SEEDS,
+  Rng,
+  RssSampler,
+  saveCrash,
+  sendRaw,
+  stepFrame,
+  validPeerMessage,
+} from "./_fuzz.ts";
+
+const MiB = 1024;
+const portOf = (url: string) => Number(new URL(url).port);
+
+/** A healthy client's record: every call's outcome and the slowest. */
+class HealthyClient {
+  readonly acknowledged: string[] = [];
+  readonly failures: string[] = [];
+  calls = 0;
+  maxLatencyMs = 0;
+  #stop = false;
+  readonly #done: Promise<void>;
+
+  constructor(urls: string[]) {
+    const client = connect(urls, { deadlineMs: 15_000 });
+    this.#done = (async () => {
+      try {
+        for (let i = 0; !this.#stop; i++) {
+          const id = `h${i}`;
+          const started = performance.now();
+          try {
+            if (i % 3 === 2) {
+              await client.lookup("healthy", { consistency: "linearizable" });
+            } else {
+              await client.bind("healthy", {
+                id,
+                url: `tcp://127.0.0.1:${10_000 + i}`,
+              });
+              this.acknowledged.push(id);
+            }
+          } catch (error) {
+            this.failures.push(`${id}: ${error}`);
+          }
+          this.calls++;
+          this.maxLatencyMs = Math.max(
+            this.maxLatencyMs,
+            performance.now() - started,
+          );
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        client.close();
+      }
+    })();
+  }
+
+  stop(): Promise<void> {
+    this.#stop = true;
+    return this.#done;
+  }
+}
+
+/** `registry.status` of node `id` on a fresh connection. */
+async function status(cluster: LocalCluster, id: string) {
+  const connection = await dial(cluster.registry.get(id)!, {
+    connectTimeoutMs: 5_000,
+  });
+  try {
+    return await connection.call<RegistryStatus>("registry.status", undefined, {
+      timeoutMs: 5_000,
+    });
+  } finally {
+    connection.close();
+  }
+}
+
+/**
+ * Fails (after saving `input` to the corpus) unless every node is running
+ * and answers `registry.status` within 10 s.
+ */
+async function checkAlive(
+  cluster: LocalCluster,
+  port: CorpusPort,
+  input: Uint8Array | null,
+  what: string,
+): Promise<void> {
+  for (const id of cluster.registry.keys()) {
+    const error = cluster.child(id).running
+      ? await within(status(cluster, id), 10_000, `${id} status`).then(
+        () => null,
+        (e) => e,
+      )
+      : new Error(`${id} exited:\n${cluster.child(id).output.join("\n")}`);
+    if (error !== null) {
+      if (input !== null) await saveCrash(port, input);
+      // Let a dying node finish writing why.
+      const code = await Promise.race([
+        cluster.child(id).exited,
+        new Promise((resolve) => setTimeout(resolve, 3_000, "running")),
+      ]);
+      error.message += ` (exit: ${code})`;
+      throw new Error(
+        `${what}: node ${id} is down or hung: ${error}; its last output:\n${
+          cluster.child(id).output.slice(-40).join("\n")
+        }`,
+      );
+    }
+  }
+}
+
+/** The inputs of one phase: `next()` until the deadline or `runs`. */
+function phase(deadline: number, runs: number) {
+  let count = 0;
+  return () => count++ < runs && Date.now() < deadline;
+}
+
+Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-node cluster: every node stays up, a healthy client never fails, memory stays bounded", async (t) => {
+  const seed = fuzzSeed("fuzz_cluster_e2e");
+  const rng = new Rng(seed);
+  const budgetMs = fuzzBudgetMs(12);
+  const runs = fuzzRuns(400);
+  await withLocalCluster({ electionTicks: 30 }, async (cluster) => {
+    const first = await cluster.startRegistryWithLeader(3);
+    const ids = [...cluster.registry.keys()];
+    // n2 leads, the fuzzer speaks as the follower n3 to the follower n1
+    // (the ids the peer-step corpus is written for) and to the leader.
+    const leader = "n2", target = "n1", speakAs = "n3";
+    if (first !== leader) await transferLeadership(cluster, first, leader);
+    const pids = ids.map((id) => cluster.child(id).pid);
+    const clientPorts = ids.map((id) => portOf(cluster.registry.get(id)!));
+    const peerPorts = ids.map((id) => portOf(cluster.peers.get(id)!));
+    const secret = await Deno.readTextFile(await cluster.secretFile());
+    const key = await ClusterKey.fromSecret(secret);
+    const clusterId =
+      (await readDataDirMeta(await cluster.dataDirOf(leader)))!.clusterId;
+    const n3 = await status(cluster, speakAs);
+    const before = new Map<string, RegistryStatus>();
+    for (const id of ids) before.set(id, await status(cluster, id));
+    const baseTerm = Math.max(...[...before.values()].map((s) => s.term));
+
+    const memory = new RssSampler(pids);
+    const healthy = new HealthyClient(cluster.registryUrls);
+    const started = Date.now();
+    const slice = budgetMs / 3;
+
+    // Slow drips and half-open connections, in the background from the
+    // start: the frame timeout (10 s) or the handshake timeout (2 s) cuts
+    // each; they run while the other phases do.
+    const dripFrame = line({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "registry.lookup",
+      params: { name: "x".repeat(200) },
+    });
+    const drips = Promise.all([
+      ...clientPorts.map((port) => drip(port, dripFrame, 150, 30_000)),
+      ...peerPorts.map((port) => drip(port, dripFrame, 150, 30_000)),
+      // Authenticated, on the target's peer port.
+      (async () => {
+        const conn = await rawPeerHandshake(peerPorts[ids.indexOf(target)], {
+          key,
+          clusterId,
+          from: speakAs,
+          to: target,
+          clientUrl: n3.url,
+          peerUrl: n3.peerUrl,
+        });
+        const dripStarted = Date.now();
+        const closed = readUntilClosed(conn, 30_000);
+        for (const byte of dripFrame.subarray(0, 180)) {
+          if (Date.now() - dripStarted > 30_000) break;
+          const ok = await conn.write(Uint8Array.of(byte)).then(
+            () => true,
+            () => false,
+          );
+          if (!ok) break;
+          await new Promise((resolve) => setTimeout(resolve, 150));
+        }
+        const wasClosed = await closed;
+        conn.close();
+        return wasClosed ? Date.now() - dripStarted : null;
+      })(),
+    ]);
+    const halfOpen = Promise.all(
+      Array.from({ length: 60 }, (_, i) => {
+        const port = [...clientPorts, ...peerPorts][i % 6];
+        const partial = dripFrame.subarray(0, 1 + (i % 50));
+        return sendRaw(
+          port,
+          partial,
+          i % 2 === 0 ? "halfClose" : "vanish",
+          15_000,
+        );
+      }),
+    );
+
+    try {
+      /** Sends inputs made by `make` at `ports` until the phase ends. */
+      const fuzzPorts = async (
+        port: CorpusPort,
+        ports: number[],
+        deadline: number,
+        make: (at: number) => Uint8Array,
+      ) => {
+        const more = phase(deadline, runs);
+        for (let i = 0; more(); i++) {
+          const at = rng.int(0, 2);
+          const input = make(at);
+          const ending: Ending = rng.pick(["read", "halfClose", "vanish"]);
+          await sendRaw(ports[at], input, ending, 30).catch(() => {});
+          if (i % 50 === 49) {
+            await checkAlive(cluster, port, input, `${port} input ${i}`);
+          }
+        }
+        await checkAlive(cluster, port, null, `after the ${port} phase`);
+      };
+
+      await t.step("mutated frames at the client ports", async () => {
+        await fuzzPorts("client", clientPorts, started + slice, () => {
+          const seedFrame = rng.pick(REGISTRY_SEEDS);
+          return rng.chance(0.2)
+            ? hostileInput(rng, seedFrame.method as string)
+            : fuzzedRequest(rng, seedFrame);
+        });
+      });
+
+      await t.step(
+        "frames at the peer ports before the handshake",
+        async () => {
+          await fuzzPorts(
+            "peer",
+            peerPorts,
+            started + 2 * slice,
+            (at) =>
+              rng.chance(0.3)
+                ? hostileInput(rng, rng.pick(["peer.hello", "raft.step"]))
+                : fuzzedRequest(rng, {
+                  method: rng.pick(["peer.hello", "peer.auth", "raft.step"]),
+                  params: rng.chance(0.5)
+                    ? {
+                      cluster: clusterId,
+                      from: speakAs,
+                      to: ids[at],
+                      nonce: "A".repeat(43),
+                    }
+                    : [[validPeerMessage(rng, speakAs, ids[at], {
+                      term: baseTerm,
+                      commit: 1,
+                    })]],
+                }),
+          );
+        },
+      );
+
+      await t.step(
+        "mutated Raft messages after a legitimate handshake",
+        async () => {
+          const more = phase(started + budgetMs, runs);
+          let sent = 0;
+          let frames: Uint8Array[] = [];
+          const joined = () => concat(...frames);
+          while (more()) {
+            const to = rng.pick([leader, target]);
+            let s: RegistryStatus;
+            let conn: Deno.Conn;
+            try {
+              s = await status(cluster, to);
+              conn = await rawPeerHandshake(peerPorts[ids.indexOf(to)], {
+                key,
+                clusterId,
+                from: speakAs,
+                to,
+                clientUrl: n3.url,
+                peerUrl: n3.peerUrl,
+              });
+            } catch (error) {
+              await checkAlive(cluster, "peer-step", joined(), "peer step");
+              throw error;
+            }
+            frames = [];
+            try {
+              for (let k = 0; k < 10; k++) {
+                // The term the fuzz began in: a message of a later term
+                // from a member is a claim to lead it, its own step below.
+                const input = peerStepInput(rng, speakAs, to, {
+                  term: Math.min(s.term, baseTerm),
+                  commit: s.commitIndex,
+                }, sent++);
+                frames.push(input);
+                const ok = await conn.write(input).then(
+                  () => true,
+                  () => false,
+                );
+                if (!ok) {
+                  break;
+                }
+              }
+              await readUntilClosed(conn, 30);
+            } finally {
+              conn.close();
+            }
+            if (sent % 100 < 10) {
+              await checkAlive(
+                cluster,
+                "peer-step",
+                joined(),
+                `peer step ${sent}`,
+              );
+            }
+          }
+          await checkAlive(
+            cluster,
+            "peer-step",
+            null,
+            "after the peer-step phase",
+          );
+          console.log(
+            `peer-step: ${sent} frames after ${
+              Math.ceil(sent / 10)
+            } handshakes`,
+          );
+        },
+      );
+
+      await t.step(
+        "slow drips are cut and half-open connections closed",
+        async () => {
+          const dripped = await drips;
+          console.log(`drips cut after (ms): ${dripped.join(", ")}`);
+          for (const [i, ms] of dripped.entries()) {
+            assert.notEqual(ms, null, `drip ${i} was never cut`);
+            // The frame timeout is 10 s, the handshake's 2 s.
+            assert.ok(ms! < 25_000, `drip ${i} ran ${ms} ms`);
+          }
+          const closed = await halfOpen;
+          // A half-closed partial frame is answered and closed at once.
+          const halfClosed = closed.filter((_, i) => i % 2 === 0);
+          assert.ok(
+            halfClosed.every((c) => c),
+            `half-closed connections left open: ${
+              halfClosed.filter((c) => !c).length
+            }`,
+          );
+        },
+      );
+    } finally {
+      await healthy.stop();
+    }
+
+    await t.step(
+      "the healthy client never failed; the cluster holds what it wrote",
+      async () => {
+        const rss = memory.stop();
+        console.log(
+          `healthy client: ${healthy.calls} calls, ${healthy.failures.length} failed, ${healthy.acknowledged.length} binds acknowledged, max latency ${
+            Math.round(healthy.maxLatencyMs)
+          } ms`,
+        );
+        console.log(
+          `RSS (MiB) before / peak / after: ${
+            rss.map((r, i) =>
+              `${ids[i]} ${(r.before / MiB).toFixed(1)} / ${
+                (r.peak / MiB).toFixed(1)
+              } / ${(r.after / MiB).toFixed(1)}`
+            ).join("; ")
+          }`,
+        );
+        assert.deepEqual(healthy.failures, []);
+        assert.ok(
+          healthy.acknowledged.length > 0,
+          "the healthy client bound nothing",
+        );
+        for (const r of rss) {
+          assert.ok(
+            r.peak - r.before < 128 * MiB,
+            `pid ${r.pid} grew from ${r.before} KiB to ${r.peak} KiB`,
+          );
+        }
+        await checkAlive(cluster, "client", null, "at the end");
+        const expected = [...healthy.acknowledged].sort();
+        for (const id of ids) {
+          const connection = await dial(cluster.registry.get(id)!);
+          try {
+            let found: string[] = [];
+            for (let round = 0; round < 200; round++) {
+              const result = await connection.call<
+                { endpoints: { id: string }[] }
+              >(
+                "registry.lookup",
+                { name: "healthy", consistency: "serializable" },
+              );
+              found = result.endpoints.map((e) => e.id).sort();
+              if (expected.every((e) => found.includes(e))) break;
+              await new Promise((resolve) => setTimeout(resolve, 50));
+            }
+            assert.deepEqual(
+              expected.filter((e) => !found.includes(e)),
+              [],
+              `acknowledged binds missing on ${id}`,
+            );
+            const forged = await connection.call<{ endpoints: unknown[] }>(
+              "registry.lookup",
+              { name: "forged", consistency: "serializable" },
+            );
+            assert.deepEqual(forged.endpoints, [], `forged binds on ${id}`);
+          } finally {
+            connection.close();
+          }
+        }
+        const terms = await Promise.all(
+          ids.map(async (id) => (await status(cluster, id)).term),
+        );
+        console.log(`terms before ${baseTerm}, after ${terms.join(", ")}`);
+        for (const term of terms) {
+          assert.ok(
+            term - baseTerm <= 10,
+            `a term jumped from ${baseTerm} to ${term}`,
+          );
+        }
+      },
+    );
+  });
+});
+
+/** Moves the leadership from `from` to `to` and waits until all agree. */
+async function transferLeadership(
+  cluster: LocalCluster,
+  from: string,
+  to: string,
+): Promise<void> {
+  const connection = await dial(cluster.registry.get(from)!);
+  try {
+    await connection.call("registry.leaderTransfer", { to }, {
+      timeoutMs: 15_000,
+    });
+  } finally {
+    connection.close();
+  }
+  await waitFor(
+    async () => {
+      const all = await Promise.all(
+        [...cluster.registry.keys()].map((id) => status(cluster, id)),
+      );
+      return all.every((s) => s.leader === to);
+    },
+    `${to} to lead`,
+    15_000,
+  );
+}
+
+/** A seed request, mutated in its structure and maybe in its bytes. */
+function fuzzedRequest(rng: Rng, seed: Record<string, unknown>): Uint8Array {
+  let frame: unknown = { jsonrpc: "2.0", id: rng.int(1, 1_000), ...seed };
+  for (let n = rng.int(0, 3); n > 0; n--) frame = mutateValue(rng, frame);
+  if (rng.chance(0.1)) frame = [frame, mutateValue(rng, frame)];
+  const bytes = line(frame);
+  return rng.chance(0.4) ? mutateBytes(rng, bytes) : bytes;
+}
+
+/**
+ * One frame for an authenticated peer connection: a `raft.step` of
+ * mutated messages (terms kept near the target's: a forged huge term is
+ * its own step), a giant entry array, a mutated frame, or a call of the
+ * registry's peer methods.
+ */
+function peerStepInput(
+  rng: Rng,
+  from: string,
+  to: string,
+  at: { term: number; commit: number },
+  id: number,
+): Uint8Array {
+  const message = () => {
+    let m = validPeerMessage(rng, from, to, at);
+    if (rng.chance(0.8)) m = mutateValue(rng, m) as Record<string, unknown>;
+    // Only the term is kept sane (a forged higher term is its own step):
+    // a vote may ask for the next one, the rest stay in the current term.
+    const most = m.type === "vote" || m.type === "preVote"
+      ? at.term + 1
+      : at.term;
+    if (Number.isSafeInteger(m.term) && (m.term as number) > most) {
+      m.term = at.term;
+    }
+    return m;
+  };
+  switch (rng.int(0, 9)) {
+    case 0:
+      return line({
+        jsonrpc: "2.0",
+        id,
+        method: rng.pick(["registry.leaseSync", "registry.memberRemoved"]),
+        params: rng.chance(0.5)
+          ? randomValue(rng)
+          : { from, leases: [randomValue(rng)] },
+      });
+    case 1: // a giant (valid-looking) entry array from a non-leader
+      return stepFrame(id, [{
+        type: "append",
+        from,
+        to,
+        term: at.term,
+        prevLogIndex: at.commit,
+        prevLogTerm: at.term,
+        entries: Array.from({ length: rng.pick([1_000, 20_000]) }, (_, i) => ({
+          index: at.commit + 1 + i,
+          term: at.term,
+          data: "{}",
+        })),
+        commit: at.commit,
+      }]);
+    case 2:
+      return mutateBytes(rng, stepFrame(id, [message()]));
+    default:
+      return stepFrame(id, Array.from({ length: rng.int(1, 3) }, message));
+  }
+}
