@@ -193,6 +193,16 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
     const clusterId =
       (await readDataDirMeta(await cluster.dataDirOf(leader)))!.clusterId;
     const n3 = await status(cluster, speakAs);
+    /** A legitimate handshake as `speakAs` on `to`'s peer port. */
+    const handshake = (to: string) =>
+      rawPeerHandshake(peerPorts[ids.indexOf(to)], {
+        key,
+        clusterId,
+        from: speakAs,
+        to,
+        clientUrl: n3.url,
+        peerUrl: n3.peerUrl,
+      });
     const before = new Map<string, RegistryStatus>();
     for (const id of ids) before.set(id, await status(cluster, id));
     const baseTerm = Math.max(...[...before.values()].map((s) => s.term));
@@ -216,14 +226,7 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
       ...peerPorts.map((port) => drip(port, dripFrame, 150, 30_000)),
       // Authenticated, on the target's peer port.
       (async () => {
-        const conn = await rawPeerHandshake(peerPorts[ids.indexOf(target)], {
-          key,
-          clusterId,
-          from: speakAs,
-          to: target,
-          clientUrl: n3.url,
-          peerUrl: n3.peerUrl,
-        });
+        const conn = await handshake(target);
         const dripStarted = Date.now();
         const closed = readUntilClosed(conn, 30_000);
         for (const byte of dripFrame.subarray(0, 180)) {
@@ -317,21 +320,22 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
           const more = phase(started + budgetMs, runs);
           let sent = 0;
           let frames: Uint8Array[] = [];
-          const joined = () => concat(...frames);
+          // As the corpus has them: from n3 to n1 (frames to the leader, n2,
+          // are rewritten).
+          const joined = () =>
+            new TextEncoder().encode(
+              new TextDecoder().decode(concat(...frames)).replaceAll(
+                `"to":"${leader}"`,
+                `"to":"${target}"`,
+              ),
+            );
           while (more()) {
             const to = rng.pick([leader, target]);
             let s: RegistryStatus;
             let conn: Deno.Conn;
             try {
               s = await status(cluster, to);
-              conn = await rawPeerHandshake(peerPorts[ids.indexOf(to)], {
-                key,
-                clusterId,
-                from: speakAs,
-                to,
-                clientUrl: n3.url,
-                peerUrl: n3.peerUrl,
-              });
+              conn = await handshake(to);
             } catch (error) {
               await checkAlive(cluster, "peer-step", joined(), "peer step");
               throw error;
@@ -476,6 +480,48 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
             `a term jumped from ${baseTerm} to ${term}`,
           );
         }
+      },
+    );
+
+    await t.step(
+      "a member's forged huge term (reported, not asserted: it holds the secret)",
+      async () => {
+        // A preVoteResponse that refuses, in term 2^53 - 1: the Raft core
+        // adopts a higher term from any refusal (Raft §5.1).
+        const huge = Number.MAX_SAFE_INTEGER;
+        const conn = await handshake(target);
+        try {
+          await conn.write(stepFrame(1, [{
+            type: "preVoteResponse",
+            from: speakAs,
+            to: target,
+            term: huge,
+            granted: false,
+          }]));
+          await readUntilClosed(conn, 200);
+        } finally {
+          conn.close();
+        }
+        const client = connect(cluster.registryUrls, { deadlineMs: 4_000 });
+        const outcome = await client.bind("after-huge-term", {
+          id: "a1",
+          url: "tcp://127.0.0.1:9",
+        }).then(() => "committed", (e) => `failed: ${e}`);
+        client.close();
+        const after = await Promise.all(
+          ids.map((id) => status(cluster, id).catch(() => null)),
+        );
+        console.log(
+          `forged term ${huge}: a bind ${outcome}; ${
+            after.map((s, i) =>
+              `${ids[i]} term ${s?.term} leader ${s?.leader} running ${
+                cluster.child(ids[i]).running
+              }`
+            ).join("; ")
+          }`,
+        );
+        // The process stays up whatever the term.
+        for (const id of ids) assert.ok(cluster.child(id).running, id);
       },
     );
   });
