@@ -253,6 +253,18 @@ export function mutateValue(rng: Rng, value: Value): Value {
   return copy;
 }
 
+/** A seed request, mutated in its structure and maybe in its bytes. */
+export function fuzzedRequest(
+  rng: Rng,
+  seed: Record<string, unknown>,
+): Uint8Array {
+  let frame: unknown = { jsonrpc: "2.0", id: rng.int(1, 1_000), ...seed };
+  for (let n = rng.int(0, 3); n > 0; n--) frame = mutateValue(rng, frame);
+  if (rng.chance(0.1)) frame = [frame, mutateValue(rng, frame)];
+  const bytes = line(frame);
+  return rng.chance(0.4) ? mutateBytes(rng, bytes) : bytes;
+}
+
 /** `frame` (one JSON-RPC message) as one NDJSON line. */
 export function line(frame: Value): Uint8Array {
   return encoder.encode(`${JSON.stringify(frame)}\n`);

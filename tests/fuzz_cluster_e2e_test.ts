@@ -50,6 +50,7 @@ import {
   drip,
   type Ending,
   fuzzBudgetMs,
+  fuzzedRequest,
   fuzzRuns,
   fuzzSeed,
   hostileInput,
@@ -551,15 +552,6 @@ async function transferLeadership(
     `${to} to lead`,
     15_000,
   );
-}
-
-/** A seed request, mutated in its structure and maybe in its bytes. */
-function fuzzedRequest(rng: Rng, seed: Record<string, unknown>): Uint8Array {
-  let frame: unknown = { jsonrpc: "2.0", id: rng.int(1, 1_000), ...seed };
-  for (let n = rng.int(0, 3); n > 0; n--) frame = mutateValue(rng, frame);
-  if (rng.chance(0.1)) frame = [frame, mutateValue(rng, frame)];
-  const bytes = line(frame);
-  return rng.chance(0.4) ? mutateBytes(rng, bytes) : bytes;
 }
 
 /**
