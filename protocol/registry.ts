@@ -799,6 +799,8 @@ export interface RaftAnomalyCounters {
   ackBeyondLastIndex: number;
   /** A snapshot larger than the node accepts was refused. */
   snapshotTooLarge: number;
+  /** A snapshot whose data the registry cannot read was refused. */
+  snapshotUnreadable: number;
   /** A `timeoutNow` (leadership hand-over) not from this term's leader. */
   timeoutNowNotFromLeader: number;
   /**

@@ -141,6 +141,15 @@ export interface RaftCoreConfig {
    */
   maxSnapshotChars?: number;
   /**
+   * Checks a snapshot a follower assembled from InstallSnapshot chunks
+   * before it takes it (the state machine's own reader, dry): returns why
+   * the data cannot be read, or null. A refused snapshot is answered as a
+   * failed chunk and counted in `stats.anomalies.snapshotUnreadable`, and
+   * nothing of it is kept, so a broken or forged snapshot never reaches
+   * storage or `restore`. Default: every snapshot is taken.
+   */
+  checkSnapshot?: (data: string) => string | null;
+  /**
    * Leader steps down when it has not heard from a quorum within an election
    * timeout, and nodes that heard from a leader within the minimum election
    * timeout ignore vote requests. Default true.
@@ -378,6 +387,11 @@ export interface RaftCoreStats {
     /** A snapshot bigger than `maxSnapshotChars` was refused. */
     snapshotTooLarge: number;
     /**
+     * A snapshot whose data the state machine cannot read
+     * (`checkSnapshot`) was refused before it was kept.
+     */
+    snapshotUnreadable: number;
+    /**
      * A `timeoutNow` (dissertation §3.10) that is not from the leader this
      * node follows in its own term was dropped: only that leader may hand
      * its leadership over, and a forged one would start a needless
@@ -466,6 +480,7 @@ export function emptyCoreStats(): RaftCoreStats {
     anomalies: {
       ackBeyondLastIndex: 0,
       snapshotTooLarge: 0,
+      snapshotUnreadable: 0,
       timeoutNowNotFromLeader: 0,
       appendNotFromLeader: 0,
       readIndexNotFromLeader: 0,
@@ -517,6 +532,7 @@ export class RaftCore {
   readonly #inflightLimits: { maxAppends: number; maxBytes: number };
   readonly #snapshotChunkChars: number;
   readonly #maxSnapshotChars: number;
+  readonly #checkSnapshot: ((data: string) => string | null) | undefined;
   readonly #checkQuorum: boolean;
   readonly #preVote: boolean;
 
@@ -627,6 +643,7 @@ export class RaftCore {
       config.snapshotChunkChars ?? 256 << 10,
       "snapshotChunkChars",
     );
+    this.#checkSnapshot = config.checkSnapshot;
     this.#maxSnapshotChars = positive(
       config.maxSnapshotChars ?? 256 << 20,
       "maxSnapshotChars",
@@ -2156,6 +2173,11 @@ export class RaftCore {
       data: incoming.chunks.join(""),
       configuration: message.configuration,
     };
+    if (this.#checkSnapshot?.(snapshot.data) != null) {
+      // Nothing changes: the log, commit index and snapshot stay.
+      this.#stats.anomalies.snapshotUnreadable++;
+      return reply(false, 0);
+    }
     this.#log.restore(point);
     // The snapshot's configuration is the one in force at its point; config
     // entries kept after the point (receiver rule 6) still follow it
