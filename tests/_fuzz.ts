@@ -553,10 +553,15 @@ export interface RawHandshake {
   to: string;
   clientUrl: string | null;
   peerUrl: string | null;
+  /**
+   * For a peer port with mutual TLS: the CA to trust and the member
+   * certificate and key to present (PEM text).
+   */
+  tls?: { caCert: string; cert: string; key: string };
 }
 
 /**
- * Opens a plain TCP connection to a peer port and completes a legitimate
+ * Opens a TCP (or mutual TLS) connection to a peer port and completes a legitimate
  * `peer.hello` / `peer.auth` on it by hand (NDJSON), so the caller can
  * write any bytes after it. @throws when the handshake is refused.
  */
@@ -564,7 +569,15 @@ export async function rawPeerHandshake(
   port: number,
   options: RawHandshake,
 ): Promise<Deno.Conn> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const conn = options.tls === undefined
+    ? await Deno.connect({ hostname: "127.0.0.1", port })
+    : await Deno.connectTls({
+      hostname: "127.0.0.1",
+      port,
+      caCerts: [options.tls.caCert],
+      cert: options.tls.cert,
+      key: options.tls.key,
+    });
   try {
     const reader = lineReader(conn);
     const dialerNonce = newNonce();

@@ -23,7 +23,7 @@
  * however long the run and a leak crashes the node). A last step shows what a forged huge term does (reported, not
  * asserted: the member holds the secret).
  *
- * Bounds: `RAFTER_FUZZ_SECONDS` (default 12: the fuzz phases' time, the
+ * Bounds: `RAFTER_FUZZ_SECONDS` (default 10: the fuzz phases' time, the
  * drips add their timeout) and `RAFTER_FUZZ_RUNS` (default 400, inputs per
  * phase). The seed is printed; `RAFTER_FUZZ_SEED=<seed>` replays it. A
  * longer run by hand:
@@ -38,9 +38,12 @@
  */
 
 import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
 import { type LocalCluster, withLocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
 import { dial } from "../rpc/transport/dial.ts";
+import { dial as dialTls } from "../adapter/deno/mod.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";
 import type { RegistryStatus } from "../protocol/registry.ts";
@@ -50,6 +53,7 @@ import {
   type CorpusPort,
   drip,
   type Ending,
+  fuzzBind,
   fuzzBudgetMs,
   fuzzedRequest,
   fuzzRuns,
@@ -59,6 +63,7 @@ import {
   mutateBytes,
   mutateValue,
   randomValue,
+  type RawHandshake,
   rawPeerHandshake,
   readUntilClosed,
   REGISTRY_SEEDS,
@@ -123,18 +128,11 @@ class HealthyClient {
   }
 }
 
-/** `registry.status` of node `id` on a fresh connection. */
+/** `registry.status` of node `id` (with TLS and a token on a secure cluster). */
 async function status(cluster: LocalCluster, id: string) {
-  const connection = await dial(cluster.registry.get(id)!, {
-    connectTimeoutMs: 5_000,
-  });
-  try {
-    return await connection.call<RegistryStatus>("registry.status", undefined, {
-      timeoutMs: 5_000,
-    });
-  } finally {
-    connection.close();
-  }
+  const answer = await cluster.status(id, 5_000);
+  if (answer === null) throw new Error(`${id} did not answer registry.status`);
+  return answer;
 }
 
 /**
@@ -180,47 +178,23 @@ function phase(deadline: number, runs: number) {
 Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-node cluster: every node stays up, a healthy client never fails, memory stays bounded", async (t) => {
   const seed = fuzzSeed("fuzz_cluster_e2e");
   const rng = new Rng(seed);
-  const budgetMs = fuzzBudgetMs(12);
+  const budgetMs = fuzzBudgetMs(10);
   const runs = fuzzRuns(400);
-  // A node's V8 heap is capped (the children inherit DENO_V8_FLAGS): V8
-  // grows a heap lazily (an uncapped node idles at ~66 MiB and reached
-  // ~206 MiB after 60 s of fuzz, without a leak: capped at 40 MiB of old
-  // space it levels off at ~83 MiB), so a cap makes the bound below hold
-  // for a run of any length, and a real leak ends in an out-of-memory
-  // crash that the liveness checks catch.
-  const v8Flags = Deno.env.get("DENO_V8_FLAGS");
-  Deno.env.set("DENO_V8_FLAGS", `--max-old-space-size=${OLD_SPACE_MIB}`);
+  // A node's V8 heap is capped: V8 grows a heap lazily (an uncapped node
+  // idles at ~66 MiB and reached ~206 MiB after 60 s of fuzz, without a
+  // leak: capped at 40 MiB of old space it levels off at ~83 MiB), so a
+  // cap makes the bound below hold for a run of any length, and a real
+  // leak ends in an out-of-memory crash that the liveness checks catch.
   await withLocalCluster({ electionTicks: 30 }, async (cluster) => {
-    let first: string;
-    try {
-      first = await cluster.startRegistryWithLeader(3);
-    } finally {
-      if (v8Flags === undefined) Deno.env.delete("DENO_V8_FLAGS");
-      else Deno.env.set("DENO_V8_FLAGS", v8Flags);
-    }
+    await startCapped(cluster);
     const ids = [...cluster.registry.keys()];
     // n2 leads, the fuzzer speaks as the follower n3 to the follower n1
     // (the ids the peer-step corpus is written for) and to the leader.
     const leader = "n2", target = "n1", speakAs = "n3";
-    if (first !== leader) await transferLeadership(cluster, first, leader);
     const pids = ids.map((id) => cluster.child(id).pid);
     const clientPorts = ids.map((id) => portOf(cluster.registry.get(id)!));
     const peerPorts = ids.map((id) => portOf(cluster.peers.get(id)!));
-    const secret = await Deno.readTextFile(await cluster.secretFile());
-    const key = await ClusterKey.fromSecret(secret);
-    const clusterId =
-      (await readDataDirMeta(await cluster.dataDirOf(leader)))!.clusterId;
-    const n3 = await status(cluster, speakAs);
-    /** A legitimate handshake as `speakAs` on `to`'s peer port. */
-    const handshake = (to: string) =>
-      rawPeerHandshake(peerPorts[ids.indexOf(to)], {
-        key,
-        clusterId,
-        from: speakAs,
-        to,
-        clientUrl: n3.url,
-        peerUrl: n3.peerUrl,
-      });
+    const { clusterId, handshake } = await memberHandshake(cluster, speakAs);
     const before = new Map<string, RegistryStatus>();
     for (const id of ids) before.set(id, await status(cluster, id));
     const baseTerm = Math.max(...[...before.values()].map((s) => s.term));
@@ -335,71 +309,16 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
       await t.step(
         "mutated Raft messages after a legitimate handshake",
         async () => {
-          const more = phase(started + budgetMs, runs);
-          let sent = 0;
-          let frames: Uint8Array[] = [];
-          // As the corpus has them: from n3 to n1 (frames to the leader, n2,
-          // are rewritten).
-          const joined = () =>
-            new TextEncoder().encode(
-              new TextDecoder().decode(concat(...frames)).replaceAll(
-                `"to":"${leader}"`,
-                `"to":"${target}"`,
-              ),
-            );
-          while (more()) {
-            const to = rng.pick([leader, target]);
-            let s: RegistryStatus;
-            let conn: Deno.Conn;
-            try {
-              s = await status(cluster, to);
-              conn = await handshake(to);
-            } catch (error) {
-              await checkAlive(cluster, "peer-step", joined(), "peer step");
-              throw error;
-            }
-            frames = [];
-            try {
-              for (let k = 0; k < 10; k++) {
-                // The term the fuzz began in: a message of a later term
-                // from a member is a claim to lead it, its own step below.
-                const input = peerStepInput(rng, speakAs, to, {
-                  term: Math.min(s.term, baseTerm),
-                  commit: s.commitIndex,
-                }, sent++);
-                frames.push(input);
-                const ok = await conn.write(input).then(
-                  () => true,
-                  () => false,
-                );
-                if (!ok) {
-                  break;
-                }
-              }
-              await readUntilClosed(conn, 30);
-            } finally {
-              conn.close();
-            }
-            if (sent % 100 < 10) {
-              await checkAlive(
-                cluster,
-                "peer-step",
-                joined(),
-                `peer step ${sent}`,
-              );
-            }
-          }
-          await checkAlive(
+          await fuzzPeerSteps({
             cluster,
-            "peer-step",
-            null,
-            "after the peer-step phase",
-          );
-          console.log(
-            `peer-step: ${sent} frames after ${
-              Math.ceil(sent / 10)
-            } handshakes`,
-          );
+            rng,
+            handshake,
+            speakAs,
+            leader,
+            target,
+            baseTerm,
+            more: phase(started + budgetMs, runs),
+          });
         },
       );
 
@@ -438,13 +357,7 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
           } ms`,
         );
         console.log(
-          `RSS (MiB) before / peak / after: ${
-            rss.map((r, i) =>
-              `${ids[i]} ${(r.before / MiB).toFixed(1)} / ${
-                (r.peak / MiB).toFixed(1)
-              } / ${(r.after / MiB).toFixed(1)}`
-            ).join("; ")
-          }`,
+          `RSS (MiB) before / peak / after: ${formatRss(ids, rss)}`,
         );
         assert.deepEqual(healthy.failures, []);
         assert.ok(
@@ -488,16 +401,7 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
             connection.close();
           }
         }
-        const terms = await Promise.all(
-          ids.map(async (id) => (await status(cluster, id)).term),
-        );
-        console.log(`terms before ${baseTerm}, after ${terms.join(", ")}`);
-        for (const term of terms) {
-          assert.ok(
-            term - baseTerm <= 10,
-            `a term jumped from ${baseTerm} to ${term}`,
-          );
-        }
+        await checkTerms(cluster, ids, baseTerm);
       },
     );
 
@@ -545,13 +449,255 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
   });
 });
 
+Deno.test("fuzzed Raft messages after a member certificate's handshake on a cluster with peer mutual TLS: every node stays up, no term moves, writes still commit", async () => {
+  const seed = fuzzSeed("fuzz_cluster_e2e (peer TLS)");
+  const rng = new Rng(seed);
+  const budgetMs = fuzzBudgetMs(10) / 3;
+  await withLocalCluster(
+    { electionTicks: 30, secure: true },
+    async (cluster) => {
+      await startCapped(cluster);
+      const ids = [...cluster.registry.keys()];
+      const leader = "n2", target = "n1", speakAs = "n3";
+      // n3's own member certificate (SAN URI:rafter://member/n3) and key,
+      // where LocalCluster issued them, and the cluster's secret.
+      const pki = join(dirname(await cluster.dataDirOf(speakAs)), "pki");
+      const tls = {
+        caCert: await Deno.readTextFile(await cluster.caFile()),
+        cert: await Deno.readTextFile(join(pki, `${speakAs}.pem`)),
+        key: await Deno.readTextFile(join(pki, `${speakAs}.key`)),
+      };
+      const { handshake } = await memberHandshake(cluster, speakAs, tls);
+      const baseTerm = Math.max(
+        ...await Promise.all(
+          ids.map(async (id) => (await status(cluster, id)).term),
+        ),
+      );
+      const memory = new RssSampler(ids.map((id) => cluster.child(id).pid));
+      await fuzzPeerSteps({
+        cluster,
+        rng,
+        handshake,
+        speakAs,
+        leader,
+        target,
+        baseTerm,
+        more: phase(Date.now() + budgetMs, fuzzRuns(400)),
+      });
+      const rss = memory.stop();
+      console.log(`RSS (MiB) before / peak / after: ${formatRss(ids, rss)}`);
+      for (const r of rss) {
+        assert.ok(
+          r.peak - r.before < 128 * MiB,
+          `pid ${r.pid} grew from ${r.before} KiB to ${r.peak} KiB`,
+        );
+      }
+      // A write still commits, and reaches every node.
+      const connection = await openClient(cluster, leader);
+      try {
+        await connection.call("registry.bind", fuzzBind("after"), {
+          timeoutMs: 10_000,
+        });
+      } finally {
+        connection.close();
+      }
+      for (const id of ids) {
+        await waitFor(
+          async () => {
+            const c = await openClient(cluster, id);
+            try {
+              const found = await c.call<{ endpoints: unknown[] }>(
+                "registry.lookup",
+                { name: "fuzz-after", consistency: "serializable" },
+              );
+              return found.endpoints.length === 1;
+            } finally {
+              c.close();
+            }
+          },
+          `the bind to reach ${id}`,
+          10_000,
+          50,
+        );
+      }
+      await checkTerms(cluster, ids, baseTerm);
+    },
+  );
+});
+
+/**
+ * The cluster id, and a legitimate handshake as member `from` (with the
+ * cluster's secret; and over mutual TLS with `tls`, its certificate) on
+ * a node's peer port, announcing `from`'s real URLs.
+ */
+async function memberHandshake(
+  cluster: LocalCluster,
+  from: string,
+  tls?: RawHandshake["tls"],
+) {
+  const key = await ClusterKey.fromSecret(
+    await Deno.readTextFile(await cluster.secretFile()),
+  );
+  const clusterId =
+    (await readDataDirMeta(await cluster.dataDirOf(from)))!.clusterId;
+  const self = await status(cluster, from);
+  const handshake = (to: string) =>
+    rawPeerHandshake(portOf(cluster.peers.get(to)!), {
+      key,
+      clusterId,
+      from,
+      to,
+      clientUrl: self.url,
+      peerUrl: self.peerUrl,
+      tls,
+    });
+  return { clusterId, handshake };
+}
+
+/** Asserts that no node's term moved more than 10 past `baseTerm`. */
+async function checkTerms(
+  cluster: LocalCluster,
+  ids: string[],
+  baseTerm: number,
+): Promise<void> {
+  const terms = await Promise.all(
+    ids.map(async (id) => (await status(cluster, id)).term),
+  );
+  console.log(`terms before ${baseTerm}, after ${terms.join(", ")}`);
+  for (const term of terms) {
+    assert.ok(
+      term - baseTerm <= 10,
+      `a term jumped from ${baseTerm} to ${term}`,
+    );
+  }
+}
+
+/** `before / peak / after` of each node, MiB. */
+function formatRss(
+  ids: string[],
+  rss: { before: number; peak: number; after: number }[],
+): string {
+  const mib = (kib: number) => (kib / MiB).toFixed(1);
+  return rss.map((r, i) =>
+    `${ids[i]} ${mib(r.before)} / ${mib(r.peak)} / ${mib(r.after)}`
+  ).join("; ");
+}
+
+/** What {@link fuzzPeerSteps} fuzzes, and how it reaches it. */
+interface PeerStepFuzz {
+  cluster: LocalCluster;
+  rng: Rng;
+  /** A legitimate handshake as `speakAs` on `to`'s peer port. */
+  handshake(to: string): Promise<Deno.Conn>;
+  speakAs: string;
+  leader: string;
+  target: string;
+  /** The term the fuzz began in. */
+  baseTerm: number;
+  /** Whether to go on (the phase's deadline and runs). */
+  more(): boolean;
+}
+
+/**
+ * Handshakes as `speakAs` on the leader's or `target`'s peer port, again
+ * and again, and sends ten {@link peerStepInput} frames on each; checks
+ * that every node is up every 100 frames, saving the last connection's
+ * frames (as from n3 to n1) to the corpus if one is not.
+ */
+async function fuzzPeerSteps(f: PeerStepFuzz): Promise<void> {
+  const { cluster, rng, speakAs, leader, target } = f;
+  let sent = 0;
+  let frames: Uint8Array[] = [];
+  // As the corpus has them: to n1 (frames to the leader are rewritten).
+  const joined = () =>
+    new TextEncoder().encode(
+      new TextDecoder().decode(concat(...frames)).replaceAll(
+        `"to":"${leader}"`,
+        `"to":"${target}"`,
+      ),
+    );
+  while (f.more()) {
+    const to = rng.pick([leader, target]);
+    let s: RegistryStatus;
+    let conn: Deno.Conn;
+    try {
+      s = await status(cluster, to);
+      conn = await f.handshake(to);
+    } catch (error) {
+      await checkAlive(cluster, "peer-step", joined(), "peer step");
+      throw error;
+    }
+    frames = [];
+    try {
+      for (let k = 0; k < 10; k++) {
+        // The term the fuzz began in: a message of a later term from a
+        // member is a claim to lead it, its own step.
+        const input = peerStepInput(rng, speakAs, to, {
+          term: Math.min(s.term, f.baseTerm),
+          commit: s.commitIndex,
+        }, sent++);
+        frames.push(input);
+        const ok = await conn.write(input).then(() => true, () => false);
+        if (!ok) break;
+      }
+      await readUntilClosed(conn, 30);
+    } finally {
+      conn.close();
+    }
+    if (sent % 100 < 10) {
+      await checkAlive(cluster, "peer-step", joined(), `peer step ${sent}`);
+    }
+  }
+  await checkAlive(cluster, "peer-step", null, "after the peer-step phase");
+  console.log(
+    `peer-step: ${sent} frames after ${Math.ceil(sent / 10)} handshakes`,
+  );
+}
+
+/**
+ * A client connection to node `id` (on a secure cluster: TLS, and
+ * authenticated with the admin token).
+ */
+async function openClient(
+  cluster: LocalCluster,
+  id: string,
+): Promise<RpcConnection> {
+  const url = cluster.registry.get(id)!;
+  if (!cluster.secure) return await dial(url, { connectTimeoutMs: 5_000 });
+  const connection = await dialTls(url, {
+    connectTimeoutMs: 5_000,
+    tls: { caFile: await cluster.caFile() },
+  });
+  await connection.call("registry.authenticate", {
+    token: await cluster.adminToken(),
+  });
+  return connection;
+}
+
+/**
+ * Starts a 3-node cluster whose nodes' V8 old space is capped at
+ * {@link OLD_SPACE_MIB} (they inherit DENO_V8_FLAGS), with n2 leading.
+ */
+async function startCapped(cluster: LocalCluster): Promise<void> {
+  const v8Flags = Deno.env.get("DENO_V8_FLAGS");
+  Deno.env.set("DENO_V8_FLAGS", `--max-old-space-size=${OLD_SPACE_MIB}`);
+  let first: string;
+  try {
+    first = await cluster.startRegistryWithLeader(3);
+  } finally {
+    if (v8Flags === undefined) Deno.env.delete("DENO_V8_FLAGS");
+    else Deno.env.set("DENO_V8_FLAGS", v8Flags);
+  }
+  if (first !== "n2") await transferLeadership(cluster, first, "n2");
+}
+
 /** Moves the leadership from `from` to `to` and waits until all agree. */
 async function transferLeadership(
   cluster: LocalCluster,
   from: string,
   to: string,
 ): Promise<void> {
-  const connection = await dial(cluster.registry.get(from)!);
+  const connection = await openClient(cluster, from);
   try {
     await connection.call("registry.leaderTransfer", { to }, {
       timeoutMs: 15_000,
