@@ -133,6 +133,12 @@ Deno.test("every fuzz corpus input leaves its port up and answering", async () =
     }
     // The seeds: at least one file per port.
     assert.ok(replayed >= CORPUS_PORTS.length, `replayed ${replayed} files`);
+    // No input reached a handler that was not ready for it: malformed
+    // params are refused (-32602), never a TypeError (-32603).
+    assert.deepEqual(
+      node.output.split("\n").filter((line) => /failed: TypeError/.test(line)),
+      [],
+    );
   } finally {
     rpc.close();
     await server.close();
