@@ -371,6 +371,22 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
           );
         }
         await checkAlive(cluster, "client", null, "at the end");
+        // Malformed params are refused (-32602), never a TypeError.
+        const failures = ids.flatMap((id) =>
+          cluster.child(id).output.filter((l) => / failed: /.test(l))
+        );
+        console.log(
+          `handler failures the nodes logged: ${failures.length}${
+            failures.length === 0 ? "" : `, e.g. ${failures[0].slice(0, 200)}`
+          }`,
+        );
+        for (const id of ids) {
+          assert.deepEqual(
+            cluster.child(id).output.filter((l) => /failed: TypeError/.test(l)),
+            [],
+            id,
+          );
+        }
         const expected = [...healthy.acknowledged].sort();
         for (const id of ids) {
           const connection = await dial(cluster.registry.get(id)!);
