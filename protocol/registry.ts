@@ -801,6 +801,8 @@ export interface RaftAnomalyCounters {
   snapshotTooLarge: number;
   /** A snapshot whose data the registry cannot read was refused. */
   snapshotUnreadable: number;
+  /** A message whose term was more than 2^24 past this node's was dropped. */
+  termJump: number;
   /** A `timeoutNow` (leadership hand-over) not from this term's leader. */
   timeoutNowNotFromLeader: number;
   /**

@@ -427,6 +427,13 @@ export interface RaftCoreStats {
     /** A message whose `from` is this node's own id (dropped). */
     fromSelf: number;
     /**
+     * A message whose term is more than {@link MAX_TERM_STEP} past this
+     * node's (dropped before it moves the term): no correct member gets
+     * that far ahead, and a forged term near 2^53 would leave the cluster
+     * no term to campaign in.
+     */
+    termJump: number;
+    /**
      * A follower acknowledged a snapshot beyond its last chunk's end (it
      * can only acknowledge what it was sent, Raft paper §7): not taken as
      * installed.
@@ -471,6 +478,19 @@ interface PendingRead {
   acks: Set<NodeId>;
 }
 
+/**
+ * The most one message may move a node's term: 2^24 (16,777,216). A term
+ * is one election, so no correct member is ever that far ahead of another
+ * (with PreVote a partitioned node's term does not even grow); a message
+ * beyond it is dropped and counted (`anomalies.termJump`). Without the
+ * bound a single message of term 2^53 - 1 from any member holding the
+ * secret (found by the peer-port fuzz) moved every node there, after
+ * which no candidate could ask for a next term (2^53 is not a safe
+ * integer, and refused): no leader, ever again. With it, a forger needs
+ * 2^29 messages to get there.
+ */
+export const MAX_TERM_STEP = 2 ** 24;
+
 /** Counters of a core that has dropped and seen nothing yet: all zero. */
 export function emptyCoreStats(): RaftCoreStats {
   return {
@@ -487,6 +507,7 @@ export function emptyCoreStats(): RaftCoreStats {
       successFromLaterTerm: 0,
       voteFromNonVoter: 0,
       fromSelf: 0,
+      termJump: 0,
       snapshotAckBeyondEnd: 0,
     },
   };
@@ -1104,6 +1125,10 @@ export class RaftCore {
     }
     if (message.from === this.id) {
       this.#stats.anomalies.fromSelf++;
+      return;
+    }
+    if (message.term > this.#term + MAX_TERM_STEP) {
+      this.#stats.anomalies.termJump++;
       return;
     }
     if (
