@@ -95,11 +95,13 @@ Deno.test("every fuzz corpus input leaves its port up and answering", async () =
       const connection = await dial(`tcp://127.0.0.1:${client}`);
       try {
         const status = await within(
-          connection.call<{ id: string }>("registry.status"),
+          connection.call<{ id: string; term: number }>("registry.status"),
           5_000,
           `${what}: client port`,
         );
         assert.equal(status.id, "n1");
+        // No input moved the term out of reach (MAX_TERM_STEP, raft/core.ts).
+        assert.ok(status.term < 2 ** 24, `${what}: term ${status.term}`);
       } finally {
         connection.close();
       }
