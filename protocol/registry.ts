@@ -799,6 +799,10 @@ export interface RaftAnomalyCounters {
   ackBeyondLastIndex: number;
   /** A snapshot larger than the node accepts was refused. */
   snapshotTooLarge: number;
+  /** A snapshot whose data the registry cannot read was refused. */
+  snapshotUnreadable: number;
+  /** A message whose term was more than 2^24 past this node's was dropped. */
+  termJump: number;
   /** A `timeoutNow` (leadership hand-over) not from this term's leader. */
   timeoutNowNotFromLeader: number;
   /**

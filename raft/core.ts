@@ -141,6 +141,15 @@ export interface RaftCoreConfig {
    */
   maxSnapshotChars?: number;
   /**
+   * Checks a snapshot a follower assembled from InstallSnapshot chunks
+   * before it takes it (the state machine's own reader, dry): returns why
+   * the data cannot be read, or null. A refused snapshot is answered as a
+   * failed chunk and counted in `stats.anomalies.snapshotUnreadable`, and
+   * nothing of it is kept, so a broken or forged snapshot never reaches
+   * storage or `restore`. Default: every snapshot is taken.
+   */
+  checkSnapshot?: (data: string) => string | null;
+  /**
    * Leader steps down when it has not heard from a quorum within an election
    * timeout, and nodes that heard from a leader within the minimum election
    * timeout ignore vote requests. Default true.
@@ -378,6 +387,11 @@ export interface RaftCoreStats {
     /** A snapshot bigger than `maxSnapshotChars` was refused. */
     snapshotTooLarge: number;
     /**
+     * A snapshot whose data the state machine cannot read
+     * (`checkSnapshot`) was refused before it was kept.
+     */
+    snapshotUnreadable: number;
+    /**
      * A `timeoutNow` (dissertation §3.10) that is not from the leader this
      * node follows in its own term was dropped: only that leader may hand
      * its leadership over, and a forged one would start a needless
@@ -412,6 +426,13 @@ export interface RaftCoreStats {
     voteFromNonVoter: number;
     /** A message whose `from` is this node's own id (dropped). */
     fromSelf: number;
+    /**
+     * A message whose term is more than {@link MAX_TERM_STEP} past this
+     * node's (dropped before it moves the term): no correct member gets
+     * that far ahead, and a forged term near 2^53 would leave the cluster
+     * no term to campaign in.
+     */
+    termJump: number;
     /**
      * A follower acknowledged a snapshot beyond its last chunk's end (it
      * can only acknowledge what it was sent, Raft paper §7): not taken as
@@ -457,6 +478,19 @@ interface PendingRead {
   acks: Set<NodeId>;
 }
 
+/**
+ * The most one message may move a node's term: 2^24 (16,777,216). A term
+ * is one election, so no correct member is ever that far ahead of another
+ * (with PreVote a partitioned node's term does not even grow); a message
+ * beyond it is dropped and counted (`anomalies.termJump`). Without the
+ * bound a single message of term 2^53 - 1 from any member holding the
+ * secret (found by the peer-port fuzz) moved every node there, after
+ * which no candidate could ask for a next term (2^53 is not a safe
+ * integer, and refused): no leader, ever again. With it, a forger needs
+ * 2^29 messages to get there.
+ */
+export const MAX_TERM_STEP = 2 ** 24;
+
 /** Counters of a core that has dropped and seen nothing yet: all zero. */
 export function emptyCoreStats(): RaftCoreStats {
   return {
@@ -466,12 +500,14 @@ export function emptyCoreStats(): RaftCoreStats {
     anomalies: {
       ackBeyondLastIndex: 0,
       snapshotTooLarge: 0,
+      snapshotUnreadable: 0,
       timeoutNowNotFromLeader: 0,
       appendNotFromLeader: 0,
       readIndexNotFromLeader: 0,
       successFromLaterTerm: 0,
       voteFromNonVoter: 0,
       fromSelf: 0,
+      termJump: 0,
       snapshotAckBeyondEnd: 0,
     },
   };
@@ -517,6 +553,7 @@ export class RaftCore {
   readonly #inflightLimits: { maxAppends: number; maxBytes: number };
   readonly #snapshotChunkChars: number;
   readonly #maxSnapshotChars: number;
+  readonly #checkSnapshot: ((data: string) => string | null) | undefined;
   readonly #checkQuorum: boolean;
   readonly #preVote: boolean;
 
@@ -627,6 +664,7 @@ export class RaftCore {
       config.snapshotChunkChars ?? 256 << 10,
       "snapshotChunkChars",
     );
+    this.#checkSnapshot = config.checkSnapshot;
     this.#maxSnapshotChars = positive(
       config.maxSnapshotChars ?? 256 << 20,
       "maxSnapshotChars",
@@ -1087,6 +1125,10 @@ export class RaftCore {
     }
     if (message.from === this.id) {
       this.#stats.anomalies.fromSelf++;
+      return;
+    }
+    if (message.term > this.#term + MAX_TERM_STEP) {
+      this.#stats.anomalies.termJump++;
       return;
     }
     if (
@@ -2156,6 +2198,11 @@ export class RaftCore {
       data: incoming.chunks.join(""),
       configuration: message.configuration,
     };
+    if (this.#checkSnapshot?.(snapshot.data) != null) {
+      // Nothing changes: the log, commit index and snapshot stay.
+      this.#stats.anomalies.snapshotUnreadable++;
+      return reply(false, 0);
+    }
     this.#log.restore(point);
     // The snapshot's configuration is the one in force at its point; config
     // entries kept after the point (receiver rule 6) still follow it

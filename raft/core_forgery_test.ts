@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import {
   CommittedEntryConflictError,
+  MAX_TERM_STEP,
   RAFT_COMMITTED_ENTRY_CONFLICT,
   type RaftCore,
 } from "./core.ts";
@@ -331,4 +332,44 @@ Deno.test("§5.3: a late append that agrees with the committed log is still ackn
   assert.equal(answers.length, 1);
   assert.equal(answers[0].type, "appendResponse");
   assert.equal((answers[0] as { success: boolean }).success, true);
+});
+
+Deno.test("a term more than MAX_TERM_STEP past this node's is dropped and counted; the cluster still elects", () => {
+  const c = settled();
+  const n2 = c.core("n2");
+  const before = shape(n2);
+  // n3 refuses a pre-vote in term 2^53 - 1 (any refusal carries the
+  // refuser's term, which a node adopts): were it taken, no node could
+  // ever campaign again (2^53 is not a safe integer).
+  n2.step({
+    type: "preVoteResponse",
+    from: "n3",
+    to: "n2",
+    term: Number.MAX_SAFE_INTEGER,
+    granted: false,
+  });
+  c.core("n1").step({
+    type: "appendResponse",
+    from: "n3",
+    to: "n1",
+    term: 1 + MAX_TERM_STEP + 1,
+    success: false,
+    index: 3,
+    conflictTerm: 0,
+    conflictIndex: 0,
+  });
+  assert.equal(n2.stats.anomalies.termJump, 1);
+  assert.equal(c.core("n1").stats.anomalies.termJump, 1);
+  assert.deepEqual(shape(n2), before);
+  assert.equal(c.core("n1").role, "leader");
+  // At the bound it is a term like any other.
+  n2.step({
+    type: "preVoteResponse",
+    from: "n3",
+    to: "n2",
+    term: 1 + MAX_TERM_STEP,
+    granted: false,
+  });
+  assert.equal(n2.term, 1 + MAX_TERM_STEP);
+  assert.equal(n2.stats.anomalies.termJump, 1);
 });

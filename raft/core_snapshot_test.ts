@@ -302,6 +302,44 @@ Deno.test("§7 InstallSnapshot: a snapshot bigger than maxSnapshotChars is refus
   assert.equal(core.commitIndex, 0);
 });
 
+Deno.test("§7 InstallSnapshot: a snapshot checkSnapshot cannot read is refused, counted, and changes nothing", () => {
+  const seen: string[] = [];
+  const core = new RaftCore({
+    id: "n2",
+    voters: ["n1", "n2"],
+    checkSnapshot: (data) => {
+      seen.push(data);
+      return data.startsWith("{") ? null : "not JSON";
+    },
+  });
+  const chunk: InstallSnapshotRequest = snapshotMessage({
+    snapshot: { index: 5, term: 1 },
+    data: "not a",
+    done: false,
+  });
+  core.step(chunk);
+  core.step({ ...chunk, offset: 5, data: " snapshot", done: true });
+  const ready = core.ready();
+  core.advance(ready);
+  assert.deepEqual(seen, ["not a snapshot"]); // the whole, once
+  assert.equal(ready.snapshot, null);
+  assert.deepEqual(
+    (ready.messages as InstallSnapshotResponse[]).map((m) => [
+      m.success,
+      m.offset,
+    ]),
+    [[true, 5], [false, 0]],
+  );
+  assert.equal(core.stats.anomalies.snapshotUnreadable, 1);
+  assert.equal(core.commitIndex, 0);
+  assert.equal(core.lastIndex, 0);
+  // A readable one is then taken.
+  core.step({ ...chunk, data: "{}", done: true });
+  const next = core.ready();
+  assert.equal(next.snapshot?.data, "{}");
+  assert.equal(core.commitIndex, 5);
+});
+
 // --- compaction under partitions ----------------------------------------------------
 
 Deno.test("§7 compaction with partitions: every node's applied sequence is a prefix of one sequence", () => {

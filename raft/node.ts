@@ -122,6 +122,12 @@ export interface RaftNodeOptions<R> {
    */
   restore?(snapshot: Snapshot): void;
   /**
+   * Checks a snapshot installed from the leader before it is stored or
+   * restored: returns why its `data` cannot be read, or null (see
+   * `RaftCoreConfig.checkSnapshot`). Default: every snapshot is taken.
+   */
+  checkSnapshot?(data: string): string | null;
+  /**
    * Automatic snapshots and log compaction (see `SnapshotPolicy`: take,
    * everyEntries default 10,000, everyBytes default 64 Mi, trailingEntries
    * default 5,000). Snapshot files go to `<dataDir>/snap`. Without it this
@@ -376,6 +382,7 @@ export class RaftNode<R = unknown> {
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
         preVote: options.preVote,
+        checkSnapshot: options.checkSnapshot?.bind(options),
         hardState,
         entries: start?.entries ?? entries,
         ...(start !== null && {

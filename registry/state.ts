@@ -1354,7 +1354,11 @@ function isToken(value: unknown): value is TokenRecord {
     });
 }
 
-function snapshotProblem(value: unknown): string | null {
+/**
+ * Why `value` is not a {@link RegistrySnapshot} that `load` takes, or
+ * null when it is one.
+ */
+export function snapshotProblem(value: unknown): string | null {
   if (!isRecord(value) || value.version !== 1) return "version is not 1";
   if (!isCount(value.revision) || !isCount(value.compactRevision)) {
     return "revision and compactRevision must be counts";

@@ -7,9 +7,16 @@
  * After every input a healthy client must still be answered on each port,
  * and the process (this one) must still be up.
  *
- * `RAFTER_FUZZ_RUNS` sets the number of inputs per port (default 150);
- * fast-check prints the seed and the shrunk input of a failure: add it to
- * `REGRESSIONS` below.
+ * Mutated valid requests of every registry method (admin ones included:
+ * the node is thrown away) and hostile inputs come from `tests/_fuzz.ts`,
+ * as in `fuzz_cluster_e2e_test.ts`, which fuzzes real processes.
+ *
+ * `RAFTER_FUZZ_RUNS` sets the number of inputs per port (default 150); the
+ * seed is printed (`RAFTER_FUZZ_SEED` replays it), and fast-check prints
+ * the shrunk input of a failure: add it to `REGRESSIONS` below, or save it
+ * under `tests/fuzz_corpus/<port>/`. A longer run by hand:
+ *
+ *     RAFTER_FUZZ_RUNS=5000 deno test -A tests/fuzz_ports_e2e_test.ts
  *
  * @module
  */
@@ -20,8 +27,17 @@ import { serve } from "../adapter/deno/serve.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { startTestRegistry } from "../testing/cluster.ts";
 import { within } from "../testing/time.ts";
+import {
+  ADMIN_SEEDS,
+  fuzzedRequest,
+  fuzzRuns,
+  fuzzSeed,
+  hostileInput,
+  REGISTRY_SEEDS,
+  Rng,
+} from "./_fuzz.ts";
 
-const RUNS = Number(Deno.env.get("RAFTER_FUZZ_RUNS") ?? 150);
+const RUNS = fuzzRuns(150);
 const encoder = new TextEncoder();
 
 /**
@@ -77,8 +93,27 @@ const request = fc.record({
   timeoutMs: fc.oneof(fc.integer(), jsonValue),
 }, { requiredKeys: [] });
 
+/**
+ * Valid requests of every registry method (the admin ones too: this node
+ * is thrown away) and of the serve() server, mutated (`tests/_fuzz.ts`):
+ * members deleted, duplicated or of another type, boundary numbers, bit
+ * flips, cuts, invalid UTF-8.
+ */
+const SEEDS = [
+  ...REGISTRY_SEEDS,
+  ...ADMIN_SEEDS,
+  { method: "greet", params: ["Ada"] },
+  { method: "greet", params: { name: "Ada" } },
+];
+
 /** The bytes of one input. */
 const input: fc.Arbitrary<Uint8Array> = fc.oneof(
+  fc.tuple(fc.integer(), fc.nat(SEEDS.length - 1)).map(([seed, at]) =>
+    fuzzedRequest(new Rng(seed), SEEDS[at])
+  ),
+  fc.tuple(fc.integer(), fc.nat(SEEDS.length - 1)).map(([seed, at]) =>
+    hostileInput(new Rng(seed), SEEDS[at].method as string)
+  ),
   // Valid JSON lines, one or several, perhaps in a batch.
   fc.array(request, { minLength: 1, maxLength: 3 }).map((requests) =>
     encoder.encode(requests.map((r) => JSON.stringify(r)).join("\n") + "\n")
@@ -164,6 +199,7 @@ async function poke(
 }
 
 Deno.test(`fuzzed frames on a serve() port, a registry client port and a peer port: every port still answers a healthy client (${RUNS} inputs each)`, async () => {
+  const seed = fuzzSeed("fuzz_ports_e2e");
   const { registry, dir } = await startTestRegistry("rafter_fuzz_");
   const server = serve({ methods: { greet: (name: string) => `hi ${name}` } });
   const ports = {
@@ -219,7 +255,7 @@ Deno.test(`fuzzed frames on a serve() port, a registry client port and a peer po
           if (++count % 25 === 0) await healthy(`${name} after ${count}`);
           return true;
         }),
-        { numRuns: RUNS },
+        { numRuns: RUNS, seed: seed + Object.keys(ports).indexOf(name) },
       );
       await healthy(`${name}, end`);
     }

@@ -40,7 +40,11 @@ import {
   settingsOf,
   type TlsDialerFactory,
 } from "./options.ts";
-import { type RegistryNodeSnapshot, Replica } from "./replica.ts";
+import {
+  type RegistryNodeSnapshot,
+  Replica,
+  snapshotDataProblem,
+} from "./replica.ts";
 import { MEMBER_REMOVED_METHOD, Membership } from "./membership.ts";
 import { type BootstrapToken, Leadership } from "./leadership.ts";
 import { type AdminToken, loadAdminToken } from "./admin_token.ts";
@@ -167,6 +171,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           this.#membership.onConfiguration(configuration),
         restore: (snapshot) =>
           this.#replica.restore(snapshot, this.#raft !== undefined),
+        checkSnapshot: snapshotDataProblem,
         walOptions: options.walSegmentBytes === undefined
           ? undefined
           : { segmentBytes: options.walSegmentBytes },

@@ -83,7 +83,8 @@ export class Membership {
    * or later.
    */
   onRemovedNotice(params: unknown, from: string, raft: RaftNode<ApplyResult>) {
-    const term = (params as { term?: unknown }).term;
+    // Whatever a member sends: a notice without a term is ignored.
+    const term = (params as { term?: unknown } | null | undefined)?.term;
     const status = raft.status;
     if (
       typeof term === "number" && from === status.leader &&

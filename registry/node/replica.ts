@@ -12,6 +12,7 @@ import {
   type ApplyResult,
   type RegistrySnapshot,
   RegistryState,
+  snapshotProblem,
 } from "../state.ts";
 import { LeaseKeeper } from "../lease_keeper.ts";
 import { WatchHub } from "../watch_hub.ts";
@@ -32,6 +33,45 @@ export interface RegistryNodeSnapshot {
   state: RegistrySnapshot;
   /** `[leaseId, remainingMs]` for every lease. */
   leaseRemainingMs: [string, number][];
+}
+
+/**
+ * Why `data` is not a {@link RegistryNodeSnapshot} this node can restore
+ * (not JSON, or a state `RegistryState.load` refuses, or malformed lease
+ * times), or null when it is one: a snapshot from the leader is checked
+ * before it is stored, so a broken or forged one never stops the node.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { snapshotDataProblem } from "./replica.ts";
+ * assert.match(snapshotDataProblem("not json")!, /not JSON/);
+ * assert.match(snapshotDataProblem('{"state":{}}')!, /version is not 1/);
+ * ```
+ */
+export function snapshotDataProblem(data: string): string | null {
+  let taken: Partial<RegistryNodeSnapshot>;
+  try {
+    taken = JSON.parse(data);
+  } catch {
+    return "the snapshot is not JSON";
+  }
+  if (typeof taken !== "object" || taken === null) {
+    return "the snapshot is not an object";
+  }
+  const problem = snapshotProblem(taken.state);
+  if (problem !== null) return problem;
+  const times = taken.leaseRemainingMs;
+  if (
+    !Array.isArray(times) ||
+    !times.every((pair) =>
+      Array.isArray(pair) && typeof pair[0] === "string" &&
+      typeof pair[1] === "number"
+    )
+  ) {
+    return "leaseRemainingMs must be [leaseId, ms] pairs";
+  }
+  return null;
 }
 
 /**
