@@ -555,6 +555,10 @@ Deno.test({
       registry = new RegistryClient(cluster.registryUrls, pool);
       const before = await leadBy(cluster, registry, "n1");
       await registry.bind("before", { id: "b1", url: "tcp://127.0.0.1:9" });
+      // A lease the majority revokes once n1 is cut off: n1 must not
+      // renew it as if it still led (a keep-alive answered from its own
+      // state alone would be stale, as a read would).
+      await registry.grantLease(60_000, { id: "revoked-behind" });
 
       partition.isolated = cluster.child("n1").pid;
       for (const relay of relays) relay.apply();
@@ -583,6 +587,7 @@ Deno.test({
           url: "tcp://127.0.0.1:9",
         }, { deadlineMs: 20_000 });
         const wroteMs = performance.now() - cutAt;
+        await majority.revokeLease("revoked-behind", { deadlineMs: 20_000 });
         const view = await cluster.status("n1");
         assert.equal(
           view?.role,
@@ -603,14 +608,23 @@ Deno.test({
           );
           assert.deepEqual(local.endpoints, []);
           const readAt = performance.now();
-          const read = await connection.call<LookupResult>(
-            "registry.lookup",
-            { name: "fresh", consistency: "linearizable" },
-            { timeoutMs: 20_000 },
-          ).then(
-            (result) => ({ result }),
-            (error) => ({ error: error as Error }),
-          );
+          const settle = <T>(call: Promise<T>) =>
+            call.then(
+              (result) => ({ result }),
+              (error) => ({ error: error as Error }),
+            );
+          const [read, renewed] = await Promise.all([
+            settle(connection.call<LookupResult>(
+              "registry.lookup",
+              { name: "fresh", consistency: "linearizable" },
+              { timeoutMs: 20_000 },
+            )),
+            settle(connection.call(
+              "lease.keepAlive",
+              { id: "revoked-behind" },
+              { timeoutMs: 20_000 },
+            )),
+          ]);
           const readMs = performance.now() - readAt;
           console.log(
             `measured: ${elected.id} elected ${
@@ -629,6 +643,12 @@ Deno.test({
             "error" in read,
             `n1 served a linearizable lookup without the majority's write: ${
               JSON.stringify("result" in read ? read.result : null)
+            }`,
+          );
+          assert.ok(
+            "error" in renewed,
+            `n1 renewed a lease the majority had revoked: ${
+              JSON.stringify("result" in renewed ? renewed.result : null)
             }`,
           );
         } finally {

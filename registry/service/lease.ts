@@ -81,16 +81,28 @@ export function leaseMethods(
 
     [leaseKeepAlive]: method(
       REGISTRY_PARAMS[leaseKeepAlive],
-      ({ id, load }) => {
+      async ({ id, load }) => {
         caller.authenticated(leaseKeepAlive);
         core.requireLeaderReady();
-        const lease = context.state.lease(id);
-        if (lease === undefined || context.leases.isExpiring(id)) {
-          throw leaseNotFound(id);
-        }
-        if (!caller.mayManage(lease.owner)) {
-          throw notYours(leaseKeepAlive, `lease ${id}`);
-        }
+        const check = () => {
+          const lease = context.state.lease(id);
+          if (lease === undefined || context.leases.isExpiring(id)) {
+            throw leaseNotFound(id);
+          }
+          if (!caller.mayManage(lease.owner)) {
+            throw notYours(leaseKeepAlive, `lease ${id}`);
+          }
+          return lease;
+        };
+        check();
+        // A leader cut off from the majority may not know it was deposed
+        // (and the lease revoked or expired by the new one): confirm the
+        // leadership with a ReadIndex round first, as a linearizable read
+        // does (Raft dissertation §6.4), so a renewal is never answered
+        // from a stale state (issue 17).
+        await core.barrier();
+        core.requireLeaderReady();
+        const lease = check();
         context.leases.keepAlive(id, load);
         return { id, ttlMs: lease.ttlMs };
       },
