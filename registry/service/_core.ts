@@ -253,6 +253,7 @@ export class ServiceCore {
         }`,
         retryAfterMs,
         applied,
+        error.reason,
       );
     }
     return error;
@@ -286,9 +287,11 @@ export function unavailable(
   message: string,
   retryAfterMs: number,
   applied?: false | "unknown",
+  reason?: UnavailableData["reason"],
 ): RpcError {
   const data: UnavailableData = { retryAfterMs: Math.round(retryAfterMs) };
   if (applied !== undefined) data.applied = applied;
+  if (reason !== undefined) data.reason = reason;
   return new RpcError(UNAVAILABLE, message, data);
 }
 

