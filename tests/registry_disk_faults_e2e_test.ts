@@ -63,23 +63,45 @@ class Mounts {
     this.#undo.push(() => run("umount", "-l", dir));
   }
 
-  /** ext4 on a loop device over `image` (made here), mounted on `dir`. */
-  async ext4(image: string, dir: string, size: string): Promise<string> {
-    await run("truncate", "-s", size, image);
-    await run(
-      "mkfs.ext4",
-      "-q",
-      "-F",
-      "-L",
-      `rafter${Deno.pid}`.slice(0, 16),
-      image,
-    );
+  /**
+   * An ext4 file system on `dir`, on a loop device whose 64 MiB sparse
+   * image lies on a tmpfs of its own (`<dir>.back`, 24 MiB): filling that
+   * tmpfs makes the device fail its writes (EIO on fsync), and
+   * {@link FailingDisk.error} makes ext4 fail (read-only: EROFS).
+   */
+  async failingDisk(dir: string): Promise<FailingDisk> {
+    const back = `${dir}.back`;
+    await this.tmpfs(back, "24m");
+    const image = `${back}/disk.img`;
+    await run("truncate", "-s", "64m", image);
+    await run("mkfs.ext4", "-q", "-F", image);
     const device = await run("losetup", "-f", "--show", image);
     this.#undo.push(() => run("losetup", "-d", device));
     await Deno.mkdir(dir, { recursive: true });
-    await run("mount", "-o", "errors=remount-ro", device, dir);
+    const mount = () => run("mount", "-o", "errors=remount-ro", device, dir);
+    await mount();
     this.#undo.push(() => run("umount", "-l", dir));
-    return device;
+    const name = device.slice(device.lastIndexOf("/") + 1);
+    return {
+      dir,
+      error: () =>
+        Deno.writeTextFile(
+          `/sys/fs/ext4/${name}/trigger_fs_error`,
+          `rafter test ${Deno.pid}`,
+        ),
+      failWrites: () => fill(back),
+      repair: async () => {
+        await Deno.remove(`${back}/filler`).catch(() => {});
+        await run("umount", dir);
+        // e2fsck exits 1 when it fixed something.
+        await new Deno.Command("e2fsck", {
+          args: ["-fy", image],
+          stdout: "null",
+          stderr: "null",
+        }).output();
+        await mount();
+      },
+    };
   }
 
   async undo(): Promise<void> {
@@ -87,6 +109,17 @@ class Mounts {
       await undo().catch((e) => console.error(`cleanup: ${e.message}`));
     }
   }
+}
+
+/** A file system that can be made to fail, see {@link Mounts.failingDisk}. */
+interface FailingDisk {
+  dir: string;
+  /** An ext4 error: the file system turns read-only (EROFS). */
+  error(): Promise<void>;
+  /** Fills the device's backing store: its writes fail (EIO). */
+  failWrites(): Promise<void>;
+  /** Undoes the fault, checks the file system and mounts it again. */
+  repair(): Promise<void>;
 }
 
 /** Fills the file system of `dir` with `${dir}/filler` until ENOSPC. */
@@ -262,14 +295,30 @@ async function throughOne(url: string): Promise<{
   return { done };
 }
 
-Deno.test({
-  name:
-    "a disk that fills under a follower, then under the leader: the node stops with ENOSPC naming the file and what to do, acknowledges nothing unpersisted, the others keep serving, and after space is freed it restarts and catches up",
-  ignore: !isRoot,
-  sanitizeResources: false,
-  sanitizeOps: false,
-}, async () => {
-  const root = await Deno.makeTempDir({ prefix: `rafter-disk-${Deno.pid}-` });
+/** A fault of one node's disk, how to undo it, and what the node must say. */
+interface DiskFault {
+  inject(): Promise<void>;
+  repair(): Promise<void>;
+  /** The errno as the node's message renders it. */
+  errno: RegExp;
+  /** What the message tells the operator to do. */
+  advice: RegExp;
+}
+
+/**
+ * Starts 3 nodes on disks `prepare` mounts, writes through 3 clients, then
+ * injects `faultOf(follower)` and, once that node is repaired and caught up,
+ * `faultOf(leader)` while a client writes through the leader alone. Each
+ * time: the node exits 1 with a clear message, the others keep taking
+ * writes, after the repair it restarts and catches up; at the end every
+ * acknowledged bind is on every node.
+ */
+async function followerThenLeader(
+  prefix: string,
+  prepare: (root: string, mounts: Mounts) => Promise<void>,
+  faultOf: (id: string, role: "follower" | "leader") => DiskFault,
+): Promise<void> {
+  const root = await Deno.makeTempDir({ prefix: `${prefix}-${Deno.pid}-` });
   const mounts = new Mounts();
   const cluster = new LocalCluster({
     dataDir: root,
@@ -279,69 +328,61 @@ Deno.test({
   let writers: Writers | undefined;
   const acknowledgedDirect: string[] = [];
   try {
-    for (const id of ["n1", "n2", "n3"]) {
-      await mounts.tmpfs(`${root}/${id}`, "4m");
-    }
+    await prepare(root, mounts);
     await cluster.startRegistry(3);
     const leader = await cluster.waitForLeader(20_000);
     writers = new Writers(cluster.registryUrls);
     await writers.progress(30, "at the start");
-
-    // 1. A follower's disk fills.
-    const follower = [...cluster.registry.keys()].find((id) => id !== leader)!;
-    const followerDir = await cluster.dataDirOf(follower);
-    await fill(followerDir);
-    const code = await cluster.child(follower).exited;
-    const output = cluster.child(follower).output.join("\n");
-    assert.equal(code, 1, output);
-    assertClearDiskError(
-      output,
-      `${followerDir}/wal/`,
-      /ENOSPC/,
-      /Free space on that file system/,
-    );
-    await writers.progress(30, "through the other two nodes");
-    await Deno.remove(`${followerDir}/filler`);
-    await cluster.startNode(follower);
-    await waitForAll(cluster, follower, writers.acked);
-
-    // 2. The leader's disk fills while a client writes through it.
-    const current = await cluster.waitForLeader(20_000);
-    const leaderDir = await cluster.dataDirOf(current);
-    const direct = await throughOne(cluster.registry.get(current)!);
-    await fill(leaderDir);
-    const leaderCode = await cluster.child(current).exited;
-    const answers = await direct.done;
-    const leaderOutput = cluster.child(current).output.join("\n");
-    assert.equal(leaderCode, 1, leaderOutput);
-    assertClearDiskError(
-      leaderOutput,
-      `${leaderDir}/wal/`,
-      /ENOSPC/,
-      /Free space on that file system/,
-    );
-    // The write in flight when the disk filled was answered with the cause.
-    const refusal = answers.errors.find((e) =>
-      e.data?.reason === "storageFailed"
-    );
-    assert.ok(
-      refusal,
-      `no storageFailed answer among ${
-        JSON.stringify(answers.errors.slice(0, 3))
-      }`,
-    );
-    assert.equal(refusal.code, UNAVAILABLE);
-    assert.match(
-      refusal.message,
-      /its storage failed: write-ahead log .*disk full \(ENOSPC\)\. Free space/,
-    );
-    assert.notEqual(refusal.data?.applied, undefined);
-    acknowledgedDirect.push(...answers.acked);
-    await writers.progress(30, "after the leader stopped");
-    await Deno.remove(`${leaderDir}/filler`);
-    await cluster.startNode(current);
+    for (const role of ["follower", "leader"] as const) {
+      const id = role === "leader"
+        ? await cluster.waitForLeader(20_000)
+        : [...cluster.registry.keys()].find((id) => id !== leader)!;
+      const fault = faultOf(id, role);
+      const direct = role === "leader"
+        ? await throughOne(cluster.registry.get(id)!)
+        : null;
+      await fault.inject();
+      const code = await cluster.child(id).exited;
+      const output = cluster.child(id).output.join("\n");
+      assert.equal(code, 1, output);
+      assertClearDiskError(
+        output,
+        `${root}/${id}/wal/`,
+        fault.errno,
+        fault.advice,
+      );
+      if (direct !== null) {
+        // A write through the failing leader is answered with the cause.
+        const answers = await direct.done;
+        const refusal = answers.errors.find((e) =>
+          e.data?.reason === "storageFailed"
+        );
+        assert.ok(
+          refusal,
+          `no storageFailed answer among ${
+            JSON.stringify(answers.errors.slice(0, 3))
+          }`,
+        );
+        assert.equal(refusal.code, UNAVAILABLE);
+        assert.match(refusal.message, /its storage failed: write-ahead log /);
+        assert.match(refusal.message, fault.errno);
+        assert.match(refusal.message, fault.advice);
+        assert.notEqual(refusal.data?.applied, undefined);
+        acknowledgedDirect.push(...answers.acked);
+      }
+      await writers.progress(
+        30,
+        `through the others after ${id} (${role}) stopped`,
+      );
+      await fault.repair();
+      await cluster.startNode(id);
+      await waitForAll(cluster, id, writers.acked);
+    }
     await writers.stop();
-    assert.ok(acknowledgedDirect.length > 0);
+    assert.ok(
+      acknowledgedDirect.length > 0,
+      "nothing acknowledged through the leader",
+    );
     for (const id of cluster.registry.keys()) {
       await waitForAll(cluster, id, writers.acked);
       await waitForAll(cluster, id, acknowledgedDirect, "disk-direct");
@@ -352,4 +393,56 @@ Deno.test({
     await mounts.undo();
     await Deno.remove(root, { recursive: true }).catch(() => {});
   }
+}
+
+Deno.test({
+  name:
+    "a disk that fills under a follower, then under the leader: the node stops with ENOSPC naming the file and what to do, acknowledges nothing unpersisted, the others keep serving, and after space is freed it restarts and catches up",
+  ignore: !isRoot,
+  sanitizeResources: false,
+  sanitizeOps: false,
+}, async () => {
+  let root = "";
+  await followerThenLeader("rafter-diskfull", async (dir, mounts) => {
+    root = dir;
+    for (const id of ["n1", "n2", "n3"]) {
+      await mounts.tmpfs(`${root}/${id}`, "4m");
+    }
+  }, (id) => ({
+    inject: () => fill(`${root}/${id}`),
+    repair: () => Deno.remove(`${root}/${id}/filler`),
+    errno: /disk full \(ENOSPC\)/,
+    advice: /Free space on that file system/,
+  }));
+});
+
+Deno.test({
+  name:
+    "a disk that starts failing under a follower (read-only, EROFS) and under the leader (fsync EIO): the node stops with the errno, the file and what to do, the others keep serving, nothing acknowledged is lost, and once repaired it restarts and catches up",
+  ignore: !isRoot,
+  sanitizeResources: false,
+  sanitizeOps: false,
+}, async () => {
+  const disks = new Map<string, FailingDisk>();
+  await followerThenLeader("rafter-diskfail", async (root, mounts) => {
+    for (const id of ["n1", "n2", "n3"]) {
+      disks.set(id, await mounts.failingDisk(`${root}/${id}`));
+    }
+  }, (id, role) => {
+    const disk = disks.get(id)!;
+    return role === "follower"
+      ? {
+        inject: () => disk.error(),
+        repair: () => disk.repair(),
+        errno: /read-only file system \(EROFS\)/,
+        advice: /Remount the file system read-write/,
+      }
+      : {
+        // fsync fails with EIO; ext4 may then turn read-only first.
+        inject: () => disk.failWrites(),
+        repair: () => disk.repair(),
+        errno: /(I\/O error \(EIO\)|read-only file system \(EROFS\))/,
+        advice: /(Check the disk|Remount the file system read-write)/,
+      };
+  });
 });
