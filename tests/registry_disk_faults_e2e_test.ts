@@ -25,121 +25,12 @@ import { connect, type RafterClient } from "../mod.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import { ConnectionError, RpcError } from "../rpc/errors.ts";
 import { UNAVAILABLE, type UnavailableData } from "../protocol/registry.ts";
+import { type FailingDisk, fill, Mounts } from "../testing/disk.ts";
 
 const isRoot = Deno.uid() === 0;
 const SKIP = isRoot ? "" : "needs root (mount -t tmpfs, losetup)";
 if (!isRoot) {
   console.warn(`registry_disk_faults_e2e_test: skipped: ${SKIP}`);
-}
-
-async function run(cmd: string, ...args: string[]): Promise<string> {
-  const out = await new Deno.Command(cmd, {
-    args,
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .output();
-  const text = new TextDecoder().decode(out.stdout) +
-    new TextDecoder().decode(out.stderr);
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${text}`);
-  return text.trim();
-}
-
-/** Mounts and undoes what it mounted, last first. */
-class Mounts {
-  readonly #undo: Array<() => Promise<unknown>> = [];
-
-  async tmpfs(dir: string, size: string): Promise<void> {
-    await Deno.mkdir(dir, { recursive: true });
-    await run(
-      "mount",
-      "-t",
-      "tmpfs",
-      "-o",
-      `size=${size}`,
-      `rafter-disk-${Deno.pid}`,
-      dir,
-    );
-    this.#undo.push(() => run("umount", "-l", dir));
-  }
-
-  /**
-   * An ext4 file system on `dir`, on a loop device whose 64 MiB sparse
-   * image lies on a tmpfs of its own (`<dir>.back`, 24 MiB): filling that
-   * tmpfs makes the device fail its writes (EIO on fsync), and
-   * {@link FailingDisk.error} makes ext4 fail (read-only: EROFS).
-   */
-  async failingDisk(dir: string): Promise<FailingDisk> {
-    const back = `${dir}.back`;
-    await this.tmpfs(back, "24m");
-    const image = `${back}/disk.img`;
-    await run("truncate", "-s", "64m", image);
-    await run("mkfs.ext4", "-q", "-F", image);
-    const device = await run("losetup", "-f", "--show", image);
-    this.#undo.push(() => run("losetup", "-d", device));
-    await Deno.mkdir(dir, { recursive: true });
-    const mount = () => run("mount", "-o", "errors=remount-ro", device, dir);
-    await mount();
-    this.#undo.push(() => run("umount", "-l", dir));
-    const name = device.slice(device.lastIndexOf("/") + 1);
-    return {
-      dir,
-      error: () =>
-        Deno.writeTextFile(
-          `/sys/fs/ext4/${name}/trigger_fs_error`,
-          `rafter test ${Deno.pid}`,
-        ),
-      failWrites: () => fill(back),
-      repair: async () => {
-        await Deno.remove(`${back}/filler`).catch(() => {});
-        await run("umount", dir);
-        // e2fsck exits 1 when it fixed something.
-        await new Deno.Command("e2fsck", {
-          args: ["-fy", image],
-          stdout: "null",
-          stderr: "null",
-        }).output();
-        await mount();
-      },
-    };
-  }
-
-  async undo(): Promise<void> {
-    for (const undo of this.#undo.splice(0).reverse()) {
-      await undo().catch((e) => console.error(`cleanup: ${e.message}`));
-    }
-  }
-}
-
-/** A file system that can be made to fail, see {@link Mounts.failingDisk}. */
-interface FailingDisk {
-  dir: string;
-  /** An ext4 error: the file system turns read-only (EROFS). */
-  error(): Promise<void>;
-  /** Fills the device's backing store: its writes fail (EIO). */
-  failWrites(): Promise<void>;
-  /** Undoes the fault, checks the file system and mounts it again. */
-  repair(): Promise<void>;
-}
-
-/** Fills the file system of `dir` with `${dir}/filler` until ENOSPC. */
-async function fill(dir: string): Promise<void> {
-  const file = await Deno.open(`${dir}/filler`, { write: true, create: true });
-  try {
-    for (let chunk = 1 << 20; chunk >= 1; chunk >>= 1) {
-      const bytes = new Uint8Array(chunk);
-      for (;;) {
-        try {
-          await file.write(bytes);
-        } catch (e) {
-          if ((e as { code?: string }).code === "ENOSPC") break;
-          throw e;
-        }
-      }
-    }
-  } finally {
-    file.close();
-  }
 }
 
 /**
@@ -265,6 +156,7 @@ interface Answer {
  * error answer.
  */
 async function throughOne(url: string): Promise<{
+  acked: readonly string[];
   done: Promise<{ acked: string[]; errors: Answer[] }>;
 }> {
   const connection = await dial(url, { connectTimeoutMs: 5_000 });
@@ -292,7 +184,7 @@ async function throughOne(url: string): Promise<{
     connection.close();
     return { acked, errors };
   })();
-  return { done };
+  return { acked, done };
 }
 
 /** A fault of one node's disk, how to undo it, and what the node must say. */
@@ -341,6 +233,13 @@ async function followerThenLeader(
       const direct = role === "leader"
         ? await throughOne(cluster.registry.get(id)!)
         : null;
+      if (direct !== null) {
+        await waitFor(
+          () => direct.acked.length >= 5,
+          `5 binds acknowledged through ${id}`,
+          20_000,
+        );
+      }
       await fault.inject();
       const code = await cluster.child(id).exited;
       const output = cluster.child(id).output.join("\n");
@@ -432,10 +331,11 @@ Deno.test({
     const disk = disks.get(id)!;
     return role === "follower"
       ? {
+        // The next write says EROFS, or fsync says EIO (the journal aborted).
         inject: () => disk.error(),
         repair: () => disk.repair(),
-        errno: /read-only file system \(EROFS\)/,
-        advice: /Remount the file system read-write/,
+        errno: /(read-only file system \(EROFS\)|I\/O error \(EIO\))/,
+        advice: /(Remount the file system read-write|Check the disk)/,
       }
       : {
         // fsync fails with EIO; ext4 may then turn read-only first.

@@ -185,6 +185,14 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       if (!(error instanceof DataDirInUseError)) await this.#forget();
       throw error;
     }
+    const { recovery } = this.#raft;
+    if (recovery.repairedBytes > 0) {
+      this.#settings.log(
+        `${this.id}: write-ahead log ${recovery.walDir}: cut a torn tail of ${recovery.repairedBytes} bytes ` +
+          `(a write that a crash or power loss interrupted; none of it was acknowledged); ` +
+          `the log now ends at index ${recovery.lastIndex}, the rest comes from the leader`,
+      );
+    }
   }
 
   /**
