@@ -44,15 +44,18 @@ class Writers {
   #stopped = false;
   readonly #loops: Promise<void>[];
   readonly #client: RafterClient;
+  readonly #prefix: string;
 
-  constructor(urls: string[], count = 3) {
+  /** @param prefix of the endpoint ids, so that later writers bind new ones. */
+  constructor(urls: string[], count = 3, prefix = "e") {
+    this.#prefix = prefix;
     this.#client = connect(urls, { deadlineMs: 15_000 });
     this.#loops = Array.from({ length: count }, () => this.#loop());
   }
 
   async #loop(): Promise<void> {
     while (!this.#stopped) {
-      const id = `e${this.#next++}`;
+      const id = `${this.#prefix}${this.#next++}`;
       try {
         await this.#client.bind("disk", { id, url: "tcp://10.0.0.1:1" });
         this.acked.push(id);
@@ -346,3 +349,153 @@ Deno.test({
       };
   });
 });
+
+/** Records of a segment: `[u32 len][u32 crc][JSON]`, parsed from the framing. */
+function framed(
+  bytes: Uint8Array,
+): Array<{ offset: number; end: number; record: Record<string, unknown> }> {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = [];
+  for (let at = 0; at + 8 <= bytes.length;) {
+    const end = at + 8 + view.getUint32(at);
+    if (end > bytes.length) break;
+    const text = new TextDecoder().decode(bytes.subarray(at + 8, end));
+    out.push({ offset: at, end, record: JSON.parse(text) });
+    at = end;
+  }
+  return out;
+}
+
+/** The last segment of node `id`'s WAL, its bytes and records. */
+async function lastSegment(cluster: LocalCluster, id: string) {
+  const walDir = `${await cluster.dataDirOf(id)}/wal`;
+  const names = [...Deno.readDirSync(walDir)].map((e) => e.name).sort();
+  const path = `${walDir}/${names.at(-1)}`;
+  const bytes = await Deno.readFile(path);
+  return { walDir, path, bytes, records: framed(bytes) };
+}
+
+/** Index of the last entry the records hold (one segment, no snapshot). */
+function lastEntry(records: ReturnType<typeof framed>): number {
+  let last = 0;
+  for (const { record } of records) {
+    if (record.t === "e") last = record.index as number;
+  }
+  return last;
+}
+
+/**
+ * Where to cut the 3 records written at the power loss (`starts`: their
+ * offsets in the tail, `size`: the tail's length), and what survives.
+ */
+const CUTS: Array<[string, (starts: number[], size: number) => number]> = [
+  ["the boundary after the first record", (o) => o[1]],
+  ["the boundary after the second record", (o) => o[2]],
+  ["the middle of the second record's header", (o) => o[1] + 4],
+  [
+    "the middle of the last record's payload",
+    (o, size) => o[2] + 8 + Math.floor((size - o[2] - 8) / 2),
+  ],
+  ["its last byte", (_o, size) => size - 1],
+];
+
+Deno.test("a power loss while a follower wrote records it never acknowledged, its WAL cut at a record boundary, in a header, in a payload, at its last byte: the restarted process keeps each complete record, cuts only the torn tail, catches up, takes writes, and every acknowledged bind is on it", async () => {
+  const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
+  try {
+    await cluster.startRegistry(3);
+    const leader = await cluster.waitForLeader(20_000);
+    let writers = new Writers(cluster.registryUrls);
+    await writers.progress(30, "at the start");
+    await writers.stop();
+    const acked = [...writers.acked];
+    const followers = [...cluster.registry.keys()].filter((id) =>
+      id !== leader
+    );
+    for (const [k, [where, at]] of CUTS.entries()) {
+      const id = followers[k % followers.length];
+      for (const node of cluster.registry.keys()) {
+        await waitForAll(cluster, node, acked);
+      }
+      // The follower freezes; the others commit 3+ entries without it...
+      const before = lastEntry((await lastSegment(cluster, id)).records);
+      cluster.pause(id);
+      writers = new Writers(cluster.registryUrls, 1, `p${k}-`);
+      await writers.progress(3, `while ${id} is paused`);
+      await writers.stop();
+      acked.push(...writers.acked);
+      // ...and it loses power while writing them: the leader's records of
+      // the next 3 entries (the bytes it would have written) are appended
+      // to its log, cut at `where`, never fsynced, never acknowledged.
+      await cluster.kill(id, "SIGKILL");
+      const own = await lastSegment(cluster, id);
+      assert.equal(lastEntry(own.records), before);
+      const theirs = (await lastSegment(cluster, leader)).records
+        .filter(({ record }) =>
+          record.t === "e" && (record.index as number) > before &&
+          (record.index as number) <= before + 3
+        );
+      assert.equal(theirs.length, 3, `the leader's entries after ${before}`);
+      const leaderBytes = (await lastSegment(cluster, leader)).bytes;
+      const tail = concat(
+        theirs.map((r) => leaderBytes.subarray(r.offset, r.end)),
+      );
+      const starts = [0, 1, 2].map((i) =>
+        theirs.slice(0, i).reduce((n, r) => n + r.end - r.offset, 0)
+      );
+      const cut = at(starts, tail.length);
+      await Deno.writeFile(
+        own.path,
+        concat([own.bytes, tail.subarray(0, cut)]),
+      );
+      const complete = starts.filter((o, i) =>
+        (starts[i + 1] ?? tail.length) <= cut
+      ).length;
+      const goodEnd = complete === 3 ? tail.length : starts[complete];
+      await cluster.startNode(id); // a new child, with its own output
+      const recovered = cluster.child(id).output.find((l) =>
+        / recovered up to index /.test(l)
+      );
+      assert.ok(recovered, `${id} (cut at ${where}) logged no recovery line`);
+      assert.match(
+        recovered,
+        new RegExp(
+          `write-ahead log ${escape(own.walDir)} recovered up to index ${
+            before + complete
+          }(;|$)`,
+        ),
+        where,
+      );
+      if (cut > goodEnd) {
+        assert.match(
+          recovered,
+          new RegExp(`cut a torn tail of ${cut - goodEnd} bytes`),
+          where,
+        );
+      } else {
+        assert.doesNotMatch(recovered, /torn tail/, where);
+      }
+      await waitForAll(cluster, id, acked);
+      // It takes writes after the cut.
+      writers = new Writers(cluster.registryUrls, 2, `a${k}-`);
+      await writers.progress(5, `after ${id}'s cut at ${where}`);
+      await writers.stop();
+      acked.push(...writers.acked);
+      await waitForAll(cluster, id, acked);
+    }
+    for (const node of cluster.registry.keys()) {
+      await waitForAll(cluster, node, acked);
+    }
+  } finally {
+    await cluster.stop();
+  }
+});
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -185,14 +185,18 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       if (!(error instanceof DataDirInUseError)) await this.#forget();
       throw error;
     }
-    const { recovery } = this.#raft;
-    if (recovery.repairedBytes > 0) {
-      this.#settings.log(
-        `${this.id}: write-ahead log ${recovery.walDir}: cut a torn tail of ${recovery.repairedBytes} bytes ` +
-          `(a write that a crash or power loss interrupted; none of it was acknowledged); ` +
-          `the log now ends at index ${recovery.lastIndex}, the rest comes from the leader`,
-      );
-    }
+    const { walDir, lastIndex, snapshotIndex, repairedBytes } =
+      this.#raft.recovery;
+    this.#settings.log(
+      `${this.id}: write-ahead log ${walDir} recovered up to index ${lastIndex}${
+        snapshotIndex > 0 ? ` (snapshot at ${snapshotIndex})` : ""
+      }${
+        repairedBytes === 0
+          ? ""
+          : `; cut a torn tail of ${repairedBytes} bytes (a write a crash or power loss interrupted; ` +
+            `none of it was acknowledged), the rest comes from the leader`
+      }`,
+    );
   }
 
   /**
