@@ -107,6 +107,38 @@ export function adviceFor(code: string | null): string {
   }
 }
 
+/**
+ * An I/O failure on `path` as an error whose message says what failed, the
+ * errno in words and what to do (`code` is the errno). Errors that are no
+ * I/O failure (no errno) come back unchanged.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ioFailure } from "./_atomic_file.ts";
+ * const err = ioFailure("/d/LOCK", "open", Object.assign(new Error("Read-only file system (os error 30)"), { code: "EROFS" }));
+ * assert.equal((err as { code?: string }).code, "EROFS");
+ * assert.match((err as Error).message, /^\/d\/LOCK: open failed: read-only file system \(EROFS\)\. Remount/);
+ * ```
+ */
+export function ioFailure(
+  path: string,
+  operation: string,
+  cause: unknown,
+): unknown {
+  const code = errnoOf(cause);
+  if (code === null) return cause;
+  return Object.assign(
+    new Error(
+      `${path}: ${operation} failed: ${describeErrno(code, cause)}. ${
+        adviceFor(code)
+      }`,
+      { cause },
+    ),
+    { code },
+  );
+}
+
 function isSeparator(ch: string, windows: boolean): boolean {
   return ch === "/" || (windows && ch === "\\");
 }

@@ -272,6 +272,21 @@ async function followerThenLeader(
         assert.notEqual(refusal.data?.applied, undefined);
         acknowledgedDirect.push(...answers.acked);
       }
+      if (role === "follower") {
+        // Restarted before the disk is fixed, it stops again, as clearly.
+        const again = await cluster.startNode(id).then(
+          () => cluster.child(id).exited,
+          () => cluster.child(id).exited,
+        );
+        const said = cluster.child(id).output.join("\n");
+        assert.equal(again, 1, said);
+        const last = said.split("\n").find((l) =>
+          /: (cannot start|storage failed, stopped)/.test(l)
+        );
+        assert.ok(last, said);
+        assert.match(last, fault.errno);
+        assert.match(last, fault.advice);
+      }
       await writers.progress(
         30,
         `through the others after ${id} (${role}) stopped`,
@@ -341,11 +356,14 @@ Deno.test({
         advice: /(Remount the file system read-write|Check the disk)/,
       }
       : {
-        // fsync fails with EIO; ext4 may then turn read-only first.
+        // The device fails its writes: fsync says EIO (or ENOSPC, the
+        // device's own error), or ext4 turned read-only first.
         inject: () => disk.failWrites(),
         repair: () => disk.repair(),
-        errno: /(I\/O error \(EIO\)|read-only file system \(EROFS\))/,
-        advice: /(Check the disk|Remount the file system read-write)/,
+        errno:
+          /(I\/O error \(EIO\)|disk full \(ENOSPC\)|read-only file system \(EROFS\))/,
+        advice:
+          /(Check the disk|Free space on that file system|Remount the file system read-write)/,
       };
   });
 });
