@@ -110,11 +110,21 @@ async function waitForAll(
       `${id} to serve all ${acked.length} acknowledged binds`,
       timeoutMs,
     )
-      .catch((e) => {
+      .catch(async (e) => {
+        // What each node says, to tell a slow node from a stuck one.
+        const statuses = [];
+        for (const node of cluster.registry.keys()) {
+          const s = await cluster.status(node, 2_000);
+          statuses.push(
+            `${node}: ${s?.role} term ${s?.term} commit ${s?.commitIndex} applied ${s?.appliedIndex}`,
+          );
+        }
         throw new Error(
           `${e.message}; missing ${
             missing.slice(0, 10).join(",")
-          } (${missing.length})`,
+          } (${missing.length}); ${statuses.join("; ")}; ${id} said:\n${
+            cluster.child(id).output.slice(-15).join("\n")
+          }`,
         );
       });
   } finally {
