@@ -281,7 +281,8 @@ export class ServiceCore {
 /**
  * UNAVAILABLE (-32006): retry after `retryAfterMs`; for a write, `applied`
  * says whether it was definitely not applied (`false`) or may have been
- * (`"unknown"`).
+ * (`"unknown"`); `reason` `"storageFailed"` says this node's disk failed
+ * (send the write to another node).
  */
 export function unavailable(
   message: string,
