@@ -117,6 +117,15 @@ export interface UnavailableData {
    * Absent for reads.
    */
   applied?: false | "unknown";
+  /**
+   * `"storageFailed"`: the node that answered stopped because its disk
+   * could not persist a write (full, read-only, failing; the message names
+   * the file, the errno and what to do). It acknowledged nothing it did
+   * not persist and refuses writes until an operator fixes the disk and
+   * restarts it; the other members keep serving, so send the write to
+   * another node. Absent otherwise.
+   */
+  reason?: "storageFailed";
 }
 
 /** Data of a {@link LEASE_NOT_FOUND} error. */

@@ -31,6 +31,114 @@ export function parentDir(path: string): string {
   return path.slice(0, i);
 }
 
+/**
+ * The errno name of an I/O error (`"ENOSPC"`, `"EROFS"`, `"EIO"`...), or
+ * null when the runtime gave none.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { errnoOf } from "./_atomic_file.ts";
+ * assert.equal(errnoOf(Object.assign(new Error("full"), { code: "ENOSPC" })), "ENOSPC");
+ * assert.equal(errnoOf(new Error("no code")), null);
+ * ```
+ */
+export function errnoOf(err: unknown): string | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "string") return code;
+  if (err instanceof Deno.errors.PermissionDenied) return "EACCES";
+  return null;
+}
+
+/**
+ * What an I/O error means, in words with the errno, e.g.
+ * `"disk full (ENOSPC)"`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { describeErrno } from "./_atomic_file.ts";
+ * assert.equal(describeErrno("EROFS", new Error("x")), "read-only file system (EROFS)");
+ * ```
+ */
+export function describeErrno(code: string | null, cause: unknown): string {
+  switch (code) {
+    case "ENOSPC":
+      return "disk full (ENOSPC)";
+    case "EDQUOT":
+      return "disk quota exceeded (EDQUOT)";
+    case "EROFS":
+      return "read-only file system (EROFS)";
+    case "EACCES":
+    case "EPERM":
+      return `permission denied (${code})`;
+    case "EIO":
+      return "I/O error (EIO)";
+    default: {
+      const message = cause instanceof Error ? cause.message : String(cause);
+      return code === null ? message : `${message} (${code})`;
+    }
+  }
+}
+
+/**
+ * What an operator does about a failed write with this errno, ending with
+ * a restart of the node.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { adviceFor } from "./_atomic_file.ts";
+ * assert.match(adviceFor("ENOSPC"), /^Free space/);
+ * ```
+ */
+export function adviceFor(code: string | null): string {
+  switch (code) {
+    case "ENOSPC":
+    case "EDQUOT":
+      return "Free space on that file system (or move the data folder to a larger one), then restart the node.";
+    case "EROFS":
+      return "Remount the file system read-write (or move the data folder to a writable one), then restart the node.";
+    case "EACCES":
+    case "EPERM":
+      return "Fix the permissions so this process may write the folder, then restart the node.";
+    default:
+      return "Check the disk (e.g. dmesg), then restart the node.";
+  }
+}
+
+/**
+ * An I/O failure on `path` as an error whose message says what failed, the
+ * errno in words and what to do (`code` is the errno). Errors that are no
+ * I/O failure (no errno) come back unchanged.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ioFailure } from "./_atomic_file.ts";
+ * const err = ioFailure("/d/LOCK", "open", Object.assign(new Error("Read-only file system (os error 30)"), { code: "EROFS" }));
+ * assert.equal((err as { code?: string }).code, "EROFS");
+ * assert.match((err as Error).message, /^\/d\/LOCK: open failed: read-only file system \(EROFS\)\. Remount/);
+ * ```
+ */
+export function ioFailure(
+  path: string,
+  operation: string,
+  cause: unknown,
+): unknown {
+  const code = errnoOf(cause);
+  if (code === null) return cause;
+  return Object.assign(
+    new Error(
+      `${path}: ${operation} failed: ${describeErrno(code, cause)}. ${
+        adviceFor(code)
+      }`,
+      { cause },
+    ),
+    { code },
+  );
+}
+
 function isSeparator(ch: string, windows: boolean): boolean {
   return ch === "/" || (windows && ch === "\\");
 }

@@ -42,6 +42,7 @@ export {
   peerUrlsOf,
   RaftNode,
   type RaftNodeOptions,
+  type RaftRecovery,
   type RaftStatus,
   type RaftTransport,
   RaftUnavailableError,
@@ -60,6 +61,7 @@ export {
   type Snapshot,
   SnapshotCorruptError,
   SnapshotStore,
+  SnapshotWriteError,
   type StoredSnapshot,
 } from "./snapshot_store.ts";
 export {

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { ioFailure } from "./_atomic_file.ts";
+
 /** Thrown when another process or node holds the data folder. */
 export class DataDirInUseError extends Error {
   /** The folder that is in use. */
@@ -51,9 +53,15 @@ export interface DirLock {
  * ```
  */
 export async function lockDataDir(dataDir: string): Promise<DirLock> {
-  await Deno.mkdir(dataDir, { recursive: true });
   const path = `${dataDir}/LOCK`;
-  const file = await Deno.open(path, { read: true, write: true, create: true });
+  let file: Deno.FsFile;
+  try {
+    await Deno.mkdir(dataDir, { recursive: true });
+    file = await Deno.open(path, { read: true, write: true, create: true });
+  } catch (error) {
+    // A read-only or full disk says so, with what to do.
+    throw ioFailure(path, "open of the data folder's lock", error);
+  }
   let locked = false;
   try {
     locked = await file.tryLock(true);
@@ -66,7 +74,9 @@ export async function lockDataDir(dataDir: string): Promise<DirLock> {
   } catch (error) {
     if (locked) await file.unlock().catch(() => {});
     file.close();
-    throw error;
+    throw error instanceof DataDirInUseError
+      ? error
+      : ioFailure(path, "write of the data folder's lock", error);
   }
   let released = false;
   return {

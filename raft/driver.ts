@@ -257,6 +257,13 @@ export class RaftUnavailableError extends Error {
    * it was pending). Undefined for reads and leadership transfers.
    */
   readonly applied: false | "unknown" | undefined;
+  /**
+   * `"storageFailed"` when the node stopped because its storage could not
+   * persist a write (disk full, read-only, I/O error): `cause` is the
+   * storage's error, whose message names the file and what to do, and the
+   * other members may still serve. Undefined otherwise.
+   */
+  readonly reason: "storageFailed" | undefined;
 
   /**
    * Makes the error.
@@ -264,11 +271,21 @@ export class RaftUnavailableError extends Error {
    * @param message what failed and what to do.
    * @param applied whether the proposal may still take effect (see
    * {@link RaftUnavailableError.applied}).
+   * @param failure what stopped the node, if storage did (see
+   * {@link RaftUnavailableError.reason}).
    */
-  constructor(message: string, applied?: false | "unknown") {
-    super(message);
+  constructor(
+    message: string,
+    applied?: false | "unknown",
+    failure?: { reason: "storageFailed"; cause: unknown },
+  ) {
+    super(
+      message,
+      failure === undefined ? undefined : { cause: failure.cause },
+    );
     this.name = "RaftUnavailableError";
     this.applied = applied;
+    this.reason = failure?.reason;
   }
 }
 
@@ -348,6 +365,8 @@ export class RaftDriver<R = unknown> {
   #scheduled = false;
   /** A Ready (or a snapshot taken here) whose write is in flight, or null. */
   #persisting: Ready | Snapshot | null = null;
+  /** The storage error that stopped the driver, or null. */
+  #storageFailure: unknown = null;
   /** Index of the newest durable snapshot (0: none). */
   #snapshotIndex: number;
   /** Entries and entry data applied since that snapshot. */
@@ -470,7 +489,7 @@ export class RaftDriver<R = unknown> {
    * passed, or when the driver stopped.
    */
   propose(data: string, options: { timeoutMs?: number } = {}): Promise<R> {
-    if (this.#stopped) return Promise.reject(stoppedError(false));
+    if (this.#stopped) return Promise.reject(this.#stoppedError(false));
     let index: number, term: number;
     try {
       ({ index, term } = this.core.propose(data));
@@ -500,7 +519,7 @@ export class RaftDriver<R = unknown> {
     change: ConfChange,
     options: { timeoutMs?: number } = {},
   ): Promise<Configuration> {
-    if (this.#stopped) return Promise.reject(stoppedError(false));
+    if (this.#stopped) return Promise.reject(this.#stoppedError(false));
     let index: number, term: number;
     try {
       ({ index, term } = this.core.proposeConfChange(change));
@@ -552,7 +571,7 @@ export class RaftDriver<R = unknown> {
    * driver stopped.
    */
   readIndex(options: { timeoutMs?: number } = {}): Promise<number> {
-    if (this.#stopped) return Promise.reject(stoppedError());
+    if (this.#stopped) return Promise.reject(this.#stoppedError());
     const timeoutMs = options.timeoutMs ?? this.#options.readTimeoutMs ??
       2000;
     let read!: PendingRead;
@@ -598,7 +617,7 @@ export class RaftDriver<R = unknown> {
   transferLeadership(
     options: { target?: NodeId; timeoutMs?: number } = {},
   ): Promise<NodeId> {
-    if (this.#stopped) return Promise.reject(stoppedError());
+    if (this.#stopped) return Promise.reject(this.#stoppedError());
     let target: NodeId;
     try {
       target = this.core.transferLeadership(options.target);
@@ -744,7 +763,7 @@ export class RaftDriver<R = unknown> {
       if (this.#persisting !== owner) return; // called twice: ignore
       this.#persisting = null;
       if (error !== undefined) {
-        this.#fatal(error);
+        this.#fatal(error, true);
       } else if (this.#stopped) {
         // Durable, but nobody listens: send and apply nothing.
       } else if (!returned) {
@@ -969,10 +988,26 @@ export class RaftDriver<R = unknown> {
     for (const transfer of [...this.#transfers]) transfer.fail(error);
   }
 
-  #fatal(error: unknown): void {
+  /**
+   * What a call gets once the driver stopped: after a storage failure, the
+   * storage's error (file, errno, what to do) in the message and as cause.
+   */
+  #stoppedError(applied?: false | "unknown"): RaftUnavailableError {
+    const failure = this.#storageFailure;
+    if (failure === null) return stoppedError(applied);
+    const detail = failure instanceof Error ? failure.message : String(failure);
+    return new RaftUnavailableError(
+      `the Raft node stopped: its storage failed: ${detail}`,
+      applied,
+      { reason: "storageFailed", cause: failure },
+    );
+  }
+
+  #fatal(error: unknown, storage = false): void {
     if (this.#stopped) return;
     this.#stopped = true;
-    this.#rejectAll(stoppedError("unknown"));
+    if (storage) this.#storageFailure = error ?? new Error("storage failed");
+    this.#rejectAll(this.#stoppedError("unknown"));
     const onFatal = this.#options.onFatal ??
       ((e: unknown) => console.error("raft: driver failed, node stopped:", e));
     onFatal(error);

@@ -571,3 +571,38 @@ Deno.test("§7 snapshot policy values are checked", () => {
     );
   }
 });
+
+Deno.test("a storage failure's error reaches every call: what waits and what comes later are told storage failed, with the storage's message and cause", async () => {
+  const { storage, clock, core, driver } = heldDriver({ onFatal: () => {} });
+  core.campaign();
+  const full = Object.assign(
+    new Error(
+      "write-ahead log /d/wal/1.wal: write failed: disk full (ENOSPC). Free space",
+    ),
+    { code: "ENOSPC" },
+  );
+  const pending = driver.propose("x");
+  pending.catch(() => {});
+  clock.run();
+  storage.complete(full);
+  for (
+    const [call, applied] of [[pending, "unknown"], [
+      driver.propose("y"),
+      false,
+    ]] as const
+  ) {
+    await assert.rejects(call, (error: unknown) => {
+      assert.ok(error instanceof RaftUnavailableError);
+      assert.equal(error.reason, "storageFailed");
+      assert.equal(error.applied, applied);
+      assert.equal(error.cause, full);
+      assert.match(
+        error.message,
+        /^the Raft node stopped: its storage failed: write-ahead log \/d\/wal\/1\.wal: write failed: disk full \(ENOSPC\)/,
+      );
+      return true;
+    });
+  }
+  await assert.rejects(driver.readIndex(), /its storage failed: .*ENOSPC/);
+  await driver.stop();
+});

@@ -163,6 +163,23 @@ export interface RaftNodeOptions<R> {
   onFatal?(error: unknown): void;
 }
 
+/**
+ * What {@link RaftNode.start} recovered from its write-ahead log (for the
+ * start's log line): the log's last index and snapshot marker, and the
+ * torn tail cut off (a write a crash or power loss interrupted; none of it
+ * was acknowledged, since an append is acknowledged only once fsynced).
+ */
+export interface RaftRecovery {
+  /** The log folder. */
+  walDir: string;
+  /** Index of the last entry in the log (the snapshot's when none follow). */
+  lastIndex: number;
+  /** Index of the snapshot marker, 0 for none. */
+  snapshotIndex: number;
+  /** Bytes of torn tail cut off the last segment; 0 for a clean log. */
+  repairedBytes: number;
+}
+
 /** A snapshot of a node's consensus state, for status endpoints. */
 export interface RaftStatus {
   /** This node's id. */
@@ -241,6 +258,8 @@ export class RaftNode<R = unknown> {
   readonly #ticker: ReturnType<typeof setInterval>;
   #stopped = false;
   #failure: unknown = null;
+  /** What the start recovered from disk. */
+  readonly recovery: RaftRecovery;
 
   private constructor(
     options: RaftNodeOptions<R>,
@@ -248,7 +267,9 @@ export class RaftNode<R = unknown> {
     wal: Wal,
     snapshots: SnapshotStore,
     lock: DirLock,
+    recovery: RaftRecovery,
   ) {
+    this.recovery = recovery;
     this.#options = options;
     this.#wal = wal;
     this.#lock = lock;
@@ -339,10 +360,11 @@ export class RaftNode<R = unknown> {
     try {
       const snapshots = await SnapshotStore.open(dataDir.snapDir);
       const stored = await snapshots.latest();
-      const { wal, hardState, entries, snapshot: marker } = await Wal.open(
-        dataDir.walDir,
-        { ...options.walOptions, legacyFile: dataDir.legacyWalFile },
-      );
+      const { wal, hardState, entries, snapshot: marker, repairedBytes } =
+        await Wal.open(
+          dataDir.walDir,
+          { ...options.walOptions, legacyFile: dataDir.legacyWalFile },
+        );
       let start: ReturnType<typeof startFromSnapshot>;
       try {
         start = startFromSnapshot(stored, marker, entries, dataDir.walDir);
@@ -390,7 +412,12 @@ export class RaftNode<R = unknown> {
           configuration: start.snapshot.configuration,
         }),
       });
-      return new RaftNode(options, core, wal, snapshots, dataDir);
+      return new RaftNode(options, core, wal, snapshots, dataDir, {
+        walDir: dataDir.walDir,
+        lastIndex: wal.lastIndex,
+        snapshotIndex: wal.snapshot?.index ?? 0,
+        repairedBytes,
+      });
     } catch (error) {
       dataDir.release();
       throw error;

@@ -23,6 +23,9 @@
  */
 
 import {
+  adviceFor,
+  describeErrno,
+  errnoOf,
   parentDir,
   syncDir,
   writeAll,
@@ -42,6 +45,48 @@ const CHUNK_BYTES = 1024 * 1024;
 const SNAPSHOT_NAME = /^([0-9a-f]{16})-([0-9a-f]{16})\.snap$/;
 
 const encoder = new TextEncoder();
+
+/**
+ * Thrown by {@link SnapshotStore.save} when the snapshot cannot be written,
+ * fsynced or renamed into place, or an old one removed: disk full
+ * (`ENOSPC`), a read-only file system (`EROFS`), an I/O error (`EIO`). The
+ * message names the file, the errno and what to do. The snapshot it was
+ * saving is not in place (its temp file is removed); the older snapshots
+ * and the log are as they were.
+ *
+ * @example Report a full disk
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { SnapshotWriteError } from "./snapshot_store.ts";
+ * const err = new SnapshotWriteError("/data/snap/x.snap", "write", Object.assign(new Error("No space left on device"), { code: "ENOSPC" }));
+ * assert.equal(err.code, "ENOSPC");
+ * assert.match(err.message, /^snapshot \/data\/snap\/x\.snap: write failed: disk full \(ENOSPC\)\. Free space/);
+ * ```
+ */
+export class SnapshotWriteError extends Error {
+  /** The file or folder the failed operation was on. */
+  readonly path: string;
+  /** The errno name, e.g. `"ENOSPC"`; `null` if unknown. */
+  readonly code: string | null;
+
+  /**
+   * @param path The snapshot file (or folder).
+   * @param operation What failed, e.g. `"write"`, `"removal of an old snapshot"`.
+   * @param cause The error the runtime threw (its `code` names the errno).
+   */
+  constructor(path: string, operation: string, cause: unknown) {
+    const code = errnoOf(cause);
+    super(
+      `snapshot ${path}: ${operation} failed: ${describeErrno(code, cause)}. ${
+        adviceFor(code)
+      } The older snapshots and the log are unchanged.`,
+      { cause },
+    );
+    this.name = "SnapshotWriteError";
+    this.path = path;
+    this.code = code;
+  }
+}
 
 /** A snapshot to save: the state machine at a log index. */
 export interface Snapshot {
@@ -184,8 +229,9 @@ export class SnapshotStore {
    * @throws {TypeError} If `index` is not a safe integer >= 1, `term` not
    *   one >= 0, `data` not a string, or `meta` not JSON-serializable.
    * @throws {RangeError} If `index` is below the newest saved snapshot's.
-   * @throws {Deno.errors.PermissionDenied} Or another I/O error (e.g. disk
-   *   full); the temp file is then removed and no snapshot replaced.
+   * @throws {SnapshotWriteError} If an I/O operation fails (disk full,
+   *   read-only, I/O error); the temp file is then removed and no snapshot
+   *   replaced.
    */
   async save(snapshot: Snapshot): Promise<void> {
     const { index, term, meta, data } = snapshot;
@@ -231,16 +277,28 @@ export class SnapshotStore {
     view.setUint32(MAGIC.length + 4, crc32c(body, crc32c(header)));
 
     const path = `${this.#dir}/${hex16(index)}-${hex16(term)}.snap`;
-    await writeFileAtomicWith(path, async (file) => {
-      await writeAll(file, prefix);
-      await writeAll(file, header);
-      for (let off = 0; off < body.length; off += CHUNK_BYTES) {
-        await writeAll(file, body.subarray(off, off + CHUNK_BYTES));
-      }
-    });
+    try {
+      await writeFileAtomicWith(path, async (file) => {
+        await writeAll(file, prefix);
+        await writeAll(file, header);
+        for (let off = 0; off < body.length; off += CHUNK_BYTES) {
+          await writeAll(file, body.subarray(off, off + CHUNK_BYTES));
+        }
+      });
+    } catch (err) {
+      throw new SnapshotWriteError(path, "write", err);
+    }
     const old = (await this.files()).slice(KEEP);
-    for (const p of old) await Deno.remove(p);
-    if (old.length > 0) await syncDir(this.#dir);
+    try {
+      for (const p of old) await Deno.remove(p);
+      if (old.length > 0) await syncDir(this.#dir);
+    } catch (err) {
+      throw new SnapshotWriteError(
+        this.#dir,
+        "removal of an old snapshot",
+        err,
+      );
+    }
   }
 
   /**

@@ -45,6 +45,9 @@
  */
 
 import {
+  adviceFor,
+  describeErrno,
+  errnoOf,
   parentDir,
   syncDir,
   writeAll,
@@ -176,48 +179,6 @@ export class WalWriteError extends Error {
     this.name = "WalWriteError";
     this.path = path;
     this.code = code;
-  }
-}
-
-function errnoOf(err: unknown): string | null {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === "string") return code;
-  if (err instanceof Deno.errors.PermissionDenied) return "EACCES";
-  return null;
-}
-
-function describeErrno(code: string | null, cause: unknown): string {
-  switch (code) {
-    case "ENOSPC":
-      return "disk full (ENOSPC)";
-    case "EDQUOT":
-      return "disk quota exceeded (EDQUOT)";
-    case "EROFS":
-      return "read-only file system (EROFS)";
-    case "EACCES":
-    case "EPERM":
-      return `permission denied (${code})`;
-    case "EIO":
-      return "I/O error (EIO)";
-    default: {
-      const message = cause instanceof Error ? cause.message : String(cause);
-      return code === null ? message : `${message} (${code})`;
-    }
-  }
-}
-
-function adviceFor(code: string | null): string {
-  switch (code) {
-    case "ENOSPC":
-    case "EDQUOT":
-      return "Free space on that file system (or move the data folder to a larger one), then restart the node.";
-    case "EROFS":
-      return "Remount the file system read-write (or move the data folder to a writable one), then restart the node.";
-    case "EACCES":
-    case "EPERM":
-      return "Fix the permissions so this process may write the folder, then restart the node.";
-    default:
-      return "Check the disk (e.g. dmesg), then restart the node.";
   }
 }
 

@@ -190,6 +190,18 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       if (!(error instanceof DataDirInUseError)) await this.#forget();
       throw error;
     }
+    const { walDir, lastIndex, snapshotIndex, repairedBytes } =
+      this.#raft.recovery;
+    this.#settings.log(
+      `${this.id}: write-ahead log ${walDir} recovered up to index ${lastIndex}${
+        snapshotIndex > 0 ? ` (snapshot at ${snapshotIndex})` : ""
+      }${
+        repairedBytes === 0
+          ? ""
+          : `; cut a torn tail of ${repairedBytes} bytes (a write a crash or power loss interrupted; ` +
+            `none of it was acknowledged), the rest comes from the leader`
+      }`,
+    );
   }
 
   /**

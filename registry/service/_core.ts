@@ -253,6 +253,7 @@ export class ServiceCore {
         }`,
         retryAfterMs,
         applied,
+        error.reason,
       );
     }
     return error;
@@ -280,15 +281,18 @@ export class ServiceCore {
 /**
  * UNAVAILABLE (-32006): retry after `retryAfterMs`; for a write, `applied`
  * says whether it was definitely not applied (`false`) or may have been
- * (`"unknown"`).
+ * (`"unknown"`); `reason` `"storageFailed"` says this node's disk failed
+ * (send the write to another node).
  */
 export function unavailable(
   message: string,
   retryAfterMs: number,
   applied?: false | "unknown",
+  reason?: UnavailableData["reason"],
 ): RpcError {
   const data: UnavailableData = { retryAfterMs: Math.round(retryAfterMs) };
   if (applied !== undefined) data.applied = applied;
+  if (reason !== undefined) data.reason = reason;
   return new RpcError(UNAVAILABLE, message, data);
 }
 
