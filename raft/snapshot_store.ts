@@ -70,6 +70,9 @@ export class SnapshotWriteError extends Error {
   readonly code: string | null;
 
   /**
+   * Makes the error of a failed snapshot write, naming the file, the errno
+   * and what to do.
+   *
    * @param path The snapshot file (or folder).
    * @param operation What failed, e.g. `"write"`, `"removal of an old snapshot"`.
    * @param cause The error the runtime threw (its `code` names the errno).

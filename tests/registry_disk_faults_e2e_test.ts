@@ -478,7 +478,7 @@ Deno.test("a power loss while a follower wrote records it never acknowledged, it
         own.path,
         concat([own.bytes, tail.subarray(0, cut)]),
       );
-      const complete = starts.filter((o, i) =>
+      const complete = starts.filter((_o, i) =>
         (starts[i + 1] ?? tail.length) <= cut
       ).length;
       const goodEnd = complete === 3 ? tail.length : starts[complete];
