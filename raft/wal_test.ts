@@ -1179,6 +1179,22 @@ async function run(cmd: string, ...args: string[]): Promise<void> {
   }
 }
 
+/**
+ * Unmounts `dir`: a mount can be busy for a moment while another test of
+ * the run makes a mount namespace (`ip netns exec` copies every mount), so
+ * a few tries, then a lazy unmount (detached now, freed once unused).
+ */
+async function unmount(dir: string): Promise<void> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      return await run("umount", dir);
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+  await run("umount", "-l", dir);
+}
+
 /** Runs `fn` on a fresh tmpfs of `size`, unmounted afterwards. */
 async function withTmpfs(size: string, fn: (dir: string) => Promise<void>) {
   const dir = await Deno.makeTempDir({ prefix: "rafter_tmpfs_" });
@@ -1187,7 +1203,7 @@ async function withTmpfs(size: string, fn: (dir: string) => Promise<void>) {
     try {
       await fn(dir);
     } finally {
-      await run("umount", dir);
+      await unmount(dir);
     }
   } finally {
     await Deno.remove(dir, { recursive: true });

@@ -5,9 +5,9 @@
  *
  * Topology ({@link createChaosNetwork}, as root on the host; it first
  * removes the networks of runs that died without cleaning up): one
- * namespace per node (`rft<pid>n1`, …), one client namespace
- * (`rft<pid>c`) where the workload and the chaos runner run, and a bridge
- * in a namespace of its own (`rft<pid>br`), joined to each of the others
+ * namespace per node (`rft<pid>x<tag>n1`, …), one client namespace
+ * (`rft<pid>x<tag>c`) where the workload and the chaos runner run, and a bridge
+ * in a namespace of its own (`rft<pid>x<tag>br`), joined to each of the others
  * by a veth pair (`eth0` inside the node or client namespace). Addresses
  * are in {@link SUBNET}: nodes `.11`, `.12`, … in order, the client
  * `.100`. Nothing is created in the host's namespace and nothing is
@@ -56,7 +56,7 @@ export const CLIENT = "client";
 
 /** What a process needs to know of a chaos network (JSON). */
 export interface ChaosNetworkDescription {
-  /** Prefix of every namespace name (`rft<pid>`). */
+  /** Prefix of every namespace name (`rft<pid>x<tag>`, a random tag). */
   prefix: string;
   /** The bridge's namespace. */
   bridgeNamespace: string;
@@ -106,7 +106,7 @@ export async function removeStaleChaosNetworks(): Promise<string[]> {
   const stale: string[] = [];
   for (const line of list.stdout.split("\n")) {
     const name = line.split(" ")[0];
-    const match = /^rft(\d+)(br|c|[a-z0-9]{1,8})$/.exec(name);
+    const match = /^rft(\d+)(br|c|[a-z0-9]{1,16})$/.exec(name);
     if (match === null || Number(match[1]) === Deno.pid) continue;
     const alive = await Deno.stat(`/proc/${match[1]}`).then(
       () => true,
@@ -139,7 +139,7 @@ async function removeNamespaces(names: readonly string[]): Promise<void> {
 export interface ChaosNetworkOptions {
   /** Node ids, in order (at most 89): `["n1", "n2", "n3"]`. */
   nodes: string[];
-  /** Prefix of the namespace names; default `rft<pid>` (unique per process). */
+  /** Prefix of the namespace names; default `rft<pid>x<tag>` (the pid and a random tag: unique per network, even among the workers of one process). */
   prefix?: string;
 }
 
@@ -173,7 +173,10 @@ export async function createChaosNetwork(
     }
   }
   await removeStaleChaosNetworks();
-  const prefix = options.prefix ?? `rft${Deno.pid}`;
+  // The pid and a random tag: test files run in parallel share one
+  // process (`deno test --parallel` runs them in workers).
+  const prefix = options.prefix ??
+    `rft${Deno.pid}x${crypto.randomUUID().slice(0, 4)}`;
   const description: ChaosNetworkDescription = {
     prefix,
     bridgeNamespace: `${prefix}br`,

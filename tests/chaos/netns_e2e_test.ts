@@ -123,10 +123,10 @@ async function allNamespaces(): Promise<string[]> {
     .map((line) => line.split(" ")[0]);
 }
 
-/** The namespaces of `ip netns list` that this process's networks made. */
-async function namespaces(): Promise<string[]> {
+/** The namespaces of `ip netns list` that the network with `prefix` made. */
+async function namespaces(prefix: string): Promise<string[]> {
   return (await allNamespaces())
-    .filter((name) => new RegExp(`^rft${Deno.pid}(br|c|n\\d+)$`).test(name));
+    .filter((name) => new RegExp(`^${prefix}(br|c|n\\d+)$`).test(name));
 }
 
 /** The host namespace's interfaces, addresses and routes. */
@@ -177,13 +177,15 @@ Deno.test({
     );
     const probes: Probe[] = [];
     try {
-      const mine = (await namespaces()).sort();
+      const prefix = network.description.prefix;
+      assert.match(prefix, new RegExp(`^rft${Deno.pid}x[0-9a-f]{4}$`));
+      const mine = (await namespaces(prefix)).sort();
       assert.deepEqual(mine, [
-        `rft${Deno.pid}br`,
-        `rft${Deno.pid}c`,
-        `rft${Deno.pid}n1`,
-        `rft${Deno.pid}n2`,
-        `rft${Deno.pid}n3`,
+        `${prefix}br`,
+        `${prefix}c`,
+        `${prefix}n1`,
+        `${prefix}n2`,
+        `${prefix}n3`,
       ]);
       assert.equal(network.addressOf("n1"), "10.213.0.11");
       assert.equal(network.addressOf(CLIENT), "10.213.0.100");
@@ -261,7 +263,7 @@ Deno.test({
       await network.destroy();
       await network.destroy(); // idempotent
     }
-    assert.deepEqual(await namespaces(), []);
+    assert.deepEqual(await namespaces(network.description.prefix), []);
   },
 });
 
@@ -332,6 +334,6 @@ Deno.test({
     } finally {
       await network.destroy();
     }
-    assert.deepEqual(await namespaces(), []);
+    assert.deepEqual(await namespaces(network.description.prefix), []);
   },
 });
