@@ -50,7 +50,12 @@ if (import.meta.main) {
   const network = ChaosNetwork.fromEnv();
   const log = (line: string) =>
     console.error(`${(performance.now() / 1000).toFixed(1)} ${line}`);
-  const cluster = await ChaosCluster.start({ network, size: request.size });
+  const cluster = await ChaosCluster.start({
+    network,
+    size: request.size,
+    // Every node's lines go to run.log too, with the time and its id.
+    onOutput: (name, line) => log(`${name}: ${line}`),
+  });
   let summary: RunSummary;
   try {
     const workload = new Workload({

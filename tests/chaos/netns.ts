@@ -263,7 +263,7 @@ export class ChaosNetwork {
   readonly #cuts = new Set<string>();
   /** The filter rules last written per namespace (to skip unchanged ones). */
   readonly #written = new Map<string, string>();
-  #destroyed = false;
+  #destroying: Promise<void> | null = null;
   #sigint: (() => void) | null = null;
   /** Serializes rule changes: each applies after the one before. */
   #applying: Promise<void> = Promise.resolve();
@@ -458,17 +458,24 @@ export class ChaosNetwork {
    * object made, after killing any process still inside one. Idempotent;
    * a no-op on a network that was not made here.
    */
-  async destroy(): Promise<void> {
-    if (!this.#owner || this.#destroyed) return;
-    this.#destroyed = true;
+  destroy(): Promise<void> {
+    if (!this.#owner) return Promise.resolve();
+    // Every caller waits for the one removal: on Ctrl-C the signal
+    // handler starts it while the run's own `finally` calls it again, and
+    // the process must not exit before it is done.
+    this.#destroying ??= this.#remove();
+    return this.#destroying;
+  }
+
+  async #remove(): Promise<void> {
+    await removeNamespaces([...this.made].reverse());
+    this.made.length = 0;
     if (this.#sigint !== null) {
       try {
         Deno.removeSignalListener("SIGINT", this.#sigint);
       } catch { /* not listening */ }
       this.#sigint = null;
     }
-    await removeNamespaces([...this.made].reverse());
-    this.made.length = 0;
   }
 
   /** @internal Removes the namespaces on SIGINT, then exits (130). */

@@ -155,15 +155,15 @@ export function formatFigures(figures: RunFigures): string {
   }
   lines.push("");
   lines.push(
-    "| fault | count | time under it | longest time without an acknowledged write (max / median) | heal → next acknowledged write (max) |",
+    "| fault | count | time under it | longest time without an acknowledged write (median / max) | heal → next acknowledged write (max) |",
   );
   lines.push("|---|---:|---:|---:|---:|");
   for (const fault of figures.faults) {
     lines.push(
       `| ${fault.kind} | ${fault.count} | ${
         (fault.totalMs / 1000).toFixed(1)
-      } s | ${ms(fault.maxUnavailableMs)} / ${
-        ms(fault.medianUnavailableMs)
+      } s | ${ms(fault.medianUnavailableMs)} / ${
+        ms(fault.maxUnavailableMs)
       } | ${ms(fault.maxRecoveryMs)} |`,
     );
   }

@@ -133,9 +133,9 @@ export function formatRun(result: ChaosResult): string {
   return [
     `## ${request.size} nodes, ${request.seconds} s of faults, seed ${request.seed}`,
     "",
-    `Kinds: ${
-      request.kinds.join(", ")
-    }; ${result.faults.length} faults; ${request.clients} clients on ${request.keys} names; wall time ${
+    `Kinds: ${request.kinds.join(", ")}; ${result.faults.length} fault${
+      result.faults.length === 1 ? "" : "s"
+    }; ${request.clients} clients on ${request.keys} names; wall time ${
       (result.wallMs / 1000).toFixed(0)
     } s.`,
     result.summary.nemesisError === undefined

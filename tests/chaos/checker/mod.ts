@@ -112,7 +112,7 @@ export function checkHistory(
         options,
       );
       result.notes.push(
-        `${resolution.applied} unknown writes settled as applied and ${resolution.dropped} unknown operations dropped from the watch streams`,
+        `${resolution.applied} unknown writes settled as applied (their events are in the watch streams) and ${resolution.dropped} unknown operations as never applied (absent from the streams)`,
       );
       return result;
     }
@@ -202,7 +202,7 @@ function checkNames(
           ops[i].source.index
         ).sort((a, b) => a - b),
         relaxed: witness.relaxed.map((i) => ops[i].source.index),
-        lines: kept.map(({ i, how }) => {
+        lines: witnessLines(kept, (i, how) => {
           const source = ops[i].source;
           const note = notes.get(source.index);
           return formatOperation(source, how) +
@@ -212,6 +212,36 @@ function checkNames(
     );
   }
   return findings.result();
+}
+
+/** Most operations listed whose answers a witness does not need. */
+const MAX_IGNORED_LINES = 20;
+
+/**
+ * A witness's lines, in call order: every operation whose answer it needs
+ * and every one that may or may not have happened, but at most
+ * {@link MAX_IGNORED_LINES} of those whose answers it does not need (a
+ * long witness is mostly writes whose effects alone matter), then a count
+ * of the rest.
+ */
+function witnessLines(
+  kept: readonly { i: number; how: "definite" | "ignored" | "unknown" }[],
+  line: (i: number, how: "definite" | "ignored" | "unknown") => string,
+): string[] {
+  const lines: string[] = [];
+  let ignored = 0;
+  for (const { i, how } of kept) {
+    if (how === "ignored" && ++ignored > MAX_IGNORED_LINES) continue;
+    lines.push(line(i, how));
+  }
+  if (ignored > MAX_IGNORED_LINES) {
+    lines.push(
+      `… and ${
+        ignored - MAX_IGNORED_LINES
+      } more operations whose effects (not their answers) the witness needs`,
+    );
+  }
+  return lines;
 }
 
 /** The final lookups hold every acknowledged bind nothing could have undone. */
