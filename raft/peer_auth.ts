@@ -582,7 +582,7 @@ function helloFailure(
     return "the peer does not speak the peer protocol (is this address its client port, not its peer port?)";
   }
   if (error instanceof ConnectionError) {
-    return `the peer refused our peer.hello (does it list ${from} among its --peers, and is it ${to}?)`;
+    return `the peer refused our peer.hello: it closed the connection (does it list ${from} among its --peers, and is it ${to}? or is the network between them cutting connections?)`;
   }
   if (timedOut(error)) {
     return `the peer did not answer peer.hello within ${timeoutMs} ms`;
