@@ -100,21 +100,11 @@ async function host(): Promise<void> {
   }
   const network = await createChaosNetwork({ nodes: ["n1", "n2", "n3"] });
   try {
-    const out = await new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        network.clientNamespace,
-        Deno.execPath(),
-        "run",
-        "-A",
-        new URL(import.meta.url).pathname,
-        ...Deno.args,
-      ],
-      env: network.env(),
-      stdout: "inherit",
-      stderr: "inherit",
-    }).output();
+    const out = await network.clientCommand(
+      new URL(import.meta.url),
+      Deno.args,
+      { stdout: "inherit", stderr: "inherit" },
+    ).output();
     if (out.code !== 0) {
       console.error(`bench/rejoin.ts: the driver exited with ${out.code}`);
     }

@@ -565,12 +565,24 @@ class PartitionProxy {
   }
 }
 
-Deno.test("a peer whose pings go unanswered is redialled: after a partition heals, messages flow on a new connection within a ping timeout and a dial", async () => {
+/**
+ * n1's transport to a peer n2 behind a {@link PartitionProxy}, pinging
+ * every `probeIntervalMs` (300 ms timeouts), with one message delivered;
+ * `fn` runs, then everything is closed.
+ */
+async function withProxiedPeer(
+  probeIntervalMs: number,
+  fn: (
+    transport: ReturnType<typeof transportOf>,
+    proxy: PartitionProxy,
+    n2: ReturnType<typeof peer>,
+  ) => Promise<void>,
+): Promise<void> {
   const peers = peersOn(["n1", "n2"]);
   const n2 = peer("n2", peers, portOf(peers.n2));
   const proxy = new PartitionProxy(portOf(peers.n2));
   const transport = transportOf({ ...peers, n2: proxy.url }, {
-    probeIntervalMs: 100,
+    probeIntervalMs,
     probeTimeoutMs: 300,
     connectTimeoutMs: 300,
     handshakeTimeoutMs: 300,
@@ -579,6 +591,16 @@ Deno.test("a peer whose pings go unanswered is redialled: after a partition heal
     transport.start();
     transport.send([vote("n2", 1)]);
     await waitFor(() => n2.messages().length === 1, "the first message");
+    await fn(transport, proxy, n2);
+  } finally {
+    transport.close();
+    proxy.close();
+    await n2.server.close();
+  }
+}
+
+Deno.test("a peer whose pings go unanswered is redialled: after a partition heals, messages flow on a new connection within a ping timeout and a dial", async () => {
+  await withProxiedPeer(100, async (transport, proxy, n2) => {
     proxy.partition();
     await waitFor(
       () => transport.directory.unreachable().some((m) => m.id === "n2"),
@@ -602,29 +624,13 @@ Deno.test("a peer whose pings go unanswered is redialled: after a partition heal
     // a loaded machine (without the redial it never recovers here).
     assert.ok(rejoinMs < 5_000, `rejoined ${rejoinMs} ms after the heal`);
     assert.ok(transport.stats.redials >= 1, String(transport.stats.redials));
-  } finally {
-    transport.close();
-    proxy.close();
-    await n2.server.close();
-  }
+  });
 });
 
 Deno.test("a redial that fails during a partition is tried again on the back-off, not only at the next ping timeout, so a long partition heals as fast as a short one", async () => {
-  const peers = peersOn(["n1", "n2"]);
-  const n2 = peer("n2", peers, portOf(peers.n2));
-  const proxy = new PartitionProxy(portOf(peers.n2));
   // Pings 3 s apart: without retries on the back-off, a failed redial
   // waits for the next ping to time out (about 3 s later) before another.
-  const transport = transportOf({ ...peers, n2: proxy.url }, {
-    probeIntervalMs: 3_000,
-    probeTimeoutMs: 300,
-    connectTimeoutMs: 300,
-    handshakeTimeoutMs: 300,
-  });
-  try {
-    transport.start();
-    transport.send([vote("n2", 1)]);
-    await waitFor(() => n2.messages().length === 1, "the first message");
+  await withProxiedPeer(3_000, async (transport, proxy, n2) => {
     proxy.partition();
     await waitFor(
       () => transport.stats.redials >= 1,
@@ -654,9 +660,5 @@ Deno.test("a redial that fails during a partition is tried again on the back-off
       transport.directory.unreachable().every((m) => m.id !== "n2"),
       "n2 reachable again",
     );
-  } finally {
-    transport.close();
-    proxy.close();
-    await n2.server.close();
-  }
+  });
 });

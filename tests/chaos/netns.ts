@@ -349,6 +349,25 @@ export class ChaosNetwork {
     return ["ip", "netns", "exec", this.namespaceOf(id)];
   }
 
+  /**
+   * A `deno run -A script …args` in the client namespace, with this
+   * network's description in its environment ({@link fromEnv}): how the
+   * host starts what drives a run. `options` are `Deno.Command`'s (stdio).
+   */
+  clientCommand(
+    script: string | URL,
+    args: readonly string[],
+    options: Omit<Deno.CommandOptions, "args" | "env"> = {},
+  ): Deno.Command {
+    const [command, ...prefix] = this.execIn(CLIENT);
+    const path = script instanceof URL ? script.pathname : script;
+    return new Deno.Command(command, {
+      ...options,
+      args: [...prefix, Deno.execPath(), "run", "-A", path, ...args],
+      env: this.env(),
+    });
+  }
+
   /** The dropped directions now, sorted: `[from, to]` pairs. */
   cuts(): Array<[string, string]> {
     return [...this.#cuts].sort().map((c) => c.split(">") as [string, string]);

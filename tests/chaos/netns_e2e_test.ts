@@ -277,24 +277,11 @@ Deno.test({
     console.log(`chaos smoke seed ${seed} (CHAOS_SEED=${seed} replays it)`);
     const network = await createChaosNetwork({ nodes: ["n1", "n2", "n3"] });
     try {
-      const driver = new Deno.Command("ip", {
-        args: [
-          "netns",
-          "exec",
-          network.clientNamespace,
-          Deno.execPath(),
-          "run",
-          "-A",
-          new URL("./_netns_smoke.ts", import.meta.url).pathname,
-          "--seconds",
-          "20",
-          "--seed",
-          String(seed),
-        ],
-        env: network.env(),
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
+      const driver = network.clientCommand(
+        new URL("./_netns_smoke.ts", import.meta.url),
+        ["--seconds", "20", "--seed", String(seed)],
+        { stdout: "piped", stderr: "piped" },
+      ).spawn();
       // ip netns exec execs: driver.pid is the driver's deno.
       const timer = setTimeout(() => {
         try {

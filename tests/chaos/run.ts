@@ -10,7 +10,7 @@
  * @module
  */
 
-import { CLIENT, createChaosNetwork } from "./netns.ts";
+import { type ChaosNetwork, createChaosNetwork } from "./netns.ts";
 import { FAULT_KINDS, type FaultKind, type FaultRecord } from "./nemesis.ts";
 import type { RunRequest, RunSummary } from "./_run.ts";
 import type { History } from "./history.ts";
@@ -96,12 +96,7 @@ export async function runChaos(
   const network = await createChaosNetwork({ nodes });
   let summary: RunSummary;
   try {
-    summary = await runInside(
-      network.execIn(CLIENT),
-      network.env(),
-      request,
-      options.verbose ?? false,
-    );
+    summary = await runInside(network, request, options.verbose ?? false);
   } finally {
     await network.destroy();
   }
@@ -152,24 +147,13 @@ export function formatRun(result: ChaosResult): string {
   ].join("\n");
 }
 
-/** Runs `_run.ts` under `wrapper` (ip netns exec …), logging to `<out>/run.log`. */
+/** Runs `_run.ts` in the client namespace, logging to `<out>/run.log`. */
 async function runInside(
-  wrapper: string[],
-  env: Record<string, string>,
+  network: ChaosNetwork,
   request: RunRequest,
   verbose: boolean,
 ): Promise<RunSummary> {
-  const [command, ...args] = wrapper;
-  const child = new Deno.Command(command, {
-    args: [
-      ...args,
-      Deno.execPath(),
-      "run",
-      "-A",
-      RUNNER,
-      JSON.stringify(request),
-    ],
-    env,
+  const child = network.clientCommand(RUNNER, [JSON.stringify(request)], {
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
