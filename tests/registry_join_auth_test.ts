@@ -407,7 +407,7 @@ Deno.test("a joiner added as a learner that never hears from the leader removes 
     assert.equal(run.code, 1, run.output);
     assert.match(
       run.output,
-      /registry n4: cannot join: no message from the cluster's leader after \d+ s \(cannot reach n1 at tcp:\/\/127\.0\.0\.1:\d+: the peer refused our peer\.hello .*\): check that the members reach this node's peer URL tcp:\/\/127\.0\.0\.1:\d+/,
+      /registry n4: cannot join: no message from the cluster's leader after \d+ s \(cannot reach n1 at tcp:\/\/127\.0\.0\.1:\d+: the peer refused our peer\.hello: it closed the connection .*\): check that the members reach this node's peer URL tcp:\/\/127\.0\.0\.1:\d+/,
     );
     assert.match(
       run.output,
