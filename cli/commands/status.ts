@@ -91,7 +91,7 @@ export async function status(context: Context): Promise<number> {
     const summary = leader === null
       ? `no leader agreed on (${
         [...leaders].map((l) => l ?? "none").join(", ")
-      }): an election may be under way`
+      }): ${whyNoLeader(answered.map((n) => n.status!))}`
       : `leader ${leader}, term ${
         answered.find((n) => n.status!.id === leader)?.status?.term ??
           answered[0].status!.term
@@ -168,7 +168,7 @@ function statusTable(nodes: readonly NodeAnswer[]): string {
       return [
         s.id,
         s.url,
-        s.role,
+        roleOf(s),
         String(s.term),
         s.leader ?? "(none)",
         String(s.commitIndex),
@@ -178,6 +178,68 @@ function statusTable(nodes: readonly NodeAnswer[]): string {
       ];
     }),
   );
+}
+
+/**
+ * A node's role for the table: a node that is no member of its own
+ * configuration (removed, or started with `--join` before it was added)
+ * takes no part whatever its Raft role says.
+ */
+function roleOf(s: RegistryStatus): string {
+  return s.kind === null ? "not a member" : s.role;
+}
+
+/**
+ * Why the nodes that answered agree on no leader, as far as their
+ * statuses tell: nodes that are no members (removed, or not added yet),
+ * nodes that cannot authenticate to their peers (another cluster secret
+ * or cluster id, wrong certificates), nodes that reach no quorum; else
+ * an election under way.
+ */
+export function whyNoLeader(statuses: readonly RegistryStatus[]): string {
+  const reasons: string[] = [];
+  const outside = statuses.filter((s) => s.kind === null).map((s) => s.id);
+  if (outside.length > 0) {
+    reasons.push(
+      `${outside.join(", ")} ${
+        outside.length === 1 ? "is" : "are"
+      } no member of ${
+        outside.length === 1 ? "its" : "their"
+      } configuration (removed, or started with --join before \`rafter member add\`): stop ${
+        outside.length === 1 ? "it" : "them"
+      }, or add ${outside.length === 1 ? "it" : "them"} again`,
+    );
+  }
+  const refused = statuses.filter((s) =>
+    s.members.some((m) =>
+      !m.self && !m.reachable && m.lastError !== null &&
+      /peer\.hello|peer\.auth|cluster id|secret|certificate/i.test(m.lastError)
+    )
+  ).map((s) => s.id);
+  if (refused.length > 0) {
+    reasons.push(
+      `${refused.join(", ")} cannot authenticate to ${
+        refused.length === 1 ? "its" : "their"
+      } peers (see ERRORS): the members must share one cluster secret file and cluster, and trust each other's certificates`,
+    );
+  }
+  const alone = statuses.filter((s) =>
+    s.kind !== null && !refused.includes(s.id) &&
+    s.members.filter((m) => m.self || m.reachable).length * 2 <=
+      s.members.length
+  ).map((s) => s.id);
+  if (alone.length > 0) {
+    reasons.push(
+      `${alone.join(", ")} reach${
+        alone.length === 1 ? "es" : ""
+      } no majority of ${
+        alone.length === 1 ? "its" : "their"
+      } members (see ERRORS): start the others, or check the network between them`,
+    );
+  }
+  return reasons.length > 0
+    ? reasons.join("; ")
+    : "an election may be under way (retry in a moment)";
 }
 
 /**
