@@ -43,9 +43,10 @@ server at a time (Raft dissertation §4.1). It joins as a learner, which
 receives the log but does not vote, so the cluster's quorum is not held
 up while it catches up (§4.2.1); promote it with rafter member promote
 once rafter member list shows its lag near 0. --voter adds a voter at
-once. Then start the node with --join (rafter registry --id ID --join URL
---listen ... --peer-listen ... --cluster-secret-file ...; it finds itself
-added and catches up), or let --join add it in the first place. Adding a
+once. Then start the node with --join: the command prints the exact line
+(rafter registry --id ID --join URL --listen ... --peer-listen ...
+--cluster-secret-file ... --data ...; it finds itself added and catches
+up), or let --join add it in the first place. Adding a
 learner that is one already, with the same URLs, changes nothing and
 exits 0 (so a retry is safe). Prints the new member list. Exit 1 when the
 change is refused (a voter already, a change still in progress...).`,
@@ -58,16 +59,55 @@ change is refused (a voter already, a change still in progress...).`,
     "  --voter           add it as a voter at once (default: a learner)",
   ].join("\n"),
   positionals: [2, 2],
-  run: (c, [id, peerUrl], v) =>
-    memberChange(c, REGISTRY_METHODS.memberAdd, {
+  run: async (c, [id, peerUrl], v) => {
+    const clientUrl = v["client-url"] === undefined
+      ? undefined
+      : checkUrl(v["client-url"] as string, "--client-url");
+    const code = await memberChange(c, REGISTRY_METHODS.memberAdd, {
       id,
       peerUrl: checkUrl(peerUrl, "PEER_URL"),
-      ...(v["client-url"] === undefined ? {} : {
-        clientUrl: checkUrl(v["client-url"] as string, "--client-url"),
-      }),
+      ...(clientUrl === undefined ? {} : { clientUrl }),
       learner: v.voter !== true,
-    }),
+    });
+    if (code === EXIT.ok && !c.globals.json) {
+      c.out(
+        startHint(id, peerUrl, clientUrl, c.globals.registry, v.voter !== true),
+      );
+    }
+    return code;
+  },
 };
+
+/**
+ * How to start a member just added: the node's own command, with --join
+ * naming the registry this CLI talked to (it finds itself added and
+ * catches up; it does not compute a cluster of its own from --peers).
+ */
+export function startHint(
+  id: string,
+  peerUrl: string,
+  clientUrl: string | undefined,
+  registry: readonly string[],
+  learner: boolean,
+): string {
+  const hostPort = (url: string) => url.replace(/^[a-z]+:\/\//, "");
+  const secure = [peerUrl, ...registry].some((url) => url.startsWith("tls://"));
+  return [
+    `next: start ${id} on its host with`,
+    `  rafter registry --id ${id} --join ${registry.join(",")} --listen ${
+      clientUrl === undefined ? "HOST:PORT" : hostPort(clientUrl)
+    } --peer-listen ${hostPort(peerUrl)} --cluster-secret-file FILE --data DIR${
+      secure ? " (and the TLS flags the other members use)" : ""
+    }`,
+    `  (FILE: a copy of the members' cluster secret file; DIR: an empty folder${
+      clientUrl === undefined ? "; HOST:PORT: its client port" : ""
+    })${
+      learner
+        ? `, then rafter member promote ${id} once rafter member list shows its lag near 0`
+        : ""
+    }`,
+  ].join("\n");
+}
 
 /** The spec of `rafter member promote`. */
 export const memberPromoteCommand: Command = {
