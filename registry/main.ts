@@ -89,6 +89,7 @@ import {
 import { pathExists, portsFree } from "./_start_checks.ts";
 import { exposureOf, exposureProblems } from "./node/exposure.ts";
 import { InsecureStartError, nodeDialers } from "./node/options.ts";
+import { versionLine } from "../internal/version.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
@@ -137,10 +138,14 @@ export async function startRegistryNode(
  * Runs a registry node with command-line options until SIGINT, SIGTERM
  * or (with `--watch-stdin`) the end of standard input.
  *
- * @returns the exit code: 0 stopped cleanly (or `--help`), 1 could not
- * start or join, or storage failed, 2 bad options.
+ * @returns the exit code: 0 stopped cleanly (or `--help`, `--version`),
+ * 1 could not start or join, or storage failed, 2 bad options.
  */
 export async function runRegistry(argv: string[]): Promise<number> {
+  if (argv.includes("--version") || argv.includes("-V")) {
+    console.log(versionLine());
+    return 0;
+  }
   let args: RegistryArgs;
   try {
     args = parseRegistryArgs(argv);

@@ -22,6 +22,7 @@ import {
 import { connect, serve } from "../../adapter/deno/mod.ts";
 import { parseListenAddress } from "../../rpc/transport/mod.ts";
 import { reachFromEnv } from "./security.ts";
+import { versionLine } from "../../internal/version.ts";
 
 /** What `greet` returns: the greeting, and which server made it. */
 export interface Greeting {
@@ -87,7 +88,8 @@ const USAGE = `usage: deno run -A examples/hello/server.ts [options]
   --zone ZONE      failure zone, for zone-aware distributors
   --log-keepalives print a line for each acknowledged lease keep-alive
   --watch-stdin    exit when standard input closes (for supervisors and tests)
-  --help           show this text`;
+  --help           show this text
+  --version, -V    print Rafter's and the runtime's versions`;
 
 async function main(): Promise<number> {
   let values;
@@ -109,6 +111,7 @@ async function main(): Promise<number> {
         "log-keepalives": { type: "boolean", default: false },
         "watch-stdin": { type: "boolean", default: false },
         help: { type: "boolean", default: false },
+        version: { type: "boolean", short: "V", default: false },
       },
       strict: true,
     }));
@@ -118,6 +121,10 @@ async function main(): Promise<number> {
   }
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values.version) {
+    console.log(versionLine());
     return 0;
   }
   const ttlMs = Number(values["ttl-ms"]);
