@@ -25,7 +25,8 @@ export const GLOBAL_HELP = `global options:
                     mutual TLS (default $RAFTER_CERT, $RAFTER_KEY)
   --json            JSON on stdout; errors as one JSON line on stderr
   --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
-  --help, -h        show help`;
+  --help, -h        show help
+  --version, -V     print Rafter's and the runtime's versions`;
 
 /** One paragraph on the exit codes. */
 export const EXIT_HELP =

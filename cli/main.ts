@@ -37,6 +37,7 @@ import { cliDialer } from "./context.ts";
 import { type CommandLine, parseCommandLine } from "./args.ts";
 import type { Command, Context, Group, Out } from "./context.ts";
 import { EXIT, report, UsageError, usageFailure } from "./errors.ts";
+import { versionLine } from "../internal/version.ts";
 import { commandHelp, groupHelp, shortUsage, usage, verbList } from "./help.ts";
 import { AUTH_COMMANDS } from "./commands/auth.ts";
 import { bindCommand } from "./commands/bind.ts";
@@ -152,12 +153,20 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
     out(USAGE);
     return EXIT.ok;
   }
+  if (first === "--version" || first === "-V" || first === "version") {
+    out(versionLine());
+    return EXIT.ok;
+  }
   if (first === registryCommand.name) return await registry(rest);
   const found = findCommand(argv, out, err);
   if (typeof found === "number") return found;
   const { command, args } = found;
   if (args.includes("--help") || args.includes("-h")) {
     out(commandHelp(command));
+    return EXIT.ok;
+  }
+  if (args.includes("--version") || args.includes("-V")) {
+    out(versionLine());
     return EXIT.ok;
   }
   let line: CommandLine;

@@ -89,6 +89,7 @@ import {
 import { pathExists, portsFree } from "./_start_checks.ts";
 import { exposureOf, exposureProblems } from "./node/exposure.ts";
 import { InsecureStartError, nodeDialers } from "./node/options.ts";
+import { VERSION, versionLine } from "../internal/version.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
@@ -137,10 +138,14 @@ export async function startRegistryNode(
  * Runs a registry node with command-line options until SIGINT, SIGTERM
  * or (with `--watch-stdin`) the end of standard input.
  *
- * @returns the exit code: 0 stopped cleanly (or `--help`), 1 could not
- * start or join, or storage failed, 2 bad options.
+ * @returns the exit code: 0 stopped cleanly (or `--help`, `--version`),
+ * 1 could not start or join, or storage failed, 2 bad options.
  */
 export async function runRegistry(argv: string[]): Promise<number> {
+  if (argv.includes("--version") || argv.includes("-V")) {
+    console.log(versionLine());
+    return 0;
+  }
   let args: RegistryArgs;
   try {
     args = parseRegistryArgs(argv);
@@ -233,10 +238,12 @@ export async function runRegistry(argv: string[]): Promise<number> {
   const cluster = Object.keys(
     joining?.peers ?? args.peers ?? { [args.id]: "" },
   ).join(",");
+  // Its pid: under npx the node is the last of three processes, and the
+  // one to signal (`kill PID`) to stop it.
   log(
     `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl}${
       args.peerTls === undefined ? "" : " (mutual TLS, member certificates)"
-    } (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir})`,
+    } (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir}) (pid ${Deno.pid}, rafter ${VERSION}, deno ${Deno.version.deno})`,
   );
   const stop = () => stopped.resolve();
   const keepAsking = args.join === undefined && joining === undefined

@@ -70,7 +70,9 @@ const CORE = ["mod.ts", "rpc", "stub", "protocol", "internal"] as const;
 export const MAY_IMPORT: Readonly<
   Record<string, readonly string[] | typeof ANY>
 > = {
-  internal: [],
+  // The package's own version, read from `deno.json` (`internal/version.ts`).
+  internal: ["deno.json"],
+  "deno.json": [],
   // The registry's contract is JSON-RPC methods on TCP endpoints: its
   // params schemas use the Standard Schema contract of `rpc/server/` and
   // the TCP URL rules of `rpc/transport/`.

@@ -49,3 +49,33 @@ for (const script of PROGRAMS) {
     assert.doesNotMatch(bad.stderr, /\s+at .*\.ts:\d+/);
   });
 }
+
+/** The programs a user runs, each with `--version` (and `-V`). */
+const VERSIONED: [string, string[]][] = [
+  ["registry/main.ts", ["--version"]],
+  ["registry/main.ts", ["-V"]],
+  ["cli/main.ts", ["--version"]],
+  ["cli/main.ts", ["-V"]],
+  ["cli/main.ts", ["registry", "--version"]],
+  ["cli/main.ts", ["lookup", "hello", "--version"]],
+  ["cli/main.ts", ["lease", "grant", "-V"]],
+  ["examples/hello/server.ts", ["--version"]],
+  ["examples/hello/client.ts", ["-V"]],
+  ["examples/demo/main.ts", ["--version"]],
+];
+
+const config = JSON.parse(
+  await Deno.readTextFile(new URL("deno.json", ROOT)),
+) as { version: string };
+
+for (const [script, args] of VERSIONED) {
+  Deno.test(`${script} ${args.join(" ")} prints Rafter's and the runtime's versions and exits 0`, async () => {
+    const result = await run(script, args);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(
+      result.stdout,
+      `rafter ${config.version} (deno ${Deno.version.deno}, v8 ${Deno.version.v8}, typescript ${Deno.version.typescript})\n`,
+    );
+    assert.equal(result.stderr, "");
+  });
+}

@@ -4,6 +4,7 @@ import { waitFor, within } from "../testing/time.ts";
 import { connect } from "../stub/client.ts";
 import { parseRegistryArgs } from "../registry/main.ts";
 import { spawnRegistry } from "./_registry_process.ts";
+import { VERSION } from "../internal/version.ts";
 
 Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, peer port 7101, secret in its data folder", () => {
   assert.deepEqual(parseRegistryArgs([]), {
@@ -363,6 +364,15 @@ Deno.test("registry/main.ts runs a node in ./data/n1 of its cwd, stops on SIGTER
           node.output,
           new RegExp(
             `registry n1 listening on ${url}, peers on tcp://127\\.0\\.0\\.1:${peerPort} \\(cluster [0-9a-f]{16} of n1; data \\./data/n1\\)`,
+          ),
+        );
+        // The pid to stop it by, and the versions, on the same line.
+        assert.match(
+          node.output,
+          new RegExp(
+            `listening on ${url}, .*\\) \\(pid ${node.child.pid}, rafter ${
+              VERSION.replaceAll(".", "\\.")
+            }, deno ${Deno.version.deno.replaceAll(".", "\\.")}\\)\\n`,
           ),
         );
         // The first start made the secret; the second read it.

@@ -7,6 +7,7 @@
  */
 
 import { runScenario, summaryLine } from "./scenario.ts";
+import { versionLine } from "../../internal/version.ts";
 
 const USAGE = `usage: deno task demo [-- --secure]
 
@@ -20,10 +21,16 @@ node, and prints a line per second and a summary. Exits 0 if no call failed,
            throw-away CA, peer mutual TLS with member certificates) and
            tokens on (--auth on every node; the servers bind with a
            bind:hello token, the clients call with a read:hello one)
-  --help   show this text`;
+  --help   show this text
+  --version, -V
+           print Rafter's and the runtime's versions`;
 
 if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
   console.log(USAGE);
+  Deno.exit(0);
+}
+if (Deno.args.includes("--version") || Deno.args.includes("-V")) {
+  console.log(versionLine());
   Deno.exit(0);
 }
 // `deno task demo -- --secure` passes the "--" on.

@@ -13,6 +13,7 @@ import { parseArgs } from "node:util";
 import { DEFAULT_REGISTRY_URL, roundRobin } from "../../mod.ts";
 import { connect } from "../../adapter/deno/mod.ts";
 import { reachFromEnv } from "./security.ts";
+import { versionLine } from "../../internal/version.ts";
 import type { Hello } from "./server.ts";
 
 const USAGE = `usage: deno run -A examples/hello/client.ts [options]
@@ -26,6 +27,7 @@ const USAGE = `usage: deno run -A examples/hello/client.ts [options]
   --count N          calls to make (default 10)
   --interval-ms N    pause between calls (default 1000)
   --help             show this text
+  --version, -V      print Rafter's and the runtime's versions
 
 Exits 0 when every call succeeded, 1 otherwise.`;
 
@@ -39,6 +41,7 @@ function parse() {
       count: { type: "string", default: "10" },
       "interval-ms": { type: "string", default: "1000" },
       help: { type: "boolean", default: false },
+      version: { type: "boolean", short: "V", default: false },
     },
     strict: true,
   });
@@ -63,6 +66,10 @@ async function main(): Promise<number> {
   }
   if (options.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (options.version) {
+    console.log(versionLine());
     return 0;
   }
   const reach = reachFromEnv();

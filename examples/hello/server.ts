@@ -9,6 +9,10 @@
  * deno run -A examples/hello/server.ts --registry tcp://127.0.0.1:7001 --id hello-1
  * ```
  *
+ * The registry URLs come from `--registry`, else `$RAFTER_REGISTRY`, else
+ * `tcp://127.0.0.1:7001` (the CLI's rule). A port it cannot listen on is
+ * one line on stderr and exit 1.
+ *
  * @module
  */
 
@@ -22,6 +26,7 @@ import {
 import { connect, serve } from "../../adapter/deno/mod.ts";
 import { parseListenAddress } from "../../rpc/transport/mod.ts";
 import { reachFromEnv } from "./security.ts";
+import { versionLine } from "../../internal/version.ts";
 
 /** What `greet` returns: the greeting, and which server made it. */
 export interface Greeting {
@@ -87,7 +92,8 @@ const USAGE = `usage: deno run -A examples/hello/server.ts [options]
   --zone ZONE      failure zone, for zone-aware distributors
   --log-keepalives print a line for each acknowledged lease keep-alive
   --watch-stdin    exit when standard input closes (for supervisors and tests)
-  --help           show this text`;
+  --help           show this text
+  --version, -V    print Rafter's and the runtime's versions`;
 
 async function main(): Promise<number> {
   let values;
@@ -109,6 +115,7 @@ async function main(): Promise<number> {
         "log-keepalives": { type: "boolean", default: false },
         "watch-stdin": { type: "boolean", default: false },
         help: { type: "boolean", default: false },
+        version: { type: "boolean", short: "V", default: false },
       },
       strict: true,
     }));
@@ -118,6 +125,10 @@ async function main(): Promise<number> {
   }
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values.version) {
+    console.log(versionLine());
     return 0;
   }
   const ttlMs = Number(values["ttl-ms"]);
@@ -162,17 +173,23 @@ async function main(): Promise<number> {
 
   const name = values.name;
   let id = values.id ?? `${name.split("?")[0]}-${randomHex(4)}`;
-  const server = serve({
-    ...listen,
-    advertise: values.advertise,
-    tls: values["tls-cert"] === undefined ? undefined : {
-      certFile: values["tls-cert"],
-      keyFile: values["tls-key"],
-      onReload: (why) =>
-        console.log(`${id}: reloaded its TLS certificate (${why})`),
-    },
-    methods: { ...helloMethods(id, onCall) },
-  });
+  let server;
+  try {
+    server = serve({
+      ...listen,
+      advertise: values.advertise,
+      tls: values["tls-cert"] === undefined ? undefined : {
+        certFile: values["tls-cert"],
+        keyFile: values["tls-key"],
+        onReload: (why) =>
+          console.log(`${id}: reloaded its TLS certificate (${why})`),
+      },
+      methods: { ...helloMethods(id, onCall) },
+    });
+  } catch (error) {
+    console.error(`hello server: ${cannotServe(values.listen, error)}`);
+    return 1;
+  }
   const client = connect((values.registry ?? reach.registry).split(","), {
     token: reach.token,
     tls: reach.tls,
@@ -274,6 +291,32 @@ async function main(): Promise<number> {
       : `${id} stopped; its lease could not be revoked (registry unreachable?): it lapses after its ttl`,
   );
   return 0;
+}
+
+/**
+ * One line on why `serve()` failed on `listen`: what, and what to do.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cannotServe } from "./server.ts";
+ * assert.equal(
+ *   cannotServe("127.0.0.1:7201", new Deno.errors.AddrInUse("in use")),
+ *   "cannot listen on 127.0.0.1:7201 (EADDRINUSE): another process listens there; stop it, or pass another --listen (127.0.0.1:0 picks a free port)",
+ * );
+ * ```
+ */
+export function cannotServe(listen: string, error: unknown): string {
+  if (error instanceof Deno.errors.AddrInUse) {
+    return `cannot listen on ${listen} (EADDRINUSE): another process listens there; stop it, or pass another --listen (127.0.0.1:0 picks a free port)`;
+  }
+  if (error instanceof Deno.errors.AddrNotAvailable) {
+    return `cannot listen on ${listen} (EADDRNOTAVAIL): no interface of this host has that address; pass one it has, or 0.0.0.0 with --advertise`;
+  }
+  if (error instanceof Deno.errors.PermissionDenied) {
+    return `cannot listen on ${listen} (EACCES): not permitted (a port below 1024?); pass a port above 1023`;
+  }
+  return `cannot serve on ${listen}: ${(error as Error).message}`;
 }
 
 function randomHex(bytes: number): string {
