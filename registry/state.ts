@@ -345,6 +345,18 @@ export class RegistryState {
     return this.#compactRevision;
   }
 
+  /** How many names have at least one global binding. */
+  get nameCount(): number {
+    return this.#bindings.size;
+  }
+
+  /** How many global bindings exist, under every name (counts on each call). */
+  get bindingCount(): number {
+    let count = 0;
+    for (const bindings of this.#bindings.values()) count += bindings.size;
+    return count;
+  }
+
   /** How many leases exist. */
   get leaseCount(): number {
     return this.#leases.size;
