@@ -311,6 +311,7 @@ export class RegistryState {
   /** Whether any auth command was applied (the snapshot then has `auth`). */
   #authUsed = false;
   #authChanges = 0;
+  #leasesExpired = 0;
 
   /**
    * Makes an empty state.
@@ -355,6 +356,14 @@ export class RegistryState {
     let count = 0;
     for (const bindings of this.#bindings.values()) count += bindings.size;
     return count;
+  }
+
+  /**
+   * Leases this state saw expire (applied `leaseExpire` entries) since it
+   * was made; a snapshot loaded later does not change it.
+   */
+  get leasesExpired(): number {
+    return this.#leasesExpired;
   }
 
   /** How many leases exist. */
@@ -433,8 +442,11 @@ export class RegistryState {
         }
         return this.#endLeases([checked.id], "leaseRevoked", true);
       }
-      case "leaseExpire":
-        return this.#endLeases(checked.ids, "leaseExpired", false);
+      case "leaseExpire": {
+        const outcome = this.#endLeases(checked.ids, "leaseExpired", false);
+        this.#leasesExpired += outcome.change?.removed.length ?? 0;
+        return outcome;
+      }
       case "tokenCreate":
         return this.#tokenCreate(checked);
       case "tokenRevoke":

@@ -186,12 +186,35 @@ Deno.test("--metrics-listen: counters on every node move with binds, lookups and
         3,
       );
       assert.equal(valueOf(onFollower, "rafter_registry_writes_total"), 0);
+      assert.equal(
+        valueOf(onLeader, "rafter_registry_events_total") -
+          valueOf(was, "rafter_registry_events_total"),
+        binds,
+      );
       // The follower applies the binds too (replication), event-driven.
       await scrapeUntil(
         metricsUrl.get(follower)!,
         (s) => valueOf(s, "rafter_registry_bindings") === binds,
         `${follower} applies the ${binds} binds`,
       );
+
+      // A lease left to lapse: one expiry, on every node that applies it.
+      await leaderConn.call("registry.bind", {
+        name: "brief",
+        endpoint: { id: "b1", url: "tcp://127.0.0.1:9100" },
+        grant: { ttlMs: 1000 },
+      });
+      for (const id of ids) {
+        const expired = await scrapeUntil(
+          metricsUrl.get(id)!,
+          (s) =>
+            valueOf(s, "rafter_registry_lease_expiries_total") === 1 &&
+            valueOf(s, "rafter_registry_leases") === 0,
+          `${id} applies the lease's expiry`,
+        );
+        assert.equal(valueOf(expired, "rafter_registry_names"), 1, id);
+        assert.equal(valueOf(expired, "rafter_registry_bindings"), binds, id);
+      }
     } finally {
       leaderConn.close();
       followerConn.close();

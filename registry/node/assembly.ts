@@ -432,6 +432,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         }; pick a free port, or leave the option out`,
       );
     }
+    this.#metrics.startLagProbe();
     log(`${id}: metrics on ${this.#metricsServer.url}`);
   }
 
@@ -443,6 +444,9 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         names: this.state.nameCount,
         bindings: this.state.bindingCount,
         openConnections: this.#metrics.openConnections,
+        leasesExpired: this.state.leasesExpired,
+        events: this.#replica.eventsApplied,
+        eventLoopLagSeconds: this.#metrics.takeMaxLagSeconds(),
       })
     );
   }
@@ -586,6 +590,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     }
     await this.server.close();
     await this.peerServer.close();
+    this.#metrics.stop();
     await this.#metricsServer?.close();
     await raft.stop();
   }

@@ -28,6 +28,9 @@ interface Family {
   samples: Map<string, { labels: Labels; value: number }>;
 }
 
+/** Period of the event-loop probe, ms. */
+const LAG_PROBE_MS = 100;
+
 /** Methods that change the registry (counted in `rafter_registry_writes_total`). */
 const WRITE_METHODS = new Set([
   "registry.bind",
@@ -80,9 +83,40 @@ export class NodeMetrics {
   readonly #node: string;
   readonly #counters = new Map<string, Family>();
   #openConnections = 0;
+  #lagTimer: ReturnType<typeof setInterval> | undefined;
+  /** Largest event-loop lag since the last scrape, ms. */
+  #maxLagMs = 0;
 
   constructor(node: string) {
     this.#node = node;
+  }
+
+  /**
+   * Measures how late a 100 ms timer fires (the event loop's delay), kept
+   * as the largest since the last scrape; {@link stop} ends it.
+   */
+  startLagProbe(): void {
+    if (this.#lagTimer !== undefined) return;
+    let expected = performance.now() + LAG_PROBE_MS;
+    this.#lagTimer = setInterval(() => {
+      const now = performance.now();
+      this.#maxLagMs = Math.max(this.#maxLagMs, now - expected);
+      expected = now + LAG_PROBE_MS;
+    }, LAG_PROBE_MS);
+    Deno.unrefTimer(this.#lagTimer);
+  }
+
+  /** Stops the event-loop probe. */
+  stop(): void {
+    clearInterval(this.#lagTimer);
+    this.#lagTimer = undefined;
+  }
+
+  /** The largest event-loop lag since the last call, seconds (then resets). */
+  takeMaxLagSeconds(): number {
+    const lag = this.#maxLagMs;
+    this.#maxLagMs = 0;
+    return Math.max(0, lag) / 1000;
   }
 
   /** Adds `by` (default 1) to counter `name` with `labels` (plus `node`). */
@@ -140,7 +174,7 @@ export class NodeMetrics {
         "rafter_registry_lookups_total",
         "Lookups this node served, by read consistency.",
         {
-          consistency: ["linearizable", "serializable", "stale"].includes(
+          consistency: ["linearizable", "serializable"].includes(
               consistency,
             )
             ? consistency
@@ -221,6 +255,12 @@ export interface ScrapeSources {
   names: number;
   bindings: number;
   openConnections: number;
+  /** Leases expired (applied on this node). */
+  leasesExpired: number;
+  /** Binding events applied on this node. */
+  events: number;
+  /** Largest event-loop lag since the last scrape, seconds. */
+  eventLoopLagSeconds: number;
 }
 
 /** The gauges of one scrape: Raft, registry, peer drops and the process. */
@@ -307,6 +347,18 @@ export function gaugesOf(sources: ScrapeSources): Gauge[] {
     },
     { name: "rafter_registry_leases", help: "Leases.", value: status.leases },
     {
+      name: "rafter_registry_lease_expiries_total",
+      help: "Leases that expired (entries applied on this node).",
+      type: "counter",
+      value: sources.leasesExpired,
+    },
+    {
+      name: "rafter_registry_events_total",
+      help: "Binding events applied on this node (what its watches are sent).",
+      type: "counter",
+      value: sources.events,
+    },
+    {
       name: "rafter_registry_watchers",
       help: "Watches open on this node.",
       value: status.watchers,
@@ -328,6 +380,12 @@ export function gaugesOf(sources: ScrapeSources): Gauge[] {
       name: "process_heap_used_bytes",
       help: "V8 heap used, bytes.",
       value: memory.heapUsed,
+    },
+    {
+      name: "process_event_loop_lag_seconds",
+      help:
+        "Largest lateness of a 100 ms timer since the last scrape, seconds.",
+      value: sources.eventLoopLagSeconds,
     },
   );
   return gauges;
