@@ -187,6 +187,28 @@ Deno.test("--metrics-listen: counters on every node move with binds, lookups and
       );
       assert.equal(valueOf(onFollower, "rafter_registry_writes_total"), 0);
       assert.equal(
+        valueOf(onFollower, "rafter_raft_proposals_total"),
+        valueOf(before.get(follower)!, "rafter_raft_proposals_total"),
+        "a follower proposes nothing",
+      );
+      // Each bind is one proposal the leader applied, timed.
+      const applied = { outcome: "applied" };
+      assert.ok(
+        valueOf(onLeader, "rafter_raft_proposals_total", applied) -
+            valueOf(was, "rafter_raft_proposals_total", applied) >= binds,
+      );
+      assert.equal(
+        valueOf(onLeader, "rafter_raft_proposal_seconds_count"),
+        valueOf(onLeader, "rafter_raft_proposals_total", applied),
+      );
+      assert.equal(
+        valueOf(onLeader, "rafter_raft_proposal_seconds_bucket", {
+          le: "+Inf",
+        }),
+        valueOf(onLeader, "rafter_raft_proposal_seconds_count"),
+      );
+      assert.ok(valueOf(onLeader, "rafter_raft_proposal_seconds_sum") > 0);
+      assert.equal(
         valueOf(onLeader, "rafter_registry_events_total") -
           valueOf(was, "rafter_registry_events_total"),
         binds,

@@ -195,6 +195,21 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
             Math.min(5_000, snapshotEntries),
         },
         apply: (entry) => this.#replica.apply(entry),
+        onProposal: (outcome, ms) => {
+          this.#metrics.count(
+            "rafter_raft_proposals_total",
+            "Entries this node proposed, by outcome (applied or failed).",
+            { outcome },
+          );
+          if (outcome === "applied") {
+            this.#metrics.observe(
+              "rafter_raft_proposal_seconds",
+              "Time from proposing an entry to applying it on this node, seconds.",
+              {},
+              ms / 1000,
+            );
+          }
+        },
         onSoftState: (soft) => {
           if (soft.leader !== null && soft.leader !== this.#lastLeader) {
             this.#metrics.count(

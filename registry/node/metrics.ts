@@ -28,6 +28,31 @@ interface Family {
   samples: Map<string, { labels: Labels; value: number }>;
 }
 
+/** Upper bounds of the latency histograms' buckets, seconds. */
+export const LATENCY_BUCKETS: readonly number[] = [
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+];
+
+/** One histogram: cumulative counts per bucket, sum and count, by label set. */
+interface Histogram {
+  help: string;
+  samples: Map<
+    string,
+    { labels: Labels; buckets: number[]; sum: number; count: number }
+  >;
+}
+
 /** Period of the event-loop probe, ms. */
 const LAG_PROBE_MS = 100;
 
@@ -82,6 +107,7 @@ function valueText(value: number): string {
 export class NodeMetrics {
   readonly #node: string;
   readonly #counters = new Map<string, Family>();
+  readonly #histograms = new Map<string, Histogram>();
   #openConnections = 0;
   #lagTimer: ReturnType<typeof setInterval> | undefined;
   /** Largest event-loop lag since the last scrape, ms. */
@@ -132,6 +158,35 @@ export class NodeMetrics {
     if (sample === undefined) {
       family.samples.set(key, { labels: all, value: by });
     } else sample.value += by;
+  }
+
+  /**
+   * Records `seconds` in histogram `name` (buckets {@link LATENCY_BUCKETS})
+   * with `labels` (plus `node`).
+   */
+  observe(name: string, help: string, labels: Labels, seconds: number): void {
+    let histogram = this.#histograms.get(name);
+    if (histogram === undefined) {
+      histogram = { help, samples: new Map() };
+      this.#histograms.set(name, histogram);
+    }
+    const all = { node: this.#node, ...labels };
+    const key = labelText(all);
+    let sample = histogram.samples.get(key);
+    if (sample === undefined) {
+      sample = {
+        labels: all,
+        buckets: LATENCY_BUCKETS.map(() => 0),
+        sum: 0,
+        count: 0,
+      };
+      histogram.samples.set(key, sample);
+    }
+    LATENCY_BUCKETS.forEach((bound, i) => {
+      if (seconds <= bound) sample.buckets[i]++;
+    });
+    sample.sum += seconds;
+    sample.count++;
   }
 
   /** Client connections open now (sessions of the client port). */
@@ -232,6 +287,28 @@ export class NodeMetrics {
       for (const sample of family.samples.values()) {
         lines.push(
           `${name}${labelText(sample.labels)} ${valueText(sample.value)}`,
+        );
+      }
+    }
+    for (const [name, histogram] of this.#histograms) {
+      lines.push(
+        `# HELP ${name} ${histogram.help}`,
+        `# TYPE ${name} histogram`,
+      );
+      for (const sample of histogram.samples.values()) {
+        LATENCY_BUCKETS.forEach((bound, i) =>
+          lines.push(
+            `${name}_bucket${
+              labelText({ ...sample.labels, le: String(bound) })
+            } ${sample.buckets[i]}`,
+          )
+        );
+        lines.push(
+          `${name}_bucket${
+            labelText({ ...sample.labels, le: "+Inf" })
+          } ${sample.count}`,
+          `${name}_sum${labelText(sample.labels)} ${sample.sum}`,
+          `${name}_count${labelText(sample.labels)} ${sample.count}`,
         );
       }
     }

@@ -92,3 +92,29 @@ Deno.test("--metrics-listen parses HOST:PORT and is off by default", () => {
     /--metrics-listen/,
   );
 });
+
+Deno.test("NodeMetrics histograms: cumulative buckets, +Inf, sum and count", () => {
+  const metrics = new NodeMetrics("n1");
+  for (const seconds of [0.0005, 0.003, 0.003, 7]) {
+    metrics.observe("x_seconds", "X.", { kind: "a" }, seconds);
+  }
+  const lines = metrics.render(() => []).split("\n");
+  const l = 'node="n1",kind="a"';
+  for (
+    const expected of [
+      "# TYPE x_seconds histogram",
+      `x_seconds_bucket{${l},le="0.001"} 1`,
+      `x_seconds_bucket{${l},le="0.0025"} 1`,
+      `x_seconds_bucket{${l},le="0.005"} 3`,
+      `x_seconds_bucket{${l},le="5"} 3`,
+      `x_seconds_bucket{${l},le="+Inf"} 4`,
+      `x_seconds_sum{${l}} 7.0065`,
+      `x_seconds_count{${l}} 4`,
+    ]
+  ) {
+    assert.ok(
+      lines.includes(expected),
+      `${expected}\nin:\n${lines.join("\n")}`,
+    );
+  }
+});
