@@ -208,6 +208,11 @@ Deno.test("--metrics-listen: counters on every node move with binds, lookups and
         valueOf(onLeader, "rafter_raft_proposal_seconds_count"),
       );
       assert.ok(valueOf(onLeader, "rafter_raft_proposal_seconds_sum") > 0);
+      // Every node fdatasyncs its log at least once per bind it appends.
+      assert.ok(
+        valueOf(onLeader, "rafter_wal_fsync_seconds_count") -
+            valueOf(was, "rafter_wal_fsync_seconds_count") >= 1,
+      );
       assert.equal(
         valueOf(onLeader, "rafter_registry_events_total") -
           valueOf(was, "rafter_registry_events_total"),

@@ -185,9 +185,16 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         restore: (snapshot) =>
           this.#replica.restore(snapshot, this.#raft !== undefined),
         checkSnapshot: snapshotDataProblem,
-        walOptions: options.walSegmentBytes === undefined
-          ? undefined
-          : { segmentBytes: options.walSegmentBytes },
+        walOptions: {
+          segmentBytes: options.walSegmentBytes,
+          onSync: (ms) =>
+            this.#metrics.observe(
+              "rafter_wal_fsync_seconds",
+              "Time of each fdatasync of the write-ahead log, seconds.",
+              {},
+              ms / 1000,
+            ),
+        },
         snapshot: {
           take: () => this.#replica.snapshotJson(),
           everyEntries: snapshotEntries,
