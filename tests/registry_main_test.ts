@@ -112,7 +112,7 @@ Deno.test("parseRegistryArgs: every option", () => {
       tickMs: 20,
       electionTicks: 5,
       historyEvents: 500,
-    metricsListen: { hostname: "0.0.0.0", port: 9464 },
+      metricsListen: { hostname: "0.0.0.0", port: 9464 },
       snapshotEntries: 2000,
       snapshotTrailing: 0,
       walSegmentBytes: 1_048_576,
