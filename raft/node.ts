@@ -153,6 +153,13 @@ export interface RaftNodeOptions<R> {
   /** Called when the term, role or leader changes. */
   onSoftState?(state: SoftState): void;
   /**
+   * Called when a {@link RaftNode.propose} call settles: `applied` when
+   * the entry committed and was applied here, `failed` otherwise (not
+   * leader, lost leadership, timeout), with the time since the call, ms.
+   * For metrics; it must not throw.
+   */
+  onProposal?(outcome: "applied" | "failed", ms: number): void;
+  /**
    * Called when storage fails (the node can no longer promise durability)
    * or the core found a safety violation (`CommittedEntryConflictError`: a
    * leader's append contradicts an entry this node committed; the error
@@ -507,7 +514,16 @@ export class RaftNode<R = unknown> {
    * or the node stopped.
    */
   propose(data: string, options: { timeoutMs?: number } = {}): Promise<R> {
-    return this.#driver.propose(data, options);
+    const proposed = this.#driver.propose(data, options);
+    const observe = this.#options.onProposal;
+    if (observe !== undefined) {
+      const started = performance.now();
+      proposed.then(
+        () => observe("applied", performance.now() - started),
+        () => observe("failed", performance.now() - started),
+      );
+    }
+    return proposed;
   }
 
   /**

@@ -221,8 +221,11 @@ export interface WalOptions {
    * @default {65536}
    */
   readBufferBytes?: number;
-  /** Called after each fdatasync of appended records (for metrics). */
-  onSync?: () => void;
+  /**
+   * Called after each fdatasync of appended records (for metrics), with
+   * how long that fdatasync took, ms.
+   */
+  onSync?: (ms: number) => void;
 }
 
 /** The snapshot that covers a log's compacted prefix (Raft §7). */
@@ -350,7 +353,7 @@ export class Wal {
   readonly #dir: string;
   readonly #segmentBytes: number;
   readonly #groupCommit: boolean;
-  readonly #onSync: (() => void) | undefined;
+  readonly #onSync: ((ms: number) => void) | undefined;
   #file: Deno.FsFile | null;
   readonly #segments: Segment[];
   #lastIndex: number;
@@ -902,6 +905,7 @@ export class Wal {
   async #writeDurably(bytes: Uint8Array, sync = true): Promise<void> {
     let current = this.#segments[this.#segments.length - 1];
     let operation = "write";
+    let syncMs = 0;
     try {
       if (current.size >= this.#segmentBytes) {
         if (this.#unsynced) {
@@ -918,7 +922,9 @@ export class Wal {
       await writeAll(this.#file!, bytes);
       if (sync) {
         operation = "fdatasync";
+        const started = performance.now();
         await this.#file!.syncData();
+        syncMs = performance.now() - started;
       }
     } catch (err) {
       this.#failure = asWriteError(
@@ -937,7 +943,7 @@ export class Wal {
     this.#unsynced = false;
     this.#stats.syncs++;
     try {
-      this.#onSync?.();
+      this.#onSync?.(syncMs);
     } catch {
       // A metrics hook must not turn a durable write into a failure.
     }

@@ -957,7 +957,13 @@ Deno.test("a file that is not a segment in the log folder is refused by name", a
 Deno.test("group commit: concurrent appends share one write and one fdatasync, in call order", async () => {
   await withTempDir(async (dir) => {
     let hooked = 0;
-    const { wal } = await Wal.open(dir, { onSync: () => hooked++ });
+    const syncMs: number[] = [];
+    const { wal } = await Wal.open(dir, {
+      onSync: (ms) => {
+        hooked++;
+        syncMs.push(ms);
+      },
+    });
     const n = 64;
     const calls: Promise<void>[] = [];
     for (let i = 1; i <= n; i++) {
@@ -974,6 +980,11 @@ Deno.test("group commit: concurrent appends share one write and one fdatasync, i
     );
     assert.equal(s.writes, s.syncs);
     assert.equal(hooked, s.syncs);
+    // Each hook call is told how long its fdatasync took.
+    assert.ok(
+      syncMs.every((ms) => Number.isFinite(ms) && ms >= 0),
+      `fdatasync times ${syncMs}`,
+    );
     assert.equal(s.bytes, wal.sizeBytes);
     // Sequential appends: one fdatasync each.
     await wal.append({ entries: [entry(n + 1)] });

@@ -311,6 +311,7 @@ export class RegistryState {
   /** Whether any auth command was applied (the snapshot then has `auth`). */
   #authUsed = false;
   #authChanges = 0;
+  #leasesExpired = 0;
 
   /**
    * Makes an empty state.
@@ -343,6 +344,26 @@ export class RegistryState {
   /** Oldest revision whose events {@link eventsFrom} can still give. */
   get compactRevision(): number {
     return this.#compactRevision;
+  }
+
+  /** How many names have at least one global binding. */
+  get nameCount(): number {
+    return this.#bindings.size;
+  }
+
+  /** How many global bindings exist, under every name (counts on each call). */
+  get bindingCount(): number {
+    let count = 0;
+    for (const bindings of this.#bindings.values()) count += bindings.size;
+    return count;
+  }
+
+  /**
+   * Leases this state saw expire (applied `leaseExpire` entries) since it
+   * was made; a snapshot loaded later does not change it.
+   */
+  get leasesExpired(): number {
+    return this.#leasesExpired;
   }
 
   /** How many leases exist. */
@@ -421,8 +442,11 @@ export class RegistryState {
         }
         return this.#endLeases([checked.id], "leaseRevoked", true);
       }
-      case "leaseExpire":
-        return this.#endLeases(checked.ids, "leaseExpired", false);
+      case "leaseExpire": {
+        const outcome = this.#endLeases(checked.ids, "leaseExpired", false);
+        this.#leasesExpired += outcome.change?.removed.length ?? 0;
+        return outcome;
+      }
       case "tokenCreate":
         return this.#tokenCreate(checked);
       case "tokenRevoke":

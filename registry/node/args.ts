@@ -60,6 +60,9 @@ prove the cluster secret).
                      once both ports are free
   --tick-ms N        milliseconds per Raft tick (default 100)
   --election-ticks N election timeout in ticks (default 10, at least 2)
+  --metrics-listen HOST:PORT
+                     serve Prometheus metrics on http://HOST:PORT/metrics
+                     (plain HTTP, no token; default off)
   --history-events N changes kept for watches to resume from (default 10000;
                      the same on every node); older ones answer COMPACTED
   --snapshot-entries N
@@ -144,6 +147,8 @@ export interface RegistryArgs {
   electionTicks: number;
   /** Events kept for watches. */
   historyEvents: number;
+  /** Where to serve `GET /metrics` (`--metrics-listen`), or undefined for off. */
+  metricsListen: TcpAddress | undefined;
   /** Applied entries between two snapshots. */
   snapshotEntries: number;
   /** Entries kept before a snapshot, or undefined for the default. */
@@ -213,6 +218,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "tick-ms": { type: "string" },
       "election-ticks": { type: "string" },
       "history-events": { type: "string" },
+      "metrics-listen": { type: "string" },
       "snapshot-entries": { type: "string" },
       "snapshot-trailing": { type: "string" },
       "wal-segment-bytes": { type: "string" },
@@ -375,6 +381,9 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       10,
       2,
     ),
+    metricsListen: values["metrics-listen"] === undefined
+      ? undefined
+      : listenAddress(values["metrics-listen"], "--metrics-listen"),
     historyEvents: positiveInteger(
       values["history-events"],
       "--history-events",
@@ -491,6 +500,7 @@ export function nodeOptionsOf(
     tickMs: args.tickMs,
     electionTicks: args.electionTicks,
     historyEvents: args.historyEvents,
+    metricsListen: args.metricsListen,
     snapshotEntries: args.snapshotEntries,
     snapshotTrailingEntries: args.snapshotTrailing,
     walSegmentBytes: args.walSegmentBytes,

@@ -50,6 +50,13 @@ import { type BootstrapToken, Leadership } from "./leadership.ts";
 import { type AdminToken, loadAdminToken } from "./admin_token.ts";
 import { quorumProblem, roleLogger, statusOf } from "./status.ts";
 import type { RegistryNodeInternals } from "./parts.ts";
+import {
+  gaugesOf,
+  type MetricsServer,
+  metricsWarning,
+  NodeMetrics,
+  serveMetrics,
+} from "./metrics.ts";
 
 /** A running registry node and its parts. */
 export class RegistryNodeAssembly implements RegistryNodeInternals {
@@ -75,6 +82,10 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
   #dutyTimer: ReturnType<typeof setInterval> | undefined;
   /** The bootstrap admin token this node would record (not when joining). */
   #adminToken: AdminToken | null = null;
+  readonly #metrics: NodeMetrics;
+  #metricsServer: MetricsServer | undefined;
+  /** The leader the last soft state named, for the leader-change counter. */
+  #lastLeader: string | null = null;
 
   /**
    * Starts a node, in this order: checks the options, checks that both
@@ -103,6 +114,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     await node.#loadAdminToken();
     await node.#connectPeers();
     await node.#listen(serve);
+    await node.#serveMetrics();
     node.#startDuties();
     return node;
   }
@@ -115,6 +127,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     this.#dialers = dialers;
     const { id, peers, log } = settings;
     this.#settings = settings;
+    this.#metrics = new NodeMetrics(id);
     this.#key = key;
     this.#directory = new PeerDirectory(id, peers);
     this.#checker = new HealthChecker({
@@ -172,9 +185,16 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         restore: (snapshot) =>
           this.#replica.restore(snapshot, this.#raft !== undefined),
         checkSnapshot: snapshotDataProblem,
-        walOptions: options.walSegmentBytes === undefined
-          ? undefined
-          : { segmentBytes: options.walSegmentBytes },
+        walOptions: {
+          segmentBytes: options.walSegmentBytes,
+          onSync: (ms) =>
+            this.#metrics.observe(
+              "rafter_wal_fsync_seconds",
+              "Time of each fdatasync of the write-ahead log, seconds.",
+              {},
+              ms / 1000,
+            ),
+        },
         snapshot: {
           take: () => this.#replica.snapshotJson(),
           everyEntries: snapshotEntries,
@@ -182,7 +202,31 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
             Math.min(5_000, snapshotEntries),
         },
         apply: (entry) => this.#replica.apply(entry),
-        onSoftState: (soft) => this.#leadership.onSoftState(soft),
+        onProposal: (outcome, ms) => {
+          this.#metrics.count(
+            "rafter_raft_proposals_total",
+            "Entries this node proposed, by outcome (applied or failed).",
+            { outcome },
+          );
+          if (outcome === "applied") {
+            this.#metrics.observe(
+              "rafter_raft_proposal_seconds",
+              "Time from proposing an entry to applying it on this node, seconds.",
+              {},
+              ms / 1000,
+            );
+          }
+        },
+        onSoftState: (soft) => {
+          if (soft.leader !== null && soft.leader !== this.#lastLeader) {
+            this.#metrics.count(
+              "rafter_raft_leader_changes_total",
+              "Times this node learnt of a new leader.",
+            );
+          }
+          if (soft.leader !== null) this.#lastLeader = soft.leader;
+          this.#leadership.onSoftState(soft);
+        },
         onFatal: options.onFatal,
       });
     } catch (error) {
@@ -327,7 +371,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
               log(`${id}: reloaded the client port's TLS certificate (${why})`),
             onError: (error) => log(`${id}: client port: ${error.message}`),
           },
-          methods: registryMethods(this.#serviceContext()),
+          methods: this.#instrumented(registryMethods(this.#serviceContext())),
         }));
       this.#server = server;
       directory.setClientUrl(id, server.url);
@@ -377,6 +421,56 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       throw error;
     }
     this.#peerUrl = ownPeerUrl(this.#settings, this.#peerServer);
+  }
+
+  /** Counts each session's calls in the node's metrics. */
+  #instrumented(
+    methods: ReturnType<typeof registryMethods>,
+  ): ReturnType<typeof registryMethods> {
+    return (session) => this.#metrics.instrument(session, methods(session));
+  }
+
+  /**
+   * Serves `GET /metrics` when `metricsListen` is set; logs where (and a
+   * warning for a non-loopback address). A failure stops what started.
+   */
+  async #serveMetrics(): Promise<void> {
+    const { id, options, log } = this.#settings;
+    const address = options.metricsListen;
+    if (address === undefined) return;
+    const warning = metricsWarning(address);
+    if (warning !== null) log(`${id}: ${warning}`);
+    try {
+      this.#metricsServer = serveMetrics(address, () => this.metricsText());
+    } catch (error) {
+      this.watches.close();
+      await this.server.close();
+      await this.peerServer.close();
+      await this.raft.stop();
+      await this.#forget();
+      throw new Error(
+        `cannot serve metrics on ${address.hostname}:${address.port} (--metrics-listen): ${
+          (error as Error).message
+        }; pick a free port, or leave the option out`,
+      );
+    }
+    this.#metrics.startLagProbe();
+    log(`${id}: metrics on ${this.#metricsServer.url}`);
+  }
+
+  /** The node's metrics in the Prometheus text format (what a scrape gets). */
+  metricsText(): string {
+    return this.#metrics.render(() =>
+      gaugesOf({
+        status: this.status(),
+        names: this.state.nameCount,
+        bindings: this.state.bindingCount,
+        openConnections: this.#metrics.openConnections,
+        leasesExpired: this.state.leasesExpired,
+        events: this.#replica.eventsApplied,
+        eventLoopLagSeconds: this.#metrics.takeMaxLagSeconds(),
+      })
+    );
   }
 
   /** What the registry service (`registry.*`, `lease.*`) works with. */
@@ -518,6 +612,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     }
     await this.server.close();
     await this.peerServer.close();
+    this.#metrics.stop();
+    await this.#metricsServer?.close();
     await raft.stop();
   }
 

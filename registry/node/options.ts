@@ -92,6 +92,12 @@ export interface RegistryNodeOptions {
    * COMPACTED). Every member must use the same value. @default 10_000
    */
   historyEvents?: number;
+  /**
+   * Serve Prometheus metrics (text format 0.0.4) on
+   * `http://HOST:PORT/metrics`, plain HTTP without a token; port 0 picks a
+   * free port. A non-loopback address logs a warning. @default off
+   */
+  metricsListen?: TcpAddress;
   /** Limits of the watches this node serves. */
   watch?: Omit<WatchHubOptions, "now">;
   /**

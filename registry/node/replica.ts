@@ -126,6 +126,8 @@ export class Replica {
   readonly #checker: HealthChecker;
   /** The last registry entry applied (a snapshot's, after a restore). */
   #lastApplied = 0;
+  /** Binding events applied (what watches are sent), since the start. */
+  eventsApplied = 0;
   #fanOutTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(settings: NodeSettings, checker: HealthChecker) {
@@ -161,6 +163,7 @@ export class Replica {
         this.local.leaseEnded(lease);
       }
       if (change.events.length > 0) {
+        this.eventsApplied += change.events.length;
         this.#fanOut();
         if (change.events.some((e) => e.endpoint.check !== null)) {
           this.#checker.update(state.checkedBindings());
