@@ -118,6 +118,7 @@ prove the cluster secret).
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
+  --version, -V      print Rafter's and the runtime's versions
 
 (The same options work as: deno task rafter registry [options].)`;
 
