@@ -95,7 +95,39 @@ async function readSecret(path: string): Promise<string | null> {
 async function createSecret(
   path: string,
 ): Promise<{ secret: string; generated: boolean }> {
-  const secret = randomBase64url(NONCE_BYTES);
+  try {
+    const { text, created } = await createPrivateFileOnce(
+      path,
+      randomBase64url(NONCE_BYTES) + "\n",
+      readSecret,
+    );
+    return { secret: text, generated: created };
+  } catch (error) {
+    if (error instanceof ClusterSecretError) throw error;
+    throw new ClusterSecretError(
+      `cannot create the cluster secret file ${path}: ${
+        (error as Error).message
+      }`,
+    );
+  }
+}
+
+/**
+ * Creates `path` holding `text`, readable by its owner only (0600), unless
+ * it exists: written to a temporary file and fsynced, then linked into
+ * place (so no reader sees it half written, and of two processes racing
+ * only one wins), then the folder fsynced. When another process made it
+ * first, its text (read with `read`) is the one. For files a cluster
+ * makes once and shares: the cluster secret, the bootstrap admin token.
+ *
+ * @returns the file's text and whether this call created it.
+ * @throws the error of the failed write, link or sync.
+ */
+export async function createPrivateFileOnce(
+  path: string,
+  text: string,
+  read: (path: string) => Promise<string | null>,
+): Promise<{ text: string; created: boolean }> {
   const tmp = `${path}.${randomBase64url(6)}.tmp`;
   try {
     const file = await Deno.open(tmp, {
@@ -104,7 +136,7 @@ async function createSecret(
       mode: 0o600,
     });
     try {
-      await writeAll(file, new TextEncoder().encode(secret + "\n"));
+      await writeAll(file, new TextEncoder().encode(text));
       await file.sync();
     } finally {
       file.close();
@@ -113,20 +145,13 @@ async function createSecret(
       await Deno.link(tmp, path);
     } catch (error) {
       if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
-      // Another process made it first: theirs is the cluster's secret.
-      const theirs = await readSecret(path);
-      if (theirs !== null) return { secret: theirs, generated: false };
+      // Another process made it first: its text is the one.
+      const theirs = await read(path);
+      if (theirs !== null) return { text: theirs, created: false };
       throw error;
     }
     await syncDir(parentDir(path));
-    return { secret, generated: true };
-  } catch (error) {
-    if (error instanceof ClusterSecretError) throw error;
-    throw new ClusterSecretError(
-      `cannot create the cluster secret file ${path}: ${
-        (error as Error).message
-      }`,
-    );
+    return { text, created: true };
   } finally {
     await Deno.remove(tmp).catch(() => {});
   }

@@ -9,6 +9,7 @@
  */
 
 import { hashToken, newToken, tokenIdOf } from "../../protocol/auth.ts";
+import { createPrivateFileOnce } from "../../raft/cluster_secret.ts";
 
 /** A bootstrap token as a node loaded it. */
 export interface AdminToken {
@@ -49,42 +50,19 @@ export interface AdminToken {
 export async function loadAdminToken(path: string): Promise<AdminToken> {
   const existing = await readToken(path);
   if (existing !== null) return await tokenOf(path, existing, false);
-  const { token } = newToken();
-  const tmp = `${path}.${crypto.randomUUID().slice(0, 8)}.tmp`;
+  let made: { text: string; created: boolean };
   try {
-    const file = await Deno.open(tmp, {
-      write: true,
-      createNew: true,
-      mode: 0o600,
-    });
-    try {
-      const bytes = new TextEncoder().encode(token + "\n");
-      let written = 0;
-      while (written < bytes.length) {
-        written += await file.write(bytes.subarray(written));
-      }
-      await file.sync();
-    } finally {
-      file.close();
-    }
-    try {
-      await Deno.link(tmp, path);
-    } catch (error) {
-      if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
-      // Another process made it first: its token is the one.
-      const theirs = await readToken(path);
-      if (theirs !== null) return await tokenOf(path, theirs, false);
-      throw error;
-    }
-    await syncFolder(path);
-    return await tokenOf(path, token, true);
+    made = await createPrivateFileOnce(
+      path,
+      newToken().token + "\n",
+      readToken,
+    );
   } catch (error) {
     throw new Error(
       `cannot create the admin token file ${path}: ${(error as Error).message}`,
     );
-  } finally {
-    await Deno.remove(tmp).catch(() => {});
   }
+  return await tokenOf(path, made.text.trim(), made.created);
 }
 
 async function readToken(path: string): Promise<string | null> {
@@ -110,20 +88,4 @@ async function tokenOf(
     );
   }
   return { path, tokenId, hash: await hashToken(token), created };
-}
-
-/** Fsyncs the folder of `path` (where the platform allows it). */
-async function syncFolder(path: string): Promise<void> {
-  const slash = path.lastIndexOf("/");
-  const folder = slash < 0 ? "." : slash === 0 ? "/" : path.slice(0, slash);
-  try {
-    const dir = await Deno.open(folder, { read: true });
-    try {
-      await dir.sync();
-    } finally {
-      dir.close();
-    }
-  } catch {
-    // Windows cannot open a folder as a file; some file systems refuse.
-  }
 }
