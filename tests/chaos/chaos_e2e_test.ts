@@ -17,8 +17,8 @@
 
 import assert from "node:assert/strict";
 import { chaosNetworkSupport } from "./netns.ts";
-import type { FaultKind } from "./nemesis.ts";
-import { formatRun, PARTITION_KINDS, runChaos } from "./run.ts";
+import { type FaultKind, PARTITION_KINDS } from "./nemesis.ts";
+import { formatRun, runChaos } from "./run.ts";
 
 const support = await chaosNetworkSupport();
 if (!support.ok) console.log(`chaos_e2e_test.ts skipped: ${support.reason}`);

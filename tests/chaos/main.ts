@@ -19,9 +19,9 @@
  */
 
 import { parseArgs } from "node:util";
-import { FAULT_KINDS, type FaultKind } from "./nemesis.ts";
+import { FAULT_KINDS, type FaultKind, PARTITION_KINDS } from "./nemesis.ts";
 import { chaosNetworkSupport } from "./netns.ts";
-import { formatRun, PARTITION_KINDS, runChaos } from "./run.ts";
+import { formatRun, runChaos } from "./run.ts";
 
 const USAGE = `usage: deno task chaos [options]   (as root)
 

@@ -74,6 +74,16 @@ export const FAULT_KINDS = [
  */
 export type FaultKind = typeof FAULT_KINDS[number];
 
+/** The partitions of the nemesis, for a run of network faults only. */
+export const PARTITION_KINDS: readonly FaultKind[] = [
+  "partition-halves",
+  "isolate-leader",
+  "bridge",
+  "one-way",
+  "ring",
+  "client-cut",
+];
+
 /** One fault the nemesis applied. */
 export interface FaultRecord {
   /** Which fault. */

@@ -170,7 +170,8 @@ export function formatFigures(figures: RunFigures): string {
   return lines.join("\n");
 }
 
-function ms(value: number): string {
+/** A duration for the tables: ms below a second, else seconds. */
+export function ms(value: number): string {
   return value >= 1000
     ? `${(value / 1000).toFixed(2)} s`
     : `${value.toFixed(0)} ms`;

@@ -14,7 +14,7 @@
 import type { History } from "./history.ts";
 import type { FaultRecord } from "./nemesis.ts";
 import { checkHistory } from "./checker/mod.ts";
-import { runFigures } from "./report.ts";
+import { ms, runFigures } from "./report.ts";
 
 /** The run folders under `path` (itself, if it holds a history). */
 async function runFolders(path: string): Promise<string[]> {
@@ -97,8 +97,6 @@ if (import.meta.main) {
       } (${(check.timeMs / 1000).toFixed(1)} s) |`,
     );
   }
-  const ms = (v: number) =>
-    v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${v.toFixed(0)} ms`;
   console.log(
     `${folders.length} runs (${
       [...nodes].map(([n, c]) => `${c} of ${n} nodes`).join(", ")

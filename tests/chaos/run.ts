@@ -19,16 +19,6 @@ import { checkHistory, type CheckReport, formatReport } from "./checker/mod.ts";
 
 const RUNNER = new URL("./_run.ts", import.meta.url).pathname;
 
-/** The partitions of the nemesis, for a run of network faults only. */
-export const PARTITION_KINDS: readonly FaultKind[] = [
-  "partition-halves",
-  "isolate-leader",
-  "bridge",
-  "one-way",
-  "ring",
-  "client-cut",
-];
-
 /** What a chaos run does. */
 export interface ChaosOptions {
   /** Registry nodes. @default 3 */

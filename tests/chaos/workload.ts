@@ -23,6 +23,7 @@ import { WatchClient } from "../../stub/registry_client/watch.ts";
 import {
   ConnectionError,
   DEADLINE_EXCEEDED,
+  INVALID_PARAMS,
   RpcError,
 } from "../../rpc/errors.ts";
 import {
@@ -69,9 +70,6 @@ export interface WorkloadOptions {
    */
   thinkMs?: number;
 }
-
-/** Error code of the registry for a grant of a lease id that exists. */
-const INVALID_PARAMS = -32602;
 
 /** What a client believes of one lease of a key (to choose its next step). */
 interface LeaseBelief {
