@@ -185,7 +185,7 @@ Deno.test("fuzzed client and peer ports (before and after the handshake) of a 3-
   // leak: capped at 40 MiB of old space it levels off at ~83 MiB), so a
   // cap makes the bound below hold for a run of any length, and a real
   // leak ends in an out-of-memory crash that the liveness checks catch.
-  await withLocalCluster({ electionTicks: 30 }, async (cluster) => {
+  await withLocalCluster({ electionTicks: 30, ...CAPPED }, async (cluster) => {
     await startCapped(cluster);
     const ids = [...cluster.registry.keys()];
     // n2 leads, the fuzzer speaks as the follower n3 to the follower n1
@@ -478,7 +478,7 @@ Deno.test("fuzzed Raft messages after a member certificate's handshake on a clus
   const rng = new Rng(seed);
   const budgetMs = fuzzBudgetMs(10) / 3;
   await withLocalCluster(
-    { electionTicks: 30, secure: true },
+    { electionTicks: 30, secure: true, ...CAPPED },
     async (cluster) => {
       await startCapped(cluster);
       const ids = [...cluster.registry.keys()];
@@ -699,19 +699,18 @@ async function openClient(
 }
 
 /**
- * Starts a 3-node cluster whose nodes' V8 old space is capped at
- * {@link OLD_SPACE_MIB} (they inherit DENO_V8_FLAGS), with n2 leading.
+ * The cluster option that caps every node's V8 old space at
+ * {@link OLD_SPACE_MIB}: set in each child's environment, never in this
+ * process's, which test files running alongside share (a process-wide
+ * DENO_V8_FLAGS once starved a concurrent `deno run` of memory).
  */
+const CAPPED = {
+  childEnv: () => ({ DENO_V8_FLAGS: `--max-old-space-size=${OLD_SPACE_MIB}` }),
+};
+
+/** Starts a 3-node cluster (made with {@link CAPPED}) with n2 leading. */
 async function startCapped(cluster: LocalCluster): Promise<void> {
-  const v8Flags = Deno.env.get("DENO_V8_FLAGS");
-  Deno.env.set("DENO_V8_FLAGS", `--max-old-space-size=${OLD_SPACE_MIB}`);
-  let first: string;
-  try {
-    first = await cluster.startRegistryWithLeader(3);
-  } finally {
-    if (v8Flags === undefined) Deno.env.delete("DENO_V8_FLAGS");
-    else Deno.env.set("DENO_V8_FLAGS", v8Flags);
-  }
+  const first = await cluster.startRegistryWithLeader(3);
   if (first !== "n2") await transferLeadership(cluster, first, "n2");
 }
 
