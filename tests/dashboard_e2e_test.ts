@@ -8,6 +8,8 @@
  */
 
 import assert from "node:assert/strict";
+// The only user of playwright-core: pinned here, not in deno.json.
+// deno-lint-ignore no-import-prefix
 import { chromium } from "npm:playwright-core@1.65.1";
 import { withLocalCluster } from "../testing/cluster.ts";
 
