@@ -62,7 +62,10 @@ prove the cluster secret).
   --election-ticks N election timeout in ticks (default 10, at least 2)
   --metrics-listen HOST:PORT
                      serve Prometheus metrics on http://HOST:PORT/metrics
-                     (plain HTTP, no token; default off)
+                     (plain HTTP, no token; default off), and the live
+                     dashboard at http://HOST:PORT/
+  --dashboard-listen HOST:PORT
+                     serve the dashboard on a port of its own (default off)
   --history-events N changes kept for watches to resume from (default 10000;
                      the same on every node); older ones answer COMPACTED
   --snapshot-entries N
@@ -150,6 +153,8 @@ export interface RegistryArgs {
   historyEvents: number;
   /** Where to serve `GET /metrics` (`--metrics-listen`), or undefined for off. */
   metricsListen: TcpAddress | undefined;
+  /** Where to serve the dashboard alone (`--dashboard-listen`), or undefined. */
+  dashboardListen: TcpAddress | undefined;
   /** Applied entries between two snapshots. */
   snapshotEntries: number;
   /** Entries kept before a snapshot, or undefined for the default. */
@@ -220,6 +225,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "election-ticks": { type: "string" },
       "history-events": { type: "string" },
       "metrics-listen": { type: "string" },
+      "dashboard-listen": { type: "string" },
       "snapshot-entries": { type: "string" },
       "snapshot-trailing": { type: "string" },
       "wal-segment-bytes": { type: "string" },
@@ -385,6 +391,9 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     metricsListen: values["metrics-listen"] === undefined
       ? undefined
       : listenAddress(values["metrics-listen"], "--metrics-listen"),
+    dashboardListen: values["dashboard-listen"] === undefined
+      ? undefined
+      : listenAddress(values["dashboard-listen"], "--dashboard-listen"),
     historyEvents: positiveInteger(
       values["history-events"],
       "--history-events",
@@ -502,6 +511,7 @@ export function nodeOptionsOf(
     electionTicks: args.electionTicks,
     historyEvents: args.historyEvents,
     metricsListen: args.metricsListen,
+    dashboardListen: args.dashboardListen,
     snapshotEntries: args.snapshotEntries,
     snapshotTrailingEntries: args.snapshotTrailing,
     walSegmentBytes: args.walSegmentBytes,

@@ -57,6 +57,11 @@ import {
   NodeMetrics,
   serveMetrics,
 } from "./metrics.ts";
+import {
+  Dashboard,
+  type DashboardServer,
+  serveDashboard,
+} from "./dashboard.ts";
 
 /** A running registry node and its parts. */
 export class RegistryNodeAssembly implements RegistryNodeInternals {
@@ -84,6 +89,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
   #adminToken: AdminToken | null = null;
   readonly #metrics: NodeMetrics;
   #metricsServer: MetricsServer | undefined;
+  readonly #dashboard: Dashboard;
+  #dashboardServer: DashboardServer | undefined;
   /** The leader the last soft state named, for the leader-change counter. */
   #lastLeader: string | null = null;
 
@@ -115,6 +122,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     await node.#connectPeers();
     await node.#listen(serve);
     await node.#serveMetrics();
+    await node.#serveDashboard();
     node.#startDuties();
     return node;
   }
@@ -157,6 +165,15 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       bootstrapToken: () => this.#bootstrapToken(),
     });
     this.#peerUrl = peers[id];
+    this.#dashboard = new Dashboard({
+      status: () => this.status(),
+      progress: () => this.raft.progress(),
+      lastIndex: () => this.raft.status.lastIndex,
+      state: this.#replica.state,
+      leases: this.#replica.leases,
+      authEnforced: () =>
+        settings.options.auth === true || this.#replica.state.authEnabled,
+    });
   }
 
   /**
@@ -201,7 +218,11 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           trailingEntries: options.snapshotTrailingEntries ??
             Math.min(5_000, snapshotEntries),
         },
-        apply: (entry) => this.#replica.apply(entry),
+        apply: (entry) => {
+          const result = this.#replica.apply(entry);
+          this.#dashboard.changed();
+          return result;
+        },
         onProposal: (outcome, ms) => {
           this.#metrics.count(
             "rafter_raft_proposals_total",
@@ -226,6 +247,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           }
           if (soft.leader !== null) this.#lastLeader = soft.leader;
           this.#leadership.onSoftState(soft);
+          this.#dashboard.changed();
         },
         onFatal: options.onFatal,
       });
@@ -441,7 +463,11 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     const warning = metricsWarning(address);
     if (warning !== null) log(`${id}: ${warning}`);
     try {
-      this.#metricsServer = serveMetrics(address, () => this.metricsText());
+      this.#metricsServer = serveMetrics(
+        address,
+        () => this.metricsText(),
+        (request) => this.#dashboard.handle(request),
+      );
     } catch (error) {
       this.watches.close();
       await this.server.close();
@@ -456,6 +482,36 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     }
     this.#metrics.startLagProbe();
     log(`${id}: metrics on ${this.#metricsServer.url}`);
+    log(
+      `${id}: dashboard on ${this.#metricsServer.url.replace(/metrics$/, "")}`,
+    );
+  }
+
+  /**
+   * Serves the dashboard alone when `dashboardListen` is set (it is also
+   * at `/` of the metrics port); a failure stops what started.
+   */
+  async #serveDashboard(): Promise<void> {
+    const { id, options, log } = this.#settings;
+    const address = options.dashboardListen;
+    if (address === undefined) return;
+    try {
+      this.#dashboardServer = serveDashboard(address, this.#dashboard);
+    } catch (error) {
+      this.watches.close();
+      await this.server.close();
+      await this.peerServer.close();
+      this.#metrics.stop();
+      await this.#metricsServer?.close();
+      await this.raft.stop();
+      await this.#forget();
+      throw new Error(
+        `cannot serve the dashboard on ${address.hostname}:${address.port} (--dashboard-listen): ${
+          (error as Error).message
+        }; pick a free port, or leave the option out`,
+      );
+    }
+    log(`${id}: dashboard on ${this.#dashboardServer.url}`);
   }
 
   /** The node's metrics in the Prometheus text format (what a scrape gets). */
@@ -613,7 +669,10 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     await this.server.close();
     await this.peerServer.close();
     this.#metrics.stop();
+    // Open event streams would hold the HTTP servers' shutdown.
+    this.#dashboard.close();
     await this.#metricsServer?.close();
+    await this.#dashboardServer?.close();
     await raft.stop();
   }
 

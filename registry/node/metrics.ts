@@ -477,19 +477,23 @@ export interface MetricsServer {
 
 /**
  * Serves `GET /metrics` (the text `render` gives) on `address` over plain
- * HTTP; 404 for any other path, 405 for another method.
+ * HTTP; any other path goes to `other` (the dashboard), then 404; 405 for
+ * another method.
  */
 export function serveMetrics(
   address: TcpAddress,
   render: () => string,
+  other?: (request: Request) => Promise<Response | null>,
 ): MetricsServer {
   const server = Deno.serve({
     hostname: address.hostname,
     port: address.port,
     onListen: () => {},
-  }, (request) => {
+  }, async (request) => {
     const url = new URL(request.url);
     if (url.pathname !== "/metrics") {
+      const answer = await other?.(request);
+      if (answer) return answer;
       return new Response("not found: the metrics are at /metrics\n", {
         status: 404,
       });

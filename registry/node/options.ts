@@ -98,6 +98,12 @@ export interface RegistryNodeOptions {
    * free port. A non-loopback address logs a warning. @default off
    */
   metricsListen?: TcpAddress;
+  /**
+   * Serve the live dashboard (also at `/` of `metricsListen`) on a port of
+   * its own; it wants a token with read permission when auth is enforced.
+   * @default off
+   */
+  dashboardListen?: TcpAddress;
   /** Limits of the watches this node serves. */
   watch?: Omit<WatchHubOptions, "now">;
   /**
