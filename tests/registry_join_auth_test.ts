@@ -197,7 +197,10 @@ function joinerArgv(joinUrl: string, root: string) {
   return { client, argv };
 }
 
-/** Runs joinedCluster in this process with `token` in RAFTER_TOKEN (or none). */
+/**
+ * Runs joinedCluster in this process with `token` as if in RAFTER_TOKEN (or
+ * none), without touching the environment every test file of a run shares.
+ */
 async function joinWith(
   fake: FakeCluster,
   token: string | undefined,
@@ -209,8 +212,6 @@ async function joinWith(
     await Deno.mkdir(`${dataDir}/n4`);
     await Deno.writeTextFile(`${dataDir}/n4/meta.json`, JSON.stringify(meta));
   }
-  if (token === undefined) Deno.env.delete(TOKEN_ENV);
-  else Deno.env.set(TOKEN_ENV, token);
   const lines: string[] = [];
   try {
     return {
@@ -218,11 +219,11 @@ async function joinWith(
         parseRegistryArgs(joinerArgv(through.url, dataDir).argv),
         (line) => lines.push(line),
         TEST_SECRET,
+        { token: () => token },
       ),
       lines,
     };
   } finally {
-    Deno.env.delete(TOKEN_ENV);
     await Deno.remove(dataDir, { recursive: true });
   }
 }

@@ -40,6 +40,12 @@ export interface JoinNetwork {
   client?: Dialer;
   /** Dials peer URLs (the preflight probe). */
   peer?: Dialer;
+  /**
+   * The admin token to join and leave with, or undefined for none.
+   * Default {@link joinToken} (`RAFTER_TOKEN`); tests pass their own, as
+   * the environment is shared by every test file of a run.
+   */
+  token?: () => string | undefined;
 }
 
 /** This node's client and peer URLs, as the other members reach them. */
@@ -140,7 +146,7 @@ export async function joinedCluster(
       clientUrls: [],
     };
   }
-  const token = joinToken();
+  const token = (network.token ?? joinToken)();
   const client = new JoinClient([args.join], {
     dialer: network.client,
     deadlineMs: 15_000,
@@ -353,7 +359,7 @@ export async function askPromotionWhileLearner(
     const client = new JoinClient(urls, {
       dialer: network.client,
       deadlineMs: intervalMs,
-      token: joinToken(),
+      token: (network.token ?? joinToken)(),
     });
     try {
       await client.call(REGISTRY_METHODS.memberAdd, {
@@ -388,7 +394,7 @@ export async function leaveCluster(
   const client = new JoinClient(joined.clientUrls, {
     dialer: network.client,
     deadlineMs: 10_000,
-    token: joinToken(),
+    token: (network.token ?? joinToken)(),
   });
   try {
     await client.call(REGISTRY_METHODS.memberRemove, { id: args.id });
