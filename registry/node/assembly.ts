@@ -469,11 +469,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         (request) => this.#dashboard.handle(request),
       );
     } catch (error) {
-      this.watches.close();
-      await this.server.close();
-      await this.peerServer.close();
-      await this.raft.stop();
-      await this.#forget();
+      await this.#undoListening();
       throw new Error(
         `cannot serve metrics on ${address.hostname}:${address.port} (--metrics-listen): ${
           (error as Error).message
@@ -482,9 +478,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     }
     this.#metrics.startLagProbe();
     log(`${id}: metrics on ${this.#metricsServer.url}`);
-    log(
-      `${id}: dashboard on ${this.#metricsServer.url.replace(/metrics$/, "")}`,
-    );
+    log(`${id}: dashboard on ${new URL("/", this.#metricsServer.url)}`);
   }
 
   /**
@@ -498,13 +492,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     try {
       this.#dashboardServer = serveDashboard(address, this.#dashboard);
     } catch (error) {
-      this.watches.close();
-      await this.server.close();
-      await this.peerServer.close();
-      this.#metrics.stop();
-      await this.#metricsServer?.close();
-      await this.raft.stop();
-      await this.#forget();
+      await this.#undoListening();
       throw new Error(
         `cannot serve the dashboard on ${address.hostname}:${address.port} (--dashboard-listen): ${
           (error as Error).message
@@ -512,6 +500,20 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       );
     }
     log(`${id}: dashboard on ${this.#dashboardServer.url}`);
+  }
+
+  /**
+   * Undoes a start that failed after the client and peer ports listen:
+   * stops them, the metrics, Raft, and leaves no folder this start made.
+   */
+  async #undoListening(): Promise<void> {
+    this.watches.close();
+    await this.server.close();
+    await this.peerServer.close();
+    this.#metrics.stop();
+    await this.#metricsServer?.close();
+    await this.raft.stop();
+    await this.#forget();
   }
 
   /** The node's metrics in the Prometheus text format (what a scrape gets). */

@@ -25,6 +25,7 @@ import {
 } from "../../protocol/auth.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryState, TokenRecord } from "../state.ts";
+import { listenHttp, type MetricsServer } from "./metrics.ts";
 
 /** The cookie that carries the token after `?token=`. */
 export const DASHBOARD_COOKIE = "rafter_dashboard";
@@ -307,10 +308,7 @@ export class Dashboard {
 
   /** The view `viewer` may see, or null when its token was revoked. */
   #viewFor(viewer: Viewer): string | null {
-    if (viewer.tokenId === null) {
-      return JSON.stringify(viewOf(this.#sources));
-    }
-    if (!this.#sources.authEnforced()) {
+    if (viewer.tokenId === null || !this.#sources.authEnforced()) {
       return JSON.stringify(viewOf(this.#sources));
     }
     const token = this.#sources.state.token(viewer.tokenId);
@@ -402,38 +400,27 @@ export function cookieOf(
   return undefined;
 }
 
-/** A running dashboard listener of its own (`--dashboard-listen`). */
-export interface DashboardServer {
-  /** `http://host:port/`, with the actual port. */
-  readonly url: string;
-  close(): Promise<void>;
-}
+/**
+ * A running dashboard listener of its own (`--dashboard-listen`): its `url`
+ * is `http://host:port/`, with the actual port.
+ */
+export type DashboardServer = MetricsServer;
 
 /** Serves `dashboard` alone on `address` (404 for other paths). */
 export function serveDashboard(
   address: TcpAddress,
   dashboard: Dashboard,
 ): DashboardServer {
-  const server = Deno.serve({
-    hostname: address.hostname,
-    port: address.port,
-    onListen: () => {},
-  }, async (request) =>
-    await dashboard.handle(request) ??
-      new Response(
-        "not found: the dashboard is at / and its events at /events\n",
-        {
-          status: 404,
-        },
-      ));
-  const addr = server.addr as Deno.NetAddr;
-  const host = addr.hostname.includes(":")
-    ? `[${addr.hostname}]`
-    : addr.hostname;
-  return {
-    url: `http://${host}:${addr.port}/`,
-    close: () => server.shutdown(),
-  };
+  const server = listenHttp(
+    address,
+    async (request) =>
+      await dashboard.handle(request) ??
+        new Response(
+          "not found: the dashboard is at / and its events at /events\n",
+          { status: 404 },
+        ),
+  );
+  return { url: `${server.origin}/`, close: server.close };
 }
 
 /** The page: inline CSS and script; it renders each view with textContent. */

@@ -485,11 +485,7 @@ export function serveMetrics(
   render: () => string,
   other?: (request: Request) => Promise<Response | null>,
 ): MetricsServer {
-  const server = Deno.serve({
-    hostname: address.hostname,
-    port: address.port,
-    onListen: () => {},
-  }, async (request) => {
+  const server = listenHttp(address, async (request) => {
     const url = new URL(request.url);
     if (url.pathname !== "/metrics") {
       const answer = await other?.(request);
@@ -508,12 +504,32 @@ export function serveMetrics(
       headers: { "content-type": METRICS_CONTENT_TYPE },
     });
   });
+  return { url: `${server.origin}/metrics`, close: server.close };
+}
+
+/** A plain-HTTP listener of the node: its origin and how to close it. */
+export interface HttpListener {
+  /** `http://host:port`, with the actual port. */
+  readonly origin: string;
+  close(): Promise<void>;
+}
+
+/** Serves `handler` over plain HTTP on `address` (the metrics and dashboard ports). */
+export function listenHttp(
+  address: TcpAddress,
+  handler: (request: Request) => Response | Promise<Response>,
+): HttpListener {
+  const server = Deno.serve({
+    hostname: address.hostname,
+    port: address.port,
+    onListen: () => {},
+  }, handler);
   const addr = server.addr as Deno.NetAddr;
   const host = addr.hostname.includes(":")
     ? `[${addr.hostname}]`
     : addr.hostname;
   return {
-    url: `http://${host}:${addr.port}/metrics`,
+    origin: `http://${host}:${addr.port}`,
     close: () => server.shutdown(),
   };
 }
