@@ -12,7 +12,7 @@
  * however it ends.
  *
  * With `secure: true` the cluster runs as a deployment across hosts would
- * (README, "Deploy across hosts"): a throw-away CA in its data folder
+ * (docs/deploy.md): a throw-away CA in its data folder
  * (`pki/`), every node's client port on TLS and its peer port on mutual
  * TLS with member certificates, `--auth` on every node (one bootstrap
  * admin token file shared by the nodes, so the first leader records that

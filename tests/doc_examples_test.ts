@@ -28,10 +28,13 @@
  *   line) without `ignore`: it is then type-checked
  *   (`deno check --doc-only README.md` in `deno task check`) but not run.
  *
- * `deno task test` leaves README.md out (`--ignore=README.md`), so this file
- * runs the README's asserting examples itself: it copies them into a
- * Markdown file of their own in a temporary folder of the repository and
- * runs `deno test --doc` on it.
+ * `deno task test` and `deno task test:all` leave README.md and the pages
+ * of `docs/` out (`--ignore=README.md,docs/`: `deno test --doc` would run
+ * their type-checked-but-not-run blocks, which need a cluster), so this file
+ * runs their asserting examples itself, once: it copies each page's into a
+ * Markdown file of the same name in a temporary folder of the repository
+ * and runs `deno test --doc` on that folder. Every such example starts what
+ * it needs on port 0, so none clashes with another on a port.
  *
  * Any other block fails the check, which lists every such block as
  * `file:line` (the line of its opening fence) with the reason.
@@ -233,27 +236,46 @@ Deno.test("every doc example asserts, or says why it is not run", async () => {
   }
 });
 
-Deno.test("the README's asserting examples pass", async () => {
-  const text = await Deno.readTextFile(join(ROOT, "README.md"));
-  const runnable = codeBlocksOf("README.md", text)
-    .filter((block) => block.verdict === "asserts");
-  assert.ok(runnable.length > 0, "the README has no asserting example");
+/** README.md and every page of `docs/`, from the repository root. */
+async function docPages(root: string): Promise<string[]> {
+  const pages = ["README.md"];
+  for await (const entry of Deno.readDir(join(root, "docs"))) {
+    if (entry.isFile && entry.name.endsWith(".md")) {
+      pages.push(`docs/${entry.name}`);
+    }
+  }
+  return pages.sort();
+}
+
+Deno.test("the README's and docs/ pages' asserting examples pass", async () => {
+  const pages = await docPages(ROOT);
+  assert.ok(pages.includes("docs/client-api.md"), pages.join(", "));
   // In the repository, so that its deno.json resolves "@rafter/rpc…".
   const folder = await Deno.makeTempDir({ dir: ROOT, prefix: ".readme_" });
+  let total = 0;
   try {
-    const markdown = runnable.map((block) =>
-      [
-        `README.md line ${block.line}:`,
-        "",
-        "```" + block.attributes.join(" "),
-        ...block.body,
-        "```",
-        "",
-      ].join("\n")
-    ).join("\n");
-    await Deno.writeTextFile(join(folder, "README.md"), markdown);
+    await Deno.mkdir(join(folder, "docs"));
+    for (const page of pages) {
+      const text = await Deno.readTextFile(join(ROOT, page));
+      const runnable = codeBlocksOf(page, text)
+        .filter((block) => block.verdict === "asserts");
+      if (runnable.length === 0) continue;
+      total += runnable.length;
+      const markdown = runnable.map((block) =>
+        [
+          `${page} line ${block.line}:`,
+          "",
+          "```" + block.attributes.join(" "),
+          ...block.body,
+          "```",
+          "",
+        ].join("\n")
+      ).join("\n");
+      await Deno.writeTextFile(join(folder, page), markdown);
+    }
+    assert.ok(total > 0, "the README and docs/ have no asserting example");
     const output = await new Deno.Command(Deno.execPath(), {
-      args: ["test", "-A", "--doc", join(folder, "README.md")],
+      args: ["test", "-A", "--doc", folder],
       cwd: ROOT,
       env: { NO_COLOR: "1" },
       stdout: "piped",
@@ -262,10 +284,28 @@ Deno.test("the README's asserting examples pass", async () => {
     const said = new TextDecoder().decode(output.stdout) +
       new TextDecoder().decode(output.stderr);
     assert.equal(output.code, 0, said);
-    assert.match(said, new RegExp(`ok \\| ${runnable.length} passed`), said);
+    assert.match(said, new RegExp(`ok \\| ${total} passed`), said);
   } finally {
     await Deno.remove(folder, { recursive: true });
   }
+});
+
+Deno.test("the test tasks leave the pages to this file, and check type-checks them", async () => {
+  const { tasks } = JSON.parse(
+    await Deno.readTextFile(join(ROOT, "deno.json")),
+  ) as { tasks: Record<string, string> };
+  // Run once: here (in deno task check), not again by the test tasks.
+  for (const name of ["test", "test:all"]) {
+    const ignore = /--ignore=(\S+)/.exec(tasks[name])?.[1].split(",") ?? [];
+    assert.ok(
+      ignore.includes("README.md") && ignore.includes("docs/"),
+      `deno task ${name} must ignore README.md and docs/ (doc_examples_test.ts runs their examples): ${
+        tasks[name]
+      }`,
+    );
+  }
+  assert.match(tasks.check, /deno check --doc-only README\.md docs\/\*\.md /);
+  assert.match(tasks.check, /tests\/doc_examples_test\.ts/);
 });
 
 Deno.test("the check tells the kinds of block apart", () => {

@@ -1,5 +1,5 @@
 /**
- * The layers the README gives hold on the real module graph: no import
+ * The layers docs/architecture.md gives hold on the real module graph: no import
  * goes to a layer it may not, no two files import each other (type-only
  * imports count), and no `_` file is imported from another layer. The
  * rules and their reasons are in `scripts/check_layers.ts`; a breach is

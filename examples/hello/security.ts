@@ -1,6 +1,6 @@
 /**
  * What the hello server and client read from the environment to reach a
- * registry deployed across hosts (README, "Deploy across hosts"): the
+ * registry deployed across hosts (docs/deploy.md): the
  * registry URLs (`RAFTER_REGISTRY`), the token (`RAFTER_TOKEN`) and the CA
  * that signed the registry's and servers' certificates (`RAFTER_CA`), the
  * same variables the `rafter` CLI reads.

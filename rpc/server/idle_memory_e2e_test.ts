@@ -11,7 +11,7 @@ import { within } from "../../testing/time.ts";
 
 /**
  * Connections held open: 2,000, or `RAFTER_IDLE_CONNECTIONS` (e.g. 10000 for
- * the figure the README states; raise `ulimit -n` first if needed).
+ * the figure docs/limits.md states; raise `ulimit -n` first if needed).
  */
 const CONNECTIONS = Number(Deno.env.get("RAFTER_IDLE_CONNECTIONS") ?? 2_000);
 /**

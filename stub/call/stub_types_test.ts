@@ -1,6 +1,6 @@
 // A cluster stub's method types come from the server's method table: the
 // params a schema takes in (zod, valibot), without the context that
-// withContext adds. Type-level checks, plus the calls the README shows.
+// withContext adds. Type-level checks, plus the calls docs/client-api.md shows.
 import assert from "node:assert/strict";
 import {
   type CallContext,
@@ -45,7 +45,7 @@ Deno.test("Stub<typeof methods> takes the params types from the schemas", async 
   };
   type C = Stub<typeof contextual>;
   assertType<Equal<C["sleep"], (ms: number) => Promise<string>>>();
-  // The checks the README shows: a plain function of that type fits.
+  // The checks docs/client-api.md shows: a plain function of that type fits.
   const greet: S["greet"] = (name: string) => Promise.resolve(name);
   const signUp: S["signUp"] = ({ name }) => Promise.resolve(name);
   // @ts-expect-error: greet takes a string
