@@ -13,7 +13,8 @@
  * - declarations: the TypeScript compiler (`declaration`,
  *   `emitDeclarationOnly`), one `.d.ts` per source module under `types/`;
  *   any diagnostic fails the build;
- * - `package.json` with conditional exports, the README and the LICENSE.
+ * - `package.json` with conditional exports, the README, the docs/ pages
+ *   it links to and the LICENSE.
  *
  * The registry, Raft and the CLI stay out (they run under Deno). The
  * output folder is removed first; the same sources give the same bytes.
@@ -99,6 +100,16 @@ export async function buildNpm(
   emitDeclarations(join(out, "types"));
   await Deno.copyFile(join(ROOT, "LICENSE"), join(out, "LICENSE"));
   await Deno.copyFile(join(ROOT, "README.md"), join(out, "README.md"));
+  // The README links to the docs/ pages: ship them, so the links work on npm.
+  await Deno.mkdir(join(out, "docs"));
+  for await (const entry of Deno.readDir(join(ROOT, "docs"))) {
+    if (entry.isFile && entry.name.endsWith(".md")) {
+      await Deno.copyFile(
+        join(ROOT, "docs", entry.name),
+        join(out, "docs", entry.name),
+      );
+    }
+  }
   await Deno.writeTextFile(
     join(out, "package.json"),
     JSON.stringify(packageJson(config), null, 2) + "\n",
@@ -228,7 +239,7 @@ function packageJson(
     },
     main: "./esm/mod.js",
     types: "./types/mod.d.ts",
-    files: ["esm/", "types/", "README.md", "LICENSE"],
+    files: ["esm/", "types/", "README.md", "docs/", "LICENSE"],
     keywords: ["json-rpc", "rpc", "raft", "service-discovery", "tcp"],
   };
 }

@@ -285,6 +285,8 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
         "esm/adapter/node/package_root.js",
         "esm/protocol/mod.js",
         "types/rpc/transport/mod.d.ts",
+        "README.md",
+        "docs/getting-started.md",
       ]
     ) {
       assert.ok(paths.includes(entry), `the tarball has no ${entry}`);
