@@ -30,6 +30,7 @@ export const GLOBAL_HELP = `global options:
                     (default $RAFTER_CONFIG)
   --help, -h        show help
   --version, -V     print Rafter's and the runtime's versions
+
 Every option has a variable: RAFTER_<OPTION> for a global one (--timeout-ms:
 RAFTER_TIMEOUT_MS), RAFTER_<COMMAND>_<OPTION> for a command's own (watch
 --from: RAFTER_WATCH_FROM); on/off as 1/0, true/false or yes/no.
