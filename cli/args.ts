@@ -1,6 +1,7 @@
 /**
  * The command line's shared parsing: the global options every command
- * takes (`--registry`, `--token`, `--json`, `--timeout-ms`, `--help`), reading one
+ * takes (`--registry`, `--token`, `--json`, `--timeout-ms`, `--config`,
+ * `--help`), with their variables and config file, reading one
  * command's arguments into {@link Globals}, positionals and option values,
  * and the checkers of names, URLs and integers that raise a
  * {@link UsageError} (exit 2) for a bad value.
@@ -14,6 +15,13 @@ import { DEFAULT_REGISTRY_URL, parseName } from "../protocol/registry.ts";
 import { tokenIdOf } from "../protocol/auth.ts";
 import type { Command, Globals, OptionType, Values } from "./context.ts";
 import { UsageError } from "./errors.ts";
+import {
+  envName,
+  type Layered,
+  layerOptions,
+  OptionSourceError,
+  readConfigFile,
+} from "../internal/option_sources.ts";
 
 /** Default of `--timeout-ms`: how long a command may wait for the registry. */
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -27,8 +35,52 @@ export const GLOBAL_OPTIONS: Record<string, OptionType> = {
   key: { type: "string" },
   json: { type: "boolean" },
   "timeout-ms": { type: "string" },
+  config: { type: "string" },
   help: { type: "boolean" },
 };
+
+/** The variable that names a config file when `--config` is not given. */
+export const CONFIG_ENV = "RAFTER_CONFIG";
+
+/**
+ * The global options a variable or the config file may set: all but
+ * `--config` and `--help`.
+ */
+export const CONFIGURABLE_GLOBALS: readonly string[] = Object.keys(
+  GLOBAL_OPTIONS,
+).filter((name) => name !== "config" && name !== "help");
+
+/** Older variables still honoured, after the derived one, by option. */
+const OLD_NAMES: Record<string, string[]> = {
+  "--cacert": ["RAFTER_CA"],
+  "call --server-token": ["RAFTER_SERVER_TOKEN"],
+};
+
+/**
+ * The environment variables of an option of `command`, the derived one
+ * first: `RAFTER_<OPTION>` for a global option (`--timeout-ms`:
+ * `RAFTER_TIMEOUT_MS`), `RAFTER_<COMMAND>_<OPTION>` for a command's own
+ * (`rafter member add --client-url`: `RAFTER_MEMBER_ADD_CLIENT_URL`), so
+ * that a command's `--id` or `--force` is never set by a variable meant
+ * for another command or a registry node. Then the older names still
+ * honoured (`RAFTER_CA` for `--cacert`, `RAFTER_SERVER_TOKEN` for
+ * `rafter call --server-token`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { optionEnvNames } from "./args.ts";
+ * assert.deepEqual(optionEnvNames("bind", "ttl-ms"), ["RAFTER_BIND_TTL_MS"]);
+ * assert.deepEqual(optionEnvNames("bind", "cacert"), ["RAFTER_CACERT", "RAFTER_CA"]);
+ * ```
+ */
+export function optionEnvNames(command: string, option: string): string[] {
+  const global = Object.hasOwn(GLOBAL_OPTIONS, option);
+  return [
+    global ? envName(option) : envName(option, command),
+    ...(OLD_NAMES[global ? `--${option}` : `${command} --${option}`] ?? []),
+  ];
+}
 
 /** A command line read for `command`: the global options, and its own. */
 export interface CommandLine {
@@ -41,23 +93,35 @@ export interface CommandLine {
 }
 
 /**
- * Reads `args` (the words after the command's name) for `command`, taking
- * the registry URLs from `--registry`, else `RAFTER_REGISTRY` (read with
- * `env`), else the default, and the token from `--token`, else
- * `RAFTER_TOKEN`. Throws {@link UsageError} for a bad line.
+ * Reads `args` (the words after the command's name) for `command`. An
+ * option not given is taken from its variable ({@link optionEnvNames},
+ * read with `env`), else, for a global option, from the JSON config file
+ * of `--config` (else `RAFTER_CONFIG`, read with `readTextFile`), else its
+ * default: the registry URLs from `--registry`, else `RAFTER_REGISTRY`,
+ * else the file's `"registry"`, else the default. Throws
+ * {@link UsageError} for a bad line, variable or file.
  */
 export function parseCommandLine(
   command: Command,
   args: string[],
   env: (name: string) => string | undefined,
+  readTextFile: (path: string) => string = (path) =>
+    Deno.readTextFileSync(path),
 ): CommandLine {
-  const { values, positionals } = parseOptions(command, args);
+  const parsed = parseOptions(command, args);
+  const { positionals } = parsed;
   checkPositionals(command, positionals);
-  const { registry, registrySource } = registryUrls(values, env);
-  const { token, tokenSource } = registryToken(values, env);
-  const tls = tlsFiles(values, env);
-  const serverToken = (values["server-token"] as string | undefined) ??
-    (env("RAFTER_SERVER_TOKEN")?.trim() || undefined);
+  const { values, sources } = layeredValues(
+    command,
+    parsed.values,
+    env,
+    readTextFile,
+  );
+  const { registry, registrySource } = registryUrls(values, sources);
+  const { token, tokenSource } = registryToken(values, sources);
+  const tls = tlsFiles(values);
+  const serverToken = (values["server-token"] as string | undefined)?.trim() ||
+    undefined;
   if (values.local === true && registry.length !== 1) {
     throw new UsageError(
       "--local works on one registry node: give exactly one --registry URL",
@@ -72,12 +136,62 @@ export function parseCommandLine(
       serverToken,
       tls,
       json: values.json === true,
-      timeoutMs: optionalInteger(values["timeout-ms"], "--timeout-ms", 1) ??
+      timeoutMs: optionalInteger(
+        values["timeout-ms"],
+        sources["timeout-ms"] ?? "--timeout-ms",
+        1,
+      ) ??
         DEFAULT_TIMEOUT_MS,
     },
     positionals,
     values,
   };
+}
+
+/**
+ * The options of the command line, the ones it left out filled in from
+ * their variables and the config file, with where each came from.
+ */
+function layeredValues(
+  command: Command,
+  given: Values,
+  env: (name: string) => string | undefined,
+  readTextFile: (path: string) => string,
+): Layered {
+  const globals = Object.fromEntries(
+    CONFIGURABLE_GLOBALS.map((name) => [name, GLOBAL_OPTIONS[name]]),
+  );
+  try {
+    const configPath = (given.config as string | undefined) ??
+      (env(CONFIG_ENV)?.trim() || undefined);
+    const layered = layerOptions({
+      options: { ...globals, ...command.options },
+      given,
+      env,
+      envNames: (option) => optionEnvNames(command.name, option),
+      config: configPath === undefined ? undefined : readConfigFile(
+        configPath,
+        given.config !== undefined ? "--config" : CONFIG_ENV,
+        readTextFile,
+      ),
+      configKeys: {
+        allowed: new Set(CONFIGURABLE_GLOBALS),
+        hint: `a rafter config file holds the global options ${
+          CONFIGURABLE_GLOBALS.join(", ")
+        }; give a command's own options on its command line (or in RAFTER_<COMMAND>_<OPTION>)`,
+      },
+    });
+    // The words after the command's name are kept as given (--help).
+    return {
+      values: { ...given, ...layered.values },
+      sources: layered.sources,
+    };
+  } catch (error) {
+    if (error instanceof OptionSourceError) {
+      throw new UsageError(error.message);
+    }
+    throw error;
+  }
 }
 
 /** parseArgs with the command's options, its errors told as usage errors. */
@@ -129,17 +243,13 @@ function checkPositionals(command: Command, positionals: string[]): void {
 /** The registry URLs to use, normalized, and where they came from. */
 function registryUrls(
   values: Values,
-  env: (name: string) => string | undefined,
+  sources: Record<string, string>,
 ): { registry: string[]; registrySource: string } {
-  const fromOption = values.registry as string | undefined;
-  const fromEnv = env("RAFTER_REGISTRY");
-  const registrySource = fromOption !== undefined
-    ? "--registry"
-    : fromEnv !== undefined && fromEnv.trim() !== ""
-    ? "RAFTER_REGISTRY"
-    : "the default";
-  const text = fromOption ??
-    (registrySource === "RAFTER_REGISTRY" ? fromEnv! : DEFAULT_REGISTRY_URL);
+  const given = values.registry as string | undefined;
+  const registrySource = given === undefined
+    ? "the default"
+    : sources.registry ?? "--registry";
+  const text = given ?? DEFAULT_REGISTRY_URL;
   const registry = text.split(",").map((u) => u.trim()).filter((u) => u !== "");
   if (registry.length === 0) {
     throw new UsageError(`${registrySource} names no registry URL`);
@@ -159,23 +269,16 @@ function registryUrls(
 }
 
 /**
- * The registry token: `--token`, else `RAFTER_TOKEN`, else none; and
- * where it came from. Throws {@link UsageError} for one that is no
- * `rft_…` token (without printing it).
+ * The registry token: `--token`, else `RAFTER_TOKEN`, else the config
+ * file's, else none; and where it came from. Throws {@link UsageError}
+ * for one that is no `rft_…` token (without printing it).
  */
 function registryToken(
   values: Values,
-  env: (name: string) => string | undefined,
+  sources: Record<string, string>,
 ): { token: string | undefined; tokenSource: string } {
-  const fromOption = values.token as string | undefined;
-  const fromEnv = env("RAFTER_TOKEN")?.trim();
-  const tokenSource = fromOption !== undefined
-    ? "--token"
-    : fromEnv !== undefined && fromEnv !== ""
-    ? "RAFTER_TOKEN"
-    : "none";
-  const token = fromOption?.trim() ??
-    (tokenSource === "RAFTER_TOKEN" ? fromEnv : undefined);
+  const token = (values.token as string | undefined)?.trim();
+  const tokenSource = token === undefined ? "none" : sources.token ?? "--token";
   if (token !== undefined && tokenIdOf(token) === null) {
     throw new UsageError(
       `${tokenSource} is not a Rafter token: expected rft_<16 hex digits>_<43 characters>, as rafter token create prints`,
@@ -185,21 +288,18 @@ function registryToken(
 }
 
 /**
- * The TLS files for `tls://` URLs: `--cacert`, `--cert`, `--key`, else
- * `RAFTER_CA`, `RAFTER_CERT`, `RAFTER_KEY`; undefined when none is given
- * (the system's roots, no client certificate). Throws {@link UsageError}
- * for a certificate without its key or the reverse.
+ * The TLS files for `tls://` URLs: `--cacert`, `--cert`, `--key` (else
+ * `RAFTER_CACERT` or `RAFTER_CA`, `RAFTER_CERT`, `RAFTER_KEY`, else the
+ * config file's); undefined when none is given (the system's roots, no
+ * client certificate). Throws {@link UsageError} for a certificate
+ * without its key or the reverse.
  */
-function tlsFiles(
-  values: Values,
-  env: (name: string) => string | undefined,
-): Globals["tls"] {
-  const pick = (option: string, variable: string) =>
-    (values[option] as string | undefined) ??
-      (env(variable)?.trim() || undefined);
-  const caFile = pick("cacert", "RAFTER_CA");
-  const certFile = pick("cert", "RAFTER_CERT");
-  const keyFile = pick("key", "RAFTER_KEY");
+function tlsFiles(values: Values): Globals["tls"] {
+  const pick = (option: string) =>
+    (values[option] as string | undefined)?.trim() || undefined;
+  const caFile = pick("cacert");
+  const certFile = pick("cert");
+  const keyFile = pick("key");
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new UsageError(
       "--cert and --key go together (or RAFTER_CERT and RAFTER_KEY): a client certificate needs its private key",

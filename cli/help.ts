@@ -25,8 +25,16 @@ export const GLOBAL_HELP = `global options:
                     mutual TLS (default $RAFTER_CERT, $RAFTER_KEY)
   --json            JSON on stdout; errors as one JSON line on stderr
   --timeout-ms N    give up waiting after N ms (default ${DEFAULT_TIMEOUT_MS})
+  --config FILE     a JSON file of global options, keyed by their names
+                    without "--": {"registry": "tcp://...", "cacert": "..."}
+                    (default $RAFTER_CONFIG)
   --help, -h        show help
-  --version, -V     print Rafter's and the runtime's versions`;
+  --version, -V     print Rafter's and the runtime's versions
+
+Every option has a variable: RAFTER_<OPTION> for a global one (--timeout-ms:
+RAFTER_TIMEOUT_MS), RAFTER_<COMMAND>_<OPTION> for a command's own (watch
+--from: RAFTER_WATCH_FROM); on/off as 1/0, true/false or yes/no.
+Precedence: command-line flag > environment variable > config file > default.`;
 
 /** One paragraph on the exit codes. */
 export const EXIT_HELP =

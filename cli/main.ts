@@ -7,7 +7,11 @@
  * Tables for people by default; `--json` prints JSON on stdout (one
  * document, or one line per event for `watch`) and errors as one JSON line
  * on stderr. The registry nodes come from `--registry URL,URL`, else the
- * `RAFTER_REGISTRY` environment variable, else `tcp://127.0.0.1:7001`.
+ * `RAFTER_REGISTRY` environment variable, else the `"registry"` of the
+ * `--config` file, else `tcp://127.0.0.1:7001`: every option is read from
+ * the command line, else its variable (`RAFTER_<OPTION>`, or
+ * `RAFTER_<COMMAND>_<OPTION>` for a command's own), else (a global option)
+ * the config file, else its default.
  *
  * Access control: for a registry with auth on, every command presents the
  * token from `--token`, else `RAFTER_TOKEN` (prefer the variable: command
@@ -39,21 +43,14 @@ import type { Command, Context, Group, Out } from "./context.ts";
 import { EXIT, report, UsageError, usageFailure } from "./errors.ts";
 import { versionLine } from "../internal/version.ts";
 import { commandHelp, groupHelp, shortUsage, usage, verbList } from "./help.ts";
-import { AUTH_COMMANDS } from "./commands/auth.ts";
-import { bindCommand } from "./commands/bind.ts";
-import { CERT_COMMANDS } from "./commands/cert.ts";
-import { TOKEN_COMMANDS } from "./commands/token.ts";
-import { callCommand } from "./commands/call.ts";
-import { drainCommand } from "./commands/drain.ts";
-import { LEADER_COMMANDS } from "./commands/leader.ts";
-import { LEASE_COMMANDS } from "./commands/lease.ts";
-import { lookupCommand } from "./commands/lookup.ts";
-import { lsCommand } from "./commands/ls.ts";
-import { MEMBER_COMMANDS } from "./commands/member.ts";
+import { COMMAND_LIST } from "./command_list.ts";
 import { registry, registryCommand } from "./commands/registry.ts";
-import { statusCommand } from "./commands/status.ts";
-import { unbindCommand } from "./commands/unbind.ts";
-import { watchCommand } from "./commands/watch.ts";
+import { LEASE_COMMANDS } from "./commands/lease.ts";
+import { LEADER_COMMANDS } from "./commands/leader.ts";
+import { MEMBER_COMMANDS } from "./commands/member.ts";
+import { AUTH_COMMANDS } from "./commands/auth.ts";
+import { TOKEN_COMMANDS } from "./commands/token.ts";
+import { CERT_COMMANDS } from "./commands/cert.ts";
 
 export { EXIT } from "./errors.ts";
 export { DEFAULT_TIMEOUT_MS } from "./args.ts";
@@ -70,29 +67,12 @@ export interface CliIo {
    */
   signal?: AbortSignal;
   /**
-   * Reads an environment variable (`RAFTER_REGISTRY`, `RAFTER_TOKEN`,
-   * `RAFTER_SERVER_TOKEN`). @default Deno.env.get
+   * Reads an environment variable: an option's `RAFTER_*` variable
+   * (`RAFTER_REGISTRY`, `RAFTER_TOKEN`, `RAFTER_SERVER_TOKEN`, ...) and
+   * `RAFTER_CONFIG`. @default Deno.env.get
    */
   env?: (name: string) => string | undefined;
 }
-
-/** Every command of the table, in the order `rafter --help` lists them. */
-const COMMAND_LIST: readonly Command[] = [
-  statusCommand,
-  lsCommand,
-  lookupCommand,
-  watchCommand,
-  bindCommand,
-  unbindCommand,
-  drainCommand,
-  ...LEASE_COMMANDS,
-  ...LEADER_COMMANDS,
-  ...MEMBER_COMMANDS,
-  callCommand,
-  ...AUTH_COMMANDS,
-  ...TOKEN_COMMANDS,
-  ...CERT_COMMANDS,
-];
 
 const COMMANDS: Record<string, Command> = Object.fromEntries(
   COMMAND_LIST.map((command) => [command.name, command]),
@@ -157,7 +137,7 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
     out(versionLine());
     return EXIT.ok;
   }
-  if (first === registryCommand.name) return await registry(rest);
+  if (first === registryCommand.name) return await registry(rest, env);
   const found = findCommand(argv, out, err);
   if (typeof found === "number") return found;
   const { command, args } = found;

@@ -136,19 +136,24 @@ export async function startRegistryNode(
 
 /**
  * Runs a registry node with command-line options until SIGINT, SIGTERM
- * or (with `--watch-stdin`) the end of standard input.
+ * or (with `--watch-stdin`) the end of standard input. An option not on
+ * the command line is read from its `RAFTER_*` variable (read with `env`),
+ * else from the `--config` (or `RAFTER_CONFIG`) file, else its default.
  *
  * @returns the exit code: 0 stopped cleanly (or `--help`, `--version`),
  * 1 could not start or join, or storage failed, 2 bad options.
  */
-export async function runRegistry(argv: string[]): Promise<number> {
+export async function runRegistry(
+  argv: string[],
+  env: (name: string) => string | undefined = (name) => Deno.env.get(name),
+): Promise<number> {
   if (argv.includes("--version") || argv.includes("-V")) {
     console.log(versionLine());
     return 0;
   }
   let args: RegistryArgs;
   try {
-    args = parseRegistryArgs(argv);
+    args = parseRegistryArgs(argv, env);
   } catch (error) {
     if (error instanceof HelpRequested) {
       console.log(USAGE);

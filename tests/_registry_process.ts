@@ -5,8 +5,15 @@
  * @module
  */
 
-/** A `deno run registry/main.ts` child whose output the test can wait on. */
-export function spawnRegistry(cwd: string, args: string[]) {
+/**
+ * A `deno run registry/main.ts` child whose output the test can wait on;
+ * `env` is added to the child's environment (never the test's own).
+ */
+export function spawnRegistry(
+  cwd: string,
+  args: string[],
+  env: Record<string, string> = {},
+) {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -17,6 +24,7 @@ export function spawnRegistry(cwd: string, args: string[]) {
       "--watch-stdin",
     ],
     cwd,
+    env,
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",

@@ -13,8 +13,14 @@ export const registryCommand = {
   summary: "run a registry node",
 } as const;
 
-/** Runs `rafter registry`: a registry node, until it stops; its exit code. */
-export async function registry(args: string[]): Promise<number> {
+/**
+ * Runs `rafter registry`: a registry node (its variables read with `env`),
+ * until it stops; its exit code.
+ */
+export async function registry(
+  args: string[],
+  env: (name: string) => string | undefined,
+): Promise<number> {
   const { runRegistry } = await import("../../registry/main.ts");
-  return await runRegistry(args);
+  return await runRegistry(args, env);
 }

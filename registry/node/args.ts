@@ -17,6 +17,16 @@ import {
 } from "../../rpc/transport/transport.ts";
 import { PEER_PORT_OFFSET } from "../../protocol/registry.ts";
 import type { RegistryNodeOptions } from "./options.ts";
+import {
+  envName,
+  type EnvReader,
+  layerOptions,
+  type OptionKind,
+  readConfigFile,
+} from "../../internal/option_sources.ts";
+
+/** The variable that names a config file when `--config` is not given. */
+export const CONFIG_ENV = "RAFTER_CONFIG";
 
 /** The usage text of `registry/main.ts` (and `rafter registry`). */
 export const USAGE = `usage: deno run -A registry/main.ts [options]
@@ -120,8 +130,15 @@ prove the cluster secret).
                      neither
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
+  --config FILE      read options from this JSON file, keys named as the
+                     options without "--": {"id": "n1", "listen": "..."}
+                     (default $RAFTER_CONFIG)
   --help             show this text
   --version, -V      print Rafter's and the runtime's versions
+
+Every option can be set by its variable, RAFTER_ and its name in capitals
+with _ for - (--tick-ms: RAFTER_TICK_MS; on/off: 1/0, true/false, yes/no).
+Precedence: command-line flag > environment variable > config file > default.
 
 (The same options work as: deno task rafter registry [options].)`;
 
@@ -186,7 +203,59 @@ export interface RegistryArgs {
 }
 
 /**
- * Parses the command line.
+ * The options of a registry node, as `node:util`'s parseArgs reads them
+ * (beside `--config` and `--help`). Each is also read from its environment
+ * variable (`envName`: `--tick-ms` → `RAFTER_TICK_MS`) and from its key in
+ * the `--config` file.
+ */
+export const REGISTRY_OPTIONS = {
+  id: { type: "string" },
+  listen: { type: "string" },
+  "peer-listen": { type: "string" },
+  advertise: { type: "string" },
+  "cluster-secret-file": { type: "string" },
+  "cluster-token": { type: "string" },
+  peers: { type: "string" },
+  join: { type: "string" },
+  data: { type: "string" },
+  "tick-ms": { type: "string" },
+  "election-ticks": { type: "string" },
+  "history-events": { type: "string" },
+  "metrics-listen": { type: "string" },
+  "dashboard-listen": { type: "string" },
+  "snapshot-entries": { type: "string" },
+  "snapshot-trailing": { type: "string" },
+  "wal-segment-bytes": { type: "string" },
+  "watch-stdin": { type: "boolean" },
+  auth: { type: "boolean" },
+  "admin-token-file": { type: "string" },
+  "max-watches-per-connection": { type: "string" },
+  "max-bindings-per-lease": { type: "string" },
+  "max-tokens": { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "tls-client-ca": { type: "string" },
+  "peer-tls-cert": { type: "string" },
+  "peer-tls-key": { type: "string" },
+  "peer-tls-ca": { type: "string" },
+  "tls-ca": { type: "string" },
+  insecure: { type: "boolean" },
+} as const satisfies Record<string, OptionKind>;
+
+/** The option values, after the command line, the environment and the file. */
+type RegistryValues = {
+  -readonly [K in keyof typeof REGISTRY_OPTIONS]?:
+    (typeof REGISTRY_OPTIONS)[K]["type"] extends "boolean" ? boolean : string;
+};
+
+/** Reads no variable: {@link parseRegistryArgs} without an environment. */
+const NO_ENV: EnvReader = () => undefined;
+
+/**
+ * Parses the command line. An option it does not give is taken from its
+ * environment variable (read with `env`; none by default), else from the
+ * JSON config file of `--config` (else of `RAFTER_CONFIG`, read with
+ * `readTextFile`), else its default.
  *
  * @throws {Error} with a message that names the bad option and the expected
  * form.
@@ -206,49 +275,47 @@ export interface RegistryArgs {
  *   () => parseRegistryArgs(["--id", "n1", "--tick-ms", "fast"]),
  *   /--tick-ms must be a positive integer/,
  * );
+ * // A flag beats its variable; RAFTER_TICK_MS fills in the missing --tick-ms.
+ * const env = { RAFTER_ID: "n9", RAFTER_TICK_MS: "20", RAFTER_AUTH: "yes" };
+ * const fromEnv = parseRegistryArgs(["--id", "n3"], (name) =>
+ *   env[name as keyof typeof env]);
+ * assert.equal(fromEnv.id, "n3");
+ * assert.equal(fromEnv.tickMs, 20);
+ * assert.equal(fromEnv.auth, true);
  * ```
  */
-export function parseRegistryArgs(argv: string[]): RegistryArgs {
-  const { values } = parseArgs({
+export function parseRegistryArgs(
+  argv: string[],
+  env: EnvReader = NO_ENV,
+  readTextFile: (path: string) => string = (path) =>
+    Deno.readTextFileSync(path),
+): RegistryArgs {
+  const { values: given } = parseArgs({
     args: argv,
     options: {
-      id: { type: "string" },
-      listen: { type: "string" },
-      "peer-listen": { type: "string" },
-      advertise: { type: "string" },
-      "cluster-secret-file": { type: "string" },
-      "cluster-token": { type: "string" },
-      peers: { type: "string" },
-      join: { type: "string" },
-      data: { type: "string" },
-      "tick-ms": { type: "string" },
-      "election-ticks": { type: "string" },
-      "history-events": { type: "string" },
-      "metrics-listen": { type: "string" },
-      "dashboard-listen": { type: "string" },
-      "snapshot-entries": { type: "string" },
-      "snapshot-trailing": { type: "string" },
-      "wal-segment-bytes": { type: "string" },
-      "watch-stdin": { type: "boolean", default: false },
-      auth: { type: "boolean", default: false },
-      "admin-token-file": { type: "string" },
-      "max-watches-per-connection": { type: "string" },
-      "max-bindings-per-lease": { type: "string" },
-      "max-tokens": { type: "string" },
-      "tls-cert": { type: "string" },
-      "tls-key": { type: "string" },
-      "tls-client-ca": { type: "string" },
-      "peer-tls-cert": { type: "string" },
-      "peer-tls-key": { type: "string" },
-      "peer-tls-ca": { type: "string" },
-      "tls-ca": { type: "string" },
-      insecure: { type: "boolean", default: false },
+      ...REGISTRY_OPTIONS,
+      config: { type: "string" },
       help: { type: "boolean", default: false },
     },
     strict: true,
     allowPositionals: false,
   });
-  if (values.help) throw new HelpRequested();
+  if (given.help) throw new HelpRequested();
+  const configPath = given.config ?? (env(CONFIG_ENV)?.trim() || undefined);
+  const layered = layerOptions({
+    options: REGISTRY_OPTIONS,
+    given,
+    env,
+    envNames: (option) => [envName(option)],
+    config: configPath === undefined ? undefined : readConfigFile(
+      configPath,
+      given.config !== undefined ? "--config" : CONFIG_ENV,
+      readTextFile,
+    ),
+  });
+  const values = layered.values as RegistryValues;
+  /** How a message names an option: its flag, variable or config key. */
+  const label = (option: string) => layered.sources[option] ?? `--${option}`;
   if (values.id !== undefined && values.id.trim() === "") {
     throw new Error("--id must not be empty");
   }
@@ -324,10 +391,10 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
   let peerListen: TcpAddress;
   if (peers !== undefined) {
     peerListen = values["peer-listen"] !== undefined
-      ? listenAddress(values["peer-listen"], "--peer-listen")
+      ? listenAddress(values["peer-listen"], label("peer-listen"))
       : parseTcpUrl(peers[id]);
     if (values.listen !== undefined) {
-      listen = listenAddress(values.listen, "--listen");
+      listen = listenAddress(values.listen, label("listen"));
     } else if (peerListen.port > PEER_PORT_OFFSET) {
       listen = {
         hostname: peerListen.hostname,
@@ -340,10 +407,10 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     }
   } else {
     listen = values.listen !== undefined
-      ? listenAddress(values.listen, "--listen")
+      ? listenAddress(values.listen, label("listen"))
       : { hostname: "127.0.0.1", port: 7001 };
     if (values["peer-listen"] !== undefined) {
-      peerListen = listenAddress(values["peer-listen"], "--peer-listen");
+      peerListen = listenAddress(values["peer-listen"], label("peer-listen"));
     } else if (listen.port + PEER_PORT_OFFSET <= 65535) {
       peerListen = {
         hostname: listen.hostname,
@@ -379,36 +446,36 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       `${dataDir}/cluster_secret`,
     clusterToken: values["cluster-token"] ?? "",
     dataDir,
-    tickMs: positiveInteger(values["tick-ms"], "--tick-ms", 100),
+    tickMs: positiveInteger(values["tick-ms"], label("tick-ms"), 100),
     // At least 2: a leader heartbeats every tick, more often than the
     // election timeout.
     electionTicks: positiveInteger(
       values["election-ticks"],
-      "--election-ticks",
+      label("election-ticks"),
       10,
       2,
     ),
     metricsListen: values["metrics-listen"] === undefined
       ? undefined
-      : listenAddress(values["metrics-listen"], "--metrics-listen"),
+      : listenAddress(values["metrics-listen"], label("metrics-listen")),
     dashboardListen: values["dashboard-listen"] === undefined
       ? undefined
-      : listenAddress(values["dashboard-listen"], "--dashboard-listen"),
+      : listenAddress(values["dashboard-listen"], label("dashboard-listen")),
     historyEvents: positiveInteger(
       values["history-events"],
-      "--history-events",
+      label("history-events"),
       10_000,
     ),
     snapshotEntries: positiveInteger(
       values["snapshot-entries"],
-      "--snapshot-entries",
+      label("snapshot-entries"),
       10_000,
     ),
     snapshotTrailing: values["snapshot-trailing"] === undefined
       ? undefined
       : positiveInteger(
         values["snapshot-trailing"],
-        "--snapshot-trailing",
+        label("snapshot-trailing"),
         5_000,
         0,
       ),
@@ -416,7 +483,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       ? undefined
       : positiveInteger(
         values["wal-segment-bytes"],
-        "--wal-segment-bytes",
+        label("wal-segment-bytes"),
         64 << 20,
         4096,
       ),
@@ -431,15 +498,19 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       }/admin_token`,
     maxWatchesPerConnection: positiveInteger(
       values["max-watches-per-connection"],
-      "--max-watches-per-connection",
+      label("max-watches-per-connection"),
       1_000,
     ),
     maxBindingsPerLease: positiveInteger(
       values["max-bindings-per-lease"],
-      "--max-bindings-per-lease",
+      label("max-bindings-per-lease"),
       1_000,
     ),
-    maxTokens: positiveInteger(values["max-tokens"], "--max-tokens", 5_000),
+    maxTokens: positiveInteger(
+      values["max-tokens"],
+      label("max-tokens"),
+      5_000,
+    ),
     ...tlsArgs(values),
     insecure: values.insecure ?? false,
   };
