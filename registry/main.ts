@@ -90,6 +90,7 @@ import { pathExists, portsFree } from "./_start_checks.ts";
 import { exposureOf, exposureProblems } from "./node/exposure.ts";
 import { InsecureStartError, nodeDialers } from "./node/options.ts";
 import { VERSION, versionLine } from "../internal/version.ts";
+import { nodeLogger } from "./node/log.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
@@ -157,16 +158,19 @@ export async function runRegistry(argv: string[]): Promise<number> {
     console.error(`registry: ${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
+  // Every line: a timestamp, its level and this node's id (--log-format).
+  const logger = nodeLogger(args.id, args.logFormat);
+  const log = logger.line;
   // Secure by default: refused before anything is dialed or written.
   const problems = exposureProblems(exposureOf(args, args));
   if (problems.length > 0) {
-    console.error(
+    log(
       `registry ${args.id}: ${new InsecureStartError(problems).message}`,
+      "error",
     );
     return 2;
   }
   const network: JoinNetwork = nodeDialers(args, denoDialer);
-  const log = (line: string) => console.log(line);
   let fatal: unknown = null;
   const stopped = Promise.withResolvers<void>();
   let node: RegistryNode;
@@ -180,12 +184,13 @@ export async function runRegistry(argv: string[]): Promise<number> {
     const hint = error instanceof Deno.errors.AddrInUse
       ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
       : "";
-    console.error(
+    log(
       error instanceof JoinRefusedError
         ? `registry ${args.id}: cannot join: ${error.message}`
         : `registry ${args.id}: cannot start (${where}): ${
           (error as Error).message
         }${hint}`,
+      "error",
     );
     if (!existed && !(error instanceof DataDirInUseError)) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
@@ -207,7 +212,10 @@ export async function runRegistry(argv: string[]): Promise<number> {
     // cluster secret) is written next to its data.
     (await lockDataDir(args.dataDir)).release();
     const secretExisted = await pathExists(args.clusterSecretFile);
-    clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
+    clusterSecret = await loadClusterSecret(args.clusterSecretFile, {
+      // Its lines say "warning: ..." when the file is readable by others.
+      log: (line) => log(line, line.startsWith("warning:") ? "warn" : "info"),
+    });
     madeSecret = !secretExisted;
   } catch (error) {
     return await cannotStart(error);
@@ -240,10 +248,21 @@ export async function runRegistry(argv: string[]): Promise<number> {
   ).join(",");
   // Its pid: under npx the node is the last of three processes, and the
   // one to signal (`kill PID`) to stop it.
-  log(
+  logger.log(
     `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl}${
       args.peerTls === undefined ? "" : " (mutual TLS, member certificates)"
     } (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir}) (pid ${Deno.pid}, rafter ${VERSION}, deno ${Deno.version.deno})`,
+    "info",
+    {
+      url: node.url,
+      peerUrl: node.peerUrl,
+      clusterId: node.clusterId,
+      members: cluster.split(","),
+      dataDir: args.dataDir,
+      pid: Deno.pid,
+      version: VERSION,
+      deno: Deno.version.deno,
+    },
   );
   const stop = () => stopped.resolve();
   const keepAsking = args.join === undefined && joining === undefined
@@ -278,7 +297,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   if (unreached !== null) {
     await leaveCluster(args, joined!, log, network);
     await node.stop({ graceMs: 1000, handOver: false });
-    console.error(`registry ${args.id}: cannot join: ${unreached}`);
+    log(`registry ${args.id}: cannot join: ${unreached}`, "error");
     if (!existed) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
     }
@@ -286,11 +305,20 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
-    console.error(
-      fatal instanceof CommittedEntryConflictError
-        ? `registry ${args.id}: stopped to keep the log safe (Raft §5.4): ${fatal.message}`
-        : `registry ${args.id}: storage failed, stopped:`,
-      fatal instanceof CommittedEntryConflictError ? "" : fatal,
+    const conflict = fatal instanceof CommittedEntryConflictError;
+    logger.log(
+      conflict
+        ? `registry ${args.id}: stopped to keep the log safe (Raft §5.4): ${
+          (fatal as Error).message
+        }`
+        : `registry ${args.id}: storage failed, stopped: ${
+          Deno.inspect(fatal)
+        }`,
+      "error",
+      {
+        error: fatal instanceof Error ? fatal.message : String(fatal),
+        code: (fatal as { code?: unknown } | null)?.code,
+      },
     );
     return 1;
   }

@@ -17,6 +17,7 @@ import {
 } from "../../rpc/transport/transport.ts";
 import { PEER_PORT_OFFSET } from "../../protocol/registry.ts";
 import type { RegistryNodeOptions } from "./options.ts";
+import { type LogFormat, type LogLine, parseLogFormat } from "./log.ts";
 
 /** The usage text of `registry/main.ts` (and `rafter registry`). */
 export const USAGE = `usage: deno run -A registry/main.ts [options]
@@ -118,6 +119,10 @@ prove the cluster secret).
                      --auth (a warning is logged at every start). Without
                      it such a node refuses to start; 127.0.0.1 needs
                      neither
+  --log-format text|json
+                     how log lines look (default text): text is
+                     "TIMESTAMP LEVEL ID MESSAGE", json one object per line
+                     with ts, level, node and msg. Levels: info, warn, error
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --help             show this text
@@ -183,6 +188,8 @@ export interface RegistryArgs {
   tlsCaFile: string | undefined;
   /** Start without TLS or auth on exposed ports (`--insecure`). */
   insecure: boolean;
+  /** How log lines look (`--log-format`). */
+  logFormat: LogFormat;
 }
 
 /**
@@ -243,6 +250,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
       "peer-tls-ca": { type: "string" },
       "tls-ca": { type: "string" },
       insecure: { type: "boolean", default: false },
+      "log-format": { type: "string" },
       help: { type: "boolean", default: false },
     },
     strict: true,
@@ -442,6 +450,7 @@ export function parseRegistryArgs(argv: string[]): RegistryArgs {
     maxTokens: positiveInteger(values["max-tokens"], "--max-tokens", 5_000),
     ...tlsArgs(values),
     insecure: values.insecure ?? false,
+    logFormat: parseLogFormat(values["log-format"]),
   };
 }
 
@@ -492,7 +501,7 @@ export function nodeOptionsOf(
   start: {
     clusterSecret: string;
     joining: { clusterId: string; peers: Record<string, string> } | undefined;
-    log(line: string): void;
+    log: LogLine;
   },
   onFatal: (error: unknown) => void,
 ): RegistryNodeOptions {
