@@ -51,8 +51,14 @@
  *
  * ```sh
  * deno run -A registry/main.ts --auth
- * # n1: auth is on (--auth); the bootstrap admin token is in ./data/n1/admin_token (new)
+ * # ... info  n1 n1: auth is on (--auth); the bootstrap admin token is in ./data/n1/admin_token (new)
  * ```
+ *
+ * **Logs.** Each line starts with a UTC timestamp (ISO 8601), its level
+ * (`info`, `warn`, `error`; `error` lines go to stderr) and the node id,
+ * then the message; `--log-format json` prints one JSON object per line
+ * instead (`ts`, `level`, `node`, `msg`, and `pid`, `version`, `url`, ...
+ * on the listening line). See docs/operations.md, "Logs".
  *
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
