@@ -16,6 +16,7 @@ import { dial } from "../rpc/transport/dial.ts";
 import { messageOf } from "../rpc/errors.ts";
 import type { Dialer } from "../rpc/transport/transport.ts";
 import type { Binding, Command } from "./state.ts";
+import type { LogLevel } from "./node/log.ts";
 
 /** Settings of a {@link HealthChecker}. */
 export interface HealthCheckerOptions {
@@ -30,8 +31,8 @@ export interface HealthCheckerOptions {
    * the wall clock jumps. @default performance.now
    */
   now?: () => number;
-  /** Receives a line for each transition proposed. */
-  log?(line: string): void;
+  /** Receives a line for each transition proposed (`warn` when failing). */
+  log?(line: string, level?: LogLevel): void;
 }
 
 interface Target {
@@ -185,6 +186,7 @@ export class HealthChecker {
           ? "answering again"
           : `failing (${target.failures} checks in a row: ${why})`
       }; marking it ${healthy ? "serving" : "unhealthy"}`,
+      healthy ? "info" : "warn",
     );
     this.#options.propose({
       op: "health",

@@ -51,8 +51,14 @@
  *
  * ```sh
  * deno run -A registry/main.ts --auth
- * # n1: auth is on (--auth); the bootstrap admin token is in ./data/n1/admin_token (new)
+ * # ... info  n1 n1: auth is on (--auth); the bootstrap admin token is in ./data/n1/admin_token (new)
  * ```
+ *
+ * **Logs.** Each line starts with a UTC timestamp (ISO 8601), its level
+ * (`info`, `warn`, `error`; `error` lines go to stderr) and the node id,
+ * then the message; `--log-format json` prints one JSON object per line
+ * instead (`ts`, `level`, `node`, `msg`, and `pid`, `version`, `url`, ...
+ * on the listening line). See docs/operations.md, "Logs".
  *
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
@@ -90,6 +96,7 @@ import { pathExists, portsFree } from "./_start_checks.ts";
 import { exposureOf, exposureProblems } from "./node/exposure.ts";
 import { InsecureStartError, nodeDialers } from "./node/options.ts";
 import { VERSION, versionLine } from "../internal/version.ts";
+import { nodeLogger } from "./node/log.ts";
 
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
@@ -162,16 +169,19 @@ export async function runRegistry(
     console.error(`registry: ${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
+  // Every line: a timestamp, its level and this node's id (--log-format).
+  const logger = nodeLogger(args.id, args.logFormat);
+  const log = logger.line;
   // Secure by default: refused before anything is dialed or written.
   const problems = exposureProblems(exposureOf(args, args));
   if (problems.length > 0) {
-    console.error(
+    log(
       `registry ${args.id}: ${new InsecureStartError(problems).message}`,
+      "error",
     );
     return 2;
   }
   const network: JoinNetwork = nodeDialers(args, denoDialer);
-  const log = (line: string) => console.log(line);
   let fatal: unknown = null;
   const stopped = Promise.withResolvers<void>();
   let node: RegistryNode;
@@ -185,12 +195,13 @@ export async function runRegistry(
     const hint = error instanceof Deno.errors.AddrInUse
       ? "; another process (a registry node already running?) listens there: stop it or pass another --listen / --peer-listen"
       : "";
-    console.error(
+    log(
       error instanceof JoinRefusedError
         ? `registry ${args.id}: cannot join: ${error.message}`
         : `registry ${args.id}: cannot start (${where}): ${
           (error as Error).message
         }${hint}`,
+      "error",
     );
     if (!existed && !(error instanceof DataDirInUseError)) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
@@ -212,7 +223,10 @@ export async function runRegistry(
     // cluster secret) is written next to its data.
     (await lockDataDir(args.dataDir)).release();
     const secretExisted = await pathExists(args.clusterSecretFile);
-    clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
+    clusterSecret = await loadClusterSecret(args.clusterSecretFile, {
+      // Its lines say "warning: ..." when the file is readable by others.
+      log: (line) => log(line, line.startsWith("warning:") ? "warn" : "info"),
+    });
     madeSecret = !secretExisted;
   } catch (error) {
     return await cannotStart(error);
@@ -245,10 +259,21 @@ export async function runRegistry(
   ).join(",");
   // Its pid: under npx the node is the last of three processes, and the
   // one to signal (`kill PID`) to stop it.
-  log(
+  logger.log(
     `registry ${args.id} listening on ${node.url}, peers on ${node.peerUrl}${
       args.peerTls === undefined ? "" : " (mutual TLS, member certificates)"
     } (cluster ${node.clusterId} of ${cluster}; data ${args.dataDir}) (pid ${Deno.pid}, rafter ${VERSION}, deno ${Deno.version.deno})`,
+    "info",
+    {
+      url: node.url,
+      peerUrl: node.peerUrl,
+      clusterId: node.clusterId,
+      members: cluster.split(","),
+      dataDir: args.dataDir,
+      pid: Deno.pid,
+      version: VERSION,
+      deno: Deno.version.deno,
+    },
   );
   const stop = () => stopped.resolve();
   const keepAsking = args.join === undefined && joining === undefined
@@ -283,7 +308,7 @@ export async function runRegistry(
   if (unreached !== null) {
     await leaveCluster(args, joined!, log, network);
     await node.stop({ graceMs: 1000, handOver: false });
-    console.error(`registry ${args.id}: cannot join: ${unreached}`);
+    log(`registry ${args.id}: cannot join: ${unreached}`, "error");
     if (!existed) {
       await Deno.remove(args.dataDir, { recursive: true }).catch(() => {});
     }
@@ -291,11 +316,20 @@ export async function runRegistry(
   }
   await node.stop({ graceMs: 1000, handOver: fatal === null });
   if (fatal !== null) {
-    console.error(
-      fatal instanceof CommittedEntryConflictError
-        ? `registry ${args.id}: stopped to keep the log safe (Raft §5.4): ${fatal.message}`
-        : `registry ${args.id}: storage failed, stopped:`,
-      fatal instanceof CommittedEntryConflictError ? "" : fatal,
+    const conflict = fatal instanceof CommittedEntryConflictError;
+    logger.log(
+      conflict
+        ? `registry ${args.id}: stopped to keep the log safe (Raft §5.4): ${
+          (fatal as Error).message
+        }`
+        : `registry ${args.id}: storage failed, stopped: ${
+          Deno.inspect(fatal)
+        }`,
+      "error",
+      {
+        error: fatal instanceof Error ? fatal.message : String(fatal),
+        code: (fatal as { code?: unknown } | null)?.code,
+      },
     );
     return 1;
   }

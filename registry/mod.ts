@@ -64,6 +64,7 @@ export {
 } from "./state.ts";
 export type { LeaseKeeper, LeaseSync } from "./lease_keeper.ts";
 export type { WatchHubOptions } from "./watch_hub.ts";
+export type { LogLevel } from "./node/log.ts";
 export type { TcpAddress } from "../rpc/transport/transport.ts";
 export type {
   Attributes,

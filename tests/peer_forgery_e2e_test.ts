@@ -38,6 +38,7 @@ import type {
 import { makeTestPki, type TestPki } from "../testing/certs.ts";
 import { freePorts } from "../testing/ports.ts";
 import { spawnRegistry } from "./_registry_process.ts";
+import { logPrefix } from "./_log_prefix.ts";
 
 const IDS = ["n1", "n2", "n3"] as const;
 type Id = typeof IDS[number];
@@ -742,9 +743,12 @@ Deno.test("a peer holding n2's certificate cannot speak as n1 or n3, n2's own le
         assert.match(
           n2Process.output,
           new RegExp(
-            `registry n2: stopped to keep the log safe \\(Raft §5\\.4\\): RAFT_COMMITTED_ENTRY_CONFLICT: n2 holds committed entry ${at} of term ${term}, but ${leader} \\(leader of term ${
+            `^${
+              logPrefix("error", "n2")
+            }registry n2: stopped to keep the log safe \\(Raft §5\\.4\\): RAFT_COMMITTED_ENTRY_CONFLICT: n2 holds committed entry ${at} of term ${term}, but ${leader} \\(leader of term ${
               term + 1
             } as it claims\\) sent term ${term + 1} for that index`,
+            "m",
           ),
         );
         seen.n2Exit = code;

@@ -18,6 +18,7 @@ import type {
   RegistryStatus,
 } from "../protocol/registry.ts";
 import { connect } from "../stub/client.ts";
+import { logPrefix } from "./_log_prefix.ts";
 
 /** Polls `condition` every 50 ms until it holds; @throws after `timeoutMs`. */
 async function eventually<T>(
@@ -286,8 +287,11 @@ Deno.test("a node started with another cluster secret cannot join: its peers ref
     }
     assert.ok(
       cluster.child("n3").output.some((line) =>
-        /^n3: pre-candidate in term \d+; cannot reach n1 \(tcp:\/\/127\.0\.0\.1:\d+: the peer's cluster secret differs from ours/
-          .test(line)
+        new RegExp(
+          `^${
+            logPrefix("warn", "n3")
+          }n3: pre-candidate in term \\d+; cannot reach n1 \\(tcp://127\\.0\\.0\\.1:\\d+: the peer's cluster secret differs from ours`,
+        ).test(line)
       ),
       cluster.child("n3").output.join("\n"),
     );
@@ -327,7 +331,9 @@ Deno.test("two clusters sharing a secret: a node of another cluster id (another 
       await cluster.waitForLine(
         id,
         new RegExp(
-          `^${id}: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n3" is for cluster "${theirs}", but ${id} belongs to cluster "${ours}"`,
+          `^${
+            logPrefix("warn", id)
+          }${id}: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n3" is for cluster "${theirs}", but ${id} belongs to cluster "${ours}"`,
         ),
         10_000,
       );
@@ -335,7 +341,9 @@ Deno.test("two clusters sharing a secret: a node of another cluster id (another 
     await cluster.waitForLine(
       "n3",
       new RegExp(
-        `^n3: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n[12]" is for cluster "${ours}", but n3 belongs to cluster "${theirs}"`,
+        `^${
+          logPrefix("warn", "n3")
+        }n3: refused a peer connection from 127\\.0\\.0\\.1:\\d+: peer\\.hello from "n[12]" is for cluster "${ours}", but n3 belongs to cluster "${theirs}"`,
       ),
       10_000,
     );
@@ -404,7 +412,9 @@ Deno.test("registry.status lists every member with reachability; with two of thr
       )
       .join(", ");
     const pattern = new RegExp(
-      `^${survivor}: pre-candidate in term (\\d+); cannot reach ${names}$`,
+      `^${
+        logPrefix("warn", survivor)
+      }${survivor}: pre-candidate in term (\\d+); cannot reach ${names}$`,
     );
     const output = cluster.child(survivor).output;
     const first = await eventually(

@@ -26,6 +26,7 @@ import { dial } from "../rpc/transport/dial.ts";
 import { ConnectionError, RpcError } from "../rpc/errors.ts";
 import { UNAVAILABLE, type UnavailableData } from "../protocol/registry.ts";
 import { type FailingDisk, fill, Mounts } from "../testing/disk.ts";
+import { logPrefix } from "./_log_prefix.ts";
 
 const isRoot = Deno.uid() === 0;
 const SKIP = isRoot ? "" : "needs root (mount -t tmpfs, losetup)";
@@ -151,6 +152,8 @@ function assertClearDiskError(
     / storage failed, stopped: /.test(l)
   );
   assert.ok(line, `no "storage failed" line in:\n${output}`);
+  // An error line, with its timestamp and the node id.
+  assert.match(line, new RegExp(`^${logPrefix("error")}registry \\S+: `));
   assert.match(
     line,
     new RegExp(`write-ahead log ${escape(under)}\\S+\\.wal: `),

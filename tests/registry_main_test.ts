@@ -4,6 +4,7 @@ import { waitFor, within } from "../testing/time.ts";
 import { connect } from "../stub/client.ts";
 import { parseRegistryArgs } from "../registry/main.ts";
 import { spawnRegistry } from "./_registry_process.ts";
+import { escapeRegExp, logPrefix } from "./_log_prefix.ts";
 import { VERSION } from "../internal/version.ts";
 
 Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, peer port 7101, secret in its data folder", () => {
@@ -35,6 +36,7 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     peerTls: undefined,
     tlsCaFile: undefined,
     insecure: false,
+    logFormat: "text",
   });
 });
 
@@ -96,6 +98,8 @@ Deno.test("parseRegistryArgs: every option", () => {
       "--tls-ca",
       "/etc/rafter/servers.pem",
       "--insecure",
+      "--log-format",
+      "json",
     ]),
     {
       id: "n2",
@@ -137,6 +141,7 @@ Deno.test("parseRegistryArgs: every option", () => {
       },
       tlsCaFile: "/etc/rafter/servers.pem",
       insecure: true,
+      logFormat: "json",
     },
   );
 });
@@ -452,7 +457,9 @@ Deno.test("registry/main.ts exits 1 with a one-line reason naming the port that 
       assert.match(
         node.output,
         new RegExp(
-          `^registry n1: cannot start \\(client tcp://127\\.0\\.0\\.1:\\d+, peer tcp://127\\.0\\.0\\.1:\\d+, data \\./data/n1\\): the ${which} port tcp://127\\.0\\.0\\.1:${port} is in use .*; another process .* listens there.*\\n$`,
+          `^${
+            logPrefix("error", "n1")
+          }registry n1: cannot start \\(client tcp://127\\.0\\.0\\.1:\\d+, peer tcp://127\\.0\\.0\\.1:\\d+, data \\./data/n1\\): the ${which} port tcp://127\\.0\\.0\\.1:${port} is in use .*; another process .* listens there.*\\n$`,
           "i",
         ),
       );
@@ -479,7 +486,12 @@ Deno.test("registry/main.ts refuses a short secret file, and a multi-node start 
     assert.equal(await within(node.exit(), 10_000, "the node to exit"), 1);
     assert.match(
       node.output,
-      /^registry n1: cannot start \(.*\): the cluster secret in secret has 9 characters; it needs at least 32\. Make one with `openssl rand -base64 32 > secret`/,
+      new RegExp(
+        `^${logPrefix("error", "n1")}${
+          /registry n1: cannot start \(.*\): the cluster secret in secret has 9 characters; it needs at least 32\. Make one with `openssl rand -base64 32 > secret`/
+            .source
+        }`,
+      ),
     );
     const member = spawnRegistry(cwd, ["--id", "n1", "--peers", PEERS]);
     assert.equal(await within(member.exit(), 10_000, "the node to exit"), 2);
@@ -534,9 +546,15 @@ Deno.test("registry/main.ts refuses a data folder another node is using", async 
     ]);
     const code = await within(intruder.exit(), 10_000, "the second to exit");
     assert.equal(code, 1, intruder.output);
-    assert.equal(
+    assert.match(
       intruder.output,
-      `registry n1: cannot start (client tcp://127.0.0.1:${second}, peer tcp://127.0.0.1:0, data ./data/n1): data folder ./data/n1 is in use by another registry node (pid ${running.child.pid}); stop that node first, or pass another --data folder\n`,
+      new RegExp(
+        `^${logPrefix("error", "n1")}${
+          escapeRegExp(
+            `registry n1: cannot start (client tcp://127.0.0.1:${second}, peer tcp://127.0.0.1:0, data ./data/n1): data folder ./data/n1 is in use by another registry node (pid ${running.child.pid}); stop that node first, or pass another --data folder`,
+          )
+        }\n$`,
+      ),
     );
     // Bug: the refused node wrote a new secret into the running node's folder.
     await assert.rejects(
@@ -610,7 +628,9 @@ Deno.test("registry/main.ts refuses a single-node development folder reused by n
     assert.match(
       member.output,
       new RegExp(
-        `^registry n1: cannot start \\(.*\\): data folder \\./data/n1 belongs to another cluster \\(id ${devMeta.clusterId}\\): it holds the log of a cluster bootstrapped with a single node \\(n1=tcp://127\\.0\\.0\\.1:${peer}\\), but this node is started as a member of a cluster of n1=tcp://127\\.0\\.0\\.1:${peer}, n2=.*, n3=.* \\(cluster id [0-9a-f]{16}\\); its log would be merged silently with another cluster's\\. Give this node a new --data folder \\(or move this one aside\\), or start it with the --peers \\(and --cluster-token\\) its cluster was bootstrapped with\\n$`,
+        `^${
+          logPrefix("error", "n1")
+        }registry n1: cannot start \\(.*\\): data folder \\./data/n1 belongs to another cluster \\(id ${devMeta.clusterId}\\): it holds the log of a cluster bootstrapped with a single node \\(n1=tcp://127\\.0\\.0\\.1:${peer}\\), but this node is started as a member of a cluster of n1=tcp://127\\.0\\.0\\.1:${peer}, n2=.*, n3=.* \\(cluster id [0-9a-f]{16}\\); its log would be merged silently with another cluster's\\. Give this node a new --data folder \\(or move this one aside\\), or start it with the --peers \\(and --cluster-token\\) its cluster was bootstrapped with\\n$`,
       ),
     );
     // The refused start left the folder as it was.
@@ -703,7 +723,12 @@ Deno.test("registry/main.ts refuses to listen where other hosts reach it without
     assert.equal(code, 2, node.output);
     assert.match(
       node.output,
-      /^registry n1: refusing to start: the client port listens on 0\.0\.0\.0, which other hosts can reach, without TLS: pass --tls-cert and --tls-key .*; the client port listens on 0\.0\.0\.0 without auth: pass --auth .*; the peer port listens on 0\.0\.0\.0, which other hosts can reach, without mutual TLS: pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca .*\. To run without them anyway \(a trusted network only\), pass --insecure\n$/,
+      new RegExp(
+        `^${logPrefix("error", "n1")}${
+          /registry n1: refusing to start: the client port listens on 0\.0\.0\.0, which other hosts can reach, without TLS: pass --tls-cert and --tls-key .*; the client port listens on 0\.0\.0\.0 without auth: pass --auth .*; the peer port listens on 0\.0\.0\.0, which other hosts can reach, without mutual TLS: pass --peer-tls-cert, --peer-tls-key and --peer-tls-ca .*\. To run without them anyway \(a trusted network only\), pass --insecure\n$/
+            .source
+        }`,
+      ),
     );
     await assert.rejects(Deno.stat(`${cwd}/data`), Deno.errors.NotFound);
   } finally {

@@ -24,6 +24,7 @@ import {
   type OptionKind,
   readConfigFile,
 } from "../../internal/option_sources.ts";
+import { type LogFormat, type LogLine, parseLogFormat } from "./log.ts";
 
 /** The variable that names a config file when `--config` is not given. */
 export const CONFIG_ENV = "RAFTER_CONFIG";
@@ -128,6 +129,10 @@ prove the cluster secret).
                      --auth (a warning is logged at every start). Without
                      it such a node refuses to start; 127.0.0.1 needs
                      neither
+  --log-format text|json
+                     how log lines look (default text): text is
+                     "TIMESTAMP LEVEL ID MESSAGE", json one object per line
+                     with ts, level, node and msg. Levels: info, warn, error
   --watch-stdin      exit when standard input closes (for supervisors and
                      tests, so a node never outlives its parent)
   --config FILE      read options from this JSON file, keys named as the
@@ -200,6 +205,8 @@ export interface RegistryArgs {
   tlsCaFile: string | undefined;
   /** Start without TLS or auth on exposed ports (`--insecure`). */
   insecure: boolean;
+  /** How log lines look (`--log-format`). */
+  logFormat: LogFormat;
 }
 
 /**
@@ -240,6 +247,7 @@ export const REGISTRY_OPTIONS = {
   "peer-tls-ca": { type: "string" },
   "tls-ca": { type: "string" },
   insecure: { type: "boolean" },
+  "log-format": { type: "string" },
 } as const satisfies Record<string, OptionKind>;
 
 /** The option values, after the command line, the environment and the file. */
@@ -513,6 +521,7 @@ export function parseRegistryArgs(
     ),
     ...tlsArgs(values),
     insecure: values.insecure ?? false,
+    logFormat: parseLogFormat(values["log-format"]),
   };
 }
 
@@ -563,7 +572,7 @@ export function nodeOptionsOf(
   start: {
     clusterSecret: string;
     joining: { clusterId: string; peers: Record<string, string> } | undefined;
-    log(line: string): void;
+    log: LogLine;
   },
   onFatal: (error: unknown) => void,
 ): RegistryNodeOptions {

@@ -116,7 +116,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       nodeDialers(options, tlsDialer),
     );
     const warning = insecureWarning(settings.exposure);
-    if (warning !== null) settings.log(`${settings.id}: ${warning}`);
+    if (warning !== null) settings.log(`${settings.id}: ${warning}`, "warn");
     await node.#openLog();
     await node.#loadAdminToken();
     await node.#connectPeers();
@@ -267,6 +267,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           : `; cut a torn tail of ${repairedBytes} bytes (a write a crash or power loss interrupted; ` +
             `none of it was acknowledged), the rest comes from the leader`
       }`,
+      repairedBytes === 0 ? "info" : "warn",
     );
   }
 
@@ -391,7 +392,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
             ...options.tls,
             onReload: (why) =>
               log(`${id}: reloaded the client port's TLS certificate (${why})`),
-            onError: (error) => log(`${id}: client port: ${error.message}`),
+            onError: (error) =>
+              log(`${id}: client port: ${error.message}`, "warn"),
           },
           methods: this.#instrumented(registryMethods(this.#serviceContext())),
         }));
@@ -410,7 +412,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
                   log(
                     `${id}: reloaded the peer port's TLS certificate (${why})`,
                   ),
-                onError: (error) => log(`${id}: peer port: ${error.message}`),
+                onError: (error) =>
+                  log(`${id}: peer port: ${error.message}`, "warn"),
               },
             },
             requirePeerCertificates: options.peerTls !== undefined,
@@ -431,7 +434,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
               [LEASE_SYNC_METHOD]: (params, from) =>
                 this.#leadership.onLeaseSync(params, from),
             },
-            log,
+            // Refused connections and dropped messages.
+            log: (line) => log(line, "warn"),
           }),
       );
     } catch (error) {
@@ -461,7 +465,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     const address = options.metricsListen;
     if (address === undefined) return;
     const warning = metricsWarning(address);
-    if (warning !== null) log(`${id}: ${warning}`);
+    if (warning !== null) log(`${id}: ${warning}`, "warn");
     try {
       this.#metricsServer = serveMetrics(
         address,
@@ -699,6 +703,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         `${id}: leadership hand-over failed (${
           (error as Error).message
         }); stopping anyway, the others elect a leader after an election timeout`,
+        "warn",
       );
     }
   }

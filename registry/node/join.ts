@@ -29,6 +29,7 @@ import type { RegistryNode } from "./options.ts";
 import { internals } from "./internals.ts";
 import { JoinClient } from "./join_client.ts";
 import { abortableSleep } from "../../internal/timing.ts";
+import type { LogLine } from "./log.ts";
 
 /**
  * How `--join` dials: the members' client ports (`tls://` ones trusting
@@ -125,7 +126,7 @@ export function joinToken(): string | undefined {
  */
 export async function joinedCluster(
   args: RegistryArgs,
-  log: (line: string) => void,
+  log: LogLine,
   clusterSecret: string,
   network: JoinNetwork = {},
 ): Promise<JoinedCluster | undefined> {
@@ -263,7 +264,7 @@ async function preflight(
   args: RegistryArgs,
   list: MemberListResult,
   key: ClusterKey,
-  log: (line: string) => void,
+  log: LogLine,
   dialer: Dialer | undefined,
 ): Promise<void> {
   const others = list.members.filter((m) => m.id !== args.id);
@@ -315,6 +316,7 @@ async function preflight(
       `registry ${args.id}: joins although some peer ports do not answer: ${
         lines(failed)
       }`,
+      "warn",
     );
   }
 }
@@ -388,7 +390,7 @@ export async function askPromotionWhileLearner(
 export async function leaveCluster(
   args: RegistryArgs,
   joined: JoinedCluster,
-  log: (line: string) => void,
+  log: LogLine,
   network: JoinNetwork = {},
 ): Promise<boolean> {
   const client = new JoinClient(joined.clientUrls, {
@@ -407,6 +409,7 @@ export async function leaveCluster(
       `registry ${args.id}: could not remove itself from cluster ${joined.clusterId} (${
         (error as Error).message
       }): remove the learner with rafter member remove ${args.id}`,
+      "error",
     );
     return false;
   } finally {
@@ -436,7 +439,7 @@ export async function awaitLeaderContact(
   node: RegistryNode,
   joined: JoinedCluster,
   stopped: Promise<void>,
-  log: (line: string) => void,
+  log: LogLine,
 ): Promise<string | null> {
   const { raft, transport } = internals(node);
   const { peerUrl } = ownUrls(args);
@@ -464,7 +467,7 @@ export async function awaitLeaderContact(
     }: check that the members reach this node's peer URL ${peerUrl} (a firewall, --advertise, --peer-listen) and hold the same cluster secret`;
     if (joined.added && waited >= giveUpMs) return why;
     if (now - logged >= Math.max(5 * electionMs, MIN_CONTACT_MS)) {
-      log(`registry ${args.id}: ${why}`);
+      log(`registry ${args.id}: ${why}`, "warn");
       logged = now;
     }
   }

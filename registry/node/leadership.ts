@@ -21,6 +21,7 @@ import {
 import type { HealthChecker } from "../_health_checker.ts";
 import type { Membership } from "./membership.ts";
 import type { Replica } from "./replica.ts";
+import type { LogLine } from "./log.ts";
 
 /** What {@link Leadership} works with. */
 interface LeadershipParts {
@@ -36,7 +37,7 @@ interface LeadershipParts {
   send(peer: string, sync: LeaseSync): boolean;
   /** Logs a role change (see `roleLogger`). */
   logRole(soft: SoftState): void;
-  log(line: string): void;
+  log: LogLine;
   /**
    * The bootstrap admin token this node would record, and whether to turn
    * auth on with it; null for a node that makes none (it joined).
@@ -206,6 +207,7 @@ export class Leadership {
     if (token === null || state.token(token.tokenId) !== undefined) return;
     this.#parts.log(
       `${this.#parts.id}: the cluster recorded another member's bootstrap admin token (that of its first leader); ${token.path} is not a token of this cluster: use the first leader's file, and remove this one`,
+      "warn",
     );
   }
 

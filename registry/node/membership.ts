@@ -12,6 +12,7 @@ import type { RaftNode } from "../../raft/node.ts";
 import type { PeerDirectory } from "../../raft/peer_directory.ts";
 import type { PeerTransport } from "../../raft/peer_transport.ts";
 import type { ApplyResult } from "../state.ts";
+import type { LogLine } from "./log.ts";
 
 /** The peer notification a leader sends a member it removed. */
 export const MEMBER_REMOVED_METHOD = "registry.memberRemoved";
@@ -22,7 +23,7 @@ export class Membership {
   readonly promoteWhenCaughtUp = new Set<string>();
   readonly #id: string;
   readonly #directory: PeerDirectory;
-  readonly #log: (line: string) => void;
+  readonly #log: LogLine;
   /**
    * Set when the leader told this node it was removed (a removed follower
    * gets no more appends, so its own log may never say so).
@@ -33,7 +34,7 @@ export class Membership {
   constructor(
     id: string,
     directory: PeerDirectory,
-    log: (line: string) => void,
+    log: LogLine,
   ) {
     this.#id = id;
     this.#directory = directory;
@@ -93,6 +94,7 @@ export class Membership {
       this.#removedNotice = { leader: from, term };
       this.#log(
         `${this.#id}: removed from the cluster by leader ${from} in term ${term}; this node takes no part any more: stop it`,
+        "warn",
       );
     }
   }

@@ -24,6 +24,7 @@ import type {
   TlsServerOptions,
 } from "../../rpc/transport/tls.ts";
 import { type Exposure, exposureOf, exposureProblems } from "./exposure.ts";
+import type { LogLevel, LogLine } from "./log.ts";
 
 /** Settings of `startRegistryNode`. */
 export interface RegistryNodeOptions {
@@ -192,8 +193,13 @@ export interface RegistryNodeOptions {
   /**
    * Receives one line per notable event: role changes (a candidate's line
    * names the peers it cannot reach, and why), refused peer connections.
+   * `level` says how much it matters: `warn` for a refused peer
+   * connection, an exposed port, a candidate that cannot reach its peers;
+   * `error` for what needs an operator; `info` otherwise. `registry/main.ts`
+   * prefixes each line with a timestamp, the level and the node id
+   * (`--log-format`).
    */
-  log?(line: string): void;
+  log?(line: string, level?: LogLevel): void;
   /** Called if storage fails and the node had to stop. */
   onFatal?(error: unknown): void;
 }
@@ -246,7 +252,7 @@ export interface NodeSettings {
    */
   readonly lingerMs: number;
   readonly maxFrameBytes: number;
-  readonly log: (line: string) => void;
+  readonly log: LogLine;
   /** What the node exposes to other hosts, and how (see `exposure.ts`). */
   readonly exposure: Exposure;
 }

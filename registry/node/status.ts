@@ -21,6 +21,7 @@ import type {
 import type { RegistryState } from "../state.ts";
 import type { WatchHub } from "../watch_hub.ts";
 import type { NodeSettings } from "./options.ts";
+import type { LogLine } from "./log.ts";
 
 /** What {@link statusOf} reads. */
 interface StatusSources {
@@ -158,7 +159,7 @@ const CANDIDATE_LOG_INTERVAL_MS = 5_000;
 export function roleLogger(
   id: string,
   directory: PeerDirectory,
-  log: (line: string) => void,
+  log: LogLine,
 ): (soft: SoftState) => void {
   let last = { key: "", at: -Infinity };
   return (soft) => {
@@ -188,6 +189,7 @@ export function roleLogger(
       unreachable.length === 0
         ? `${id}: ${who} in term ${soft.term}, asking for ${asking}`
         : `${id}: ${who} in term ${soft.term}; cannot reach ${key}`,
+      unreachable.length === 0 ? "info" : "warn",
     );
   };
 }
