@@ -182,6 +182,7 @@ export function serveListener(
     authTimeoutMs: options.authTimeoutMs,
     onInternalError: options.onInternalError,
     onMethodNotFound: options.onMethodNotFound,
+    onCall: options.onCall,
     signal: stop.signal,
     goAway: goAway.signal,
   };
