@@ -329,6 +329,19 @@ export function serveMetrics(
 }
 
 /**
+ * The warning for a plain-HTTP port (`option`) on a non-loopback
+ * address: what `exposed` says, and what to do; null on loopback.
+ */
+export function plainPortWarning(
+  option: string,
+  address: TcpAddress,
+  exposed: string,
+): string | null {
+  if (isLoopbackHost(address.hostname)) return null;
+  return `WARNING: ${option} ${address.hostname}:${address.port} is not a loopback address: ${exposed}, over plain HTTP; keep it behind a firewall or listen on 127.0.0.1`;
+}
+
+/**
  * The warning a node logs when its metrics listen on a non-loopback
  * address, or null.
  *
@@ -341,6 +354,9 @@ export function serveMetrics(
  * ```
  */
 export function metricsWarning(address: TcpAddress): string | null {
-  if (isLoopbackHost(address.hostname)) return null;
-  return `WARNING: --metrics-listen ${address.hostname}:${address.port} is not a loopback address: anyone who reaches it reads the metrics (names, members, counts) over plain HTTP, without a token; keep it behind a firewall or listen on 127.0.0.1`;
+  return plainPortWarning(
+    "--metrics-listen",
+    address,
+    "anyone who reaches it reads the metrics (names, members, counts) without a token",
+  );
 }
