@@ -88,7 +88,11 @@ export {
   withContext,
 } from "./rpc/server/method.ts";
 export type { StandardSchemaV1 } from "./rpc/server/standard_schema.ts";
-export type { MethodHandler, Methods } from "./rpc/server/dispatcher.ts";
+export type {
+  CallInfo,
+  MethodHandler,
+  Methods,
+} from "./rpc/server/dispatcher.ts";
 export {
   type RpcSession,
   type ServerLimits,
@@ -99,6 +103,7 @@ export {
 export {
   type RpcServer,
   serveListener,
+  type ServeMetricsOptions,
   type ServeOptions,
   type StreamListener,
 } from "./rpc/server/server.ts";

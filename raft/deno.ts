@@ -137,7 +137,11 @@ export function servePeers(options: ServePeersOptions): PeerServer {
   return servePeersOn(serve, options);
 }
 // RPC types the peer server's signatures name.
-export type { RpcServer, ServeOptions } from "../rpc/server/server.ts";
+export type {
+  RpcServer,
+  ServeMetricsOptions,
+  ServeOptions,
+} from "../rpc/server/server.ts";
 export type {
   RpcSession,
   ServerLimits,

@@ -13,6 +13,9 @@ import {
   type ServeOptions,
   validateServeOptions,
 } from "../../rpc/server/server.ts";
+import { ServerMetrics } from "../../rpc/server/metrics.ts";
+import { responseOf } from "../../internal/metrics.ts";
+import { listenHttp } from "../../internal/http_deno.ts";
 import { fromDenoConn } from "./tcp.ts";
 import { openTlsListener } from "../tls/server.ts";
 import { Duplex } from "node:stream";
@@ -33,10 +36,17 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  * `serve()` still returns at once with the actual port and throws
  * `AddrInUse` synchronously; the TLS socket then listens on that port.
  *
+ * With `metrics` (`{ listen: "127.0.0.1:9464" }`), it also serves
+ * Prometheus metrics on `GET /metrics` of that plain-HTTP port
+ * (`server.metricsUrl`), closed with the server; a non-loopback address
+ * is logged as a warning.
+ *
  * @param options `hostname` (default `"127.0.0.1"`), `port` (default 0:
- * ephemeral), the methods, limits, `advertise`, `signal` and `tls`.
+ * ephemeral), the methods, limits, `advertise`, `signal`, `tls` and
+ * `metrics`.
  * @throws {Deno.errors.AddrInUse} and the other errors of `Deno.listen`
- * when the address cannot be bound.
+ * when the address (or the metrics address) cannot be bound.
+ * @throws {TypeError} for a `metrics.listen` that is not `host:port`.
  * @throws {RangeError} for limits that `validateServerLimits` refuses.
  * @throws {TypeError} for `tls` files that cannot be read or a
  * certificate and key that do not match.
@@ -59,6 +69,27 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  */
 export function serve(options: ServeOptions): RpcServer {
   validateServeOptions(options);
+  if (options.metrics === undefined) return serveRpc(options);
+  const metrics = new ServerMetrics(options.metrics);
+  const server = serveRpc(metrics.instrument(options));
+  let listener;
+  try {
+    listener = listenHttp(
+      metrics.address,
+      (request) =>
+        responseOf(
+          metrics.answer(request.method, new URL(request.url).pathname),
+        ),
+    );
+  } catch (error) {
+    void server.close();
+    throw error;
+  }
+  return metrics.attach(server, listener);
+}
+
+/** {@link serve} without the metrics port. */
+function serveRpc(options: ServeOptions): RpcServer {
   const { hostname = "127.0.0.1", port = 0 } = options;
   if (options.tls !== undefined) return serveTls(options, hostname, port);
   return serveListener(

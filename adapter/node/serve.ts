@@ -6,6 +6,8 @@
  */
 
 import { createServer, type Server, type Socket } from "node:net";
+import { createServer as createHttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import {
   type RpcServer,
   serveListener,
@@ -13,6 +15,8 @@ import {
   type StreamListener,
   validateServeOptions,
 } from "../../rpc/server/server.ts";
+import { ServerMetrics } from "../../rpc/server/metrics.ts";
+import { type HttpListener, httpOrigin } from "../../internal/metrics.ts";
 import { acceptQueue, fromNodeSocket } from "../tls/node_socket.ts";
 import { openTlsListener } from "../tls/server.ts";
 // Servers hear CBOR clients too.
@@ -32,8 +36,15 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  * `tls.clientCert` asks for one; `server.reloadTls()` re-reads the files,
  * as SIGHUP and a change of the files do.
  *
+ * With `metrics` (`{ listen: "127.0.0.1:9464" }`), it also serves
+ * Prometheus metrics on `GET /metrics` of that plain-HTTP port (on
+ * `node:http`; `server.metricsUrl`), closed with the server; a
+ * non-loopback address is logged as a warning.
+ *
  * @param options `hostname` (default `"127.0.0.1"`), `port` (default 0:
- * ephemeral), the methods, limits, `advertise`, `signal` and `tls`.
+ * ephemeral), the methods, limits, `advertise`, `signal`, `tls` and
+ * `metrics`.
+ * @throws {TypeError} for a `metrics.listen` that is not `host:port`.
  * @throws {RangeError} for limits that `validateServerLimits` refuses.
  * @throws {TypeError} for `tls` files that cannot be read or a
  * certificate and key that do not match.
@@ -53,6 +64,50 @@ export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
  */
 export async function serve(options: ServeOptions): Promise<RpcServer> {
   validateServeOptions(options);
+  if (options.metrics === undefined) return await serveRpc(options);
+  const metrics = new ServerMetrics(options.metrics);
+  const server = await serveRpc(metrics.instrument(options));
+  let listener: HttpListener;
+  try {
+    listener = await listenMetrics(metrics);
+  } catch (error) {
+    await server.close();
+    throw error;
+  }
+  return metrics.attach(server, listener);
+}
+
+/** The metrics port of `metrics` on `node:http`, once it listens. */
+async function listenMetrics(metrics: ServerMetrics): Promise<HttpListener> {
+  const http = createHttpServer((request, response) => {
+    const path = new URL(request.url ?? "/", "http://metrics").pathname;
+    const answer = metrics.answer(request.method ?? "GET", path);
+    response.writeHead(answer.status, answer.headers);
+    response.end(request.method === "HEAD" ? undefined : answer.body);
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(
+      { host: metrics.address.hostname, port: metrics.address.port },
+      () => {
+        http.off("error", reject);
+        resolve();
+      },
+    );
+  });
+  const bound = http.address() as AddressInfo;
+  return {
+    origin: httpOrigin(bound.address, bound.port),
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.close(() => resolve());
+        http.closeAllConnections();
+      }),
+  };
+}
+
+/** {@link serve} without the metrics port. */
+async function serveRpc(options: ServeOptions): Promise<RpcServer> {
   const { hostname = "127.0.0.1", port = 0 } = options;
   if (options.tls !== undefined) {
     const listener = openTlsListener(options.tls, { hostname, port });

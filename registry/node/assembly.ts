@@ -60,6 +60,7 @@ import {
 import {
   Dashboard,
   type DashboardServer,
+  dashboardWarning,
   serveDashboard,
 } from "./dashboard.ts";
 
@@ -493,6 +494,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     const { id, options, log } = this.#settings;
     const address = options.dashboardListen;
     if (address === undefined) return;
+    const warning = dashboardWarning(address);
+    if (warning !== null) log(`${id}: ${warning}`);
     try {
       this.#dashboardServer = serveDashboard(address, this.#dashboard);
     } catch (error) {

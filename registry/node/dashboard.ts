@@ -25,7 +25,7 @@ import {
 } from "../../protocol/auth.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryState, TokenRecord } from "../state.ts";
-import { listenHttp, type MetricsServer } from "./metrics.ts";
+import { listenHttp, type MetricsServer, plainPortWarning } from "./metrics.ts";
 
 /** The cookie that carries the token after `?token=`. */
 export const DASHBOARD_COOKIE = "rafter_dashboard";
@@ -43,7 +43,13 @@ export interface DashboardMember {
   role: string;
   /** Its term: this node's own, or the term of the leader this node follows. */
   term: number | null;
+  /**
+   * This node's commit index; for another member, on the leader, the
+   * entries known both committed and stored on it (the smaller of the
+   * leader's commit index and its match index); else null.
+   */
   commitIndex: number | null;
+  /** This node's applied index; null for the others (not reported to it). */
   appliedIndex: number | null;
   /** The leader's match index for it (on the leader), or null. */
   matchIndex: number | null;
@@ -119,7 +125,11 @@ export function viewOf(
         ? "unknown"
         : "follower",
       term: own || status.leader !== null ? status.term : null,
-      commitIndex: own ? status.commitIndex : null,
+      commitIndex: own
+        ? status.commitIndex
+        : match === null
+        ? null
+        : Math.min(status.commitIndex, match),
       appliedIndex: own ? status.appliedIndex : null,
       matchIndex: own ? null : match,
       lag: own
@@ -421,6 +431,26 @@ export function serveDashboard(
         ),
   );
   return { url: `${server.origin}/`, close: server.close };
+}
+
+/**
+ * The warning a node logs when its dashboard listens on a non-loopback
+ * address, or null.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dashboardWarning } from "./dashboard.ts";
+ * assert.equal(dashboardWarning({ hostname: "127.0.0.1", port: 9465 }), null);
+ * assert.match(dashboardWarning({ hostname: "0.0.0.0", port: 9465 })!, /WARNING: --dashboard-listen 0\.0\.0\.0:9465/);
+ * ```
+ */
+export function dashboardWarning(address: TcpAddress): string | null {
+  return plainPortWarning(
+    "--dashboard-listen",
+    address,
+    "anyone who reaches it sees the members and, without --auth, every name and endpoint, and a token sent to it travels unencrypted",
+  );
 }
 
 /** The page: inline CSS and script; it renders each view with textContent. */

@@ -6,6 +6,8 @@ import {
   Dashboard,
   DASHBOARD_COOKIE,
   type DashboardSources,
+  dashboardWarning,
+  viewOf,
 } from "./dashboard.ts";
 
 /** A dashboard over a real RegistryState with names `billing` and `search`. */
@@ -152,4 +154,51 @@ Deno.test("dashboard: ?token= redirects without the token and sets an HttpOnly c
   } finally {
     dashboard.close();
   }
+});
+
+Deno.test("dashboard: on the leader, another member's commit is what the leader knows it holds (min of commit and match); applied stays unknown", () => {
+  const status = {
+    id: "n1",
+    role: "leader",
+    term: 3,
+    leader: "n1",
+    revision: 0,
+    commitIndex: 9,
+    appliedIndex: 9,
+    members: [
+      { id: "n1", self: true, reachable: true },
+      { id: "n2", self: false, reachable: true },
+      { id: "n3", self: false, reachable: true },
+      { id: "n4", self: false, reachable: false },
+    ],
+  } as unknown as RegistryStatus;
+  const view = viewOf({
+    status: () => status,
+    progress: () => new Map([["n2", { match: 12 }], ["n3", { match: 4 }]]),
+    lastIndex: () => 12,
+    state: new RegistryState(),
+    leases: { load: () => null, remainingTimes: () => [] },
+    authEnforced: () => false,
+  });
+  const byId = new Map(view.members.map((m) => [m.id, m]));
+  assert.equal(byId.get("n1")!.commitIndex, 9);
+  assert.equal(byId.get("n2")!.commitIndex, 9);
+  assert.equal(byId.get("n2")!.matchIndex, 12);
+  assert.equal(byId.get("n3")!.commitIndex, 4);
+  assert.equal(byId.get("n3")!.lag, 8);
+  // No progress for it (or a follower's view): unknown, not a guess.
+  assert.equal(byId.get("n4")!.commitIndex, null);
+  for (const id of ["n2", "n3", "n4"]) {
+    assert.equal(byId.get(id)!.appliedIndex, null);
+  }
+});
+
+Deno.test("dashboardWarning: a non-loopback --dashboard-listen is warned about, loopback is not", () => {
+  assert.equal(dashboardWarning({ hostname: "127.0.0.1", port: 9465 }), null);
+  assert.equal(dashboardWarning({ hostname: "::1", port: 9465 }), null);
+  const warning = dashboardWarning({ hostname: "10.0.0.5", port: 9465 })!;
+  assert.match(
+    warning,
+    /^WARNING: --dashboard-listen 10\.0\.0\.5:9465 is not a loopback address: .*plain HTTP; keep it behind a firewall or listen on 127\.0\.0\.1$/,
+  );
 });

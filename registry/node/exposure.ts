@@ -11,6 +11,7 @@
  */
 
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
+import { isLoopbackHost } from "../../internal/metrics.ts";
 
 /** What decides whether a node may start as configured. */
 export interface Exposure {
@@ -51,30 +52,7 @@ export function exposureOf(
   };
 }
 
-/**
- * Whether `hostname` reaches only this host: `127.0.0.0/8`, `::1` or
- * `localhost`. Wildcard addresses (`0.0.0.0`, `::`) are not loopback.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { isLoopbackHost } from "./exposure.ts";
- * assert.equal(isLoopbackHost("127.0.0.2"), true);
- * assert.equal(isLoopbackHost("::1"), true);
- * assert.equal(isLoopbackHost("0.0.0.0"), false);
- * assert.equal(isLoopbackHost("10.0.0.5"), false);
- * ```
- */
-export function isLoopbackHost(hostname: string): boolean {
-  const host = hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
-  if (host === "localhost" || host === "::1" || host === "0:0:0:0:0:0:0:1") {
-    return true;
-  }
-  const v4 = host.replace(/^::ffff:/, "");
-  const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(v4);
-  return match !== null && Number(match[1]) === 127 &&
-    match.slice(2).every((part) => Number(part) <= 255);
-}
+export { isLoopbackHost };
 
 /**
  * What is missing for the node to start safely: one line per problem,

@@ -13,48 +13,27 @@ import { RpcError } from "../../rpc/errors.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
-import { isLoopbackHost } from "./exposure.ts";
+import {
+  type Gauge,
+  isLoopbackHost,
+  type Labels,
+  LagProbe,
+  MetricFamilies,
+  metricsAnswer,
+  NOT_FOUND_ANSWER,
+  processGauges,
+  responseOf,
+} from "../../internal/metrics.ts";
 
-/** The content type of the text exposition format. */
-export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
-
-/** Label name → value. */
-export type Labels = Record<string, string>;
-
-/** One metric family: its help, its type and its samples by label set. */
-interface Family {
-  help: string;
-  type: "counter" | "gauge";
-  samples: Map<string, { labels: Labels; value: number }>;
-}
-
-/** Upper bounds of the latency histograms' buckets, seconds. */
-export const LATENCY_BUCKETS: readonly number[] = [
-  0.001,
-  0.0025,
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-];
-
-/** One histogram: cumulative counts per bucket, sum and count, by label set. */
-interface Histogram {
-  help: string;
-  samples: Map<
-    string,
-    { labels: Labels; buckets: number[]; sum: number; count: number }
-  >;
-}
-
-/** Period of the event-loop probe, ms. */
-const LAG_PROBE_MS = 100;
+export {
+  type Gauge,
+  type HttpListener,
+  type Labels,
+  LATENCY_BUCKETS,
+  METRICS_CONTENT_TYPE,
+} from "../../internal/metrics.ts";
+import { listenHttp } from "../../internal/http_deno.ts";
+export { listenHttp };
 
 /** Methods that change the registry (counted in `rafter_registry_writes_total`). */
 const WRITE_METHODS = new Set([
@@ -65,30 +44,6 @@ const WRITE_METHODS = new Set([
   "lease.keepAlive",
   "lease.revoke",
 ]);
-
-/** Escapes a label value (backslash, double quote, newline). */
-function escapeLabel(value: string): string {
-  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(
-    /\n/g,
-    "\\n",
-  );
-}
-
-/** `{a="1",b="2"}`, or "" for no labels. */
-function labelText(labels: Labels): string {
-  const pairs = Object.entries(labels).map(([name, value]) =>
-    `${name}="${escapeLabel(value)}"`
-  );
-  return pairs.length === 0 ? "" : `{${pairs.join(",")}}`;
-}
-
-/** A sample value as the format spells it. */
-function valueText(value: number): string {
-  if (Number.isNaN(value)) return "NaN";
-  if (value === Infinity) return "+Inf";
-  if (value === -Infinity) return "-Inf";
-  return String(value);
-}
 
 /**
  * The metrics of one node: counters it bumps, and gauges read from the
@@ -105,16 +60,12 @@ function valueText(value: number): string {
  * ```
  */
 export class NodeMetrics {
-  readonly #node: string;
-  readonly #counters = new Map<string, Family>();
-  readonly #histograms = new Map<string, Histogram>();
+  readonly #families: MetricFamilies;
+  readonly #lag = new LagProbe();
   #openConnections = 0;
-  #lagTimer: ReturnType<typeof setInterval> | undefined;
-  /** Largest event-loop lag since the last scrape, ms. */
-  #maxLagMs = 0;
 
   constructor(node: string) {
-    this.#node = node;
+    this.#families = new MetricFamilies({ node });
   }
 
   /**
@@ -122,42 +73,22 @@ export class NodeMetrics {
    * as the largest since the last scrape; {@link stop} ends it.
    */
   startLagProbe(): void {
-    if (this.#lagTimer !== undefined) return;
-    let expected = performance.now() + LAG_PROBE_MS;
-    this.#lagTimer = setInterval(() => {
-      const now = performance.now();
-      this.#maxLagMs = Math.max(this.#maxLagMs, now - expected);
-      expected = now + LAG_PROBE_MS;
-    }, LAG_PROBE_MS);
-    Deno.unrefTimer(this.#lagTimer);
+    this.#lag.start();
   }
 
   /** Stops the event-loop probe. */
   stop(): void {
-    clearInterval(this.#lagTimer);
-    this.#lagTimer = undefined;
+    this.#lag.stop();
   }
 
   /** The largest event-loop lag since the last call, seconds (then resets). */
   takeMaxLagSeconds(): number {
-    const lag = this.#maxLagMs;
-    this.#maxLagMs = 0;
-    return Math.max(0, lag) / 1000;
+    return this.#lag.takeMaxLagSeconds();
   }
 
   /** Adds `by` (default 1) to counter `name` with `labels` (plus `node`). */
   count(name: string, help: string, labels: Labels = {}, by = 1): void {
-    let family = this.#counters.get(name);
-    if (family === undefined) {
-      family = { help, type: "counter", samples: new Map() };
-      this.#counters.set(name, family);
-    }
-    const all = { node: this.#node, ...labels };
-    const key = labelText(all);
-    const sample = family.samples.get(key);
-    if (sample === undefined) {
-      family.samples.set(key, { labels: all, value: by });
-    } else sample.value += by;
+    this.#families.count(name, help, labels, by);
   }
 
   /**
@@ -165,28 +96,7 @@ export class NodeMetrics {
    * with `labels` (plus `node`).
    */
   observe(name: string, help: string, labels: Labels, seconds: number): void {
-    let histogram = this.#histograms.get(name);
-    if (histogram === undefined) {
-      histogram = { help, samples: new Map() };
-      this.#histograms.set(name, histogram);
-    }
-    const all = { node: this.#node, ...labels };
-    const key = labelText(all);
-    let sample = histogram.samples.get(key);
-    if (sample === undefined) {
-      sample = {
-        labels: all,
-        buckets: LATENCY_BUCKETS.map(() => 0),
-        sum: 0,
-        count: 0,
-      };
-      histogram.samples.set(key, sample);
-    }
-    LATENCY_BUCKETS.forEach((bound, i) => {
-      if (seconds <= bound) sample.buckets[i]++;
-    });
-    sample.sum += seconds;
-    sample.count++;
+    this.#families.observe(name, help, labels, seconds);
   }
 
   /** Client connections open now (sessions of the client port). */
@@ -264,66 +174,8 @@ export class NodeMetrics {
    * gives (read now).
    */
   render(gauges: () => Gauge[]): string {
-    const lines: string[] = [];
-    const families = new Map<string, Family>(this.#counters);
-    for (const gauge of gauges()) {
-      let family = families.get(gauge.name);
-      if (family === undefined) {
-        family = {
-          help: gauge.help,
-          type: gauge.type ?? "gauge",
-          samples: new Map(),
-        };
-        families.set(gauge.name, family);
-      }
-      const labels = { node: this.#node, ...gauge.labels };
-      family.samples.set(labelText(labels), { labels, value: gauge.value });
-    }
-    for (const [name, family] of families) {
-      lines.push(
-        `# HELP ${name} ${family.help}`,
-        `# TYPE ${name} ${family.type}`,
-      );
-      for (const sample of family.samples.values()) {
-        lines.push(
-          `${name}${labelText(sample.labels)} ${valueText(sample.value)}`,
-        );
-      }
-    }
-    for (const [name, histogram] of this.#histograms) {
-      lines.push(
-        `# HELP ${name} ${histogram.help}`,
-        `# TYPE ${name} histogram`,
-      );
-      for (const sample of histogram.samples.values()) {
-        LATENCY_BUCKETS.forEach((bound, i) =>
-          lines.push(
-            `${name}_bucket${
-              labelText({ ...sample.labels, le: String(bound) })
-            } ${sample.buckets[i]}`,
-          )
-        );
-        lines.push(
-          `${name}_bucket${
-            labelText({ ...sample.labels, le: "+Inf" })
-          } ${sample.count}`,
-          `${name}_sum${labelText(sample.labels)} ${sample.sum}`,
-          `${name}_count${labelText(sample.labels)} ${sample.count}`,
-        );
-      }
-    }
-    return lines.join("\n") + "\n";
+    return this.#families.render(gauges());
   }
-}
-
-/** One sample read at scrape time. */
-export interface Gauge {
-  name: string;
-  help: string;
-  value: number;
-  labels?: Labels;
-  /** A counter read from elsewhere (e.g. `registry.status`). @default "gauge" */
-  type?: "counter" | "gauge";
 }
 
 /** What a scrape reads besides the counters. */
@@ -446,25 +298,7 @@ export function gaugesOf(sources: ScrapeSources): Gauge[] {
       value: sources.openConnections,
     },
   ];
-  const memory = Deno.memoryUsage();
-  gauges.push(
-    {
-      name: "process_resident_memory_bytes",
-      help: "Resident set size, bytes.",
-      value: memory.rss,
-    },
-    {
-      name: "process_heap_used_bytes",
-      help: "V8 heap used, bytes.",
-      value: memory.heapUsed,
-    },
-    {
-      name: "process_event_loop_lag_seconds",
-      help:
-        "Largest lateness of a 100 ms timer since the last scrape, seconds.",
-      value: sources.eventLoopLagSeconds,
-    },
-  );
+  gauges.push(...processGauges(sources.eventLoopLagSeconds));
   return gauges;
 }
 
@@ -487,51 +321,24 @@ export function serveMetrics(
 ): MetricsServer {
   const server = listenHttp(address, async (request) => {
     const url = new URL(request.url);
-    if (url.pathname !== "/metrics") {
-      const answer = await other?.(request);
-      if (answer) return answer;
-      return new Response("not found: the metrics are at /metrics\n", {
-        status: 404,
-      });
-    }
-    if (request.method !== "GET" && request.method !== "HEAD") {
-      return new Response("method not allowed: use GET\n", {
-        status: 405,
-        headers: { allow: "GET, HEAD" },
-      });
-    }
-    return new Response(render(), {
-      headers: { "content-type": METRICS_CONTENT_TYPE },
-    });
+    const answer = metricsAnswer(request.method, url.pathname, render);
+    if (answer !== null) return responseOf(answer);
+    return (await other?.(request)) ?? responseOf(NOT_FOUND_ANSWER);
   });
   return { url: `${server.origin}/metrics`, close: server.close };
 }
 
-/** A plain-HTTP listener of the node: its origin and how to close it. */
-export interface HttpListener {
-  /** `http://host:port`, with the actual port. */
-  readonly origin: string;
-  close(): Promise<void>;
-}
-
-/** Serves `handler` over plain HTTP on `address` (the metrics and dashboard ports). */
-export function listenHttp(
+/**
+ * The warning for a plain-HTTP port (`option`) on a non-loopback
+ * address: what `exposed` says, and what to do; null on loopback.
+ */
+export function plainPortWarning(
+  option: string,
   address: TcpAddress,
-  handler: (request: Request) => Response | Promise<Response>,
-): HttpListener {
-  const server = Deno.serve({
-    hostname: address.hostname,
-    port: address.port,
-    onListen: () => {},
-  }, handler);
-  const addr = server.addr as Deno.NetAddr;
-  const host = addr.hostname.includes(":")
-    ? `[${addr.hostname}]`
-    : addr.hostname;
-  return {
-    origin: `http://${host}:${addr.port}`,
-    close: () => server.shutdown(),
-  };
+  exposed: string,
+): string | null {
+  if (isLoopbackHost(address.hostname)) return null;
+  return `WARNING: ${option} ${address.hostname}:${address.port} is not a loopback address: ${exposed}, over plain HTTP; keep it behind a firewall or listen on 127.0.0.1`;
 }
 
 /**
@@ -547,6 +354,9 @@ export function listenHttp(
  * ```
  */
 export function metricsWarning(address: TcpAddress): string | null {
-  if (isLoopbackHost(address.hostname)) return null;
-  return `WARNING: --metrics-listen ${address.hostname}:${address.port} is not a loopback address: anyone who reaches it reads the metrics (names, members, counts) over plain HTTP, without a token; keep it behind a firewall or listen on 127.0.0.1`;
+  return plainPortWarning(
+    "--metrics-listen",
+    address,
+    "anyone who reaches it reads the metrics (names, members, counts) without a token",
+  );
 }

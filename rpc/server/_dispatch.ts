@@ -100,6 +100,70 @@ export interface Hooks {
   admit?: (method: string) => RpcError | undefined;
   /** On an authenticating server: runs `rpc.authenticate` with its params. */
   authenticate?: (params: unknown) => Promise<unknown>;
+  /** Called once per finished call (see {@link CallInfo}); absent: no cost. */
+  onCall?: (call: CallInfo) => void;
+}
+
+/**
+ * One finished call, as the `onCall` hook of `serve()`, `serveStream` and
+ * `handleText` gets it: each well-formed request or notification (batch
+ * members one by one), including `rpc.cancel`, `rpc.authenticate` and
+ * calls of unknown methods; not frames that are no request at all.
+ */
+export interface CallInfo {
+  /** The method the request named. */
+  method: string;
+  /**
+   * `"ok"` for a result, `"error"` for an error response (its code in
+   * {@link code}), `"notification"` for a notification (never answered,
+   * whatever it did).
+   */
+  outcome: "ok" | "error" | "notification";
+  /** The JSON-RPC error code of an `"error"` outcome. */
+  code?: number;
+  /**
+   * From the dispatch of the request to its answer being ready, ms, by the
+   * monotonic clock (`performance.now()`).
+   */
+  durationMs: number;
+  /**
+   * The request frame's size on the wire, bytes; only for a frame that
+   * holds one message (not a batch member), and only from a server
+   * connection (`serve()`, `serveStream`).
+   */
+  bytesIn?: number;
+  /** The response frame's size on the wire, bytes (0: none); as `bytesIn`. */
+  bytesOut?: number;
+}
+
+/** What a call's dispatch learns of its outcome, when `onCall` is set. */
+interface CallRecord {
+  method: string | undefined;
+  notification: boolean;
+  code: number | undefined;
+}
+
+/** Hooks that threw already: each is reported once. */
+const failedCallHooks = new WeakSet<object>();
+
+/**
+ * Calls `hook` with `call`; a throw is caught (the call is answered as
+ * if the hook were absent) and logged the first time that hook throws.
+ */
+export function reportCall(
+  hook: (call: CallInfo) => void,
+  call: CallInfo,
+): void {
+  try {
+    hook(call);
+  } catch (error) {
+    if (failedCallHooks.has(hook)) return;
+    failedCallHooks.add(hook);
+    console.error(
+      "rpc: the onCall hook threw (its calls were answered; later throws of it are not logged):",
+      error,
+    );
+  }
 }
 
 /** A request's deadline and where it came from. */
@@ -248,12 +312,63 @@ class CallScope {
   }
 }
 
-/** Handles one request or notification; returns its response text or null. */
-async function handleValue<P>(
+/**
+ * Handles one request or notification; returns its response text or null.
+ * With an `onCall` hook, reports the call once it is answered.
+ */
+function handleValue<P>(
   value: unknown,
   methods: Methods,
   hooks: Hooks,
   codec: ReplyEncoder<P>,
+): Promise<P | null> {
+  const onCall = hooks.onCall;
+  return onCall === undefined
+    ? handleCall(value, methods, hooks, codec, undefined)
+    : handleReported(value, methods, hooks, codec, onCall);
+}
+
+async function handleReported<P>(
+  value: unknown,
+  methods: Methods,
+  hooks: Hooks,
+  codec: ReplyEncoder<P>,
+  onCall: (call: CallInfo) => void,
+): Promise<P | null> {
+  const started = performance.now();
+  const record: CallRecord = {
+    method: undefined,
+    notification: false,
+    code: undefined,
+  };
+  const reply = await handleCall(value, methods, hooks, codec, record);
+  const { method, code } = record;
+  if (method !== undefined) {
+    const durationMs = performance.now() - started;
+    reportCall(
+      onCall,
+      record.notification
+        ? { method, outcome: "notification", durationMs }
+        : code === undefined
+        ? { method, outcome: "ok", durationMs }
+        : { method, outcome: "error", code, durationMs },
+    );
+  }
+  return reply;
+}
+
+/** Notes the error code a call is answered with, when it is reported. */
+function noted(record: CallRecord | undefined, error: RpcError): RpcError {
+  if (record !== undefined) record.code = error.code;
+  return error;
+}
+
+async function handleCall<P>(
+  value: unknown,
+  methods: Methods,
+  hooks: Hooks,
+  codec: ReplyEncoder<P>,
+  record: CallRecord | undefined,
 ): Promise<P | null> {
   const { onInternalError } = hooks;
   if (value instanceof Refusal) {
@@ -271,6 +386,10 @@ async function handleValue<P>(
   const notification = !("id" in request);
   const id: RequestId = request.id ?? null;
   const { method, params } = request;
+  if (record !== undefined) {
+    record.method = method;
+    record.notification = notification;
+  }
 
   if (method === CANCEL_METHOD) {
     const target = typeof params === "object" && !Array.isArray(params)
@@ -283,11 +402,13 @@ async function handleValue<P>(
 
   if (hooks.admit !== undefined) {
     if (method === AUTHENTICATE_METHOD && hooks.authenticate !== undefined) {
-      return await authenticate(hooks.authenticate, request, codec);
+      return await authenticate(hooks.authenticate, request, codec, record);
     }
     const refused = hooks.admit(method);
     if (refused !== undefined) {
-      return notification ? null : serializeError(codec, id, refused);
+      return notification
+        ? null
+        : serializeError(codec, id, noted(record, refused));
     }
   }
 
@@ -306,22 +427,27 @@ async function handleValue<P>(
     return serializeError(
       codec,
       id,
-      new RpcError(
-        METHOD_NOT_FOUND,
-        typeof message === "string"
-          ? message
-          : `Method not found: no method ${
-            JSON.stringify(method)
-          } on this server`,
+      noted(
+        record,
+        new RpcError(
+          METHOD_NOT_FOUND,
+          typeof message === "string"
+            ? message
+            : `Method not found: no method ${
+              JSON.stringify(method)
+            } on this server`,
+        ),
       ),
     );
   }
 
   const deadline = deadlineOf(request, hooks);
   if (deadline !== null && passed(deadline)) {
-    return notification
-      ? null
-      : serializeError(codec, id, deadlineError(deadline, false));
+    return notification ? null : serializeError(
+      codec,
+      id,
+      noted(record, deadlineError(deadline, false)),
+    );
   }
   const handler = methods[method];
   const spec = specOf(handler);
@@ -360,17 +486,18 @@ async function handleValue<P>(
       return null;
     }
     if (error instanceof RpcError) {
-      const reply = trySerializeError(codec, id, error);
+      const reply = trySerializeError(codec, id, noted(record, error));
       if (reply !== null) return reply;
       report(onInternalError, error, method);
       return internalError(
         codec,
         id,
         `the error data of ${JSON.stringify(method)} cannot be encoded as JSON`,
+        record,
       );
     }
     report(onInternalError, error, method);
-    return internalError(codec, id, messageOf(error));
+    return internalError(codec, id, messageOf(error), record);
   } finally {
     scope?.finish();
   }
@@ -386,6 +513,7 @@ async function handleValue<P>(
       `the result of ${JSON.stringify(method)} cannot be encoded as JSON: ${
         messageOf(error)
       }`,
+      record,
     );
   }
 }
@@ -395,6 +523,7 @@ async function authenticate<P>(
   run: (params: unknown) => Promise<unknown>,
   request: Request,
   codec: ReplyEncoder<P>,
+  record: CallRecord | undefined,
 ): Promise<P | null> {
   const notification = !("id" in request);
   const id: RequestId = request.id ?? null;
@@ -406,9 +535,12 @@ async function authenticate<P>(
     return serializeError(
       codec,
       id,
-      error instanceof RpcError
-        ? error
-        : new RpcError(INTERNAL_ERROR, `Internal error: ${messageOf(error)}`),
+      noted(
+        record,
+        error instanceof RpcError
+          ? error
+          : new RpcError(INTERNAL_ERROR, `Internal error: ${messageOf(error)}`),
+      ),
     );
   }
   return notification ? null : codec.result(id, result);
@@ -432,7 +564,9 @@ function internalError<P>(
   codec: ReplyEncoder<P>,
   id: RequestId,
   detail: string,
+  record?: CallRecord,
 ): P {
+  if (record !== undefined) record.code = INTERNAL_ERROR;
   return serializeError(
     codec,
     id,

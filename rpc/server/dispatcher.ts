@@ -8,10 +8,16 @@
  */
 
 import type { Methods, RpcSession } from "./method.ts";
-import { dispatch, type Hooks, RunningCalls } from "./_dispatch.ts";
+import {
+  type CallInfo,
+  dispatch,
+  type Hooks,
+  RunningCalls,
+} from "./_dispatch.ts";
 import { ndjsonCodec, parseJsonMessage } from "../codec/_ndjson_codec.ts";
 
 export type { MethodHandler, Methods } from "./method.ts";
+export type { CallInfo } from "./_dispatch.ts";
 export { RunningCalls };
 
 /** Options of {@link handleText}. */
@@ -50,6 +56,12 @@ export interface DispatchOptions {
   maxDeadlineMs?: number;
   /** The client connection, passed on in each `CallContext`. */
   session?: RpcSession;
+  /**
+   * Called once per finished call: its method, outcome and duration (see
+   * {@link CallInfo}). A throw is caught (the call is answered all the
+   * same) and logged the first time. Absent, calls cost nothing extra.
+   */
+  onCall?(call: CallInfo): void;
 }
 
 /**
@@ -118,6 +130,7 @@ export function hooksOf(options: DispatchOptions, receivedAt?: number): Hooks {
     receivedAt: receivedAt ?? options.receivedAt ?? Date.now(),
     maxDeadlineMs: options.maxDeadlineMs,
     session: options.session,
+    onCall: options.onCall,
   };
 }
 

@@ -59,6 +59,24 @@ export interface ServeOptions extends ServerLimits {
    * {@link TlsServerOptions}. The Deno and Node adapters honour it.
    */
   tls?: TlsServerOptions;
+  /**
+   * Serve Prometheus metrics of this server on `GET /metrics` of a
+   * plain-HTTP port of their own (off by default): calls by method and
+   * outcome, a latency histogram by method, open connections, bytes in
+   * and out, the process's memory and event-loop delay. The Deno and Node
+   * adapters honour it; {@link RpcServer.metricsUrl} is where they are.
+   */
+  metrics?: ServeMetricsOptions;
+}
+
+/** The `metrics` option of `serve()`. */
+export interface ServeMetricsOptions {
+  /**
+   * `host:port` to serve the metrics on (port 0: an ephemeral one). A
+   * non-loopback address is logged as a warning: the metrics have no
+   * authentication. @default "127.0.0.1:9464"
+   */
+  listen?: string;
 }
 
 /** A running server, as returned by `serve()` and {@link serveListener}. */
@@ -103,6 +121,11 @@ export interface RpcServer {
    * keeps the old certificate, when they are unreadable or do not match.
    */
   reloadTls?(): Promise<void>;
+  /**
+   * With the `metrics` option: `http://host:port/metrics`, with the actual
+   * port. The metrics port closes when the server finishes.
+   */
+  readonly metricsUrl?: string;
 }
 
 /**
@@ -182,6 +205,7 @@ export function serveListener(
     authTimeoutMs: options.authTimeoutMs,
     onInternalError: options.onInternalError,
     onMethodNotFound: options.onMethodNotFound,
+    onCall: options.onCall,
     signal: stop.signal,
     goAway: goAway.signal,
   };

@@ -8,13 +8,18 @@
  */
 
 import {
+  type CallInfo,
   type DispatchOptions,
   hooksOf,
   type Methods,
   RunningCalls,
 } from "./dispatcher.ts";
 import { AUTHENTICATE_METHOD, type RpcSession } from "./method.ts";
-import { type Frame, FrameWriter } from "../framing/_frame_writer.ts";
+import {
+  type Frame,
+  FrameWriter,
+  utf8Length,
+} from "../framing/_frame_writer.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "../framing/_ndjson.ts";
 import {
   CANCEL_METHOD,
@@ -39,7 +44,12 @@ import type {
 } from "../codec/_frame_codec.ts";
 import { codecOfFirstByte } from "../codec/codecs.ts";
 import { ndjsonCodec } from "../codec/_ndjson_codec.ts";
-import { dispatch, type Hooks, serializeError } from "./_dispatch.ts";
+import {
+  dispatch,
+  type Hooks,
+  reportCall,
+  serializeError,
+} from "./_dispatch.ts";
 import { jsonValue } from "../codec/_json_value.ts";
 import { Refusal } from "../framing/_refusal.ts";
 import { directOf, streamReading } from "../transport/conn_stream.ts";
@@ -201,6 +211,15 @@ export interface ServerLimits {
    * authenticated peers closes the session here.
    */
   onMethodNotFound?(method: string, session: RpcSession): string | void;
+  /**
+   * Called once per finished call with its method, outcome (`"ok"`,
+   * `"error"` with the code, `"notification"`), duration in ms by the
+   * monotonic clock and, for a frame of one message, the request's and the
+   * response's bytes on the wire (see {@link CallInfo}). For metrics; a
+   * throw is caught (the call is answered all the same) and logged the
+   * first time. Absent, calls cost nothing extra.
+   */
+  onCall?(call: CallInfo): void;
 }
 
 /** Options of {@link serveStream}: the limits, plus ways to stop. */
@@ -454,6 +473,7 @@ class ServerConnection {
   readonly #calls = new RunningCalls();
   readonly #options: ServeStreamOptions;
   readonly #dispatchOptions: DispatchOptions;
+  readonly #onCall: ((call: CallInfo) => void) | undefined;
   readonly #maxFrameBytes: number;
   readonly #maxInFlight: number;
   readonly #idleTimeoutMs: number;
@@ -565,6 +585,7 @@ class ServerConnection {
       maxDeadlineMs: options.maxDeadlineMs,
       session: this.#session,
     };
+    this.#onCall = options.onCall;
     const authenticate = options.authenticate;
     if (authenticate !== undefined) {
       this.#authHooks = {
@@ -905,7 +926,11 @@ class ServerConnection {
     this.#inFlight++;
     this.#clearIdle();
     try {
-      const part = await this.#respond(waiting);
+      if (this.#onCall !== undefined) {
+        await this.#dispatchReported(waiting, this.#onCall);
+        return;
+      }
+      const part = await this.#respond(waiting, undefined);
       if (part !== null && !this.#stopped && !this.#closing) {
         await this.#write(this.#codec!.frame(part));
       }
@@ -920,11 +945,45 @@ class ServerConnection {
     }
   }
 
-  #respond(waiting: Waiting): Promise<unknown> {
+  /**
+   * {@link #dispatch} with an `onCall` hook: a frame of one message is
+   * reported with its bytes in and out, a batch's members without.
+   */
+  async #dispatchReported(
+    waiting: Waiting,
+    onCall: (call: CallInfo) => void,
+  ): Promise<void> {
+    const single = waiting.frame?.kind === "run" &&
+      !Array.isArray(waiting.frame.value);
+    let call: CallInfo | undefined;
+    const part = await this.#respond(
+      waiting,
+      single ? (info) => call = info : onCall,
+    );
+    const frame = part === null ? null : this.#codec!.frame(part);
+    if (call !== undefined) {
+      call.bytesIn = waiting.size;
+      call.bytesOut = frame === null
+        ? 0
+        : typeof frame === "string"
+        ? utf8Length(frame) + 1
+        : frame.length;
+      reportCall(onCall, call);
+    }
+    if (frame !== null && !this.#stopped && !this.#closing) {
+      await this.#write(frame);
+    }
+  }
+
+  #respond(
+    waiting: Waiting,
+    onCall: ((call: CallInfo) => void) | undefined,
+  ): Promise<unknown> {
     const frame = waiting.frame!;
     if (frame.kind === "reply") return Promise.resolve(frame.part);
     const hooks = hooksOf(this.#dispatchOptions, waiting.receivedAt);
     if (this.#authHooks !== undefined) Object.assign(hooks, this.#authHooks);
+    if (onCall !== undefined) hooks.onCall = onCall;
     return dispatch(frame.value, this.#methods, hooks, this.#codec!);
   }
 

@@ -51,6 +51,7 @@ export {
 } from "../client/connection.ts";
 export type { Codec } from "../codec/codec.ts";
 export {
+  type CallInfo,
   type DispatchOptions,
   handleText,
   type RunningCalls,
