@@ -16,6 +16,7 @@ import { waitFor } from "../testing/time.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 import { EXIT, runCli } from "../cli/main.ts";
 import type { LookupResult } from "../protocol/registry.ts";
+import { dial } from "../rpc/transport/dial.ts";
 
 /** Runs the CLI in-process; its exit code and what it printed. */
 async function cli(
@@ -233,6 +234,35 @@ Deno.test("snapshot status checks a file's checksum: OK for a good one, a clear 
       saved.out,
       /^saved a snapshot of cluster [0-9a-f]{16} at revision 1 /,
     );
+
+    // A chunk of a snapshot the node does not hold, or beyond the last.
+    const connection = await dial(cluster.registryUrls[0]);
+    try {
+      await assert.rejects(
+        connection.call("registry.snapshotChunk", {
+          snapshotId: "nope",
+          n: 0,
+        }),
+        { code: -32602, message: /snapshot "nope" is not held by this node/ },
+      );
+      const taken = await connection.call("registry.snapshot", {}) as {
+        snapshotId: string;
+        chunks: number;
+      };
+      assert.equal(taken.chunks, 1);
+      await assert.rejects(
+        connection.call("registry.snapshotChunk", {
+          snapshotId: taken.snapshotId,
+          n: 1,
+        }),
+        {
+          code: -32602,
+          message: /"n" must be a chunk number in 0\.\.0, not 1/,
+        },
+      );
+    } finally {
+      connection.close();
+    }
 
     const status = await cli(["snapshot", "status", file, "--json"]);
     assert.equal(status.code, EXIT.ok, status.err);

@@ -139,7 +139,15 @@ export async function snapshotSave(
     sha256,
   };
   const bytes = encodeSnapshotFile(header, payload);
-  await writeFileDurably(file, bytes);
+  try {
+    await writeFileDurably(file, bytes);
+  } catch (error) {
+    throw new Error(
+      `cannot write the snapshot to ${file}: ${
+        (error as Error).message
+      } (does its folder exist, and may this user write there?)`,
+    );
+  }
   if (globals.json) {
     out(JSON.stringify({ file, fileBytes: bytes.length, ...header }, null, 2));
   } else {

@@ -35,14 +35,21 @@ export class HeldSnapshots {
   readonly #held = new Map<string, { bytes: Uint8Array; usedAt: number }>();
   readonly #max: number;
   readonly #idleMs: number;
+  readonly #now: () => number;
 
   /**
    * @param max most snapshots held at once. Default 2.
    * @param idleMs how long one is held after its last use, ms. Default 60 s.
+   * @param now the monotonic clock, ms. Default `performance.now`.
    */
-  constructor(max = 2, idleMs = 60_000) {
+  constructor(
+    max = 2,
+    idleMs = 60_000,
+    now: () => number = () => performance.now(),
+  ) {
     this.#max = max;
     this.#idleMs = idleMs;
+    this.#now = now;
   }
 
   /** Holds `bytes`; @returns the id to fetch them by. */
@@ -53,7 +60,7 @@ export class HeldSnapshots {
     }
     const id = [...crypto.getRandomValues(new Uint8Array(16))]
       .map((b) => b.toString(16).padStart(2, "0")).join("");
-    this.#held.set(id, { bytes, usedAt: performance.now() });
+    this.#held.set(id, { bytes, usedAt: this.#now() });
     return id;
   }
 
@@ -62,12 +69,12 @@ export class HeldSnapshots {
     this.#expire();
     const held = this.#held.get(id);
     if (held === undefined) return undefined;
-    held.usedAt = performance.now();
+    held.usedAt = this.#now();
     return held.bytes;
   }
 
   #expire(): void {
-    const now = performance.now();
+    const now = this.#now();
     for (const [id, { usedAt }] of this.#held) {
       if (now - usedAt > this.#idleMs) this.#held.delete(id);
     }
