@@ -13,11 +13,18 @@
  * segments (the log since the older snapshot's trailing window spans at
  * most 2 full segments and the one being written) + 1 MiB (meta, lock).
  *
+ * Then the backup row: it binds 100,000 distinct endpoints (ids `b0`…,
+ * over 100 names; `--save-bindings N`), and times `rafter snapshot save`
+ * (in-process `runCli`: the leader's barrier and snapshot, the chunked
+ * fetch, the SHA-256 check and the atomic write of the file; median of 3)
+ * and `rafter snapshot status` of the file.
+ *
  * A script, not a test: it asserts nothing about speed.
  *
  * ```sh
  * deno task bench:registry-snapshot            # 1,000,000 binds
  * deno task bench:registry-snapshot --quick    # 100,000
+ * deno task bench:registry-snapshot --binds 1000   # mostly the backup row
  * ```
  *
  * @module
@@ -26,17 +33,27 @@
 import { benchArgs, usageError } from "./_args.ts";
 import { LocalCluster } from "../testing/cluster.ts";
 import { connect, type RafterClient } from "../mod.ts";
+import { runCli } from "../cli/main.ts";
 
 const USAGE = `usage: deno task bench:registry-snapshot [options]
 
-  --binds N   binds in all (default 1000000; --quick: 100000)
-  --quick     100,000 binds
-  --help      show this text`;
+  --binds N          binds in all (default 1000000; --quick: 100000)
+  --quick            100,000 binds
+  --save-bindings N  distinct bindings to back up (default 100000; 0: no backup row)
+  --help             show this text`;
 
 const flags = benchArgs(USAGE, {
   binds: { type: "string" },
   quick: { type: "boolean", default: false },
+  "save-bindings": { type: "string" },
 });
+const saveBindings = Number(flags["save-bindings"] ?? 100_000);
+if (!Number.isInteger(saveBindings) || saveBindings < 0) {
+  usageError(
+    `--save-bindings must be an integer >= 0, got ${flags["save-bindings"]}`,
+    USAGE,
+  );
+}
 const total = Number(flags.binds ?? (flags.quick ? 100_000 : 1_000_000));
 if (!Number.isInteger(total) || total < 1 || total > 10_000_000) {
   usageError(
@@ -163,6 +180,7 @@ try {
       caughtUpMs.toFixed(0)
     } ms.`,
   );
+  if (saveBindings > 0) await backupRow(saveBindings);
 } finally {
   for (const client of clients) client.close();
   await cluster.stop();
@@ -201,4 +219,74 @@ async function folderBytes(dir: string): Promise<number> {
 
 function mib(bytes: number): string {
   return (bytes / (1 << 20)).toFixed(1);
+}
+
+/** Binds `count` distinct endpoints, then times `rafter snapshot save` and `status`. */
+async function backupRow(count: number): Promise<void> {
+  const client = connect(cluster.registryUrls, { deadlineMs: 30_000 });
+  clients.push(client);
+  const bindStarted = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CALLERS }, async () => {
+      while (next < count) {
+        const n = next++;
+        await client.bind(`bench/backup/s${n % 100}`, {
+          id: `b${n}`,
+          url: `tcp://10.1.${(n >> 8) % 256}.${n % 256}:9000`,
+          attrs: { zone: `z${n % 3}` },
+        });
+      }
+    }),
+  );
+  const bindSeconds = (performance.now() - bindStarted) / 1000;
+  const dir = await Deno.makeTempDir({ prefix: "rafter-bench-backup-" });
+  try {
+    const file = `${dir}/registry.snap`;
+    const saves: number[] = [];
+    let header: Record<string, number> = {};
+    for (let round = 0; round < 3; round++) {
+      const out: string[] = [];
+      const started = performance.now();
+      const code = await runCli([
+        "snapshot",
+        "save",
+        file,
+        "--registry",
+        cluster.registryUrls.join(","),
+        "--timeout-ms",
+        "30000",
+        "--json",
+      ], { out: (line) => out.push(line), err: (line) => console.error(line) });
+      saves.push(performance.now() - started);
+      if (code !== 0) throw new Error(`rafter snapshot save exited ${code}`);
+      header = JSON.parse(out.join("\n"));
+    }
+    const statusStarted = performance.now();
+    const code = await runCli(["snapshot", "status", file], {
+      out: () => {},
+      err: (line) => console.error(line),
+    });
+    const statusMs = performance.now() - statusStarted;
+    if (code !== 0) throw new Error(`rafter snapshot status exited ${code}`);
+    saves.sort((a, b) => a - b);
+    console.log(
+      `\nBackup: ${count} distinct bindings under 100 names bound in ${
+        bindSeconds.toFixed(0)
+      } s; rafter snapshot save (in-process runCli against the 3 nodes: barrier, snapshot on the leader, chunked fetch, SHA-256, atomic write), 3 rounds:\n`,
+    );
+    console.log(
+      "| bindings in the registry | payload MiB | file MiB | chunks of 4 MiB | save ms (median of 3) | save ms (min, max) | status ms |",
+    );
+    console.log("|---:|---:|---:|---:|---:|---:|---:|");
+    console.log(
+      `| ${header.bindings} | ${mib(header.bytes)} | ${
+        mib(header.fileBytes)
+      } | ${Math.ceil(header.bytes / (4 << 20))} | ${saves[1].toFixed(0)} | ${
+        saves[0].toFixed(0)
+      }, ${saves[2].toFixed(0)} | ${statusMs.toFixed(0)} |`,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 }

@@ -17,6 +17,7 @@ import { LEASE_COMMANDS } from "./commands/lease.ts";
 import { lookupCommand } from "./commands/lookup.ts";
 import { lsCommand } from "./commands/ls.ts";
 import { MEMBER_COMMANDS } from "./commands/member.ts";
+import { SNAPSHOT_COMMANDS } from "./commands/snapshot.ts";
 import { statusCommand } from "./commands/status.ts";
 import { unbindCommand } from "./commands/unbind.ts";
 import { watchCommand } from "./commands/watch.ts";
@@ -33,6 +34,7 @@ export const COMMAND_LIST: readonly Command[] = [
   ...LEASE_COMMANDS,
   ...LEADER_COMMANDS,
   ...MEMBER_COMMANDS,
+  ...SNAPSHOT_COMMANDS,
   callCommand,
   ...AUTH_COMMANDS,
   ...TOKEN_COMMANDS,

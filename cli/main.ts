@@ -21,6 +21,10 @@
  * turns it on and off, `rafter token create NAME --perm read:PREFIX
  * --perm bind:PREFIX` makes a token (printed once, on stdout alone),
  * `rafter token list` and `rafter token revoke TOKEN_ID` manage them.
+ * `rafter snapshot save FILE` backs the registry up (admin),
+ * `rafter snapshot status FILE` checks a backup, and `rafter snapshot
+ * restore FILE --data DIR --id ID --peers LIST` seeds a member of a new
+ * cluster from one.
  * `rafter cert ca|member|server|client` makes the cluster's CA and the
  * certificates it signs, as PEM files (keys mode 0600, nothing
  * overwritten without `--force`).
@@ -48,6 +52,7 @@ import { registry, registryCommand } from "./commands/registry.ts";
 import { LEASE_COMMANDS } from "./commands/lease.ts";
 import { LEADER_COMMANDS } from "./commands/leader.ts";
 import { MEMBER_COMMANDS } from "./commands/member.ts";
+import { SNAPSHOT_COMMANDS } from "./commands/snapshot.ts";
 import { AUTH_COMMANDS } from "./commands/auth.ts";
 import { TOKEN_COMMANDS } from "./commands/token.ts";
 import { CERT_COMMANDS } from "./commands/cert.ts";
@@ -88,6 +93,7 @@ const GROUPS: Record<string, Group> = {
   lease: verbsOf(LEASE_COMMANDS),
   leader: verbsOf(LEADER_COMMANDS),
   member: verbsOf(MEMBER_COMMANDS),
+  snapshot: verbsOf(SNAPSHOT_COMMANDS),
   auth: verbsOf(AUTH_COMMANDS),
   token: verbsOf(TOKEN_COMMANDS),
   cert: verbsOf(CERT_COMMANDS),

@@ -191,6 +191,16 @@ export const REGISTRY_METHODS = {
   leaseTimeToLive: "lease.timeToLive",
   /** Every lease: → {@link LeaseListResult}. */
   leaseList: "lease.list",
+  /**
+   * Takes a consistent snapshot of the registry (admin), held by the
+   * leader for fetching in chunks: → {@link SnapshotResult}.
+   */
+  snapshot: "registry.snapshot",
+  /**
+   * One chunk of a snapshot `registry.snapshot` took:
+   * {@link SnapshotChunkParams} → {@link SnapshotChunkResult}.
+   */
+  snapshotChunk: "registry.snapshotChunk",
 } as const;
 
 /** A registry method name. */
@@ -939,6 +949,63 @@ export interface MemberListResult {
   members: MemberInfo[];
 }
 
+// --- operations: backup --------------------------------------------------
+
+/**
+ * Result of `registry.snapshot`: the leader confirmed its leadership and
+ * applied every committed entry (a ReadIndex barrier), then took the
+ * registry as it stands after entry `index`: a snapshot at `revision`,
+ * held on that node for a minute after its last chunk is fetched.
+ * Fetch chunks 0..chunks-1 with `registry.snapshotChunk`; their bytes,
+ * concatenated, are the payload, whose SHA-256 is `sha256`.
+ */
+export interface SnapshotResult {
+  /** Names the snapshot in `registry.snapshotChunk`. */
+  snapshotId: string;
+  /** The cluster's id (16 hex digits). */
+  clusterId: string;
+  /** The member that took it (the leader). */
+  member: string;
+  /** The registry revision it is at. */
+  revision: number;
+  /** The Raft log index of the last entry it reflects. */
+  index: number;
+  /** The term of that entry. */
+  term: number;
+  /** Payload size, bytes (UTF-8 JSON of the node snapshot). */
+  bytes: number;
+  /** How many chunks to fetch. */
+  chunks: number;
+  /** Bytes per chunk (the last may be shorter). */
+  chunkBytes: number;
+  /** SHA-256 of the payload, hex. */
+  sha256: string;
+  /** Names with bindings. */
+  names: number;
+  /** Global bindings. */
+  bindings: number;
+  /** Leases. */
+  leases: number;
+  /** When it was taken (ISO 8601). */
+  takenAt: string;
+}
+
+/** Params of `registry.snapshotChunk`. */
+export interface SnapshotChunkParams {
+  /** The `snapshotId` `registry.snapshot` answered. */
+  snapshotId: string;
+  /** The chunk's number, 0-based. */
+  n: number;
+}
+
+/** Result of `registry.snapshotChunk`. */
+export interface SnapshotChunkResult {
+  /** The chunk's number. */
+  n: number;
+  /** The chunk's bytes, base64. */
+  data: string;
+}
+
 // --- the typed contract ----------------------------------------------------
 
 /**
@@ -1013,6 +1080,16 @@ export interface RegistryApi {
     params: Record<string, never> | undefined;
     result: LeaseListResult;
   };
+  /** `registry.snapshot`. */
+  "registry.snapshot": {
+    params: Record<string, never> | undefined;
+    result: SnapshotResult;
+  };
+  /** `registry.snapshotChunk`. */
+  "registry.snapshotChunk": {
+    params: SnapshotChunkParams;
+    result: SnapshotChunkResult;
+  };
 }
 
 /** Params of registry method `M`. */
@@ -1026,7 +1103,8 @@ export type ResultOf<M extends RegistryMethod> = RegistryApi[M]["result"];
  * `lease.list` are answered by the leader too (it alone times leases), as
  * are `registry.leaderTransfer` (only the leader can hand leadership over)
  * and `registry.memberList` (only the leader knows each member's match
- * index).
+ * index), and `registry.snapshot` with its chunks (the leader takes and
+ * holds the snapshot).
  */
 export const LEADER_METHODS: ReadonlySet<RegistryMethod> = new Set<
   RegistryMethod
@@ -1044,6 +1122,8 @@ export const LEADER_METHODS: ReadonlySet<RegistryMethod> = new Set<
   REGISTRY_METHODS.memberAdd,
   REGISTRY_METHODS.memberPromote,
   REGISTRY_METHODS.memberRemove,
+  REGISTRY_METHODS.snapshot,
+  REGISTRY_METHODS.snapshotChunk,
 ]);
 
 // --- defaults --------------------------------------------------------------

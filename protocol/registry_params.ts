@@ -50,6 +50,7 @@ import {
   REGISTRY_METHODS,
   type Scope,
   type SetStateParams,
+  type SnapshotChunkParams,
   type UnbindParams,
   type UnwatchParams,
   type WatchParams,
@@ -587,6 +588,19 @@ export const REGISTRY_PARAMS = {
   [REGISTRY_METHODS.leaseList]: params<Record<never, never>>()(
     REGISTRY_METHODS.leaseList,
     {},
+  ),
+  [REGISTRY_METHODS.snapshot]: params<Record<never, never>>()(
+    REGISTRY_METHODS.snapshot,
+    {},
+  ),
+  [REGISTRY_METHODS.snapshotChunk]: params<SnapshotChunkParams>()(
+    REGISTRY_METHODS.snapshotChunk,
+    {
+      snapshotId: required<string>(text("snapshotId")),
+      n: required<number>((value) =>
+        integer(value, "n", 0, 0, Number.MAX_SAFE_INTEGER)
+      ),
+    },
   ),
 } as const;
 

@@ -9,6 +9,7 @@
  * - `leader.ts`: leaderTransfer;
  * - `member.ts`: memberList, memberAdd, memberPromote, memberRemove;
  * - `status.ts`: status;
+ * - `snapshot.ts`: snapshot, snapshotChunk (backups);
  * - `auth.ts`: authenticate, authStatus, authEnable, authDisable,
  *   tokenCreate, tokenList, tokenRevoke (`protocol/auth.ts`);
  *
@@ -34,7 +35,8 @@
  * - `lease.grant` needs some `bind`; `keepAlive`, `revoke`, `timeToLive`
  *   the caller's own lease; `lease.list` lists the caller's leases;
  * - `status`, `memberList`, `authStatus` need a valid token;
- * - `memberAdd`/`Promote`/`Remove`, `leaderTransfer` need `admin`, which
+ * - `memberAdd`/`Promote`/`Remove`, `leaderTransfer`, `snapshot` and
+ *   `snapshotChunk` need `admin`, which
  *   may also act on anything of anyone;
  * - lease ids in lookups, lists and watch events are shown only to the
  *   lease's owner and to admins (others see `leaseId: null`).
@@ -76,6 +78,7 @@ import { Caller } from "./service/_caller.ts";
 import { leaderMethods } from "./service/leader.ts";
 import { leaseMethods } from "./service/lease.ts";
 import { memberMethods } from "./service/member.ts";
+import { HeldSnapshots, snapshotMethods } from "./service/snapshot.ts";
 import { statusMethods } from "./service/status.ts";
 import { watchMethods } from "./service/watch.ts";
 
@@ -123,6 +126,7 @@ export function registryMethods(context: RegistryContext): SessionMethods {
 class RegistryService {
   readonly #core: ServiceCore;
   readonly #caches: BindingCaches = bindingCaches();
+  readonly #snapshots = new HeldSnapshots();
 
   constructor(context: RegistryContext) {
     this.#core = new ServiceCore(context);
@@ -142,6 +146,7 @@ class RegistryService {
       ...leaderMethods(core, caller),
       ...memberMethods(core, caller),
       ...statusMethods(core, caller),
+      ...snapshotMethods(core, caller, this.#snapshots),
       ...watchMethods(core, session, caller),
     };
     return { ...methods, ...authMethods(core, caller) } as Methods;

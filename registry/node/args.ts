@@ -260,6 +260,53 @@ type RegistryValues = {
 const NO_ENV: EnvReader = () => undefined;
 
 /**
+ * A `--peers` list (`id=host:port,…`, every voter's peer address) as id →
+ * peer URL, normalized as the cluster id hashes it (`bootstrapClusterId`):
+ * `rafter snapshot restore` reads its `--peers` with this too, so the
+ * restored folder's cluster id is the one the node computes at start.
+ *
+ * @throws {Error} naming the item that is not `id=host:port`, an id given
+ * twice or holding `|`, or a wildcard address.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parsePeerList } from "./args.ts";
+ * assert.deepEqual(parsePeerList("n1=127.0.0.1:7101"), {
+ *   n1: "tcp://127.0.0.1:7101",
+ * });
+ * ```
+ */
+export function parsePeerList(list: string): Record<string, string> {
+  const peers: Record<string, string> = {};
+  for (const item of list.split(",").filter((s) => s.trim() !== "")) {
+    const [id, address, extra] = item.trim().split("=");
+    if (!id || !address || extra !== undefined) {
+      throw new Error(
+        `--peers item "${item}" is not of the form id=host:port`,
+      );
+    }
+    if (id in peers) {
+      throw new Error(`--peers lists the id "${id}" more than once`);
+    }
+    if (id.includes("|")) {
+      throw new Error(`--peers item "${item}": an id must not contain "|"`);
+    }
+    try {
+      peers[id] = formatTcpUrl(parseTcpUrl(address));
+    } catch (error) {
+      throw new Error(`--peers item "${item}": ${(error as Error).message}`);
+    }
+    if (isWildcardHost(parseTcpUrl(address).hostname)) {
+      throw new Error(
+        `--peers item "${item}": a wildcard address cannot be dialed; list the address the other nodes reach it at`,
+      );
+    }
+  }
+  return peers;
+}
+
+/**
  * Parses the command line. An option it does not give is taken from its
  * environment variable (read with `env`; none by default), else from the
  * JSON config file of `--config` (else of `RAFTER_CONFIG`, read with
@@ -334,31 +381,7 @@ export function parseRegistryArgs(
         "--id is required with --peers: which of the peers is this node?",
       );
     }
-    peers = {};
-    for (const item of values.peers.split(",").filter((s) => s.trim() !== "")) {
-      const [id, address, extra] = item.trim().split("=");
-      if (!id || !address || extra !== undefined) {
-        throw new Error(
-          `--peers item "${item}" is not of the form id=host:port`,
-        );
-      }
-      if (id in peers) {
-        throw new Error(`--peers lists the id "${id}" more than once`);
-      }
-      if (id.includes("|")) {
-        throw new Error(`--peers item "${item}": an id must not contain "|"`);
-      }
-      try {
-        peers[id] = formatTcpUrl(parseTcpUrl(address));
-      } catch (error) {
-        throw new Error(`--peers item "${item}": ${(error as Error).message}`);
-      }
-      if (isWildcardHost(parseTcpUrl(address).hostname)) {
-        throw new Error(
-          `--peers item "${item}": a wildcard address cannot be dialed; list the address the other nodes reach it at`,
-        );
-      }
-    }
+    peers = parsePeerList(values.peers);
     if (!(values.id in peers)) {
       throw new Error(`--peers does not list this node's id "${values.id}"`);
     }

@@ -560,6 +560,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       },
       nextSoftState: (timeoutMs) => this.#leadership.nextSoftState(timeoutMs),
       quorumProblem: () => quorumProblem(this.#directory.status()),
+      takeSnapshot: () => this.#replica.snapshotTaken(),
       minTtlMs,
       electionTimeoutMs,
       auth: options.auth === true,

@@ -126,6 +126,8 @@ export class Replica {
   readonly #checker: HealthChecker;
   /** The last registry entry applied (a snapshot's, after a restore). */
   #lastApplied = 0;
+  /** The term of that entry. */
+  #lastAppliedTerm = 0;
   /** Binding events applied (what watches are sent), since the start. */
   eventsApplied = 0;
   #fanOutTimer: ReturnType<typeof setTimeout> | undefined;
@@ -149,6 +151,7 @@ export class Replica {
   apply(entry: Entry): ApplyResult {
     const { state, leases } = this;
     this.#lastApplied = entry.index;
+    this.#lastAppliedTerm = entry.term;
     const authChanges = state.authChanges;
     const outcome = state.apply(entry.data);
     const change = outcome.change;
@@ -190,6 +193,7 @@ export class Replica {
     for (const lease of state.leases()) leases.granted(lease.id, lease.ttlMs);
     leases.restoreTimes(taken.leaseRemainingMs, this.#settings.minTtlMs);
     this.#lastApplied = snapshot.index;
+    this.#lastAppliedTerm = snapshot.term;
     this.#checker.update(state.checkedBindings());
     this.#fanOut();
     this.#settings.log(
@@ -208,6 +212,18 @@ export class Replica {
       state: taken,
       leaseRemainingMs: this.leases.remainingTimes(),
     }));
+  }
+
+  /**
+   * {@link snapshotJson} with the index and term of the last entry it
+   * reflects (for `registry.snapshot`: a backup at a known log position).
+   */
+  snapshotTaken(): { data: string; index: number; term: number } {
+    return {
+      data: this.snapshotJson(),
+      index: this.#lastApplied,
+      term: this.#lastAppliedTerm,
+    };
   }
 
   /** The registry as a {@link RegistryNodeSnapshot} said to be at `index`. */

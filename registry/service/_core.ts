@@ -71,6 +71,12 @@ export interface RegistryContext {
    * for a quorum (e.g. "this node reaches 1 of 3 members …"), or null.
    */
   quorumProblem?(): string | null;
+  /**
+   * The registry as a node snapshot (JSON) with the index and term of the
+   * last entry it reflects, for `registry.snapshot`; absent: the method
+   * answers that this node cannot take one.
+   */
+  takeSnapshot?(): { data: string; index: number; term: number };
   /** Smallest lease TTL accepted, ms (1.5 × the election timeout). */
   readonly minTtlMs: number;
   /** The election timeout, ms; a retry hint while a leader is elected. */
