@@ -45,7 +45,6 @@
  * @module
  */
 
-import "../../rpc/codec/cbor.ts";
 import {
   connect as connectOn,
   type ConnectOptions,

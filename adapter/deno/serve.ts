@@ -16,8 +16,6 @@ import {
 import { fromDenoConn } from "./tcp.ts";
 import { openTlsListener } from "../tls/server.ts";
 import { Duplex } from "node:stream";
-// Servers hear CBOR clients too.
-import "../../rpc/codec/cbor.ts";
 
 export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
 

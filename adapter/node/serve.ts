@@ -15,8 +15,6 @@ import {
 } from "../../rpc/server/server.ts";
 import { acceptQueue, fromNodeSocket } from "../tls/node_socket.ts";
 import { openTlsListener } from "../tls/server.ts";
-// Servers hear CBOR clients too.
-import "../../rpc/codec/cbor.ts";
 
 export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
 
