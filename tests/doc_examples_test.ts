@@ -253,7 +253,15 @@ Deno.test("the README's asserting examples pass", async () => {
     ).join("\n");
     await Deno.writeTextFile(join(folder, "README.md"), markdown);
     const output = await new Deno.Command(Deno.execPath(), {
-      args: ["test", "-A", "--doc", join(folder, "README.md")],
+      // The development config: the README's examples import zod.
+      args: [
+        "test",
+        "--config",
+        join(ROOT, "deno.dev.json"),
+        "-A",
+        "--doc",
+        join(folder, "README.md"),
+      ],
       cwd: ROOT,
       env: { NO_COLOR: "1" },
       stdout: "piped",
