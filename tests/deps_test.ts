@@ -169,10 +169,14 @@ Deno.test("a module that needs a package outside deno.lock is refused by that ch
   }
 });
 
-Deno.test("@rafter/rpc/deno and @rafter/rpc/node reach no npm package (no cbor-x, no cbor-extract); @rafter/rpc/cbor brings cbor-x", async () => {
+Deno.test("@rafter/rpc/deno and @rafter/rpc/node reach no npm package (no cbor-x, no cbor-extract); @rafter/rpc/cbor and the registry bring cbor-x", async () => {
   assert.deepEqual(await reachedPackages("adapter/deno/mod.ts"), []);
   assert.deepEqual(await reachedPackages("adapter/node/mod.ts"), []);
   assert.deepEqual(await reachedPackages("rpc/codec/cbor.ts"), [
+    "cbor-x@1.6.8",
+  ]);
+  // Registry nodes answer CBOR clients without the user's opt-in.
+  assert.deepEqual(await reachedPackages("registry/mod.ts"), [
     "cbor-x@1.6.8",
   ]);
 });
