@@ -342,6 +342,8 @@ try {
   stops.push(minimal);
   const jayson = await spawnServer(Deno.execPath(), [
     "run",
+    "--config",
+    `${roots[0]}deno.dev.json`,
     "-A",
     `${roots[0]}bench/jayson_server.ts`,
   ]);

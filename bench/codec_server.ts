@@ -5,6 +5,8 @@
  * @module
  */
 
+// It answers the CBOR clients of codec.ts.
+import "../rpc/codec/cbor.ts";
 import { serve } from "../adapter/deno/serve.ts";
 
 const server = serve({

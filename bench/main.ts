@@ -161,6 +161,10 @@ for (const script of SCRIPTS) {
   try {
     const args = [
       "run",
+      // The benchmarks' npm packages (etcd3, jayson, grpc-js) are in the
+      // development config, not in deno.json.
+      "--config",
+      `${here}../deno.dev.json`,
       "-A",
       `${here}${script.path}`,
       "--scenarios",

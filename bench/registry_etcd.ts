@@ -146,7 +146,13 @@ class Loader {
 
   constructor() {
     this.process = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${root}bench/_registry_load.ts`],
+      args: [
+        "run",
+        "--config",
+        `${root}deno.dev.json`,
+        "-A",
+        `${root}bench/_registry_load.ts`,
+      ],
       cwd: root,
       stdin: "piped",
       stdout: "piped",

@@ -95,6 +95,8 @@ const SATURATED_PERCENT = 90;
 const START_TIMEOUT_MS = 60_000;
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
+/** The development config: the npm peers are its imports, not deno.json's. */
+const DEV_CONFIG = ["--config", `${ROOT}deno.dev.json`];
 const BENCH = `${ROOT}bench/`;
 const PROTO = `${BENCH}echo.proto`;
 
@@ -209,8 +211,8 @@ async function prepareNode(): Promise<Bundles> {
       grpcClient: skipped,
     };
   }
-  // The npm peers: deno.json's imports, installed into node_modules/.
-  const install = await run(Deno.execPath(), ["install"]);
+  // The npm peers: deno.dev.json's imports, installed into node_modules/.
+  const install = await run(Deno.execPath(), ["install", ...DEV_CONFIG]);
   const npmSkip = install.ok ? undefined : {
     skipped: `\`deno install\` failed (${
       gist(install.text)
@@ -225,6 +227,7 @@ async function prepareNode(): Promise<Bundles> {
     const out = `${tmp}/${script}.mjs`;
     const result = await run(Deno.execPath(), [
       "bundle",
+      ...DEV_CONFIG,
       "--quiet",
       "--platform",
       "node",

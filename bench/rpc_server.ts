@@ -18,6 +18,8 @@
 
 import { createServer } from "node:net";
 import { serve as serveDeno } from "../adapter/deno/serve.ts";
+// The CBOR codec, as in rpc_client.ts, so both bundles carry the same code.
+import "../rpc/codec/cbor.ts";
 import { serve as serveNode } from "../adapter/node/serve.ts";
 import { isDeno, scriptArgs, serveUntilStdinCloses } from "./_rpc_driver.ts";
 

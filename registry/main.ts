@@ -68,6 +68,8 @@
  * @module
  */
 
+// A registry node answers clients that speak CBOR too.
+import "../rpc/codec/cbor.ts";
 import { formatTcpUrl } from "../rpc/transport/transport.ts";
 import { CommittedEntryConflictError } from "../raft/core.ts";
 import { serve } from "../adapter/deno/serve.ts";

@@ -7,7 +7,8 @@
  *   `client`, `distributors`, `transport`, `protocol`;
  *   `esm/adapter/node/mod.js`, the Node entry; `esm/adapter/node/package_root.js`,
  *   the core with Node's `connect` and `serve`, which `@rafter/rpc` is under
- *   Node; the Cloudflare entry) and the code they share in content-hashed
+ *   Node; the Cloudflare entry; `esm/rpc/codec/cbor.js`, `@rafter/rpc/cbor`,
+ *   which loads the CBOR codec, cbor-x bundled in) and the code they share in content-hashed
  *   chunks, so all entries use one copy of the default dialer and of every
  *   class (`instanceof RpcError` holds across them);
  * - declarations: the TypeScript compiler (`declaration`,
@@ -46,6 +47,7 @@ const ENTRIES = {
   node: "adapter/node/mod.ts",
   nodeRoot: "adapter/node/package_root.ts",
   cloudflare: "adapter/cloudflare/mod.ts",
+  cbor: "rpc/codec/cbor.ts",
 } as const;
 
 /** Oldest Node the package runs on (`AbortSignal.any` came in 20.3). */
@@ -234,6 +236,7 @@ function packageJson(
       "./protocol": entry(ENTRIES.protocol),
       "./node": entry(ENTRIES.node),
       "./cloudflare": entry(ENTRIES.cloudflare),
+      "./cbor": entry(ENTRIES.cbor),
       "./core": core,
       "./package.json": "./package.json",
     },

@@ -370,12 +370,16 @@ export async function moduleGraph(root: string): Promise<Graph> {
       )
         .join(""),
     );
+    // The development config where there is one: tests and benchmarks
+    // import npm packages that deno.json leaves out.
     let config: string[] = ["--no-config"];
-    try {
-      await Deno.stat(join(root, "deno.json"));
-      config = ["--config", join(root, "deno.json")];
-    } catch {
-      // A folder without a deno.json (the checker's own negative control).
+    for (const name of ["deno.json", "deno.dev.json"]) {
+      try {
+        await Deno.stat(join(root, name));
+        config = ["--config", join(root, name)];
+      } catch {
+        // A folder without it (the checker's own negative control has none).
+      }
     }
     const output = await new Deno.Command(Deno.execPath(), {
       args: ["info", "--json", ...config, all],

@@ -12,12 +12,17 @@
 import assert from "node:assert/strict";
 import type { ReportJson } from "../bench/report.ts";
 
+/** The benchmarks' npm packages are in the development config. */
+const DEV_CONFIG = new URL("../deno.dev.json", import.meta.url).pathname;
+
 Deno.test("bench/rpc.ts --quick gives every scenario a table with a number in every Rafter cell", async () => {
   const json = await Deno.makeTempFile({ prefix: "rafter-bench-smoke-" });
   try {
     const output = await new Deno.Command(Deno.execPath(), {
       args: [
         "run",
+        "--config",
+        DEV_CONFIG,
         "-A",
         new URL("../bench/rpc.ts", import.meta.url).pathname,
         "--quick",
@@ -62,6 +67,8 @@ Deno.test("bench/registry.ts --quick --only bind,tls binds on plain, TLS and TLS
   const output = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
+      "--config",
+      DEV_CONFIG,
       "-A",
       new URL("../bench/registry.ts", import.meta.url).pathname,
       "--quick",

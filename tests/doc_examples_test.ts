@@ -275,7 +275,15 @@ Deno.test("the README's and docs/ pages' asserting examples pass", async () => {
     }
     assert.ok(total > 0, "the README and docs/ have no asserting example");
     const output = await new Deno.Command(Deno.execPath(), {
-      args: ["test", "-A", "--doc", folder],
+      // The development config: the README's examples import zod.
+      args: [
+        "test",
+        "--config",
+        join(ROOT, "deno.dev.json"),
+        "-A",
+        "--doc",
+        folder,
+      ],
       cwd: ROOT,
       env: { NO_COLOR: "1" },
       stdout: "piped",

@@ -249,6 +249,8 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
       Deno.execPath(),
       [
         "run",
+        "--config",
+        `${ROOT}deno.dev.json`,
         "-A",
         `${ROOT}scripts/build_npm.ts`,
         "--out",
@@ -287,6 +289,7 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
         "types/rpc/transport/mod.d.ts",
         "README.md",
         "docs/getting-started.md",
+        "esm/rpc/codec/cbor.js",
       ]
     ) {
       assert.ok(paths.includes(entry), `the tarball has no ${entry}`);
@@ -376,6 +379,31 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
       ),
     );
     assert.deepEqual(edge, ["undefined", "function"], "workerd gets the core");
+    // CBOR is opt-in: refused until @rafter/rpc/cbor is imported, then a
+    // server started before the import hears a CBOR client too.
+    const cbor = JSON.parse(
+      await run(
+        "node",
+        [
+          "--input-type=module",
+          "-e",
+          `const { dial, serve } = await import("@rafter/rpc/node");
+         const server = await serve({ port: 0, methods: { echo: (v) => v } });
+         let refused = "";
+         try { await dial(server.url, { codec: "cbor" }); }
+         catch (error) { refused = error.name; }
+         await import("@rafter/rpc/cbor");
+         const connection = await dial(server.url, { codec: "cbor" });
+         const echoed = await connection.call("echo", [{ n: 1 }]);
+         connection.close();
+         await server.close();
+         console.log(JSON.stringify({ refused, echoed }));`,
+        ],
+        app,
+        20_000,
+      ),
+    );
+    assert.deepEqual(cbor, { refused: "RangeError", echoed: { n: 1 } });
 
     // A 1-node registry (Deno) and two Node hello servers bound in it.
     phase = performance.now();

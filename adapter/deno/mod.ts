@@ -3,8 +3,9 @@
  * dialer (`denoTcpDialer`: `Deno.connect`, Nagle off, 64 KiB reads), and
  * `connect()` and `dial()` that use it when no `dialer` is given. Importing
  * it sets no process-wide default dialer (`connect` of `@rafter/rpc`
- * finds `Deno.connect` by feature detection, Nagle off too); it loads the
- * CBOR codec. Kept out of the edge-safe `@rafter/rpc`, as Hono
+ * finds `Deno.connect` by feature detection, Nagle off too), and loads no
+ * npm package: for `codec: "cbor"`, import `@rafter/rpc/cbor` once. Kept
+ * out of the edge-safe `@rafter/rpc`, as Hono
  * keeps its runtime adapters at the edge of the code; everything else comes
  * from `@rafter/rpc` and its subpaths.
  *
@@ -45,7 +46,6 @@
  * @module
  */
 
-import "../../rpc/codec/cbor.ts";
 import {
   connect as connectOn,
   type ConnectOptions,

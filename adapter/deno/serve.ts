@@ -19,8 +19,6 @@ import { listenHttp } from "../../internal/http_deno.ts";
 import { fromDenoConn } from "./tcp.ts";
 import { openTlsListener } from "../tls/server.ts";
 import { Duplex } from "node:stream";
-// Servers hear CBOR clients too.
-import "../../rpc/codec/cbor.ts";
 
 export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
 

@@ -1,3 +1,4 @@
+import "../../rpc/codec/cbor.ts";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { makeTestPki, type TestPki } from "../../testing/certs.ts";

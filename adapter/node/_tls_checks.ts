@@ -7,6 +7,7 @@
  * @module
  */
 
+import "../../rpc/codec/cbor.ts";
 import { dial } from "./mod.ts";
 import { serve } from "./serve.ts";
 import { nodeDialer } from "./tcp.ts";

@@ -2,8 +2,9 @@
  * Rafter for Node (20 and later): the TCP server (`serve`, on `node:net`;
  * it resolves once listening), the TCP dialer (`nodeTcpDialer`: `node:net`,
  * Nagle off), and `connect()` and `dial()` that use it when no `dialer` is
- * given. Importing it sets no process-wide default dialer; it loads the
- * CBOR codec. Everything else comes from `@rafter/rpc` and its subpaths
+ * given. Importing it sets no process-wide default dialer and loads no
+ * codec beyond NDJSON (for `codec: "cbor"`, import `@rafter/rpc/cbor`
+ * once). Everything else comes from `@rafter/rpc` and its subpaths
  * (from the npm package under Node, `@rafter/rpc` has this entry's
  * `connect` and `serve` too).
  *
@@ -45,7 +46,6 @@
  * @module
  */
 
-import "../../rpc/codec/cbor.ts";
 import {
   connect as connectOn,
   type ConnectOptions,

@@ -1,3 +1,4 @@
+import "../../rpc/codec/cbor.ts";
 import assert from "node:assert/strict";
 import { dial } from "../../rpc/transport/dial.ts";
 import { serve } from "./serve.ts";

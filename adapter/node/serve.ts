@@ -19,8 +19,6 @@ import { ServerMetrics } from "../../rpc/server/metrics.ts";
 import { type HttpListener, httpOrigin } from "../../internal/metrics.ts";
 import { acceptQueue, fromNodeSocket } from "../tls/node_socket.ts";
 import { openTlsListener } from "../tls/server.ts";
-// Servers hear CBOR clients too.
-import "../../rpc/codec/cbor.ts";
 
 export type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
 

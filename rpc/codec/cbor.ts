@@ -2,9 +2,11 @@
  * Loads the CBOR codec (cbor-x) into this process: after this module is
  * imported, `dial()`, `connect()` and the stubs take `codec: "cbor"`, and
  * servers answer clients that open with the CBOR self-describe tag (see
- * `codec.ts` for the wire format). `@rafter/rpc/deno` and
- * `@rafter/rpc/node` import it; the edge-safe `@rafter/rpc` does not, so
- * that an edge bundle reaches no npm package.
+ * `codec.ts` for the wire format). It is the `@rafter/rpc/cbor` entry:
+ * import it once, for its effect, in a process that dials or serves CBOR
+ * (`import "@rafter/rpc/cbor";`). No other entry imports it (the registry's
+ * process aside, so that a registry answers CBOR clients), so a project
+ * without CBOR installs neither cbor-x nor its native helper cbor-extract.
  *
  * @example
  * ```ts

@@ -594,9 +594,10 @@ Deno.test("cbor decoder: frames split anywhere decode the same, and a frame is b
   );
 });
 
-Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CBOR", async () => {
+Deno.test("cbor: neither the core nor the Deno entry loads cbor-x, and the error says how to get CBOR", async () => {
   const script = `
     import { connect } from "./mod.ts";
+    import "./adapter/deno/mod.ts";
     import { RpcConnection } from "./rpc/transport/mod.ts";
     const stream = { readable: new ReadableStream(), writable: new WritableStream(), close() {} };
     try { new RpcConnection(stream, { codec: "cbor" }); console.log("no error"); }
@@ -613,6 +614,6 @@ Deno.test("cbor: the edge-safe core does not load cbor-x, and says how to get CB
   assert.equal(output.code, 0);
   assert.equal(
     new TextDecoder().decode(output.stdout).trim(),
-    'RangeError: the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it; from the npm package, @rafter/rpc under Node); the edge-safe core leaves it out to keep cbor-x out of edge bundles\nRangeError',
+    'RangeError: the CBOR codec is not loaded: import "@rafter/rpc/cbor" once in this process (it loads cbor-x; no other entry does, so that projects without CBOR install no npm package)\nRangeError',
   );
 });

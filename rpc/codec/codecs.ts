@@ -1,8 +1,8 @@
 /**
  * The codecs by name, and the one a server hears (private: not part of the
- * public API). NDJSON is built in; CBOR is installed by `rpc/codec/cbor.ts`,
- * which the Deno and Node entries import, so that the edge-safe core
- * reaches no npm package (cbor-x).
+ * public API). NDJSON is built in; CBOR is installed by `rpc/codec/cbor.ts`
+ * (the `@rafter/rpc/cbor` entry), which only the registry imports, so that
+ * no other entry reaches an npm package (cbor-x).
  *
  * @module
  */
@@ -31,7 +31,7 @@ export function codecNamed(name: Codec | undefined): FrameCodec {
   if (name === "cbor") {
     if (cbor !== undefined) return cbor;
     throw new RangeError(
-      'the CBOR codec is not loaded: import "@rafter/rpc/deno" or "@rafter/rpc/node" (each loads it; from the npm package, @rafter/rpc under Node); the edge-safe core leaves it out to keep cbor-x out of edge bundles',
+      'the CBOR codec is not loaded: import "@rafter/rpc/cbor" once in this process (it loads cbor-x; no other entry does, so that projects without CBOR install no npm package)',
     );
   }
   throw new RangeError(

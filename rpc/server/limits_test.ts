@@ -1,3 +1,4 @@
+import "../codec/cbor.ts";
 import assert from "node:assert/strict";
 import {
   LIMIT_EXCEEDED,
