@@ -312,7 +312,10 @@ Deno.test("the test tasks leave the pages to this file, and check type-checks th
       }`,
     );
   }
-  assert.match(tasks.check, /deno check --doc-only README\.md docs\/\*\.md /);
+  assert.match(
+    tasks.check,
+    /deno check (--config deno\.dev\.json )?--doc-only README\.md docs\/\*\.md /,
+  );
   assert.match(tasks.check, /tests\/doc_examples_test\.ts/);
 });
 
