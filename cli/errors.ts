@@ -19,6 +19,8 @@ import { tokenIdOf } from "../protocol/auth.ts";
 import { AuthenticationError } from "../stub/authenticate.ts";
 import { ServerError } from "../stub/call/call_errors.ts";
 import {
+  ID_IN_USE,
+  type IdInUseData,
   LEASE_NOT_FOUND,
   NO_ENDPOINTS,
   NOT_LEADER,
@@ -205,6 +207,13 @@ function hintFor(error: unknown, context: Context): string {
     return tried === undefined
       ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
       : `\nRegistry URLs: ${urls}.`;
+  }
+  if (error.code === ID_IN_USE) {
+    const data = error.data as Partial<IdInUseData> | undefined;
+    if (typeof data?.leaseId === "string") {
+      return `\nrafter lookup ${data.name} shows the holder; bind with another --id, or free the id at once with rafter lease revoke ${data.leaseId} (it unbinds the other server).`;
+    }
+    return "";
   }
   if (error.code === DEADLINE_EXCEEDED) {
     return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
