@@ -15,6 +15,7 @@ import {
   type BindParams,
   type BindResult,
   type EndpointSpec,
+  type IdInUseData,
   LEADER_METHODS,
   type LeaderTransferParams,
   type LeaderTransferResult,
@@ -239,10 +240,13 @@ export class RegistryClient {
 
   /**
    * Binds `endpoint` under `name` (`name?key=value` adds attributes),
-   * replacing an endpoint with the same id.
+   * replacing an endpoint with the same id (unless another live lease
+   * holds that id at another URL).
    *
    * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL;
-   * LEASE_NOT_FOUND for a `leaseId` that does not exist; UNAVAILABLE or
+   * LEASE_NOT_FOUND for a `leaseId` that does not exist; ID_IN_USE
+   * (-32015, not retried, `data` {@link IdInUseData}) when another live
+   * lease holds the id at another URL; UNAVAILABLE or
    * DEADLINE_EXCEEDED when no leader accepted the write in time.
    */
   bind(
