@@ -18,6 +18,7 @@ import {
 import { tokenIdOf } from "../protocol/auth.ts";
 import { AuthenticationError } from "../stub/authenticate.ts";
 import { ServerError } from "../stub/call/call_errors.ts";
+import type { DeadlineData } from "../stub/call/outcome.ts";
 import {
   ID_IN_USE,
   type IdInUseData,
@@ -216,6 +217,17 @@ function hintFor(error: unknown, context: Context): string {
     return "";
   }
   if (error.code === DEADLINE_EXCEEDED) {
+    // A service's server did not answer (stub calls say which): not the
+    // registry's fault.
+    const data = error.data as Partial<DeadlineData> | undefined;
+    if (data?.waitingFor === "endpoint") {
+      const named = (data.endpoints ?? []).map((e) =>
+        `Endpoint ${e.id} at ${e.url}`
+      ).join(" and ");
+      return `\n${
+        named === "" ? "The server" : named
+      } did not answer in time: check that its server runs and is not stopped (SIGSTOP) or overloaded; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).`;
+    }
     return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
   }
   return "";
