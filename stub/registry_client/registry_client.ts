@@ -15,7 +15,6 @@ import {
   type BindParams,
   type BindResult,
   type EndpointSpec,
-  type IdInUseData,
   LEADER_METHODS,
   type LeaderTransferParams,
   type LeaderTransferResult,
@@ -245,7 +244,7 @@ export class RegistryClient {
    *
    * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL;
    * LEASE_NOT_FOUND for a `leaseId` that does not exist; ID_IN_USE
-   * (-32015, not retried, `data` {@link IdInUseData}) when another live
+   * (-32015, not retried, `data` `IdInUseData` of the protocol) when another live
    * lease holds the id at another URL; UNAVAILABLE or
    * DEADLINE_EXCEEDED when no leader accepted the write in time.
    */

@@ -6,11 +6,11 @@
  */
 
 import assert from "node:assert/strict";
-import { startRegistryNode } from "../../registry/main.ts";
-import { connect } from "../../adapter/deno/mod.ts";
-import { DEADLINE_EXCEEDED } from "../../rpc/errors.ts";
-import { EXIT, runCli } from "../../cli/main.ts";
-import { AmbiguousError } from "./call_errors.ts";
+import { startRegistryNode } from "../registry/main.ts";
+import { connect } from "../adapter/deno/mod.ts";
+import { DEADLINE_EXCEEDED } from "../rpc/errors.ts";
+import { EXIT, runCli } from "../cli/main.ts";
+import { AmbiguousError } from "../stub/call/call_errors.ts";
 
 /** A listener on 127.0.0.1 that accepts, reads, and never replies. */
 function silentServer() {
