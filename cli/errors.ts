@@ -220,7 +220,10 @@ function hintFor(error: unknown, context: Context): string {
     // A service's server did not answer (stub calls say which): not the
     // registry's fault.
     const data = error.data as Partial<DeadlineData> | undefined;
-    if (data?.waitingFor === "endpoint") {
+    if (
+      data?.waitingFor === "endpoint" ||
+      (data?.waitingFor === "nothing" && (data.endpoints ?? []).length > 0)
+    ) {
       const named = (data.endpoints ?? []).map((e) =>
         `Endpoint ${e.id} at ${e.url}`
       ).join(" and ");
