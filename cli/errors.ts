@@ -18,7 +18,10 @@ import {
 import { tokenIdOf } from "../protocol/auth.ts";
 import { AuthenticationError } from "../stub/authenticate.ts";
 import { ServerError } from "../stub/call/call_errors.ts";
+import type { DeadlineData } from "../stub/call/outcome.ts";
 import {
+  ID_IN_USE,
+  type IdInUseData,
   LEASE_NOT_FOUND,
   NO_ENDPOINTS,
   NOT_LEADER,
@@ -206,7 +209,28 @@ function hintFor(error: unknown, context: Context): string {
       ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
       : `\nRegistry URLs: ${urls}.`;
   }
+  if (error.code === ID_IN_USE) {
+    const data = error.data as Partial<IdInUseData> | undefined;
+    if (typeof data?.leaseId === "string") {
+      return `\nrafter lookup ${data.name} shows the holder; bind with another --id, or free the id at once with rafter lease revoke ${data.leaseId} (it unbinds the other server).`;
+    }
+    return "";
+  }
   if (error.code === DEADLINE_EXCEEDED) {
+    // A service's server did not answer (stub calls say which): not the
+    // registry's fault.
+    const data = error.data as Partial<DeadlineData> | undefined;
+    if (
+      data?.waitingFor === "endpoint" ||
+      (data?.waitingFor === "nothing" && (data.endpoints ?? []).length > 0)
+    ) {
+      const named = (data.endpoints ?? []).map((e) =>
+        `Endpoint ${e.id} at ${e.url}`
+      ).join(" and ");
+      return `\n${
+        named === "" ? "The server" : named
+      } did not answer in time: check that its server runs and is not stopped (SIGSTOP) or overloaded; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).`;
+    }
     return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
   }
   return "";

@@ -30,6 +30,8 @@ export {
   type EndpointSpec,
   type EndpointState,
   type HealthCheck,
+  ID_IN_USE,
+  type IdInUseData,
   LEADER_TRANSFER_FAILED,
   type LeaderTransferFailedData,
   type LeaderTransferParams,

@@ -68,6 +68,31 @@ export const LEADER_TRANSFER_FAILED: -32010 = -32010;
  */
 export const MEMBERSHIP_CHANGE_FAILED: -32011 = -32011;
 
+/**
+ * A bind was refused because another live lease holds the same instance
+ * id under the name, at another URL: two servers were started with one
+ * id. `data` is {@link IdInUseData}. Start the new server with another id,
+ * stop the other one, or wait for its lease to expire (`data.ttlMs` after
+ * its last keep-alive). A bind at the SAME url as the held binding is not
+ * refused (a server restarted with its old id and port takes its binding
+ * over), nor is one replacing a lease-less binding.
+ */
+export const ID_IN_USE: -32015 = -32015;
+
+/** Data of an {@link ID_IN_USE} error: the binding that holds the id. */
+export interface IdInUseData {
+  /** The base name bound under. */
+  name: string;
+  /** The instance id asked for. */
+  id: string;
+  /** The live lease that holds it. */
+  leaseId: string;
+  /** The URL the id is bound at (the other server's). */
+  url: string;
+  /** The holding lease's time to live, ms: it expires this long after its last keep-alive. */
+  ttlMs: number;
+}
+
 /** Data of a {@link MEMBERSHIP_CHANGE_FAILED} error. */
 export interface MembershipChangeFailedData {
   /**

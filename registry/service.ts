@@ -95,7 +95,9 @@ export type { RegistryContext } from "./service/_core.ts";
  * `data: { leaderId, leaderUrl }`; UNAVAILABLE (-32006) when no leader is
  * known or a write or linearizable read could not complete in time (retry
  * after `data.retryAfterMs`); LEASE_NOT_FOUND (-32007); COMPACTED (-32008)
- * for a watch from a revision older than the history window.
+ * for a watch from a revision older than the history window; ID_IN_USE
+ * (-32015, `data: { name, id, leaseId, url, ttlMs }`) for a bind whose id
+ * another live lease holds at another URL.
  *
  * @example
  * ```ts

@@ -18,6 +18,8 @@ import {
   type Endpoint,
   type EndpointState,
   type HealthCheck,
+  ID_IN_USE,
+  type IdInUseData,
   LEASE_NOT_FOUND,
   matchesQuery,
   type WatchEvent,
@@ -99,6 +101,13 @@ export type Command =
     guard?: string;
     /** Most bindings the lease may carry (the leader's setting). */
     maxLeaseBindings?: number;
+    /**
+     * Refuse the bind (ID_IN_USE) when another live lease holds the id
+     * at another url (see {@link idInUse}). The service sets it on every
+     * bind; an entry an earlier version wrote has none and replaces the
+     * binding as it did then, so its log replays to the same state.
+     */
+    exclusiveId?: boolean;
   }
   | {
     op: "unbind";
@@ -711,6 +720,15 @@ export class RegistryState {
         name,
       );
     }
+    if (command.exclusiveId === true && previous !== undefined) {
+      const held = previous.leaseId === null
+        ? undefined
+        : this.#leases.get(previous.leaseId);
+      const refusal = idInUse(previous, leaseId, spec.url, held?.ttlMs);
+      if (refusal !== null) {
+        return { result: { ok: false, error: refusal }, change: null };
+      }
+    }
     if (command.leaseId !== undefined) {
       const lease = this.#leases.get(command.leaseId)!;
       if (!owns(command.guard, lease.owner)) {
@@ -1168,6 +1186,51 @@ function fail(code: number, message: string, data?: unknown): ApplyOutcome {
   return { result: { ok: false, error }, change: null };
 }
 
+/**
+ * The ID_IN_USE refusal of a bind of `previous`'s (name, id) with lease
+ * `leaseId` (null: none) at `url`, or null when the bind may replace it.
+ *
+ * The rule: a binding attached to a live lease belongs to the server that
+ * keeps that lease alive. A bind with the same lease changes it (the same
+ * server rebinding); a bind at the same url is the same server restarted
+ * (it lost its lease, it listens where the old one did, so the old binding
+ * can only point at it) and takes the binding over; any other bind is a
+ * second server started with an id in use, and is refused, naming the
+ * holder. A lease-less binding (`rafter bind` without a lease, a static
+ * endpoint) has no live holder to protect and is replaced, as a put in
+ * etcd replaces a key: an operator fixes a static entry by binding it
+ * again. `ttlMs` is the holding lease's TTL (for the message), undefined
+ * when the lease is gone (then nothing holds the id).
+ */
+export function idInUse(
+  previous: Readonly<Binding>,
+  leaseId: string | null,
+  url: string,
+  ttlMs: number | undefined,
+): CommandError | null {
+  if (
+    previous.leaseId === null || ttlMs === undefined ||
+    previous.leaseId === leaseId || previous.url === url
+  ) {
+    return null;
+  }
+  const data: IdInUseData = {
+    name: previous.name,
+    id: previous.id,
+    leaseId: previous.leaseId,
+    url: previous.url,
+    ttlMs,
+  };
+  const seconds = Math.ceil(ttlMs / 1000);
+  return {
+    code: ID_IN_USE,
+    message: `Id in use: endpoint ${JSON.stringify(previous.id)} of ${
+      JSON.stringify(previous.name)
+    } is held by another live server at ${previous.url} (lease ${previous.leaseId}); start this one with another id, stop the other server, or wait for its lease to expire (${seconds} s after its last keep-alive)`,
+    data,
+  };
+}
+
 function leaseNotFound(leaseId: string): ApplyOutcome {
   return fail(
     LEASE_NOT_FOUND,
@@ -1320,6 +1383,7 @@ function commandProblem(value: unknown): string | null {
           optional(value, "owner", isText) &&
           optional(value, "guard", isText) &&
           optional(value, "maxLeaseBindings", isCount) &&
+          optional(value, "exclusiveId", (e) => typeof e === "boolean") &&
           optional(
             value,
             "grant",

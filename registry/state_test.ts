@@ -6,7 +6,7 @@ import {
   encodeCommand,
   RegistryState,
 } from "./state.ts";
-import { LEASE_NOT_FOUND } from "../protocol/registry.ts";
+import { ID_IN_USE, LEASE_NOT_FOUND } from "../protocol/registry.ts";
 
 function apply(state: RegistryState, command: Command): ApplyOutcome {
   return state.apply(encodeCommand(command));
@@ -191,6 +191,147 @@ Deno.test("a new instance under the same id takes the binding over; the old inst
   assert.deepEqual(value(unbind), { revision: 2, removed: 0 });
   apply(state, { op: "leaseRevoke", id: "old" });
   assert.equal(state.binding("hello", "h1")?.url, "tcp://127.0.0.1:9002");
+});
+
+Deno.test("ID_IN_USE: a bind whose id another live lease holds at another url is refused with data, changing nothing", () => {
+  const state = new RegistryState();
+  apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9001", {
+      grant: { id: "first", ttlMs: 10_000 },
+      exclusiveId: true,
+    }),
+  );
+  const revision = state.revision;
+  const refused = error(apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9002", {
+      grant: { id: "second", ttlMs: 10_000 },
+      exclusiveId: true,
+    }),
+  ));
+  assert.equal(refused.code, ID_IN_USE);
+  assert.deepEqual(refused.data, {
+    name: "hello",
+    id: "s1",
+    leaseId: "first",
+    url: "tcp://127.0.0.1:9001",
+    ttlMs: 10_000,
+  });
+  assert.match(
+    refused.message,
+    /^Id in use: endpoint "s1" of "hello" is held by another live server at tcp:\/\/127\.0\.0\.1:9001 \(lease first\); start this one with another id, stop the other server, or wait for its lease to expire \(10 s after its last keep-alive\)$/,
+  );
+  // Nothing changed: the first keeps the binding, the grant was not made.
+  assert.equal(state.revision, revision);
+  assert.equal(state.binding("hello", "s1")?.leaseId, "first");
+  assert.equal(state.lease("second"), undefined);
+  // Also with an existing lease, and without one.
+  apply(state, { op: "leaseGrant", id: "other", ttlMs: 5000 });
+  const withLease = bind("hello", "s1", "tcp://127.0.0.1:9003", {
+    leaseId: "other",
+    exclusiveId: true,
+  });
+  assert.equal(error(apply(state, withLease)).code, ID_IN_USE);
+  assert.equal(
+    error(apply(
+      state,
+      bind("hello", "s1", "tcp://127.0.0.1:9003", { exclusiveId: true }),
+    )).code,
+    ID_IN_USE,
+  );
+  assert.deepEqual(state.lease("other")?.bindings, []);
+  // The holder itself may rebind, even at another url.
+  const moved = bind("hello", "s1", "tcp://127.0.0.1:9004", {
+    leaseId: "first",
+    exclusiveId: true,
+  });
+  assert.equal(value(apply(state, moved)).binding?.url, "tcp://127.0.0.1:9004");
+});
+
+Deno.test("ID_IN_USE: the same url (a restarted server) takes the binding over with its new lease", () => {
+  const state = new RegistryState();
+  apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9001", {
+      grant: { id: "before", ttlMs: 10_000 },
+      exclusiveId: true,
+    }),
+  );
+  const restarted = value(apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9001", {
+      grant: { id: "after", ttlMs: 10_000 },
+      exclusiveId: true,
+    }),
+  ));
+  assert.equal(restarted.binding?.leaseId, "after");
+  assert.deepEqual(state.lease("before")?.bindings, []);
+  assert.deepEqual(state.lease("after")?.bindings, ["hello\ns1"]);
+  // The old lease's expiry leaves the new binding.
+  apply(state, { op: "leaseExpire", ids: ["before"] });
+  assert.equal(state.binding("hello", "s1")?.leaseId, "after");
+});
+
+Deno.test("ID_IN_USE: once the holding lease is revoked or expired, or the binding is lease-less, the id is free", () => {
+  const state = new RegistryState();
+  const second = (lease: string) =>
+    bind("hello", "s1", "tcp://127.0.0.1:9002", {
+      grant: { id: lease, ttlMs: 10_000 },
+      exclusiveId: true,
+    });
+  apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9001", {
+      grant: { id: "a", ttlMs: 10_000 },
+      exclusiveId: true,
+    }),
+  );
+  assert.equal(error(apply(state, second("b"))).code, ID_IN_USE);
+  apply(state, { op: "leaseExpire", ids: ["a"] });
+  assert.equal(value(apply(state, second("b"))).binding?.leaseId, "b");
+  // Revoked.
+  assert.equal(
+    error(apply(
+      state,
+      bind("hello", "s1", "tcp://127.0.0.1:9003", { exclusiveId: true }),
+    )).code,
+    ID_IN_USE,
+  );
+  apply(state, { op: "leaseRevoke", id: "b" });
+  // Lease-less now (a static binding): replaced by anyone, as a put.
+  assert.equal(
+    value(apply(
+      state,
+      bind("hello", "s1", "tcp://127.0.0.1:9003", { exclusiveId: true }),
+    )).binding?.leaseId,
+    null,
+  );
+  const leased = value(apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9004", {
+      grant: { id: "c", ttlMs: 10_000 },
+      exclusiveId: true,
+    }),
+  ));
+  assert.equal(leased.binding?.url, "tcp://127.0.0.1:9004");
+});
+
+Deno.test("ID_IN_USE: a bind entry without exclusiveId (an earlier version's) replaces as before", () => {
+  const state = new RegistryState();
+  apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9001", {
+      grant: { id: "a", ttlMs: 10_000 },
+    }),
+  );
+  const replaced = value(apply(
+    state,
+    bind("hello", "s1", "tcp://127.0.0.1:9002", {
+      grant: { id: "b", ttlMs: 10_000 },
+    }),
+  ));
+  assert.equal(replaced.binding?.leaseId, "b");
 });
 
 Deno.test("lease expiry removes the bindings of every expired lease and ignores ids already gone", () => {

@@ -423,23 +423,34 @@ export class LocalCluster {
    * Starts `tests/_exec_server.ts` as `id`, registered through this
    * cluster's registry with `--ttl-ms ttlMs` and `args` added (e.g.
    * `["--log", path]`); resolves once it is ready. (Plain clusters only:
-   * it is given no CA or token.)
+   * it is given no CA or token.) Started again under the same id (after
+   * a kill), it listens on its first port: the same URL takes its binding
+   * over while the killed one's lease runs out, as a restarted server
+   * does (another URL would be refused with ID_IN_USE until then).
    */
-  startExecServer(
+  async startExecServer(
     id: string,
     ttlMs: number,
     args: string[] = [],
   ): Promise<Child> {
-    return this.spawn(id, "tests/_exec_server.ts", [
+    const child = await this.spawn(id, "tests/_exec_server.ts", [
       "--registry",
       this.registryUrls.join(","),
       "--id",
       id,
+      "--port",
+      this.#execPorts.get(id) ?? "0",
       ...args,
       "--ttl-ms",
       String(ttlMs),
     ], /ready on/);
+    const line = await this.waitForLine(id, /ready on tcp:\/\/\S+:\d+ /, 1_000);
+    this.#execPorts.set(id, line.match(/ready on tcp:\/\/\S+:(\d+) /)![1]);
+    return child;
   }
+
+  /** The port each exec server listened on first, by id. */
+  readonly #execPorts = new Map<string, string>();
 
   /**
    * Starts any script of the repository as child `name` (with

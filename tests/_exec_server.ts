@@ -29,6 +29,7 @@ const { values } = parseArgs({
     zone: { type: "string" },
     weight: { type: "string" },
     "extra-delay-ms": { type: "string", default: "0" },
+    port: { type: "string", default: "0" },
     "watch-stdin": { type: "boolean", default: false },
   },
 });
@@ -44,6 +45,8 @@ const log = values.log;
 const encoder = new TextEncoder();
 let inFlight = 0;
 const server = serve({
+  hostname: "127.0.0.1",
+  port: Number(values.port),
   methods: {
     exec: async (callId: string, delayMs = 0) => {
       if (log !== undefined) {

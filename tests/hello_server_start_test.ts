@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { startRegistryNode } from "../registry/main.ts";
 import { waitFor } from "../testing/time.ts";
+import { connect } from "../adapter/deno/mod.ts";
 
 const SERVER = new URL("../examples/hello/server.ts", import.meta.url).pathname;
 
@@ -104,6 +105,46 @@ Deno.test("the hello server binds at $RAFTER_REGISTRY without --registry, and --
       assert.match(hello.stdout, new RegExp(`^${args[1]} serving on `));
     }
   } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("a second hello server with an id a live one holds (another port) prints one ID_IN_USE line and exits 1; the first stays listed", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "rafter_hello_id_" });
+  const node = await startRegistryNode({
+    id: "n1",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    dataDir,
+  });
+  const first = spawnHello(["--id", "s1", "--registry", node.url]);
+  try {
+    await waitFor(
+      () => /^s1 serving on tcp:\/\/.* bound as "hello"/.test(first.stdout),
+      "the first server to bind",
+      30_000,
+    );
+    const firstUrl = first.stdout.match(/serving on (tcp:\/\/\S+),/)![1];
+    const leaseId = first.stdout.match(/with lease (\S+) /)![1];
+    const second = spawnHello(["--id", "s1", "--registry", node.url]);
+    assert.equal(await second.stop(), 1, second.stdout);
+    assert.equal(
+      second.stderr,
+      `hello server: cannot bind "hello": Id in use: endpoint "s1" of "hello" is held by another live server at ${firstUrl} (lease ${leaseId}); start this one with another id, stop the other server, or wait for its lease to expire (10 s after its last keep-alive)\n`,
+    );
+    assert.equal(second.stdout, "");
+    const client = connect([node.url]);
+    try {
+      const { endpoints } = await client.lookup("hello");
+      assert.deepEqual(
+        endpoints.map((e) => [e.id, e.url, e.leaseId]),
+        [["s1", firstUrl, leaseId]],
+      );
+    } finally {
+      client.close();
+    }
+  } finally {
+    assert.equal(await first.stop(), 0, first.stderr);
     await node.stop();
     await Deno.remove(dataDir, { recursive: true });
   }

@@ -24,17 +24,13 @@ async function setUp(
 ) {
   const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
   let rafter: RafterClient | undefined;
+  // A server started again (after a kill) keeps its port: its URL takes
+  // its binding over (startExecServer).
   const start = (s: { id: string; zone?: string; weight?: number }) =>
-    cluster.spawn(s.id, "tests/_exec_server.ts", [
-      "--registry",
-      cluster.registryUrls.join(","),
-      "--id",
-      s.id,
-      "--ttl-ms",
-      "2000",
+    cluster.startExecServer(s.id, 2000, [
       ...(s.zone ? ["--zone", s.zone] : []),
       ...(s.weight ? ["--weight", String(s.weight)] : []),
-    ], /ready on/);
+    ]);
   try {
     await cluster.startRegistryWithLeader(3);
     await Promise.all(servers.map(start));

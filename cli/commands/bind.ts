@@ -19,8 +19,10 @@ export const bindCommand: Command = {
   summary: "bind the server at URL under NAME",
   about:
     `Binds the server at URL under NAME (NAME?key=value&... adds attributes),
-replacing a binding with the same id. A binding with --ttl-ms or --lease
-goes away when the lease expires: keep it alive with rafter lease keepalive.`,
+replacing a binding with the same id, unless another live lease holds that
+id at another URL (refused: ID_IN_USE, exit 1). A binding with --ttl-ms or
+--lease goes away when the lease expires: keep it alive with rafter lease
+keepalive.`,
   options: {
     id: { type: "string" },
     attr: { type: "string", multiple: true },

@@ -82,7 +82,8 @@ const USAGE = `usage: deno run -A examples/hello/server.ts [options]
                    RAFTER_CA (the CA of a tls:// registry), as the CLI
   --listen H:P     address to serve on (default 127.0.0.1:0, a free port)
   --advertise H    address clients dial, when listening on 0.0.0.0 or ::
-  --id ID          instance id (default hello-<random>: two copies never clash)
+  --id ID          instance id (default hello-<random>: two copies never clash);
+                   one a live server holds at another URL is refused
   --name NAME      service name to bind (default hello); NAME?k=v adds attributes
   --ttl-ms N       lease TTL: a crashed server leaves lookups this soon
                    (default 10000)

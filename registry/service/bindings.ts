@@ -8,6 +8,7 @@
  */
 
 import { method } from "../../rpc/server/method.ts";
+import { RpcError } from "../../rpc/errors.ts";
 import {
   type BindResult,
   type Endpoint,
@@ -20,7 +21,7 @@ import {
   REGISTRY_PARAMS,
 } from "../../protocol/registry_params.ts";
 import { localEndpoint } from "../local_area.ts";
-import type { Binding, Command } from "../state.ts";
+import { type Binding, type Command, idInUse } from "../state.ts";
 import {
   invalid,
   leaseNotFound,
@@ -116,6 +117,22 @@ export function bindingMethods(
         }`,
         name,
       );
+    }
+    if (previous !== undefined) {
+      // The rule of the replicated bind (state.ts idInUse), on this node.
+      if (previous.leaseId !== null) await core.barrier();
+      const held = previous.leaseId === null
+        ? undefined
+        : state.lease(previous.leaseId);
+      const refusal = idInUse(
+        previous,
+        leaseId ?? null,
+        endpoint.url,
+        held?.ttlMs,
+      );
+      if (refusal !== null) {
+        throw new RpcError(refusal.code, refusal.message, refusal.data);
+      }
     }
     const binding: Binding = {
       name,
@@ -229,7 +246,12 @@ export function bindingMethods(
         }
         return await bindLocal(base, p.endpoint, p.leaseId);
       }
-      const command: Command = { op: "bind", name: base, endpoint: p.endpoint };
+      const command: Command = {
+        op: "bind",
+        name: base,
+        endpoint: p.endpoint,
+        exclusiveId: true,
+      };
       if (p.leaseId !== undefined) command.leaseId = p.leaseId;
       if (grant !== undefined) command.grant = grant;
       const owner = caller.owner();

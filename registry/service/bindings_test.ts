@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { INVALID_PARAMS } from "../../rpc/errors.ts";
+import { ID_IN_USE } from "../../protocol/registry.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import { freePorts } from "../../testing/ports.ts";
 import { waitFor } from "../../testing/time.ts";
@@ -446,5 +447,58 @@ Deno.test("bind, unbind, setState, lookup and list refuse an unknown param, nami
       'Invalid params: "limit" is not a param of registry.list, which takes { prefix?, consistency?, endpoints? }',
     );
     assert.equal(node.state.revision, 0);
+  });
+});
+
+Deno.test("registry.bind refuses an id another live lease holds at another url (ID_IN_USE, global and local); the same url takes it over", async () => {
+  await withSingleNode(async (node, connection) => {
+    const first = await connection.call<BindResult>("registry.bind", {
+      name: "hello",
+      endpoint: { id: "s1", url: "tcp://127.0.0.1:9001" },
+      grant: { ttlMs: 30_000 },
+    });
+    await rejectsWith(
+      connection.call("registry.bind", {
+        name: "hello",
+        endpoint: { id: "s1", url: "tcp://127.0.0.1:9002" },
+        grant: { ttlMs: 30_000 },
+      }),
+      ID_IN_USE,
+      /^Id in use: endpoint "s1" of "hello" is held by another live server at tcp:\/\/127\.0\.0\.1:9001 .*wait for its lease to expire \(30 s after its last keep-alive\)$/,
+      {
+        name: "hello",
+        id: "s1",
+        leaseId: first.leaseId,
+        url: "tcp://127.0.0.1:9001",
+        ttlMs: 30_000,
+      },
+    );
+    assert.equal(node.state.binding("hello", "s1")?.leaseId, first.leaseId);
+    const restarted = await connection.call<BindResult>("registry.bind", {
+      name: "hello",
+      endpoint: { id: "s1", url: "tcp://127.0.0.1:9001" },
+      grant: { ttlMs: 30_000 },
+    });
+    assert.equal(
+      node.state.binding("hello", "s1")?.leaseId,
+      restarted.leaseId,
+    );
+    // Local scope: the same rule.
+    const local = await connection.call<BindResult>("registry.bind", {
+      name: "cache",
+      endpoint: { id: "c1", url: "tcp://127.0.0.1:9101" },
+      leaseId: restarted.leaseId,
+      scope: "local",
+    });
+    assert.equal(local.leaseId, restarted.leaseId);
+    await rejectsWith(
+      connection.call("registry.bind", {
+        name: "cache",
+        endpoint: { id: "c1", url: "tcp://127.0.0.1:9102" },
+        scope: "local",
+      }),
+      ID_IN_USE,
+      /^Id in use: endpoint "c1" of "cache"/,
+    );
   });
 });

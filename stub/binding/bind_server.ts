@@ -116,8 +116,11 @@ export interface ServerBinding {
  * @param name service name; `name?key=value` adds attributes.
  * @param server what to bind: a server from `serve()`, or a URL.
  * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL, or a
- * wildcard server address (listen with `advertise`); the registry's
- * errors (UNAVAILABLE…) when the first bind fails.
+ * wildcard server address (listen with `advertise`); ID_IN_USE (-32015)
+ * when another live server holds `options.id` under `name` at another URL
+ * (its one-line message names that server's URL and lease, and what to
+ * do; a restart at the same URL takes the binding over instead); the
+ * registry's errors (UNAVAILABLE…) when the first bind fails.
  *
  * @example
  * ```ts
@@ -227,12 +230,18 @@ class KeptBinding implements ServerBinding {
       const lease = await this.#registry.grantLease(this.#options.ttlMs, {
         signal,
       });
-      result = await this.#registry.bind(this.name, this.#spec, {
-        leaseId: lease.id,
-        scope: "local",
-        node: this.#node(),
-        signal,
-      });
+      try {
+        result = await this.#registry.bind(this.name, this.#spec, {
+          leaseId: lease.id,
+          scope: "local",
+          node: this.#node(),
+          signal,
+        });
+      } catch (error) {
+        // Refused (ID_IN_USE…): the lease would linger for its TTL.
+        await this.#registry.revokeLease(lease.id).catch(() => {});
+        throw error;
+      }
     } else {
       result = await this.#registry.bind(this.name, this.#spec, {
         grant: { ttlMs: this.#options.ttlMs },

@@ -4,6 +4,8 @@ import { endpoint } from "../../testing/cluster.ts";
 import { ConnectionPool } from "../connection_pool.ts";
 import { RegistryClient } from "../registry_client/registry_client.ts";
 import { bindServer } from "./bind_server.ts";
+import { RpcError } from "../../rpc/errors.ts";
+import { ID_IN_USE } from "../../protocol/registry.ts";
 
 Deno.test("keep-alives go out every TTL / 3 however long each one takes", async () => {
   // A registry whose keep-alives take 300 ms to answer (a loaded leader;
@@ -45,6 +47,52 @@ Deno.test("keep-alives go out every TTL / 3 however long each one takes", async 
     );
   } finally {
     await binding.close();
+    registry.close();
+    pool.close();
+    await registryServer.close();
+  }
+});
+
+Deno.test("a local bind refused with ID_IN_USE rejects with the registry's error and revokes the lease it granted", async () => {
+  const revoked: string[] = [];
+  const data = {
+    name: "svc",
+    id: "s1",
+    leaseId: "L0",
+    url: "tcp://127.0.0.1:8",
+    ttlMs: 3_000,
+  };
+  const registryServer = serve({
+    methods: {
+      "lease.grant": () => ({ id: "L1", ttlMs: 3_000, revision: 1 }),
+      "registry.bind": () => {
+        throw new RpcError(ID_IN_USE, "Id in use: endpoint s1", data);
+      },
+      "lease.revoke": ({ id }: { id: string }) => {
+        revoked.push(id);
+        return { revision: 2, removed: 0 };
+      },
+    },
+  });
+  const pool = new ConnectionPool();
+  const registry = new RegistryClient([registryServer.url], pool);
+  try {
+    await assert.rejects(
+      bindServer(registry, "svc", "tcp://127.0.0.1:9", {
+        id: "s1",
+        ttlMs: 3_000,
+        scope: "local",
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof RpcError);
+        assert.equal(error.code, ID_IN_USE);
+        assert.equal(error.message, "Id in use: endpoint s1");
+        assert.deepEqual(error.data, data);
+        return true;
+      },
+    );
+    assert.deepEqual(revoked, ["L1"]);
+  } finally {
     registry.close();
     pool.close();
     await registryServer.close();

@@ -90,6 +90,7 @@ export class Attempts {
     label: string,
     deadlineMs: number,
     ranOn: string | null,
+    attempted: readonly Candidate[] = [],
   ): Promise<readonly Candidate[]> {
     const { map } = this.context;
     // The fast path: no timer, no lookup.
@@ -105,6 +106,7 @@ export class Attempts {
           ranOn,
           null,
           "looking up the name in the registry",
+          attempted,
         ),
       () => cancelled(label, ranOn),
     );

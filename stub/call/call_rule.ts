@@ -59,6 +59,13 @@ export const CALL: Rule = {
     if (call.last !== null && Date.now() < call.deadline) {
       return mayHaveRun(call.last, call.ran);
     }
-    return deadlineError(call.label, call.deadlineMs, call.ranOn, call.last);
+    return deadlineError(
+      call.label,
+      call.deadlineMs,
+      call.ranOn,
+      call.last,
+      undefined,
+      call.attempted,
+    );
   },
 };

@@ -696,8 +696,14 @@ Deno.test("a call past its deadline rejects with DEADLINE_EXCEEDED, typed ambigu
         assert.equal(error.endpoint, s1.server.url);
         assert.equal(
           error.message,
-          `Deadline exceeded: "hello.slow" did not get an answer within 150 ms; it may have run on ${s1.server.url}`,
+          `Deadline exceeded: "hello.slow" did not get an answer within 150 ms, waiting for endpoint s1 at ${s1.server.url} (sent, no answer: the server may be stopped or overloaded); it may have run there`,
         );
+        assert.deepEqual(error.data, {
+          waitingFor: "endpoint",
+          endpoints: [{ id: "s1", url: s1.server.url }],
+          written: true,
+          endpoint: s1.server.url,
+        });
         return true;
       },
     );
@@ -793,7 +799,7 @@ Deno.test("the deadline also bounds opening the connection", async () => {
       client.call("hello", "who", [], { deadlineMs: 150 }),
       rpcError(
         DEADLINE_EXCEEDED,
-        'Deadline exceeded: "hello.who" did not get an answer within 150 ms (connecting to tcp://127.0.0.1:9 still under way)',
+        'Deadline exceeded: "hello.who" did not get an answer within 150 ms, waiting for endpoint hole at tcp://127.0.0.1:9 (not sent: the connection did not open in time; is the server up and reachable?)',
       ),
     );
     const elapsed = Date.now() - started;

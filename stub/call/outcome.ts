@@ -219,9 +219,36 @@ export function clientClosed(label: string, ranOn: string | null): RpcError {
     );
 }
 
+/** An endpoint an attempt of a call went to, as a deadline error names it. */
+export interface AttemptedEndpoint {
+  /** Its instance id. */
+  id: string;
+  /** Its URL. */
+  url: string;
+}
+
+/**
+ * The extra `data` of a call's DEADLINE_EXCEEDED error (besides `written`
+ * and `endpoint`): what the call was waiting for when its time ran out.
+ */
+export interface DeadlineData {
+  /**
+   * `"registry"`: the lookup of the name (the registry's time);
+   * `"endpoint"`: the server(s) of the last attempt (`endpoints`);
+   * `"nothing"`: no attempt was under way (the time ran out between
+   * attempts, or before the first).
+   */
+  waitingFor: "registry" | "endpoint" | "nothing";
+  /** The endpoints the last attempt went to (two for a hedged one); may be empty. */
+  endpoints: AttemptedEndpoint[];
+}
+
 /**
  * The DEADLINE_EXCEEDED error of a call: ambiguous if an attempt may have
- * run (on `ranOn`), naming the `step` under way or the `last` error.
+ * run (on `ranOn`), naming what it waited for: the registry (`step`, a
+ * lookup under way), or the `endpoints` of the last attempt (id and URL)
+ * with why they did not answer (sent and no answer, or not connected),
+ * and the `last` error when it was something else.
  */
 export function deadlineError(
   label: string,
@@ -229,27 +256,63 @@ export function deadlineError(
   ranOn: string | null,
   last: RpcError | null,
   step?: string,
+  endpoints: readonly AttemptedEndpoint[] = [],
 ): RpcError {
   const lastStep = (last?.data as { step?: unknown } | undefined)?.step;
-  const under = step ?? (typeof lastStep === "string" ? lastStep : undefined);
-  const head =
-    `Deadline exceeded: ${label} did not get an answer within ${deadlineMs} ms${
-      under === undefined ? "" : ` (${under} still under way)`
-    }`;
-  // An attempt cut off by the deadline itself adds nothing to say.
+  // An attempt cut off by the deadline itself: its failure is the wait.
   const cutOff = last !== null && last.code === DEADLINE_EXCEEDED;
+  let waitingFor: DeadlineData["waitingFor"];
+  let where: string;
+  if (step !== undefined) {
+    waitingFor = "registry";
+    where = ` (${step} still under way)`;
+  } else if (cutOff && endpoints.length > 0) {
+    waitingFor = "endpoint";
+    const named = endpoints.map((e) => `endpoint ${e.id} at ${e.url}`).join(
+      " and ",
+    );
+    const why = typeof lastStep === "string" || last instanceof NotSentError
+      ? "not sent: the connection did not open in time; is the server up and reachable?"
+      : "sent, no answer: the server may be stopped or overloaded";
+    where = `, waiting for ${named} (${why})`;
+  } else if (cutOff && typeof lastStep === "string") {
+    waitingFor = "endpoint";
+    where = ` (${lastStep} still under way)`;
+  } else {
+    waitingFor = cutOff ? "endpoint" : "nothing";
+    where = last === null || cutOff || endpoints.length === 0
+      ? ""
+      : ` (the last attempt went to ${
+        endpoints.map((e) => `endpoint ${e.id} at ${e.url}`).join(" and ")
+      })`;
+  }
+  const head =
+    `Deadline exceeded: ${label} did not get an answer within ${deadlineMs} ms${where}`;
   const detail = last === null || cutOff ? "" : `; last error: ${last.message}`;
+  const data: DeadlineData = {
+    waitingFor,
+    endpoints: endpoints.map(({ id, url }) => ({ id, url })),
+  };
   return ranOn === null
     ? new NotSentError(`${head}${detail}`, {
       code: DEADLINE_EXCEEDED,
       endpoint: null,
       cause: last ?? undefined,
+      data: { ...data },
     })
-    : new AmbiguousError(`${head}; it may have run on ${ranOn}${detail}`, {
-      code: DEADLINE_EXCEEDED,
-      endpoint: ranOn,
-      cause: last ?? undefined,
-    });
+    : new AmbiguousError(
+      `${head}; it may have run ${
+        waitingFor === "endpoint" && endpoints.some((e) => e.url === ranOn)
+          ? "there"
+          : `on ${ranOn}`
+      }${detail}`,
+      {
+        code: DEADLINE_EXCEEDED,
+        endpoint: ranOn,
+        cause: last ?? undefined,
+        data: { ...data },
+      },
+    );
 }
 
 /**

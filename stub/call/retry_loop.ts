@@ -55,6 +55,8 @@ export class CallState {
   untried: readonly Candidate[] = NONE;
   /** The last attempt's failure. */
   last: RpcError | null = null;
+  /** The endpoints the last attempt went to (two for a hedged one). */
+  attempted: Candidate[] = [];
   /** The endpoint an earlier attempt may have run the call on. */
   ranOn: string | null = null;
   /** That attempt's failure: the call ends ambiguous, whatever follows. */
@@ -185,7 +187,14 @@ export class RetryLoop {
       // The fast path (no lookup due) takes no await.
       const lookup = map.needsLookup();
       const candidates = lookup
-        ? await attempts.lookup(deadline, signal, label, deadlineMs, call.ranOn)
+        ? await attempts.lookup(
+          deadline,
+          signal,
+          label,
+          deadlineMs,
+          call.ranOn,
+          call.attempted,
+        )
         : map.candidates();
       // What is left after the lookup bounds the attempt (and the deadline
       // the server is sent).
@@ -196,6 +205,7 @@ export class RetryLoop {
       const endpoint = this.#choose(rule, call, candidates, attempt, remaining);
       if (endpoint === null) break;
       const timeoutMs = this.#timeoutMs(call, max - attempt, remaining);
+      call.attempted = [endpoint];
       const hedging = idempotent && settings.hedge !== undefined &&
         max - attempt > 1;
       const open = hedging || !rule.timed
@@ -228,10 +238,17 @@ export class RetryLoop {
           return attempts.returned(value, call.info!, endpoint);
         }
       } else {
-        (call.tried ??= []).push(endpoint.id);
+        const tried = (call.tried ??= []);
+        tried.push(endpoint.id);
+        const mark = tried.length;
         outcome = hedging
           ? await this.#hedged(call, endpoint, timeoutMs)
           : await rule.attempt(this, call, endpoint, timeoutMs);
+        // A hedge's second attempt went to another endpoint too.
+        for (const id of tried.slice(mark)) {
+          const other = candidates.find((c) => c.id === id);
+          if (other !== undefined) call.attempted.push(other);
+        }
       }
       if (outcome.ok) {
         return (rule.timed

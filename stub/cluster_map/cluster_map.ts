@@ -466,8 +466,15 @@ export class ClusterMap {
       if (after === undefined) {
         this.#removed.set(id, { endpoint, at: now, reason: reasonOf(id) });
       }
+      // A new instance at the same URL (a server restarted there took
+      // its binding over, with a new lease): what this client learnt of
+      // the old one (failures, an ejection, a connection in back-off) is
+      // not about it.
+      const restarted = after !== undefined && after.url === endpoint.url &&
+        after.createRevision !== endpoint.createRevision;
+      if (restarted) this.#context.health.forget(endpoint.url);
       if (
-        after === undefined || after.url !== endpoint.url ||
+        after === undefined || after.url !== endpoint.url || restarted ||
         (after.state === "draining" && endpoint.state !== "draining")
       ) {
         this.#context.onLeave?.(endpoint.url);

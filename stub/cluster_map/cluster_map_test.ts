@@ -292,6 +292,29 @@ Deno.test("ejection goes by URL: the same id bound again at a new URL is in play
   ]);
 });
 
+Deno.test("a new instance at the same URL (a restarted server taking its binding over) starts with a clean record and fresh connections", async () => {
+  const reg = registry([a, b]);
+  const health = new HealthBook();
+  const left: string[] = [];
+  const map = new ClusterMap("hello", reg.source, {
+    health,
+    onLeave: (url) => left.push(url),
+  });
+  await map.endpoints();
+  health.of(a.url).failed("refused");
+  assert.deepEqual(ids(map.candidates()), ["b"]);
+  // The same instance changing (its load, its state) keeps the record.
+  reg.watches[0].push(put({ ...a, modRevision: 6, load: 3 }, 6));
+  assert.deepEqual(ids(map.candidates()), ["b"]);
+  assert.deepEqual(left, []);
+  // A new lease, a new createRevision, the same URL: a new instance.
+  reg.watches[0].push(
+    put({ ...a, leaseId: "L2", createRevision: 7, modRevision: 7 }, 7),
+  );
+  assert.deepEqual(ids(map.candidates()), ["a", "b"]);
+  assert.deepEqual(left, [a.url]);
+});
+
 Deno.test("when every serving endpoint was ejected, endpoints() looks the name up again before falling back to them", async () => {
   const reg = registry([a, b]);
   const health = new HealthBook();

@@ -239,10 +239,13 @@ export class RegistryClient {
 
   /**
    * Binds `endpoint` under `name` (`name?key=value` adds attributes),
-   * replacing an endpoint with the same id.
+   * replacing an endpoint with the same id (unless another live lease
+   * holds that id at another URL).
    *
    * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL;
-   * LEASE_NOT_FOUND for a `leaseId` that does not exist; UNAVAILABLE or
+   * LEASE_NOT_FOUND for a `leaseId` that does not exist; ID_IN_USE
+   * (-32015, not retried, `data` `IdInUseData` of the protocol) when another live
+   * lease holds the id at another URL; UNAVAILABLE or
    * DEADLINE_EXCEEDED when no leader accepted the write in time.
    */
   bind(

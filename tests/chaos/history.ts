@@ -84,11 +84,14 @@ export interface SeenEndpoint {
  * definite answer. `leaseNotFound: true` is the registry's
  * LEASE_NOT_FOUND answer (the lease does not exist: bind, keep-alive and
  * revoke of such a lease change nothing); `exists: true` on a grant is
- * its answer that the lease id is taken.
+ * its answer that the lease id is taken; `idInUse: true` on a bind is the
+ * registry's ID_IN_USE answer (another live lease holds the id at another
+ * url: nothing changes).
  */
 export type OpOutput =
-  | { f: "bind"; revision: number; leaseNotFound?: false }
-  | { f: "bind"; leaseNotFound: true }
+  | { f: "bind"; revision: number; leaseNotFound?: false; idInUse?: false }
+  | { f: "bind"; leaseNotFound: true; idInUse?: false }
+  | { f: "bind"; idInUse: true; leaseNotFound?: false }
   | { f: "unbind"; revision: number; removed: number }
   | { f: "lookup"; revision: number; endpoints: SeenEndpoint[] }
   | { f: "leaseGrant"; revision: number; ttlMs: number; exists?: false }

@@ -27,6 +27,7 @@ import {
   RpcError,
 } from "../../rpc/errors.ts";
 import {
+  ID_IN_USE,
   LEASE_NOT_FOUND,
   NOT_LEADER,
   type NotLeaderData,
@@ -409,6 +410,13 @@ export class Workload {
       code: error instanceof RpcError ? error.code : null,
       message: error instanceof Error ? error.message : String(error),
     };
+    if (
+      input.f === "bind" && error instanceof RpcError &&
+      error.code === ID_IN_USE
+    ) {
+      this.#complete(op, "ok", { f: "bind", idInUse: true });
+      return "done";
+    }
     if (error instanceof RpcError && error.code === LEASE_NOT_FOUND) {
       const answer = leaseNotFound(input);
       if (answer !== null) {

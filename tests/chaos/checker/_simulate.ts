@@ -150,6 +150,14 @@ export function simulate(options: SimulateOptions): History {
         }
         const bound = bindings.get(input.name)!;
         const previous = bound.get(input.id);
+        // ID_IN_USE (state.ts idInUse): another live lease holds the id
+        // at another url.
+        if (
+          previous !== undefined && previous.leaseId !== null &&
+          previous.leaseId !== input.leaseId && previous.url !== input.url
+        ) {
+          return { f: "bind", idInUse: true };
+        }
         if (previous?.url === input.url && previous.leaseId === input.leaseId) {
           return { f: "bind", revision };
         }

@@ -278,7 +278,7 @@ function checkFinal(history: History): CheckResult {
       if (input.f !== "bind" || input.name !== name || op.outcome !== "ok") {
         continue;
       }
-      if (op.output?.f !== "bind" || op.output.leaseNotFound === true) continue;
+      if (op.output?.f !== "bind" || !("revision" in op.output)) continue;
       // A leased binding may expire; another write of the id may replace it.
       if (input.leaseId !== null) continue;
       const others = byId.get(`${name}\n${input.id}`)!.filter((other) =>

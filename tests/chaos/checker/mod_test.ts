@@ -30,11 +30,11 @@ function rejected(report: CheckReport, name: string, kind: string) {
 Deno.test("checker: a concurrent history with unknowns, a re-bind and an expiry passes", () => {
   const h = new HistoryBuilder();
   h.granted(0, "k1-l1", 100, 0);
-  h.ok(1, bind("e1", "u1", "k1-l1"), 2, 4, { f: "bind", revision: 1 });
+  h.ok(1, bind("e1", "u1"), 2, 4, { f: "bind", revision: 1 });
   h.ok(2, bind("e2", "u2"), 3, 6, { f: "bind", revision: 2 });
   // Concurrent with the bind of e2: linearized before it.
-  h.ok(3, lookup(), 4, 5, seen(1, ["e1", "u1", "k1-l1"]));
-  // A re-bind of e1, without the lease now.
+  h.ok(3, lookup(), 4, 5, seen(1, ["e1", "u1"]));
+  // A re-bind of e1 at another url (lease-less: replaced).
   h.ok(1, bind("e1", "u3"), 7, 8, { f: "bind", revision: 3 });
   // Unknown: this one took effect, the next did not.
   h.unknown(4, bind("e3", "u4"), 9);
@@ -69,7 +69,7 @@ Deno.test("checker: a concurrent history with unknowns, a re-bind and an expiry 
     ),
   ];
   const events = [
-    put(1, "e1", "u1", 3.5, "k1-l1"),
+    put(1, "e1", "u1", 3.5),
     put(2, "e2", "u2", 5.5),
     put(3, "e1", "u3", 7.5),
     put(4, "e3", "u4", 10),

@@ -10,10 +10,15 @@
  *
  * Semantics (from `RegistryState`):
  * - bind `id` with `leaseId`: LEASE_NOT_FOUND when the lease does not
- *   exist (nothing changes); else upsert: the endpoint's url and lease are
- *   replaced (a re-bind with another lease detaches it from the old one). A
- *   bind identical to what is bound changes nothing (and does not bump the
- *   revision), which the model shows as the same state.
+ *   exist (nothing changes); else ID_IN_USE when `id` is bound with
+ *   another live lease (not `leaseId`; none counts as another) at another
+ *   url (nothing changes; the registry's `idInUse` rule: the same url is
+ *   the same server restarted, a lease-less binding has no holder); else
+ *   upsert: the endpoint's url and lease are replaced (a re-bind with
+ *   another lease detaches it from the old one). A bind identical to what
+ *   is bound changes nothing (and does not bump the revision), which the
+ *   model shows as the same state. A bind applied where the id is held
+ *   means the holder's lease expired first.
  * - unbind `id`: `removed: 1` and the endpoint is gone when it was bound,
  *   else `removed: 0` and nothing changes.
  * - lease grant of an id that exists: refused (-32602 "exists already");
@@ -37,7 +42,7 @@
  *   So expiry costs no extra states (no subsets of leases to try), and a
  *   lease is taken as expired only when an answer needs it. Operations
  *   that change nothing (lookups, keep-alives, an unbind that removed
- *   nothing, answers of LEASE_NOT_FOUND or "exists") are declared
+ *   nothing, answers of LEASE_NOT_FOUND, ID_IN_USE or "exists") are declared
  *   {@link Model.readOnly}, which lets the search linearize them
  *   greedily.
  *
@@ -47,6 +52,7 @@
  * |---|---|---|
  * | `registry.bind` (`leaseId` or none) | result `{ revision }` | ok `{ f: "bind", revision }` |
  * | `registry.bind` | error -32007 LEASE_NOT_FOUND | ok `{ f: "bind", leaseNotFound: true }` |
+ * | `registry.bind` | error -32015 ID_IN_USE | ok `{ f: "bind", idInUse: true }` |
  * | `registry.unbind` | result `{ revision, removed }` | ok `{ f: "unbind", revision, removed }` |
  * | `registry.lookup` | result `{ revision, endpoints }` | ok `{ f: "lookup", revision, endpoints: endpoints.map(({ id, url, leaseId }) => ({ id, url, leaseId })) }` |
  * | `lease.grant` (explicit `id`) | result `{ id, ttlMs, revision }` | ok `{ f: "leaseGrant", revision, ttlMs }` |
@@ -153,12 +159,27 @@ export function registryModel(
       case "bind": {
         const lease = input.leaseId;
         const live = lease === null || state.leases.includes(lease);
-        const applied = live ? [putEndpoint(state, input)] : [];
+        // ID_IN_USE: another live lease holds the id at another url (an
+        // endpoint's lease is live in a most-alive state).
+        const held = state.endpoints.find(([id]) => id === input.id);
+        const holder = held !== undefined && held[2] !== null &&
+            held[2] !== lease && held[1] !== input.url
+          ? held[2]
+          : null;
+        // Applied over a holder: its lease expired first.
+        const applied = !live
+          ? []
+          : holder === null
+          ? [putEndpoint(state, input)]
+          : [putEndpoint(endLeases(state, [holder]), input)];
+        const refused = live && holder !== null ? [state] : [];
         // LEASE_NOT_FOUND: the lease is gone (expired by now, if it was live).
         const missing = lease === null ? [] : [endLeases(state, [lease])];
-        if (output === undefined) return [...applied, ...missing];
+        if (output === undefined) return [...applied, ...refused, ...missing];
         if (output.f !== "bind") return [];
-        return output.leaseNotFound === true ? missing : applied;
+        if (output.leaseNotFound === true) return missing;
+        if (output.idInUse === true) return refused;
+        return applied;
       }
       case "unbind": {
         const bound = state.endpoints.find(([id]) => id === input.id);
@@ -237,7 +258,8 @@ function readOnly(input: OpInput, output: OpOutput | undefined): boolean {
     case "leaseKeepAlive":
       return true;
     case "bind":
-      return output?.f === "bind" && output.leaseNotFound === true;
+      return output?.f === "bind" &&
+        (output.leaseNotFound === true || output.idInUse === true);
     case "unbind":
       return output?.f === "unbind" && output.removed === 0;
     case "leaseGrant":

@@ -28,14 +28,56 @@ Deno.test("registry model: a re-bind with another lease leaves the old lease", (
   h.granted(0, "l1", 1000, 0);
   h.granted(0, "l2", 1000, 2);
   h.ok(0, bind("e1", "u1", "l1"), 4, 5, { f: "bind", revision: 1 });
-  h.ok(0, bind("e1", "u2", "l2"), 6, 7, { f: "bind", revision: 2 });
+  // At the same url: the same server restarted, it takes e1 over.
+  h.ok(0, bind("e1", "u1", "l2"), 6, 7, { f: "bind", revision: 2 });
   // Revoking l1 no longer removes e1.
   h.ok(0, revoke("l1"), 8, 9, { f: "leaseRevoke", revision: 2 });
-  h.ok(0, lookup(), 10, 11, seen(2, ["e1", "u2", "l2"]));
+  h.ok(0, lookup(), 10, 11, seen(2, ["e1", "u1", "l2"]));
   assert.equal(linearizable(h.operations), true);
   h.ok(0, revoke("l2"), 12, 13, { f: "leaseRevoke", revision: 3 });
-  h.ok(0, lookup(), 14, 15, seen(3, ["e1", "u2", "l2"]));
+  h.ok(0, lookup(), 14, 15, seen(3, ["e1", "u1", "l2"]));
   assert.equal(linearizable(h.operations), false);
+});
+
+Deno.test("registry model: ID_IN_USE while another live lease holds the id at another url, and only then", () => {
+  const h = new HistoryBuilder();
+  h.granted(0, "l1", 1000, 0);
+  h.granted(0, "l2", 1000, 2);
+  h.ok(0, bind("e1", "u1", "l1"), 4, 5, { f: "bind", revision: 1 });
+  h.ok(0, bind("e1", "u2", "l2"), 6, 7, { f: "bind", idInUse: true });
+  h.ok(0, bind("e1", "u3"), 8, 9, { f: "bind", idInUse: true });
+  h.ok(0, lookup(), 10, 11, seen(1, ["e1", "u1", "l1"]));
+  assert.equal(linearizable(h.operations), true);
+  // A refusal is no change: a later keep-alive of l1 still finds it.
+  h.ok(0, keepAlive("l1"), 12, 13, { f: "leaseKeepAlive", ttlMs: 1000 });
+  assert.equal(linearizable(h.operations), true);
+  // After l1's revoke the id is free: a refusal then is wrong.
+  h.ok(0, revoke("l1"), 14, 15, { f: "leaseRevoke", revision: 2 });
+  const refusedAfter = new HistoryBuilder();
+  refusedAfter.operations.push(...h.operations);
+  refusedAfter.ok(0, bind("e1", "u4", "l2"), 16, 17, {
+    f: "bind",
+    idInUse: true,
+  });
+  assert.equal(linearizable(refusedAfter.operations), false);
+  h.ok(0, bind("e1", "u4", "l2"), 16, 17, { f: "bind", revision: 3 });
+  h.ok(0, lookup(), 18, 19, seen(3, ["e1", "u4", "l2"]));
+  assert.equal(linearizable(h.operations), true);
+});
+
+Deno.test("registry model: a bind over a live holder applied means the holder's lease expired; ID_IN_USE on a lease-less binding is wrong", () => {
+  const h = new HistoryBuilder();
+  h.granted(0, "l1", 1000, 0);
+  h.ok(0, bind("e1", "u1", "l1"), 2, 3, { f: "bind", revision: 1 });
+  h.ok(0, bind("e1", "u2"), 4, 5, { f: "bind", revision: 2 });
+  assert.equal(linearizable(h.operations), true);
+  // l1 expired before the bind: a keep-alive of it finding it is wrong.
+  h.ok(0, keepAlive("l1"), 6, 7, { f: "leaseKeepAlive", ttlMs: 1000 });
+  assert.equal(linearizable(h.operations), false);
+  const leaseless = new HistoryBuilder();
+  leaseless.ok(0, bind("e1", "u1"), 0, 1, { f: "bind", revision: 1 });
+  leaseless.ok(0, bind("e1", "u2"), 2, 3, { f: "bind", idInUse: true });
+  assert.equal(linearizable(leaseless.operations), false);
 });
 
 Deno.test("registry model: a revoke removes every binding of its lease", () => {

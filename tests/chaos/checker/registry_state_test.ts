@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { LEASE_NOT_FOUND } from "../../../protocol/registry.ts";
+import { ID_IN_USE, LEASE_NOT_FOUND } from "../../../protocol/registry.ts";
 import { encodeCommand, RegistryState } from "../../../registry/state.ts";
 import type { Operation, OpInput, OpOutput } from "../history.ts";
 import {
@@ -35,6 +35,8 @@ const step = fc.oneof(
     f: fc.constant("bind" as const),
     id: fc.integer({ min: 0, max: 2 }),
     lease: fc.integer({ min: -1, max: 2 }),
+    // 0: a url of its own; 1, 2: one shared (a server restarted there).
+    url: fc.integer({ min: 0, max: 2 }),
   }),
   fc.record({
     f: fc.constant("unbind" as const),
@@ -86,7 +88,7 @@ function run(
           f: "bind",
           name: NAME,
           id: `e${s.id}`,
-          url: `tcp://u${k}`,
+          url: s.url === 0 ? `tcp://u${k}` : `tcp://shared${s.url}`,
           leaseId: lease,
         };
         const result = apply({
@@ -94,9 +96,12 @@ function run(
           name: NAME,
           endpoint: { id: input.id, url: input.url },
           ...(lease === null ? {} : { leaseId: lease }),
+          exclusiveId: true,
         });
         if (result.ok) output = { f: "bind", revision: result.value.revision };
-        else {
+        else if (result.error.code === ID_IN_USE) {
+          output = { f: "bind", idInUse: true };
+        } else {
           assert.equal(result.error.code, LEASE_NOT_FOUND);
           output = { f: "bind", leaseNotFound: true };
         }
@@ -227,4 +232,28 @@ Deno.test("registry model: a lookup of the real RegistryState answered otherwise
     }),
     { numRuns: 200 },
   );
+});
+
+Deno.test("registry model: the real RegistryState's ID_IN_USE and takeover answers check out, and its refusal is needed", () => {
+  const steps: Step[] = [
+    { f: "leaseGrant", lease: 0 },
+    { f: "leaseGrant", lease: 1 },
+    { f: "bind", id: 0, lease: 0, url: 0 },
+    { f: "bind", id: 0, lease: 1, url: 0 },
+    { f: "bind", id: 0, lease: -1, url: 0 },
+    { f: "lookup" },
+    { f: "bind", id: 1, lease: 0, url: 1 },
+    { f: "bind", id: 1, lease: 1, url: 1 },
+    { f: "lookup" },
+    { f: "leaseKeepAlive", lease: 0 },
+  ];
+  const operations = run(steps, [1]);
+  const outputs = operations.map((op) => op.output);
+  assert.deepEqual(outputs[3], { f: "bind", idInUse: true });
+  assert.deepEqual(outputs[4], { f: "bind", idInUse: true });
+  assert.deepEqual(outputs[7], { f: "bind", revision: 3 });
+  assert.equal(check(operations).ok, true);
+  // Taken as applied, the refused bind contradicts the lookup after it.
+  operations[3].output = { f: "bind", revision: 2 };
+  assert.equal(check(operations).ok, false);
 });

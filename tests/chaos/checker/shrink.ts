@@ -277,6 +277,8 @@ export function outputText(op: Operation): string {
     case "bind":
       return output.leaseNotFound === true
         ? "ok leaseNotFound"
+        : output.idInUse === true
+        ? "ok idInUse"
         : `ok rev ${output.revision}`;
     case "unbind":
       return `ok rev ${output.revision} removed=${output.removed}`;

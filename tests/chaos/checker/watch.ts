@@ -424,11 +424,13 @@ function againstHistory(
           );
         } else if (
           op.outcome === "ok" && op.output?.f === "bind" &&
-          op.output.leaseNotFound === true
+          !("revision" in op.output)
         ) {
           findings.add(
             "fail-took-effect",
-            `a bind answered LEASE_NOT_FOUND took effect at revision ${revision}`,
+            `a bind answered ${
+              op.output.idInUse === true ? "ID_IN_USE" : "LEASE_NOT_FOUND"
+            } took effect at revision ${revision}`,
             {
               name: event.name,
               operations: [op.index],
