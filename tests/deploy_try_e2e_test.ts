@@ -403,3 +403,240 @@ Deno.test("the image, built without docker as the Dockerfile says, starts offlin
     }
   }, "rafter_image_");
 });
+
+// --- the systemd unit ----------------------------------------------------------
+
+const UNIT = "rafter-registry@.service";
+const INSTANCE = "n1";
+
+/** The `[Service]` settings of a unit file, in order, as systemd reads them. */
+function serviceSettings(text: string): [string, string][] {
+  const settings: [string, string][] = [];
+  let section = "";
+  for (const line of text.replace(/\\\n/g, " ").split("\n")) {
+    const trimmed = line.trim();
+    if (trimmed === "" || /^[#;]/.test(trimmed)) continue;
+    const header = /^\[(.+)\]$/.exec(trimmed);
+    if (header !== null) {
+      section = header[1];
+      continue;
+    }
+    const eq = trimmed.indexOf("=");
+    assert.ok(eq > 0, `not a setting: ${trimmed}`);
+    if (section === "Service") {
+      settings.push([
+        trimmed.slice(0, eq).trim(),
+        trimmed.slice(eq + 1).trim(),
+      ]);
+    }
+  }
+  return settings;
+}
+
+/** Specifiers of `rafter-registry@n1.service`: `%i`, `%I` and `%%`. */
+function specifiers(value: string): string {
+  return value.replace(/%(.)/g, (all, ch) => {
+    if (ch === "i" || ch === "I") return INSTANCE;
+    if (ch === "%") return "%";
+    throw new Error(
+      `this test does not expand the specifier ${all} in ${value}`,
+    );
+  });
+}
+
+/** Words as systemd splits a command line: spaces, quotes, backslashes. */
+function unitWords(line: string): string[] {
+  const words: string[] = [];
+  for (
+    const match of line.matchAll(
+      /"((?:[^"\\]|\\.)*)"|'([^']*)'|((?:[^\s"'\\]|\\.)+)/g,
+    )
+  ) {
+    words.push((match[1] ?? match[2] ?? match[3]).replace(/\\(.)/g, "$1"));
+  }
+  return words;
+}
+
+/** `KEY=VALUE` lines of an environment file (quotes removed). */
+function environmentFile(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of text.split("\n").map((l) => l.trim())) {
+    if (line === "" || /^[#;]/.test(line)) continue;
+    const eq = line.indexOf("=");
+    const value = line.slice(eq + 1).trim();
+    env[line.slice(0, eq).trim()] = /^(["']).*\1$/.test(value)
+      ? value.slice(1, -1)
+      : value;
+  }
+  return env;
+}
+
+/** `30s`, `1min`, `500ms` or `30` (seconds) as ms. */
+function timeSpan(value: string): number {
+  const match = /^(\d+)\s*(ms|s|min)?$/.exec(value);
+  assert.ok(match !== null, `this test does not read the time span ${value}`);
+  return Number(match[1]) * { ms: 1, s: 1000, min: 60_000 }[match[2] ?? "s"]!;
+}
+
+Deno.test("the systemd unit's command line, as systemd runs rafter-registry@n1, starts node n1 and stops on its KillSignal", async () => {
+  const settings = serviceSettings(
+    await Deno.readTextFile(`${DEPLOY}/${UNIT}`),
+  );
+  const all = (key: string) =>
+    settings.filter(([k]) => k === key).map(([, v]) => specifiers(v));
+  const one = (key: string, fallback?: string) => {
+    const values = all(key);
+    assert.ok(values.length <= 1, `${key} is set ${values.length} times`);
+    const value = values[0] ?? fallback;
+    assert.ok(value !== undefined, `the unit has no ${key}`);
+    return value;
+  };
+  const [client, peer, metrics] = freePorts(3);
+
+  await withTempDir(async (root) => {
+    // `root` stands for `/`: the unit's and the README's paths map into
+    // it; the unit's deno is this test's deno.
+    const map = (word: string) =>
+      word === "/usr/local/bin/deno"
+        ? DENO
+        : word.replace(/(^|=)\/(opt|var|etc)(?=\/)/g, `$1${root}/$2`);
+
+    // The README's install: the checkout in /opt/rafter (the files a
+    // clone has: those the dockerignore keeps), then its `deno cache`.
+    const ignore = parseDockerignore(
+      await Deno.readTextFile(`${DEPLOY}/Dockerfile.dockerignore`),
+    );
+    await copyContext(REPO, `${root}/opt/rafter`, ignore);
+    const readme = await Deno.readTextFile(`${DEPLOY}/README.md`);
+    const install = /^cd \/opt\/rafter && sudo (.+)$/m.exec(readme)?.[1];
+    assert.ok(install !== undefined, "the README has no install step");
+    const installWords = unitWords(install).map(map);
+    const installEnv: Record<string, string> = {};
+    while (/^\w+=/.test(installWords[0])) {
+      const [key, ...value] = installWords.shift()!.split("=");
+      installEnv[key] = value.join("=");
+    }
+    assert.equal(installWords[0], "deno");
+    const installed = await run(
+      [DENO, ...installWords.slice(1)],
+      `${root}/opt/rafter`,
+      installEnv,
+      true,
+    );
+    assert.equal(installed.code, 0, `${install}:\n${installed.output}`);
+
+    // What systemd makes before it starts the service.
+    const state = map(`/var/lib/${one("StateDirectory")}`);
+    await Deno.mkdir(state, { recursive: true });
+    await Deno.chmod(state, parseInt(one("StateDirectoryMode", "0755"), 8));
+    await Deno.mkdir(map(`/var/cache/${one("CacheDirectory")}`), {
+      recursive: true,
+    });
+    const envFiles = all("EnvironmentFile");
+    assert.deepEqual(envFiles, [`-/etc/rafter/${INSTANCE}.env`]);
+    // The per-node options, as the README's /etc/rafter/ID.env: here the
+    // addresses, free ports on 127.0.0.1.
+    await Deno.mkdir(`${root}/etc/rafter`, { recursive: true });
+    await Deno.writeTextFile(
+      map(envFiles[0].slice(1)),
+      `# node ${INSTANCE}\nRAFTER_ARGS="--listen 127.0.0.1:${client} --peer-listen 127.0.0.1:${peer} --advertise 127.0.0.1:${client} --metrics-listen 127.0.0.1:${metrics}"\n`,
+    );
+
+    // The service's environment: systemd's PATH, the User='s (the README's
+    // useradd), Environment=, then EnvironmentFile= (which overrides).
+    const env: Record<string, string> = {
+      PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin",
+      HOME: `${root}/var/lib/rafter`,
+      USER: one("User"),
+      LOGNAME: one("User"),
+      SHELL: "/usr/sbin/nologin",
+    };
+    for (const line of all("Environment")) {
+      for (const word of unitWords(line)) {
+        const eq = word.indexOf("=");
+        env[word.slice(0, eq)] = map(word.slice(eq + 1));
+      }
+    }
+    assert.equal(env.DENO_DIR, `${root}/var/cache/rafter`);
+    for (const file of envFiles) {
+      const path = map(file.replace(/^-/, ""));
+      const text = await Deno.readTextFile(path).catch((error) => {
+        if (file.startsWith("-") && error instanceof Deno.errors.NotFound) {
+          return "";
+        }
+        throw error;
+      });
+      Object.assign(env, environmentFile(text));
+    }
+
+    // ExecStart: `$NAME` alone is the variable's words, `${NAME}` one word.
+    const execStart = one("ExecStart");
+    assert.match(execStart, /^[^@\-:+!]/, "no ExecStart prefixes to honour");
+    const words = unitWords(execStart).flatMap((word) => {
+      const alone = /^\$(\w+)$/.exec(word);
+      if (alone !== null) {
+        return (env[alone[1]] ?? "").split(/\s+/).filter((w) => w);
+      }
+      return [word.replace(/\$\{(\w+)\}/g, (_, name) => env[name] ?? "")];
+    }).map(map);
+    assert.equal(words[0], DENO, "the unit runs /usr/local/bin/deno");
+    assert.ok(words.includes(`--allow-write=${state}`), words.join(" "));
+    const cwd = map(one("WorkingDirectory"));
+    assert.equal(cwd, `${root}/opt/rafter`);
+
+    const signal = one("KillSignal", "SIGTERM") as Deno.Signal;
+    const stopWithin = timeSpan(one("TimeoutStopSec", "90s"));
+    const node = new Child(words, cwd, { ...env, ...OFFLINE });
+    try {
+      await node.waitFor(
+        new RegExp(
+          `registry n1 listening on tcp://127\\.0\\.0\\.1:${client}, peers on tcp://127\\.0\\.0\\.1:${peer}\\b.*data ${state}\\)`,
+        ),
+        30_000,
+      );
+      await node.waitFor(/n1: leader of term \d+/, 20_000);
+      const status = await run(
+        [
+          DENO,
+          "run",
+          "-A",
+          `${REPO}/cli/main.ts`,
+          "status",
+          "--registry",
+          `tcp://127.0.0.1:${client}`,
+        ],
+        REPO,
+        {},
+        true,
+      );
+      assert.equal(status.code, 0, status.output);
+      assert.match(
+        status.output,
+        /^leader n1, term \d+; 1 of 1 members answered$/m,
+      );
+
+      node.process.kill(signal);
+      const stopped = await node.exitWithin(stopWithin);
+      assert.ok(
+        stopped !== undefined,
+        `not stopped within ${stopWithin} ms:\n${node.output}`,
+      );
+      assert.equal(stopped.code, 0, node.output);
+      assert.match(node.output, /registry n1 stopped\n$/);
+    } finally {
+      await node.kill();
+    }
+
+    // Bad options exit 2, which RestartPreventExitStatus= does not restart.
+    assert.equal(one("RestartPreventExitStatus"), "2");
+    const badWords = words.map((w) =>
+      w === `127.0.0.1:${client}` ? "nowhere" : w
+    );
+    const bad = await run(badWords, cwd, { ...env, ...OFFLINE });
+    assert.equal(bad.code, 2, bad.output);
+    assert.match(
+      bad.output,
+      /^registry: --listen: invalid listen address "nowhere"/m,
+    );
+  }, "rafter_unit_");
+});
