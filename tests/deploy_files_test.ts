@@ -4,8 +4,9 @@
  * parses them, the Deno flags are flags `deno run` knows, the ports the
  * Dockerfile exposes are the ones its command listens on, and the systemd
  * unit passes `systemd-analyze verify` (skipped when it is not installed).
- * Building and running the image is not tested here (it needs a docker
- * daemon); `examples/deploy/README.md` says how it was tried.
+ * `tests/deploy_try_e2e_test.ts` runs them (the image built without
+ * docker, the unit's command line without systemd);
+ * `examples/deploy/README.md` says what remains untried.
  *
  * @module
  */
