@@ -158,22 +158,36 @@ Deno.test("handleText answers -32603 when a result cannot be encoded", async () 
 });
 
 Deno.test("handleText keeps batch order whatever the completion order", async () => {
+  // Each call waits on a gate the test opens, in an order unlike the
+  // batch's (no timers: a loaded machine cannot reorder them).
   const order: number[] = [];
+  const gates = new Map<number, () => void>();
+  const allStarted = Promise.withResolvers<void>();
   const table: Methods = {
-    wait: async (ms: number) => {
-      await new Promise((resolve) => setTimeout(resolve, ms));
-      order.push(ms);
-      return ms;
+    wait: async (n: number) => {
+      await new Promise<void>((resolve) => {
+        gates.set(n, resolve);
+        if (gates.size === 3) allStarted.resolve();
+      });
+      order.push(n);
+      return n;
     },
   };
-  const batch = [30, 1, 15].map((ms, i) => ({
+  const batch = [30, 1, 15].map((n, i) => ({
     jsonrpc: "2.0",
     method: "wait",
-    params: [ms],
+    params: [n],
     id: i,
   }));
+  const answer = handleText(JSON.stringify(batch), table);
+  await allStarted.promise;
+  for (const n of [1, 15, 30]) {
+    gates.get(n)!();
+    // Let that call finish before the next gate opens.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
   assert.equal(
-    await handleText(JSON.stringify(batch), table),
+    await answer,
     '[{"jsonrpc":"2.0","result":30,"id":0},{"jsonrpc":"2.0","result":1,"id":1},{"jsonrpc":"2.0","result":15,"id":2}]',
   );
   assert.deepEqual(order, [1, 15, 30]);
