@@ -33,6 +33,57 @@ export const DEFAULT_METRICS_LISTEN = "127.0.0.1:9464";
 const UNKNOWN_METHOD = "(unknown)";
 
 /**
+ * Counts one finished call in `families` (what `onCall` reports):
+ * `rafter_rpc_calls_total` by method and outcome (`ok`, `notification` or
+ * the JSON-RPC error code; a method the table lacks as `(unknown)`, so the
+ * labels stay bounded), `rafter_rpc_call_duration_seconds` by method, and
+ * the bytes in and out. Shared by `serve()`'s metrics and the registry
+ * node's; returns the outcome label.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { MetricFamilies } from "../../internal/metrics.ts";
+ * import { countCall } from "./metrics.ts";
+ * const families = new MetricFamilies();
+ * assert.equal(countCall(families, { method: "x", outcome: "error", code: -32601, durationMs: 1 }), "-32601");
+ * assert.match(families.render([]), /^rafter_rpc_calls_total\{method="\(unknown\)",outcome="-32601"\} 1$/m);
+ * ```
+ */
+export function countCall(families: MetricFamilies, call: CallInfo): string {
+  const method = call.code === METHOD_NOT_FOUND ? UNKNOWN_METHOD : call.method;
+  const outcome = call.outcome === "error" ? String(call.code) : call.outcome;
+  families.count(
+    "rafter_rpc_calls_total",
+    "Calls this server finished, by method and outcome (ok, notification, or the JSON-RPC error code).",
+    { method, outcome },
+  );
+  families.observe(
+    "rafter_rpc_call_duration_seconds",
+    "Time from a call's dispatch to its answer, seconds, by method.",
+    { method },
+    call.durationMs / 1000,
+  );
+  if (call.bytesIn !== undefined) {
+    families.count(
+      "rafter_rpc_received_bytes_total",
+      "Bytes of request frames (one message each) this server received.",
+      {},
+      call.bytesIn,
+    );
+  }
+  if (call.bytesOut !== undefined) {
+    families.count(
+      "rafter_rpc_sent_bytes_total",
+      "Bytes of response frames (to one message each) this server sent.",
+      {},
+      call.bytesOut,
+    );
+  }
+  return outcome;
+}
+
+/**
  * The counters of one server: what `onCall` reports and the connections
  * its method tables were made for.
  *
@@ -75,38 +126,7 @@ export class ServerMetrics {
 
   /** Counts one finished call (the server's `onCall` hook). */
   readonly onCall = (call: CallInfo): void => {
-    const method = call.code === METHOD_NOT_FOUND
-      ? UNKNOWN_METHOD
-      : call.method;
-    const outcome = call.outcome === "error" ? String(call.code) : call.outcome;
-    const families = this.#families;
-    families.count(
-      "rafter_rpc_calls_total",
-      "Calls this server finished, by method and outcome (ok, notification, or the JSON-RPC error code).",
-      { method, outcome },
-    );
-    families.observe(
-      "rafter_rpc_call_duration_seconds",
-      "Time from a call's dispatch to its answer, seconds, by method.",
-      { method },
-      call.durationMs / 1000,
-    );
-    if (call.bytesIn !== undefined) {
-      families.count(
-        "rafter_rpc_received_bytes_total",
-        "Bytes of request frames (one message each) this server received.",
-        {},
-        call.bytesIn,
-      );
-    }
-    if (call.bytesOut !== undefined) {
-      families.count(
-        "rafter_rpc_sent_bytes_total",
-        "Bytes of response frames (to one message each) this server sent.",
-        {},
-        call.bytesOut,
-      );
-    }
+    countCall(this.#families, call);
   };
 
   /** Client connections open now. */
