@@ -320,17 +320,15 @@ export class RaftNode<R = unknown> {
       clock: realClock,
       apply: options.apply,
       restore: options.restore,
-      snapshot: policy === undefined || onSnapshot === undefined
-        ? policy
-        : {
-          ...policy,
-          take: () => {
-            const started = performance.now();
-            const data = policy.take();
-            takeMs = performance.now() - started;
-            return data;
-          },
+      snapshot: policy === undefined || onSnapshot === undefined ? policy : {
+        ...policy,
+        take: () => {
+          const started = performance.now();
+          const data = policy.take();
+          takeMs = performance.now() - started;
+          return data;
         },
+      },
       onSoftState: options.onSoftState,
       onConfiguration: (configuration) => {
         this.#followMembers(configuration);

@@ -113,7 +113,7 @@ Deno.test("NodeMetrics snapshots: count and time by source, the newest one's siz
     const expected of [
       'rafter_raft_snapshots_total{node="n1",source="taken"} 2',
       'rafter_raft_snapshots_total{node="n1",source="installed"} 1',
-      '# TYPE rafter_raft_snapshot_seconds histogram',
+      "# TYPE rafter_raft_snapshot_seconds histogram",
       'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.005"} 1',
       'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.05"} 2',
       'rafter_raft_snapshot_seconds_sum{node="n1",source="taken"} 0.05',
