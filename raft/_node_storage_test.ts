@@ -66,9 +66,7 @@ Deno.test("Raft paper Figure 2: the commit index is volatile: a write that only 
 Deno.test("a saved snapshot is reported with its source, index, the file's size and the time", async () => {
   await withTempDir(async (dir) => {
     const { wal } = await Wal.open(`${dir}/wal`);
-    const saved: Parameters<
-      NonNullable<Parameters<typeof nodeStorage>[2]>
-    >[0][] = [];
+    const saved: Parameters<SnapshotSavedHook>[0][] = [];
     const storage = nodeStorage(
       wal,
       await SnapshotStore.open(`${dir}/snap`),

@@ -17,6 +17,14 @@ function fakeSession(): { session: RpcSession; end(): void } {
   };
 }
 
+/** Asserts that `text` has each of `expected` as a whole line. */
+function assertLines(text: string, expected: string[]): void {
+  const lines = text.split("\n");
+  for (const line of expected) {
+    assert.ok(lines.includes(line), `${line}\nin:\n${text}`);
+  }
+}
+
 Deno.test("NodeMetrics counts calls by method and outcome, lookups by consistency, open connections", async () => {
   const metrics = new NodeMetrics('n"1');
   const { session, end } = fakeSession();
@@ -108,23 +116,15 @@ Deno.test("NodeMetrics snapshots: count and time by source, the newest one's siz
   metrics.snapshotSaved({ source: "taken", bytes: 7000, ms: 47 });
   metrics.snapshotSaved({ source: "installed", bytes: 6000, ms: 2 });
   assert.equal(metrics.snapshotBytes, 6000, "the newest one's size");
-  const lines = metrics.render(() => []).split("\n");
-  for (
-    const expected of [
-      'rafter_raft_snapshots_total{node="n1",source="taken"} 2',
-      'rafter_raft_snapshots_total{node="n1",source="installed"} 1',
-      "# TYPE rafter_raft_snapshot_seconds histogram",
-      'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.005"} 1',
-      'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.05"} 2',
-      'rafter_raft_snapshot_seconds_sum{node="n1",source="taken"} 0.05',
-      'rafter_raft_snapshot_seconds_count{node="n1",source="installed"} 1',
-    ]
-  ) {
-    assert.ok(
-      lines.includes(expected),
-      `${expected}\nin:\n${lines.join("\n")}`,
-    );
-  }
+  assertLines(metrics.render(() => []), [
+    'rafter_raft_snapshots_total{node="n1",source="taken"} 2',
+    'rafter_raft_snapshots_total{node="n1",source="installed"} 1',
+    "# TYPE rafter_raft_snapshot_seconds histogram",
+    'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.005"} 1',
+    'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.05"} 2',
+    'rafter_raft_snapshot_seconds_sum{node="n1",source="taken"} 0.05',
+    'rafter_raft_snapshot_seconds_count{node="n1",source="installed"} 1',
+  ]);
 });
 
 Deno.test("NodeMetrics peer round trips: a histogram by peer", () => {
@@ -132,23 +132,15 @@ Deno.test("NodeMetrics peer round trips: a histogram by peer", () => {
   metrics.pingAnswered("n2", 0.4);
   metrics.pingAnswered("n2", 3);
   metrics.pingAnswered("n3", 20);
-  const lines = metrics.render(() => []).split("\n");
-  for (
-    const expected of [
-      "# TYPE rafter_peer_rtt_seconds histogram",
-      'rafter_peer_rtt_seconds_bucket{node="n1",peer="n2",le="0.001"} 1',
-      'rafter_peer_rtt_seconds_bucket{node="n1",peer="n2",le="0.005"} 2',
-      'rafter_peer_rtt_seconds_count{node="n1",peer="n2"} 2',
-      'rafter_peer_rtt_seconds_bucket{node="n1",peer="n3",le="0.01"} 0',
-      'rafter_peer_rtt_seconds_bucket{node="n1",peer="n3",le="0.025"} 1',
-      'rafter_peer_rtt_seconds_sum{node="n1",peer="n3"} 0.02',
-    ]
-  ) {
-    assert.ok(
-      lines.includes(expected),
-      `${expected}\nin:\n${lines.join("\n")}`,
-    );
-  }
+  assertLines(metrics.render(() => []), [
+    "# TYPE rafter_peer_rtt_seconds histogram",
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n2",le="0.001"} 1',
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n2",le="0.005"} 2',
+    'rafter_peer_rtt_seconds_count{node="n1",peer="n2"} 2',
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n3",le="0.01"} 0',
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n3",le="0.025"} 1',
+    'rafter_peer_rtt_seconds_sum{node="n1",peer="n3"} 0.02',
+  ]);
 });
 
 Deno.test("gaugesOf: the newest snapshot's size", () => {
@@ -209,23 +201,15 @@ Deno.test("NodeMetrics histograms: cumulative buckets, +Inf, sum and count", () 
   for (const seconds of [0.0005, 0.003, 0.003, 7]) {
     metrics.observe("x_seconds", "X.", { kind: "a" }, seconds);
   }
-  const lines = metrics.render(() => []).split("\n");
   const l = 'node="n1",kind="a"';
-  for (
-    const expected of [
-      "# TYPE x_seconds histogram",
-      `x_seconds_bucket{${l},le="0.001"} 1`,
-      `x_seconds_bucket{${l},le="0.0025"} 1`,
-      `x_seconds_bucket{${l},le="0.005"} 3`,
-      `x_seconds_bucket{${l},le="5"} 3`,
-      `x_seconds_bucket{${l},le="+Inf"} 4`,
-      `x_seconds_sum{${l}} 7.0065`,
-      `x_seconds_count{${l}} 4`,
-    ]
-  ) {
-    assert.ok(
-      lines.includes(expected),
-      `${expected}\nin:\n${lines.join("\n")}`,
-    );
-  }
+  assertLines(metrics.render(() => []), [
+    "# TYPE x_seconds histogram",
+    `x_seconds_bucket{${l},le="0.001"} 1`,
+    `x_seconds_bucket{${l},le="0.0025"} 1`,
+    `x_seconds_bucket{${l},le="0.005"} 3`,
+    `x_seconds_bucket{${l},le="5"} 3`,
+    `x_seconds_bucket{${l},le="+Inf"} 4`,
+    `x_seconds_sum{${l}} 7.0065`,
+    `x_seconds_count{${l}} 4`,
+  ]);
 });
