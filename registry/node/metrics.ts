@@ -11,7 +11,7 @@
 
 import type { CallInfo } from "../../rpc/server/dispatcher.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
-import { countCall } from "../../rpc/server/metrics.ts";
+import { CallCounter } from "../../rpc/server/metrics.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
@@ -62,12 +62,14 @@ const WRITE_METHODS = new Set([
  */
 export class NodeMetrics {
   readonly #families: MetricFamilies;
+  readonly #calls: CallCounter;
   readonly #lag = new LagProbe();
   #openConnections = 0;
   #snapshotBytes = 0;
 
   constructor(node: string) {
     this.#families = new MetricFamilies({ node });
+    this.#calls = new CallCounter(this.#families);
   }
 
   /**
@@ -114,7 +116,7 @@ export class NodeMetrics {
    * and writes by method and outcome.
    */
   readonly onCall = (call: CallInfo): void => {
-    const outcome = countCall(this.#families, call);
+    const outcome = this.#calls.count(call);
     if (WRITE_METHODS.has(call.method)) {
       this.#families.count(
         "rafter_registry_writes_total",
