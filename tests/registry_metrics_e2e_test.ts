@@ -5,7 +5,9 @@
  * SIGKILL of the leader shows as a higher term and a leader change on the
  * survivors. The client port times each call by method and counts its
  * bytes, every node times its pings to each peer, and with a small
- * `--snapshot-entries` every node takes a snapshot and reports its size.
+ * `--snapshot-entries` every node takes a snapshot and reports its size,
+ * and a node restarted after the leader compacted past it counts the
+ * snapshot it installs.
  * Real processes, real HTTP scrapes, values parsed from the text format.
  *
  * @module
@@ -301,6 +303,38 @@ Deno.test("--metrics-listen: counters on every node move with binds, lookups, sn
           id,
         );
       }
+
+      // A node down while the leader compacts past its log catches up
+      // through InstallSnapshot, counted as installed.
+      const lagging = ids.find((id) => id !== leader && id !== follower)!;
+      await cluster.kill(lagging, "SIGKILL");
+      for (let i = 0; i < 150; i++) {
+        await leaderConn.call("registry.bind", {
+          name: "late",
+          endpoint: { id: `l${i}`, url: `tcp://127.0.0.1:${9300 + i}` },
+        });
+      }
+      await cluster.startNode(lagging);
+      const line = await cluster.waitForLine(
+        lagging,
+        /metrics on http:\/\//,
+        20_000,
+      );
+      metricsUrl.set(lagging, /metrics on (http:\/\/\S+)/.exec(line)![1]);
+      const installed = await scrapeUntil(
+        metricsUrl.get(lagging)!,
+        (s) =>
+          valueOf(s, "rafter_raft_snapshots_total", { source: "installed" }) >=
+            1 && valueOf(s, "rafter_raft_snapshot_bytes") > 0,
+        `${lagging} installs a snapshot from the leader`,
+      );
+      assert.ok(
+        valueOf(installed, "rafter_raft_snapshot_seconds_count", {
+          source: "installed",
+        }) >= 1,
+      );
+      // The restarted process counts from zero again.
+      before.set(lagging, installed);
     } finally {
       leaderConn.close();
       followerConn.close();
