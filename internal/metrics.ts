@@ -54,13 +54,41 @@ interface Family {
   samples: Map<string, { labels: Labels; value: number }>;
 }
 
-/** One histogram: cumulative counts per bucket, sum and count, by label set. */
+/** One counter's sample: add to `value`. */
+export interface CounterSample {
+  readonly labels: Labels;
+  value: number;
+}
+
+/**
+ * One histogram's series (one label set): cumulative counts per bucket of
+ * {@link LATENCY_BUCKETS}, sum and count.
+ */
+export class HistogramSeries {
+  readonly labels: Labels;
+  readonly buckets: number[] = LATENCY_BUCKETS.map(() => 0);
+  sum = 0;
+  count = 0;
+
+  constructor(labels: Labels) {
+    this.labels = labels;
+  }
+
+  /** Records one value, seconds. */
+  observe(seconds: number): void {
+    const buckets = this.buckets;
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      if (seconds <= LATENCY_BUCKETS[i]) buckets[i]++;
+    }
+    this.sum += seconds;
+    this.count++;
+  }
+}
+
+/** One histogram: its series by label set. */
 interface Histogram {
   help: string;
-  samples: Map<
-    string,
-    { labels: Labels; buckets: number[]; sum: number; count: number }
-  >;
+  samples: Map<string, HistogramSeries>;
 }
 
 /** Escapes a label value (backslash, double quote, newline). */
@@ -117,6 +145,14 @@ export class MetricFamilies {
 
   /** Adds `by` (default 1) to counter `name` with `labels`. */
   count(name: string, help: string, labels: Labels = {}, by = 1): void {
+    this.counter(name, help, labels).value += by;
+  }
+
+  /**
+   * The sample of counter `name` with `labels` (made at 0 the first
+   * time): add to its `value`. Keep it to count again without a lookup.
+   */
+  counter(name: string, help: string, labels: Labels = {}): CounterSample {
     let family = this.#counters.get(name);
     if (family === undefined) {
       family = { help, type: "counter", samples: new Map() };
@@ -124,10 +160,12 @@ export class MetricFamilies {
     }
     const all = { ...this.#constant, ...labels };
     const key = labelText(all);
-    const sample = family.samples.get(key);
+    let sample = family.samples.get(key);
     if (sample === undefined) {
-      family.samples.set(key, { labels: all, value: by });
-    } else sample.value += by;
+      sample = { labels: all, value: 0 };
+      family.samples.set(key, sample);
+    }
+    return sample;
   }
 
   /**
@@ -135,6 +173,14 @@ export class MetricFamilies {
    * with `labels`.
    */
   observe(name: string, help: string, labels: Labels, seconds: number): void {
+    this.histogram(name, help, labels).observe(seconds);
+  }
+
+  /**
+   * The series of histogram `name` with `labels` (made empty the first
+   * time). Keep it to record again without a lookup.
+   */
+  histogram(name: string, help: string, labels: Labels = {}): HistogramSeries {
     let histogram = this.#histograms.get(name);
     if (histogram === undefined) {
       histogram = { help, samples: new Map() };
@@ -144,19 +190,10 @@ export class MetricFamilies {
     const key = labelText(all);
     let sample = histogram.samples.get(key);
     if (sample === undefined) {
-      sample = {
-        labels: all,
-        buckets: LATENCY_BUCKETS.map(() => 0),
-        sum: 0,
-        count: 0,
-      };
+      sample = new HistogramSeries(all);
       histogram.samples.set(key, sample);
     }
-    LATENCY_BUCKETS.forEach((bound, i) => {
-      if (seconds <= bound) sample.buckets[i]++;
-    });
-    sample.sum += seconds;
-    sample.count++;
+    return sample;
   }
 
   /** The text exposition of every counter, histogram and of `gauges`. */

@@ -21,6 +21,15 @@ export interface NodeStorage extends RaftStorage {
 }
 
 /**
+ * Called once a snapshot's file is durable and the log compacted to it:
+ * whether it came from the leader, its index, the file's size (bytes) and
+ * the time of saving and compacting (ms, monotonic clock).
+ */
+export type SnapshotSavedHook = (
+  saved: { received: boolean; index: number; bytes: number; ms: number },
+) => void;
+
+/**
  * The write-ahead log and the snapshot files as a {@link RaftStorage}: a
  * snapshot is saved (its file fsynced and renamed into place) before the
  * log is marked as starting after `compactTo`; done once all is fsynced.
@@ -36,15 +45,31 @@ export interface NodeStorage extends RaftStorage {
  * most that one write, which only makes a restart apply a little less
  * before it hears from a leader.
  */
-export function nodeStorage(wal: Wal, snapshots: SnapshotStore): NodeStorage {
+export function nodeStorage(
+  wal: Wal,
+  snapshots: SnapshotStore,
+  onSnapshotSaved?: SnapshotSavedHook,
+): NodeStorage {
   /** A commit-only hard state not written yet. */
   let lagging: HardState | undefined;
   const write = async (w: StorageWrite): Promise<void> => {
     if (w.snapshot !== undefined) {
+      const started = performance.now();
       const { index, term, data, configuration } = w.snapshot;
-      await snapshots.save({ index, term, meta: { configuration }, data });
+      const bytes = await snapshots.save({
+        index,
+        term,
+        meta: { configuration },
+        data,
+      });
       await wal.compact(w.compactTo ?? { index, term }, {
         discardAfter: w.discardLog === true,
+      });
+      onSnapshotSaved?.({
+        received: w.received === true,
+        index,
+        bytes,
+        ms: performance.now() - started,
       });
     }
     if (w.entries.length > 0 || w.hardState !== undefined) {

@@ -85,6 +85,11 @@ export interface StorageWrite {
    * `snapshot.index + 1`.
    */
   discardLog?: boolean;
+  /**
+   * With `snapshot`: true when it was received from the leader
+   * (InstallSnapshot), absent for one this node took.
+   */
+  received?: boolean;
 }
 
 /**
@@ -744,6 +749,7 @@ export class RaftDriver<R = unknown> {
     if (ready.snapshot !== null) {
       const { index, term } = ready.snapshot;
       write.snapshot = ready.snapshot;
+      write.received = true;
       write.compactTo = { index, term };
       // Receiver rule 7 (Raft paper §7): the core kept no entry after the
       // point as persisted, so whatever storage holds there is replaced.

@@ -508,6 +508,10 @@ Deno.test("§7 InstallSnapshot through the driver: the follower stores the snaps
     term: installed.snapshot!.term,
   });
   assert.equal(installed.discardLog, true, "n3 held nothing after the point");
+  assert.equal(installed.received, true, "marked as received");
+  // The leader's own snapshots are not.
+  const taken = nodes.get("n1")!.writes.filter((w) => w.snapshot !== undefined);
+  assert.ok(taken.length > 0 && taken.every((w) => w.received === undefined));
   assert.deepEqual(installed.snapshot!.configuration, {
     voters: ["n1", "n2", "n3"],
     learners: [],

@@ -160,6 +160,21 @@ export interface RaftNodeOptions<R> {
    */
   onProposal?(outcome: "applied" | "failed", ms: number): void;
   /**
+   * Called once a snapshot is durable and the log compacted to it:
+   * `taken` for one this node took (`ms` counts taking, saving and
+   * compacting), `installed` for one received from the leader (`ms`
+   * counts saving and compacting); `bytes` is the snapshot file's size.
+   * Times by the monotonic clock. For metrics; it must not throw.
+   */
+  onSnapshot?(
+    snapshot: {
+      source: "taken" | "installed";
+      index: number;
+      bytes: number;
+      ms: number;
+    },
+  ): void;
+  /**
    * Called when storage fails (the node can no longer promise durability)
    * or the core found a safety violation (`CommittedEntryConflictError`: a
    * leader's append contradicts an entry this node committed; the error
@@ -281,7 +296,21 @@ export class RaftNode<R = unknown> {
     this.#wal = wal;
     this.#lock = lock;
     this.#transport = options.transport;
-    this.#storage = nodeStorage(wal, snapshots);
+    const onSnapshot = options.onSnapshot?.bind(options);
+    const policy = options.snapshot;
+    /** How long the latest `take()` of this node's policy took, ms. */
+    let takeMs = 0;
+    this.#storage = nodeStorage(
+      wal,
+      snapshots,
+      onSnapshot === undefined ? undefined : (saved) =>
+        onSnapshot({
+          source: saved.received ? "installed" : "taken",
+          index: saved.index,
+          bytes: saved.bytes,
+          ms: saved.ms + (saved.received ? 0 : takeMs),
+        }),
+    );
     this.#network = answersFirst(options.transport);
     const tickMs = options.tickMs ?? 100;
     this.#driver = new RaftDriver({
@@ -291,7 +320,15 @@ export class RaftNode<R = unknown> {
       clock: realClock,
       apply: options.apply,
       restore: options.restore,
-      snapshot: options.snapshot,
+      snapshot: policy === undefined || onSnapshot === undefined ? policy : {
+        ...policy,
+        take: () => {
+          const started = performance.now();
+          const data = policy.take();
+          takeMs = performance.now() - started;
+          return data;
+        },
+      },
       onSoftState: options.onSoftState,
       onConfiguration: (configuration) => {
         this.#followMembers(configuration);

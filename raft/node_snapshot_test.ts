@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { withTempDir } from "../testing/temp.ts";
 import { freePorts } from "../testing/ports.ts";
 import { waitFor } from "../testing/time.ts";
-import { RaftNode, type RaftTransport } from "./node.ts";
+import { RaftNode, type RaftNodeOptions, type RaftTransport } from "./node.ts";
 import type { SnapshotPolicy } from "./driver.ts";
 import { SnapshotCorruptError, SnapshotStore } from "./snapshot_store.ts";
 import type { Entry, Snapshot } from "./types.ts";
@@ -25,6 +25,7 @@ async function startSingle(
     trailingEntries: 3,
   },
   restore = true,
+  onSnapshot?: RaftNodeOptions<number>["onSnapshot"],
 ): Promise<Single> {
   const single: Single = {
     node: undefined as unknown as RaftNode<number>,
@@ -52,6 +53,7 @@ async function startSingle(
     snapshot: policy === null
       ? undefined
       : { ...policy, take: () => JSON.stringify(single.state) },
+    onSnapshot,
     onFatal: (error) => {
       throw error;
     },
@@ -103,6 +105,36 @@ Deno.test("§7 a restart loads the newest snapshot, restores the state machine f
       assert.equal(await second.node.propose("more"), status.lastIndex + 2);
     } finally {
       await second.node.stop();
+    }
+  });
+});
+
+Deno.test("onSnapshot reports each snapshot taken: its index, the file's size and a time", async () => {
+  await withDir(async (dir) => {
+    const seen: Parameters<
+      NonNullable<RaftNodeOptions<number>["onSnapshot"]>
+    >[0][] = [];
+    const single = await startSingle(
+      dir,
+      { everyEntries: 10, trailingEntries: 3 },
+      true,
+      (snapshot) => seen.push(snapshot),
+    );
+    try {
+      for (let i = 1; i <= 25; i++) await single.node.propose(`v${i}`);
+      await waitFor(() => seen.length >= 2, "two snapshots taken");
+      assert.ok(seen.every((s) => s.source === "taken"));
+      assert.ok(seen[1].index > seen[0].index);
+      assert.equal(seen.at(-1)!.index, single.node.status.snapshotIndex);
+      for (const s of seen) assert.ok(s.ms >= 0, `a time: ${s.ms}`);
+      // The size of the newest file on disk.
+      const newest = (await files(`${dir}/snap`)).at(-1)!;
+      assert.equal(
+        seen.at(-1)!.bytes,
+        (await Deno.stat(`${dir}/snap/${newest}`)).size,
+      );
+    } finally {
+      await single.node.stop();
     }
   });
 });

@@ -97,6 +97,12 @@ export interface PeerTransportOptions {
   probeIntervalMs?: number;
   /** How long a ping may take before the peer counts as unreachable, ms. @default 2000 */
   probeTimeoutMs?: number;
+  /**
+   * Called when a peer answers a ping, with its id and the round-trip
+   * time, ms, by the monotonic clock (`performance.now()`). For metrics;
+   * it must not throw.
+   */
+  onPingAnswered?(peer: NodeId, ms: number): void;
 }
 
 /**
@@ -466,8 +472,10 @@ class PeerLink {
     const connection = this.#connection;
     if (connection === null || connection.isClosed || this.#probing) return;
     this.#probing = true;
+    const sent = performance.now();
     connection.call("rpc.ping", undefined, { timeoutMs }).then(
       () => {
+        this.#options.onPingAnswered?.(this.#id, performance.now() - sent);
         if (this.#connection !== connection) return;
         this.#silent = false;
         this.#directory.connected(this.#id);

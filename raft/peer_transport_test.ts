@@ -371,6 +371,28 @@ Deno.test("peers are pinged: each side hears the other with nothing to send", as
   );
 });
 
+Deno.test("onPingAnswered reports each answered ping's peer and round-trip time", async () => {
+  const answered: { peer: string; ms: number }[] = [];
+  await withPeerN2(
+    {
+      probeIntervalMs: 40,
+      probeTimeoutMs: 1000,
+      onPingAnswered: (peer, ms) => answered.push({ peer, ms }),
+    },
+    async ({ transport }) => {
+      transport.start();
+      await waitFor(() => answered.length >= 3, "three answered pings");
+      for (const { peer, ms } of answered) {
+        assert.equal(peer, "n2");
+        assert.ok(
+          ms >= 0 && ms < 1000,
+          `a round trip within the timeout: ${ms}`,
+        );
+      }
+    },
+  );
+});
+
 Deno.test("a --peers entry that is a client port shows as not speaking the peer protocol", async () => {
   const client: RpcServer = serve({
     hostname: "127.0.0.1",

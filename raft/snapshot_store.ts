@@ -228,7 +228,8 @@ export class SnapshotStore {
    * Memory: one UTF-8 copy of `data` besides the string.
    *
    * @param snapshot The snapshot; `meta` must be JSON-serializable.
-   * @returns Resolves once the file and its name are durable.
+   * @returns Resolves once the file and its name are durable, with the
+   *   file's size in bytes.
    * @throws {TypeError} If `index` is not a safe integer >= 1, `term` not
    *   one >= 0, `data` not a string, or `meta` not JSON-serializable.
    * @throws {RangeError} If `index` is below the newest saved snapshot's.
@@ -236,7 +237,7 @@ export class SnapshotStore {
    *   read-only, I/O error); the temp file is then removed and no snapshot
    *   replaced.
    */
-  async save(snapshot: Snapshot): Promise<void> {
+  async save(snapshot: Snapshot): Promise<number> {
     const { index, term, meta, data } = snapshot;
     if (
       !Number.isSafeInteger(index) || index < 1 ||
@@ -302,6 +303,7 @@ export class SnapshotStore {
         err,
       );
     }
+    return PREFIX_BYTES + header.length + body.length;
   }
 
   /**

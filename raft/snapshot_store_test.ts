@@ -21,7 +21,7 @@ Deno.test("§7 a saved snapshot loads back with its index, term, meta and data",
     assert.equal(await store.latest(), null);
     // Several MiB, multi-byte characters straddling the read chunks.
     const data = '☃ snow, "quotes"\n'.repeat(200_000);
-    await store.save({
+    const bytes = await store.save({
       index: 0x1234,
       term: 7,
       meta: { voters: ["n1"] },
@@ -37,6 +37,9 @@ Deno.test("§7 a saved snapshot loads back with its index, term, meta and data",
     assert.deepEqual(back.meta, { voters: ["n1"] });
     assert.equal(back.data, data);
     assert.equal(back.path, `${dir}/0000000000001234-0000000000000007.snap`);
+    // save resolves with the file's size.
+    assert.equal(bytes, (await Deno.stat(back.path)).size);
+    assert.ok(bytes > new TextEncoder().encode(data).length);
     // No temp file is left behind.
     const names = (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name);
     assert.deepEqual(names, ["0000000000001234-0000000000000007.snap"]);

@@ -3,8 +3,12 @@
  * Prometheus metrics, and the counters move as the load does: binds are
  * counted on the leader, lookups on the nodes that served them, and a
  * SIGKILL of the leader shows as a higher term and a leader change on the
- * survivors. Real processes, real HTTP scrapes, values parsed from the
- * text format.
+ * survivors. The client port times each call by method and counts its
+ * bytes, every node times its pings to each peer, and with a small
+ * `--snapshot-entries` every node takes a snapshot and reports its size,
+ * and a node restarted after the leader compacted past it counts the
+ * snapshot it installs.
+ * Real processes, real HTTP scrapes, values parsed from the text format.
  *
  * @module
  */
@@ -86,9 +90,9 @@ async function scrapeUntil(
   );
 }
 
-Deno.test("--metrics-listen: counters on every node move with binds, lookups and a leader's SIGKILL", async () => {
+Deno.test("--metrics-listen: counters on every node move with binds, lookups, snapshots, pings and a leader's SIGKILL", async () => {
   await withLocalCluster({
-    nodeArgs: ["--metrics-listen", "127.0.0.1:0"],
+    nodeArgs: ["--metrics-listen", "127.0.0.1:0", "--snapshot-entries", "50"],
   }, async (cluster) => {
     const leader = await cluster.startRegistryWithLeader(3, 20_000);
     const ids = [...cluster.registry.keys()];
@@ -148,6 +152,40 @@ Deno.test("--metrics-listen: counters on every node move with binds, lookups and
       }
       const onLeader = await scrape(metricsUrl.get(leader)!);
       const was = before.get(leader)!;
+      // The client port's latency histogram counts each call by method.
+      const durations = "rafter_rpc_call_duration_seconds_count";
+      const bind = { method: "registry.bind" };
+      const lookup = { method: "registry.lookup" };
+      assert.equal(
+        valueOf(onLeader, durations, bind) - valueOf(was, durations, bind),
+        binds,
+      );
+      assert.equal(
+        valueOf(onLeader, durations, lookup) - valueOf(was, durations, lookup),
+        4,
+      );
+      assert.equal(
+        valueOf(onLeader, "rafter_rpc_call_duration_seconds_bucket", {
+          ...bind,
+          le: "+Inf",
+        }),
+        valueOf(onLeader, durations, bind),
+      );
+      assert.ok(
+        valueOf(onLeader, "rafter_rpc_call_duration_seconds_sum", bind) > 0,
+      );
+      // Bytes in and out: at least a request and an answer per call.
+      for (
+        const bytes of [
+          "rafter_rpc_received_bytes_total",
+          "rafter_rpc_sent_bytes_total",
+        ]
+      ) {
+        assert.ok(
+          valueOf(onLeader, bytes) - valueOf(was, bytes) >= (binds + 4) * 20,
+          bytes,
+        );
+      }
       const ok = { method: "registry.bind", outcome: "ok" };
       assert.equal(
         valueOf(onLeader, "rafter_registry_writes_total", ok) -
@@ -242,9 +280,75 @@ Deno.test("--metrics-listen: counters on every node move with binds, lookups and
         assert.equal(valueOf(expired, "rafter_registry_names"), 1, id);
         assert.equal(valueOf(expired, "rafter_registry_bindings"), binds, id);
       }
+
+      // Enough writes for a snapshot (--snapshot-entries 50) on every node.
+      for (let i = 0; i < 60; i++) {
+        await leaderConn.call("registry.bind", {
+          name: "bulk",
+          endpoint: { id: `k${i}`, url: `tcp://127.0.0.1:${9200 + i}` },
+        });
+      }
+      for (const id of ids) {
+        const snapped = await scrapeUntil(
+          metricsUrl.get(id)!,
+          (s) =>
+            valueOf(s, "rafter_raft_snapshots_total", { source: "taken" }) >=
+              1 && valueOf(s, "rafter_raft_snapshot_bytes") > 0,
+          `${id} takes a snapshot`,
+        );
+        assert.ok(valueOf(snapped, "rafter_raft_snapshot_index") >= 50, id);
+        assert.equal(
+          valueOf(snapped, "rafter_raft_snapshot_seconds_count"),
+          valueOf(snapped, "rafter_raft_snapshots_total"),
+          id,
+        );
+      }
+
+      // A node down while the leader compacts past its log catches up
+      // through InstallSnapshot, counted as installed.
+      const lagging = ids.find((id) => id !== leader && id !== follower)!;
+      await cluster.kill(lagging, "SIGKILL");
+      for (let i = 0; i < 150; i++) {
+        await leaderConn.call("registry.bind", {
+          name: "late",
+          endpoint: { id: `l${i}`, url: `tcp://127.0.0.1:${9300 + i}` },
+        });
+      }
+      await cluster.startNode(lagging);
+      const line = await cluster.waitForLine(
+        lagging,
+        /metrics on http:\/\//,
+        20_000,
+      );
+      metricsUrl.set(lagging, /metrics on (http:\/\/\S+)/.exec(line)![1]);
+      const installed = await scrapeUntil(
+        metricsUrl.get(lagging)!,
+        (s) =>
+          valueOf(s, "rafter_raft_snapshots_total", { source: "installed" }) >=
+            1 && valueOf(s, "rafter_raft_snapshot_bytes") > 0,
+        `${lagging} installs a snapshot from the leader`,
+      );
+      assert.ok(
+        valueOf(installed, "rafter_raft_snapshot_seconds_count", {
+          source: "installed",
+        }) >= 1,
+      );
+      // The restarted process counts from zero again.
+      before.set(lagging, installed);
     } finally {
       leaderConn.close();
       followerConn.close();
+    }
+
+    // Every node times its pings to each of the others.
+    for (const id of ids) {
+      for (const peer of ids.filter((other) => other !== id)) {
+        await scrapeUntil(
+          metricsUrl.get(id)!,
+          (s) => valueOf(s, "rafter_peer_rtt_seconds_count", { peer }) > 0,
+          `${id} times a ping to ${peer}`,
+        );
+      }
     }
 
     // SIGKILL the leader: a survivor becomes leader in a higher term, and

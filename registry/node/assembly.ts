@@ -224,6 +224,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           this.#dashboard.changed();
           return result;
         },
+        onSnapshot: (snapshot) => this.#metrics.snapshotSaved(snapshot),
         onProposal: (outcome, ms) => {
           this.#metrics.count(
             "rafter_raft_proposals_total",
@@ -233,7 +234,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
           if (outcome === "applied") {
             this.#metrics.observe(
               "rafter_raft_proposal_seconds",
-              "Time from proposing an entry to applying it on this node, seconds.",
+              "Time from proposing an entry to applying it on this node, seconds (the node applies an entry in the step it learns it is committed, so this is also the commit latency).",
               {},
               ms / 1000,
             );
@@ -349,6 +350,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         clusterId: this.#clusterId,
         directory: this.#directory,
         clientUrl: () => this.#directory.clientUrl(id),
+        onPingAnswered: (peer, ms) => this.#metrics.pingAnswered(peer, ms),
       });
       this.#transport = transport;
       transport.onConnectionLost((peer) => {
@@ -397,6 +399,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
               log(`${id}: client port: ${error.message}`, "warn"),
           },
           methods: this.#instrumented(registryMethods(this.#serviceContext())),
+          onCall: this.#metrics.onCall,
         }));
       this.#server = server;
       directory.setClientUrl(id, server.url);
@@ -534,6 +537,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         leasesExpired: this.state.leasesExpired,
         events: this.#replica.eventsApplied,
         eventLoopLagSeconds: this.#metrics.takeMaxLagSeconds(),
+        snapshotBytes: this.#metrics.snapshotBytes,
       })
     );
   }

@@ -9,8 +9,9 @@
  * @module
  */
 
-import { RpcError } from "../../rpc/errors.ts";
+import type { CallInfo } from "../../rpc/server/dispatcher.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
+import { CallCounter } from "../../rpc/server/metrics.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
@@ -61,11 +62,14 @@ const WRITE_METHODS = new Set([
  */
 export class NodeMetrics {
   readonly #families: MetricFamilies;
+  readonly #calls: CallCounter;
   readonly #lag = new LagProbe();
   #openConnections = 0;
+  #snapshotBytes = 0;
 
   constructor(node: string) {
     this.#families = new MetricFamilies({ node });
+    this.#calls = new CallCounter(this.#families);
   }
 
   /**
@@ -105,10 +109,66 @@ export class NodeMetrics {
   }
 
   /**
-   * Wraps a session's method table so that each call is counted by method
-   * and outcome (`ok` or the JSON-RPC error code), lookups by consistency
-   * and writes by method and outcome; counts the session as an open
-   * connection until its signal aborts.
+   * Counts one finished call of the client port (its server's `onCall`
+   * hook): `rafter_rpc_calls_total` by method and outcome (`ok`,
+   * `notification` or the JSON-RPC error code), the latency histogram
+   * `rafter_rpc_call_duration_seconds` by method, the bytes in and out,
+   * and writes by method and outcome.
+   */
+  readonly onCall = (call: CallInfo): void => {
+    const outcome = this.#calls.count(call);
+    if (WRITE_METHODS.has(call.method)) {
+      this.#families.count(
+        "rafter_registry_writes_total",
+        "Registry writes received by this node, by method and outcome (ok or the JSON-RPC error code).",
+        { method: call.method, outcome },
+      );
+    }
+  };
+
+  /**
+   * Records a snapshot this node took and saved (`taken`) or installed
+   * from the leader (`installed`): its size (the gauge
+   * `rafter_raft_snapshot_bytes`), the time it took and the count by
+   * source.
+   */
+  snapshotSaved(
+    snapshot: { source: "taken" | "installed"; bytes: number; ms: number },
+  ): void {
+    const labels = { source: snapshot.source };
+    this.#snapshotBytes = snapshot.bytes;
+    this.#families.count(
+      "rafter_raft_snapshots_total",
+      "Snapshots this node saved, by source (taken here, or installed from the leader).",
+      labels,
+    );
+    this.#families.observe(
+      "rafter_raft_snapshot_seconds",
+      "Time to take and save a snapshot (taken), or to save and compact to one received from the leader (installed), seconds.",
+      labels,
+      snapshot.ms / 1000,
+    );
+  }
+
+  /** Size of the newest snapshot this node saved, bytes (0: none yet). */
+  get snapshotBytes(): number {
+    return this.#snapshotBytes;
+  }
+
+  /** Records the round-trip time of a ping `peer` answered, ms. */
+  pingAnswered(peer: string, ms: number): void {
+    this.#families.observe(
+      "rafter_peer_rtt_seconds",
+      "Round-trip time of the peer links' pings (rpc.ping), seconds, by peer.",
+      { peer },
+      ms / 1000,
+    );
+  }
+
+  /**
+   * Wraps a session's method table so that lookups are counted by
+   * consistency (calls, outcomes and latency come from {@link onCall});
+   * counts the session as an open connection until its signal aborts.
    */
   instrument(session: RpcSession, methods: Methods): Methods {
     this.#openConnections++;
@@ -117,56 +177,30 @@ export class NodeMetrics {
       () => this.#openConnections--,
       { once: true },
     );
-    const wrapped: Methods = {};
-    for (const [name, handler] of Object.entries(methods)) {
-      wrapped[name] = (...args: unknown[]) =>
-        this.#counted(name, args, () => handler(...args));
-    }
-    return wrapped;
+    const lookup = methods["registry.lookup"];
+    if (lookup === undefined) return methods;
+    return {
+      ...methods,
+      "registry.lookup": (...args: unknown[]) => {
+        this.#countLookup(args[0]);
+        return lookup(...args);
+      },
+    };
   }
 
-  async #counted(
-    method: string,
-    args: unknown[],
-    call: () => unknown,
-  ): Promise<unknown> {
-    if (method === "registry.lookup") {
-      const params = args[0] as { consistency?: unknown } | undefined;
-      const consistency = typeof params?.consistency === "string"
-        ? params.consistency
-        : "linearizable";
-      this.count(
-        "rafter_registry_lookups_total",
-        "Lookups this node served, by read consistency.",
-        {
-          consistency: ["linearizable", "serializable"].includes(
-              consistency,
-            )
-            ? consistency
-            : "other",
-        },
-      );
-    }
-    let outcome = "ok";
-    try {
-      return await call();
-    } catch (error) {
-      outcome = error instanceof RpcError ? String(error.code) : "-32603";
-      throw error;
-    } finally {
-      this.count(
-        "rafter_rpc_calls_total",
-        "Client RPC calls this node answered, by method and outcome (ok or the JSON-RPC error code).",
-        { method, outcome },
-      );
-      if (WRITE_METHODS.has(method)) {
-        this.count(
-          "rafter_registry_writes_total",
-          "Registry writes received by this node, by method and outcome (ok or the JSON-RPC error code).",
-          { method, outcome },
-        );
-      }
-    }
+  #countLookup(params: unknown): void {
+    const given = (params as { consistency?: unknown } | undefined)
+      ?.consistency;
+    const consistency = typeof given !== "string"
+      ? "linearizable"
+      : given === "linearizable" || given === "serializable"
+      ? given
+      : "other";
+    this.count(
+      "rafter_registry_lookups_total",
+      "Lookups this node served, by read consistency.",
+      { consistency },
+    );
   }
 
   /**
@@ -190,6 +224,8 @@ export interface ScrapeSources {
   events: number;
   /** Largest event-loop lag since the last scrape, seconds. */
   eventLoopLagSeconds: number;
+  /** Size of the newest snapshot this node saved, bytes (0: none yet). */
+  snapshotBytes: number;
 }
 
 /** The gauges of one scrape: Raft, registry, peer drops and the process. */
@@ -222,6 +258,12 @@ export function gaugesOf(sources: ScrapeSources): Gauge[] {
       name: "rafter_raft_snapshot_index",
       help: "Index of this node's newest snapshot, 0 for none.",
       value: status.snapshotIndex,
+    },
+    {
+      name: "rafter_raft_snapshot_bytes",
+      help:
+        "Size of the newest snapshot this node saved since it started (file on disk), bytes; 0 for none.",
+      value: sources.snapshotBytes,
     },
     {
       name: "rafter_raft_dropped_messages_total",

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
-import { METRICS_CONTENT_TYPE, NodeMetrics, serveMetrics } from "./metrics.ts";
-import { RpcError } from "../../rpc/errors.ts";
+import {
+  gaugesOf,
+  METRICS_CONTENT_TYPE,
+  NodeMetrics,
+  serveMetrics,
+} from "./metrics.ts";
+import type { RegistryStatus } from "../../protocol/registry.ts";
 import { parseRegistryArgs } from "./args.ts";
 import type { RpcSession } from "../../rpc/server/method.ts";
 
@@ -12,26 +17,62 @@ function fakeSession(): { session: RpcSession; end(): void } {
   };
 }
 
+/** Asserts that `text` has each of `expected` as a whole line. */
+function assertLines(text: string, expected: string[]): void {
+  const lines = text.split("\n");
+  for (const line of expected) {
+    assert.ok(lines.includes(line), `${line}\nin:\n${text}`);
+  }
+}
+
 Deno.test("NodeMetrics counts calls by method and outcome, lookups by consistency, open connections", async () => {
   const metrics = new NodeMetrics('n"1');
   const { session, end } = fakeSession();
   const methods = metrics.instrument(session, {
     "registry.lookup": (p: unknown) => p,
-    "registry.bind": (p: { fail?: boolean }) => {
-      if (p.fail) throw new RpcError(-32010, "not leader");
-      return "ok";
-    },
+    "registry.bind": () => "ok",
   });
   assert.equal(metrics.openConnections, 1);
   await methods["registry.lookup"]({ name: "a" });
   await methods["registry.lookup"]({ name: "a", consistency: "serializable" });
-  await methods["registry.bind"]({});
-  await assert.rejects(
-    async () => await methods["registry.bind"]({ fail: true }),
-    { code: -32010 },
-  );
+  await methods["registry.lookup"]({ name: "a", consistency: "eventual" });
+  assert.equal(await methods["registry.bind"]({}), "ok");
   end();
   assert.equal(metrics.openConnections, 0);
+  // What the client port's onCall reports.
+  metrics.onCall({
+    method: "registry.lookup",
+    outcome: "ok",
+    durationMs: 2,
+    bytesIn: 40,
+    bytesOut: 60,
+  });
+  metrics.onCall({
+    method: "registry.lookup",
+    outcome: "ok",
+    durationMs: 30,
+    bytesIn: 41,
+    bytesOut: 61,
+  });
+  metrics.onCall({
+    method: "registry.bind",
+    outcome: "ok",
+    durationMs: 4,
+    bytesIn: 100,
+    bytesOut: 20,
+  });
+  metrics.onCall({
+    method: "registry.bind",
+    outcome: "error",
+    code: -32010,
+    durationMs: 1,
+  });
+  metrics.onCall({
+    method: "no.such",
+    outcome: "error",
+    code: -32601,
+    durationMs: 0.1,
+  });
   const text = metrics.render(() => [
     { name: "rafter_raft_term", help: "Term.", value: 7 },
   ]);
@@ -41,10 +82,21 @@ Deno.test("NodeMetrics counts calls by method and outcome, lookups by consistenc
     const expected of [
       `rafter_registry_lookups_total{${node},consistency="linearizable"} 1`,
       `rafter_registry_lookups_total{${node},consistency="serializable"} 1`,
+      `rafter_registry_lookups_total{${node},consistency="other"} 1`,
       `rafter_rpc_calls_total{${node},method="registry.bind",outcome="ok"} 1`,
       `rafter_rpc_calls_total{${node},method="registry.bind",outcome="-32010"} 1`,
       `rafter_rpc_calls_total{${node},method="registry.lookup",outcome="ok"} 2`,
+      `rafter_rpc_calls_total{${node},method="(unknown)",outcome="-32601"} 1`,
+      `rafter_registry_writes_total{${node},method="registry.bind",outcome="ok"} 1`,
       `rafter_registry_writes_total{${node},method="registry.bind",outcome="-32010"} 1`,
+      "# TYPE rafter_rpc_call_duration_seconds histogram",
+      `rafter_rpc_call_duration_seconds_bucket{${node},method="registry.lookup",le="0.0025"} 1`,
+      `rafter_rpc_call_duration_seconds_bucket{${node},method="registry.lookup",le="0.05"} 2`,
+      `rafter_rpc_call_duration_seconds_count{${node},method="registry.lookup"} 2`,
+      `rafter_rpc_call_duration_seconds_sum{${node},method="registry.lookup"} 0.032`,
+      `rafter_rpc_call_duration_seconds_count{${node},method="registry.bind"} 2`,
+      `rafter_rpc_received_bytes_total{${node}} 181`,
+      `rafter_rpc_sent_bytes_total{${node}} 141`,
       "# TYPE rafter_rpc_calls_total counter",
       "# TYPE rafter_raft_term gauge",
       `rafter_raft_term{${node}} 7`,
@@ -55,6 +107,57 @@ Deno.test("NodeMetrics counts calls by method and outcome, lookups by consistenc
   // Each family's HELP and TYPE come once.
   const types = lines.filter((l) => l.startsWith("# TYPE "));
   assert.equal(new Set(types).size, types.length);
+});
+
+Deno.test("NodeMetrics snapshots: count and time by source, the newest one's size as a gauge", () => {
+  const metrics = new NodeMetrics("n1");
+  assert.equal(metrics.snapshotBytes, 0);
+  metrics.snapshotSaved({ source: "taken", bytes: 5000, ms: 3 });
+  metrics.snapshotSaved({ source: "taken", bytes: 7000, ms: 47 });
+  metrics.snapshotSaved({ source: "installed", bytes: 6000, ms: 2 });
+  assert.equal(metrics.snapshotBytes, 6000, "the newest one's size");
+  assertLines(metrics.render(() => []), [
+    'rafter_raft_snapshots_total{node="n1",source="taken"} 2',
+    'rafter_raft_snapshots_total{node="n1",source="installed"} 1',
+    "# TYPE rafter_raft_snapshot_seconds histogram",
+    'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.005"} 1',
+    'rafter_raft_snapshot_seconds_bucket{node="n1",source="taken",le="0.05"} 2',
+    'rafter_raft_snapshot_seconds_sum{node="n1",source="taken"} 0.05',
+    'rafter_raft_snapshot_seconds_count{node="n1",source="installed"} 1',
+  ]);
+});
+
+Deno.test("NodeMetrics peer round trips: a histogram by peer", () => {
+  const metrics = new NodeMetrics("n1");
+  metrics.pingAnswered("n2", 0.4);
+  metrics.pingAnswered("n2", 3);
+  metrics.pingAnswered("n3", 20);
+  assertLines(metrics.render(() => []), [
+    "# TYPE rafter_peer_rtt_seconds histogram",
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n2",le="0.001"} 1',
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n2",le="0.005"} 2',
+    'rafter_peer_rtt_seconds_count{node="n1",peer="n2"} 2',
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n3",le="0.01"} 0',
+    'rafter_peer_rtt_seconds_bucket{node="n1",peer="n3",le="0.025"} 1',
+    'rafter_peer_rtt_seconds_sum{node="n1",peer="n3"} 0.02',
+  ]);
+});
+
+Deno.test("gaugesOf: the newest snapshot's size", () => {
+  const status = { security: { raft: {}, peerServer: {}, peerTransport: {} } };
+  const gauges = gaugesOf({
+    status: status as unknown as RegistryStatus,
+    names: 0,
+    bindings: 0,
+    openConnections: 0,
+    leasesExpired: 0,
+    events: 0,
+    eventLoopLagSeconds: 0,
+    snapshotBytes: 1234,
+  });
+  const found = gauges.filter((g) => g.name === "rafter_raft_snapshot_bytes");
+  assert.equal(found.length, 1);
+  assert.equal(found[0].value, 1234);
 });
 
 Deno.test("serveMetrics: GET /metrics in the text format, 404 elsewhere, 405 for POST", async () => {
@@ -98,23 +201,15 @@ Deno.test("NodeMetrics histograms: cumulative buckets, +Inf, sum and count", () 
   for (const seconds of [0.0005, 0.003, 0.003, 7]) {
     metrics.observe("x_seconds", "X.", { kind: "a" }, seconds);
   }
-  const lines = metrics.render(() => []).split("\n");
   const l = 'node="n1",kind="a"';
-  for (
-    const expected of [
-      "# TYPE x_seconds histogram",
-      `x_seconds_bucket{${l},le="0.001"} 1`,
-      `x_seconds_bucket{${l},le="0.0025"} 1`,
-      `x_seconds_bucket{${l},le="0.005"} 3`,
-      `x_seconds_bucket{${l},le="5"} 3`,
-      `x_seconds_bucket{${l},le="+Inf"} 4`,
-      `x_seconds_sum{${l}} 7.0065`,
-      `x_seconds_count{${l}} 4`,
-    ]
-  ) {
-    assert.ok(
-      lines.includes(expected),
-      `${expected}\nin:\n${lines.join("\n")}`,
-    );
-  }
+  assertLines(metrics.render(() => []), [
+    "# TYPE x_seconds histogram",
+    `x_seconds_bucket{${l},le="0.001"} 1`,
+    `x_seconds_bucket{${l},le="0.0025"} 1`,
+    `x_seconds_bucket{${l},le="0.005"} 3`,
+    `x_seconds_bucket{${l},le="5"} 3`,
+    `x_seconds_bucket{${l},le="+Inf"} 4`,
+    `x_seconds_sum{${l}} 7.0065`,
+    `x_seconds_count{${l}} 4`,
+  ]);
 });

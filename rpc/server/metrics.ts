@@ -16,6 +16,8 @@ import type { RpcServer, ServeMetricsOptions, ServeOptions } from "./server.ts";
 import { METHOD_NOT_FOUND } from "../errors.ts";
 import { parseListenAddress, type TcpAddress } from "../transport/transport.ts";
 import {
+  type CounterSample,
+  type HistogramSeries,
   type HttpListener,
   isLoopbackHost,
   LagProbe,
@@ -31,6 +33,94 @@ export const DEFAULT_METRICS_LISTEN = "127.0.0.1:9464";
 
 /** The method label of calls of a method the table lacks (bounded labels). */
 const UNKNOWN_METHOD = "(unknown)";
+
+/** A method's series, kept so that a call of it looks nothing up by labels. */
+interface MethodSeries {
+  duration: HistogramSeries;
+  /** `rafter_rpc_calls_total` by outcome label. */
+  calls: Map<string, CounterSample>;
+}
+
+/**
+ * Counts finished calls (what `onCall` reports) in `families`:
+ * `rafter_rpc_calls_total` by method and outcome (`ok`, `notification` or
+ * the JSON-RPC error code; a method the table lacks as `(unknown)`, so the
+ * labels stay bounded), `rafter_rpc_call_duration_seconds` by method, and
+ * the bytes in and out. Shared by `serve()`'s metrics and the registry
+ * node's. Each method's series are looked up once, so a call allocates
+ * nothing (an error's code label aside).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { MetricFamilies } from "../../internal/metrics.ts";
+ * import { CallCounter } from "./metrics.ts";
+ * const families = new MetricFamilies();
+ * const calls = new CallCounter(families);
+ * assert.equal(calls.count({ method: "x", outcome: "error", code: -32601, durationMs: 1 }), "-32601");
+ * assert.match(families.render([]), /^rafter_rpc_calls_total\{method="\(unknown\)",outcome="-32601"\} 1$/m);
+ * ```
+ */
+export class CallCounter {
+  readonly #families: MetricFamilies;
+  readonly #methods = new Map<string, MethodSeries>();
+  #received: CounterSample | undefined;
+  #sent: CounterSample | undefined;
+
+  constructor(families: MetricFamilies) {
+    this.#families = families;
+  }
+
+  /** Counts one finished call; returns its outcome label. */
+  count(call: CallInfo): string {
+    const method = call.code === METHOD_NOT_FOUND
+      ? UNKNOWN_METHOD
+      : call.method;
+    const outcome = call.outcome === "error" ? String(call.code) : call.outcome;
+    const series = this.#methods.get(method) ?? this.#seriesOf(method);
+    const calls = series.calls.get(outcome) ?? this.#callsOf(method, outcome);
+    calls.value++;
+    series.duration.observe(call.durationMs / 1000);
+    if (call.bytesIn !== undefined) {
+      this.#received ??= this.#families.counter(
+        "rafter_rpc_received_bytes_total",
+        "Bytes of request frames (one message each) this server received.",
+      );
+      this.#received.value += call.bytesIn;
+    }
+    if (call.bytesOut !== undefined) {
+      this.#sent ??= this.#families.counter(
+        "rafter_rpc_sent_bytes_total",
+        "Bytes of response frames (to one message each) this server sent.",
+      );
+      this.#sent.value += call.bytesOut;
+    }
+    return outcome;
+  }
+
+  #seriesOf(method: string): MethodSeries {
+    const series: MethodSeries = {
+      duration: this.#families.histogram(
+        "rafter_rpc_call_duration_seconds",
+        "Time from a call's dispatch to its answer, seconds, by method.",
+        { method },
+      ),
+      calls: new Map(),
+    };
+    this.#methods.set(method, series);
+    return series;
+  }
+
+  #callsOf(method: string, outcome: string): CounterSample {
+    const sample = this.#families.counter(
+      "rafter_rpc_calls_total",
+      "Calls this server finished, by method and outcome (ok, notification, or the JSON-RPC error code).",
+      { method, outcome },
+    );
+    this.#methods.get(method)!.calls.set(outcome, sample);
+    return sample;
+  }
+}
 
 /**
  * The counters of one server: what `onCall` reports and the connections
@@ -54,6 +144,7 @@ export class ServerMetrics {
   /** Where to listen. */
   readonly address: TcpAddress;
   readonly #families = new MetricFamilies();
+  readonly #calls = new CallCounter(this.#families);
   readonly #lag = new LagProbe();
   #openConnections = 0;
 
@@ -75,38 +166,7 @@ export class ServerMetrics {
 
   /** Counts one finished call (the server's `onCall` hook). */
   readonly onCall = (call: CallInfo): void => {
-    const method = call.code === METHOD_NOT_FOUND
-      ? UNKNOWN_METHOD
-      : call.method;
-    const outcome = call.outcome === "error" ? String(call.code) : call.outcome;
-    const families = this.#families;
-    families.count(
-      "rafter_rpc_calls_total",
-      "Calls this server finished, by method and outcome (ok, notification, or the JSON-RPC error code).",
-      { method, outcome },
-    );
-    families.observe(
-      "rafter_rpc_call_duration_seconds",
-      "Time from a call's dispatch to its answer, seconds, by method.",
-      { method },
-      call.durationMs / 1000,
-    );
-    if (call.bytesIn !== undefined) {
-      families.count(
-        "rafter_rpc_received_bytes_total",
-        "Bytes of request frames (one message each) this server received.",
-        {},
-        call.bytesIn,
-      );
-    }
-    if (call.bytesOut !== undefined) {
-      families.count(
-        "rafter_rpc_sent_bytes_total",
-        "Bytes of response frames (to one message each) this server sent.",
-        {},
-        call.bytesOut,
-      );
-    }
+    this.#calls.count(call);
   };
 
   /** Client connections open now. */
