@@ -330,6 +330,13 @@ Deno.test("the npm package, packed and installed into a fresh folder: two Node h
     assert.equal(installed.dependencies, undefined);
     for (const file of ["server.mjs", "client.mjs"]) {
       await Deno.copyFile(`${ROOT}examples/node/${file}`, `${app}/${file}`);
+      // --version names the installed package's version and Node's.
+      assert.equal(
+        (await run("node", [file, "--version"], app, 30_000)).trim(),
+        `rafter ${denoJson.version} (node ${
+          (await run("node", ["--version"], app, 30_000)).trim()
+        })`,
+      );
     }
 
     // Which entry each condition gets, that all share one copy, and that

@@ -16,6 +16,7 @@
  */
 
 import process from "node:process";
+import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
 import { connect, DEFAULT_REGISTRY_URL, roundRobin } from "@rafter/rpc";
 
@@ -29,7 +30,8 @@ const USAGE = `usage: node client.mjs [options]
   --interval-ms N    pause between calls (default 0)
   --json             one JSON line per call and a summary line:
                      {"call","ok","greeting","server","startedAt","ms"}
-  --help             show this text`;
+  --help             show this text
+  --version, -V      print Rafter's and Node's versions`;
 
 async function main() {
   let values;
@@ -47,6 +49,7 @@ async function main() {
         "interval-ms": { type: "string", default: "0" },
         json: { type: "boolean", default: false },
         help: { type: "boolean", default: false },
+        version: { type: "boolean", short: "V", default: false },
       },
       strict: true,
     }));
@@ -56,6 +59,14 @@ async function main() {
   }
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values.version) {
+    // The installed package's own version (its package.json is exported).
+    const { version } = createRequire(import.meta.url)(
+      "@rafter/rpc/package.json",
+    );
+    console.log(`rafter ${version} (node ${process.version})`);
     return 0;
   }
   const count = Number(values.count);

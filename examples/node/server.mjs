@@ -16,6 +16,7 @@
  */
 
 import process from "node:process";
+import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
 import {
   connect,
@@ -38,7 +39,8 @@ const USAGE = `usage: node server.mjs [options]
   --delay-ms N     answer each call after N ms, a stand-in for real work, so
                    calls are under way when a server dies (default 0)
   --watch-stdin    drain and exit when standard input closes
-  --help           show this text`;
+  --help           show this text
+  --version, -V    print Rafter's and Node's versions`;
 
 /**
  * The methods of server `id`: `greet(name)` by position or by name,
@@ -88,6 +90,7 @@ async function main() {
         "delay-ms": { type: "string", default: "0" },
         "watch-stdin": { type: "boolean", default: false },
         help: { type: "boolean", default: false },
+        version: { type: "boolean", short: "V", default: false },
       },
       strict: true,
     }));
@@ -97,6 +100,14 @@ async function main() {
   }
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values.version) {
+    // The installed package's own version (its package.json is exported).
+    const { version } = createRequire(import.meta.url)(
+      "@rafter/rpc/package.json",
+    );
+    console.log(`rafter ${version} (node ${process.version})`);
     return 0;
   }
   const ttlMs = Number(values["ttl-ms"]);
