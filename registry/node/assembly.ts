@@ -296,12 +296,18 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
       : state.authEnabled
       ? "on (enabled in the registry)"
       : "off (anyone may call; rafter auth enable, or --auth, turns it on)";
+    // A cluster bootstrapped before: name the file only if it is here (a
+    // node with another secret folder, or of a restored cluster, has none).
+    const here = state.bootstrapped && this.#adminToken === null &&
+      await Deno.stat(path).then((info) => info.isFile, () => false);
     const where = this.#adminToken !== null
       ? `the bootstrap admin token is in ${path}${
         this.#adminToken.created ? " (new)" : ""
       }`
+      : here
+      ? `the cluster's bootstrap admin token was made before; it is in ${path}`
       : state.bootstrapped
-      ? `the cluster's bootstrap admin token was made before (in ${path} of the node that bootstrapped it)`
+      ? `the cluster's bootstrap admin token was made before, by the node that bootstrapped it (its --admin-token-file; there is none at ${path} here); a cluster restored from a snapshot keeps the tokens it had`
       : "this node joins: it makes no admin token";
     log(`${id}: auth is ${enforced}; ${where}`);
   }

@@ -130,7 +130,7 @@ Deno.test("bootstrap: a restarted node keeps its token file and makes no second 
     try {
       assert.ok(
         lines.includes(
-          `n1: auth is on (--auth); the cluster's bootstrap admin token was made before (in ${file} of the node that bootstrapped it)`,
+          `n1: auth is on (--auth); the cluster's bootstrap admin token was made before; it is in ${file}`,
         ),
         lines.join("\n"),
       );
@@ -150,6 +150,26 @@ Deno.test("bootstrap: a restarted node keeps its token file and makes no second 
         connection.close();
         await connection.closed;
       }
+    } finally {
+      await node.stop();
+    }
+    // Started with a token file that is not there (another secret folder, or
+    // a restored cluster): the line names no file that does not exist.
+    lines.length = 0;
+    const elsewhere = `${dir}/elsewhere/admin_token`;
+    node = await startRegistryNode({
+      ...options,
+      adminTokenFile: elsewhere,
+      log: (line) => lines.push(line),
+    });
+    try {
+      assert.ok(
+        lines.includes(
+          `n1: auth is off (anyone may call; rafter auth enable, or --auth, turns it on); the cluster's bootstrap admin token was made before, by the node that bootstrapped it (its --admin-token-file; there is none at ${elsewhere} here); a cluster restored from a snapshot keeps the tokens it had`,
+        ),
+        lines.join("\n"),
+      );
+      await assert.rejects(Deno.stat(elsewhere), Deno.errors.NotFound);
     } finally {
       await node.stop();
     }
