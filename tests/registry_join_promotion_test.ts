@@ -71,3 +71,34 @@ Deno.test("dissertation §4.2.1 a learner that joined is promoted by the next le
     await cluster.stop();
   }
 });
+
+Deno.test("--join takes several members' URLs, as rafter member add prints them, and moves past one that does not answer", async () => {
+  // A port that was free a moment ago: nothing listens there.
+  const dead = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const deadUrl = `tcp://127.0.0.1:${(dead.addr as Deno.NetAddr).port}`;
+  dead.close();
+  const cluster = new LocalCluster({ tickMs: 50, electionTicks: 10 });
+  const pool = new ConnectionPool();
+  try {
+    await cluster.startWithJoiners(3, "n4");
+    await cluster.waitForLeader(15_000);
+    // The dead URL first, then every member, comma-separated.
+    await cluster.startNode("n4", {
+      join: [deadUrl, ...cluster.registryUrls.slice(0, 3)].join(","),
+      ready: /added as a learner/,
+    });
+    const registry = new RegistryClient(cluster.registryUrls, pool);
+    await waitFor(
+      async () =>
+        (await registry.call(REGISTRY_METHODS.memberList, {}, {
+          deadlineMs: 3_000,
+        }).catch(() => null))?.members.find((m) => m.id === "n4")?.kind ===
+          "voter",
+      "n4 to be promoted",
+      15_000,
+    );
+  } finally {
+    pool.close();
+    await cluster.stop();
+  }
+});

@@ -51,8 +51,9 @@ prove the cluster secret).
                      secret if missing (then copy it to the other nodes).
                      Required with --peers; default DIR/cluster_secret for
                      a single node
-  --join URL         join the running cluster some member of which serves
-                     clients at URL (tcp://host:port): this node is added as
+  --join URLS        join the running cluster some member of which serves
+                     clients at URL (tcp://host:port; several members' URLs
+                     comma-separated, asked in turn): this node is added as
                      a learner with its --peer-listen and client URLs, and
                      promoted to voter once caught up. Not with --peers. A
                      joined node restarts without it (its folder and log
@@ -159,7 +160,10 @@ export interface RegistryArgs {
   advertise: string | undefined;
   /** Every voter's id → peer URL, or undefined for a single node. */
   peers: Record<string, string> | undefined;
-  /** A member's client URL to join the cluster through (`--join`), if given. */
+  /**
+   * The client URLs of members to join the cluster through (`--join`),
+   * comma-separated and normalized, if given.
+   */
   join: string | undefined;
   /** Where the cluster secret is (created if missing). */
   clusterSecretFile: string;
@@ -406,13 +410,23 @@ export function parseRegistryArgs(
         "--cluster-secret-file is required with --join: the file with the secret the cluster's members share",
       );
     }
+    const urls = values.join.split(",").map((url) => url.trim())
+      .filter((url) => url !== "");
+    if (urls.length === 0) {
+      throw new Error(
+        "--join is empty: give the client URL of a member (tcp://host:port), or several, comma-separated",
+      );
+    }
     try {
-      join = formatTcpUrl(parseTcpUrl(values.join));
+      // Several members may be named (as `rafter member add` prints them):
+      // the node asks each in turn until one answers.
+      join = [...new Set(urls.map((url) => formatTcpUrl(parseTcpUrl(url))))]
+        .join(",");
     } catch (error) {
       throw new Error(
         `--join ${values.join}: ${
           (error as Error).message
-        }; give a member's client URL, tcp://host:port`,
+        }; give a member's client URL, tcp://host:port, or several, comma-separated`,
       );
     }
   }

@@ -148,7 +148,7 @@ export async function joinedCluster(
     };
   }
   const token = (network.token ?? joinToken)();
-  const client = new JoinClient([args.join], {
+  const client = new JoinClient(args.join.split(","), {
     dialer: network.client,
     deadlineMs: 15_000,
     failFastRounds: 3,
@@ -210,7 +210,7 @@ export async function joinedCluster(
   }
 }
 
-/** Client URLs of the other members, and the `--join` URL, deduplicated. */
+/** Client URLs of the other members, and the `--join` URLs, deduplicated. */
 function clusterClientUrls(
   args: RegistryArgs,
   members: readonly MemberInfo[],
@@ -218,7 +218,7 @@ function clusterClientUrls(
   const urls = members.filter((m) => m.id !== args.id)
     .map((m) => m.clientUrl)
     .filter((url): url is string => url !== null);
-  return [...new Set([args.join!, ...urls])];
+  return [...new Set([...args.join!.split(","), ...urls])];
 }
 
 /** The error `--join` ends with: a refused token says what token is needed. */
@@ -354,8 +354,8 @@ export async function askPromotionWhileLearner(
       .filter((id) => id !== args.id)
       .map((id) => directory.clientUrl(id))
       .filter((url): url is string => url !== null);
-    if (args.join !== undefined && !urls.includes(args.join)) {
-      urls.push(args.join);
+    for (const url of args.join?.split(",") ?? []) {
+      if (!urls.includes(url)) urls.push(url);
     }
     if (urls.length === 0) continue;
     const client = new JoinClient(urls, {
