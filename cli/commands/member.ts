@@ -41,12 +41,14 @@ export const memberAddCommand: Command = {
   about: `Adds member ID, whose peer port is at PEER_URL (tcp://host:port), one
 server at a time (Raft dissertation §4.1). It joins as a learner, which
 receives the log but does not vote, so the cluster's quorum is not held
-up while it catches up (§4.2.1); promote it with rafter member promote
-once rafter member list shows its lag near 0. --voter adds a voter at
-once. Then start the node with --join: the command prints the exact line
-(rafter registry --id ID --join URL --listen ... --peer-listen ...
---cluster-secret-file ... --data ...; it finds itself added and catches
-up), or let --join add it in the first place. Adding a
+up while it catches up (§4.2.1). --voter adds a voter at once. Then
+start the node with --join: the command prints the exact line (rafter
+registry --id ID --join URL --listen ... --peer-listen ...
+--cluster-secret-file ... --data ...; it finds itself added, catches up,
+and asks the leader to promote it to voter once caught up, so no rafter
+member promote is needed), or let --join add it in the first place.
+rafter member promote ID promotes a learner by hand (one started
+otherwise, or to promote it sooner). Adding a
 learner that is one already, with the same URLs, changes nothing and
 exits 0 (so a retry is safe). Prints the new member list. Exit 1 when the
 change is refused (a voter already, a change still in progress...).`,
@@ -101,11 +103,12 @@ export function startHint(
     }`,
     `  (FILE: a copy of the members' cluster secret file; DIR: an empty folder${
       clientUrl === undefined ? "; HOST:PORT: its client port" : ""
-    })${
-      learner
-        ? `, then rafter member promote ${id} once rafter member list shows its lag near 0`
-        : ""
-    }`,
+    })`,
+    ...(learner
+      ? [
+        `  it is promoted to voter automatically once caught up (it asks the leader itself); rafter member promote ${id} does it by hand`,
+      ]
+      : []),
   ].join("\n");
 }
 
