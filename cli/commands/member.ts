@@ -8,6 +8,7 @@
  */
 
 import {
+  type MemberInfo,
   type MemberListResult,
   type ParamsOf,
   REGISTRY_METHODS,
@@ -22,9 +23,10 @@ export const memberListCommand: Command = {
   name: "member list",
   args: "",
   summary: "every member: role, URLs, match index, lag",
-  about:
-    `Lists every member as the leader sees it: id, role (leader or follower),
-kind (voter, or learner: receives the log without voting), peer and client
+  about: `Lists every member as the leader sees it: id, role (leader, follower,
+learner, or unreachable: the leader cannot reach it now, as for a node
+stopped or added but never started), kind (voter, or learner: receives
+the log without voting), peer and client
 URLs, the highest log index it holds in agreement with the leader (its
 match index; "-" until it acknowledges an append in this term) and how
 many entries it is behind. Asks the leader (a follower redirects), so it
@@ -172,6 +174,21 @@ export async function memberChange<
   return printMembers(context, result);
 }
 
+/**
+ * A member's ROLE in `rafter member list`, from what the leader knows:
+ * `leader`; `unreachable` for a member the leader cannot reach now (a
+ * stopped node, one added but never started), as `rafter status` says of
+ * a node that does not answer; `learner` for a learner it reaches
+ * (receiving the log, not voting); else `follower`.
+ */
+export function memberRole(
+  member: Pick<MemberInfo, "role" | "kind" | "reachable">,
+): string {
+  if (member.role === "leader") return "leader";
+  if (!member.reachable) return "unreachable";
+  return member.kind === "learner" ? "learner" : "follower";
+}
+
 function printMembers(context: Context, result: MemberListResult): number {
   const { globals, out } = context;
   if (globals.json) {
@@ -182,7 +199,7 @@ function printMembers(context: Context, result: MemberListResult): number {
     ["ID", "ROLE", "KIND", "PEER_URL", "CLIENT_URL", "MATCH", "LAG"],
     result.members.map((m) => [
       m.id,
-      m.role,
+      memberRole(m),
       m.kind,
       m.peerUrl,
       m.clientUrl ?? "-",

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { startHint } from "./member.ts";
+import { memberRole, startHint } from "./member.ts";
 
 Deno.test("rafter member add says how to start the node it added: --join naming the registry, its ports, the secret and an empty folder, and that --join promotes it (promote is by hand)", () => {
   assert.equal(
@@ -30,4 +30,18 @@ Deno.test("rafter member add says how to start the node it added: --join naming 
   );
   assert.match(voter, /; HOST:PORT: its client port\)$/);
   assert.doesNotMatch(voter, /promote/);
+});
+
+Deno.test("rafter member list: ROLE says learner for a learner and unreachable for a member the leader cannot reach, not follower", () => {
+  const role = (
+    kind: "voter" | "learner",
+    reachable: boolean,
+    leader = false,
+  ) => memberRole({ role: leader ? "leader" : "follower", kind, reachable });
+  assert.equal(role("voter", true, true), "leader");
+  assert.equal(role("voter", true), "follower");
+  assert.equal(role("learner", true), "learner");
+  // Added but never started, or stopped.
+  assert.equal(role("learner", false), "unreachable");
+  assert.equal(role("voter", false), "unreachable");
 });
