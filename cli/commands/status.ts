@@ -62,7 +62,7 @@ export async function status(context: Context): Promise<number> {
   // A node that answers but is no member of its own configuration
   // (removed, or not added yet) is no member of the cluster: counted
   // apart, and its view of the leader is no vote.
-  const { members, outsiders } = membersAndOutsiders(nodes);
+  const { members } = membersAndOutsiders(nodes);
   const answeredMembers = members.filter((n) => n.status !== null);
   const leaders = new Set(
     (answeredMembers.length > 0 ? answeredMembers : answered).map((n) =>
