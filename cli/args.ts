@@ -82,6 +82,66 @@ export function optionEnvNames(command: string, option: string): string[] {
   ];
 }
 
+/** The global options a command line may give before the command's name. */
+const LEADING_GLOBALS: readonly string[] = Object.keys(GLOBAL_OPTIONS).filter(
+  (name) => name !== "help",
+);
+
+/**
+ * Splits the global options given before the command's name off `argv`
+ * (`rafter --registry URL lookup x`, as etcdctl and kubectl take them):
+ * the words of those options, and the command's name with what follows.
+ * They mean what they mean after the command. Throws {@link UsageError}
+ * for another option there, naming what to do; `--help`, `-h`,
+ * `--version` and `-V` end the split (the caller answers them).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { splitLeadingGlobals } from "./args.ts";
+ * assert.deepEqual(
+ *   splitLeadingGlobals(["--registry", "tcp://h:7001", "--json", "ls"]),
+ *   { leading: ["--registry", "tcp://h:7001", "--json"], rest: ["ls"] },
+ * );
+ * ```
+ */
+export function splitLeadingGlobals(
+  argv: readonly string[],
+  commandOptions: ReadonlySet<string> = new Set(),
+): { leading: string[]; rest: string[] } {
+  let i = 0;
+  while (i < argv.length && argv[i].startsWith("-")) {
+    const word = argv[i];
+    if (["--help", "-h", "--version", "-V"].includes(word)) break;
+    if (word === "--") {
+      throw new UsageError(
+        `"--" before the command's name: write rafter <command> [arguments] [options]`,
+      );
+    }
+    const name = word.replace(/^--?/, "").split("=")[0];
+    if (!LEADING_GLOBALS.includes(name)) {
+      const globals = LEADING_GLOBALS.map((option) => `--${option}`).join(
+        ", ",
+      );
+      throw new UsageError(
+        commandOptions.has(name)
+          ? `--${name} is an option of a command, not a global one: give it after the command's name (only ${globals} may come before it)`
+          : `unknown option ${
+            word.split("=")[0]
+          } before the command's name (only ${globals} may come before it)`,
+      );
+    }
+    if (GLOBAL_OPTIONS[name].type === "string" && !word.includes("=")) {
+      const value = argv[i + 1];
+      if (value === undefined) throw new UsageError(`--${name} needs a value`);
+      i += 2;
+    } else {
+      i += 1;
+    }
+  }
+  return { leading: argv.slice(0, i), rest: argv.slice(i) };
+}
+
 /** A command line read for `command`: the global options, and its own. */
 export interface CommandLine {
   /** The global options. */
@@ -90,6 +150,44 @@ export interface CommandLine {
   positionals: string[];
   /** Every option given, by name. */
   values: Values;
+  /**
+   * Where each option's value came from (`--from`, `RAFTER_WATCH_FROM`,
+   * `"registry" in config file PATH`), by name, for {@link relabel}.
+   */
+  sources: Record<string, string>;
+}
+
+/**
+ * A command's message about one of its options, told by where the value
+ * came from: a checker names an option by its flag at the start
+ * (`--from must be an integer …`), and when the value came from a
+ * variable or the config file the flag becomes that
+ * (`RAFTER_WATCH_FROM must be an integer …`), so every checker of every
+ * command says where to fix the value without knowing it.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { relabel } from "./args.ts";
+ * assert.equal(
+ *   relabel('--from must be an integer of at least 1, not "abc"', {
+ *     from: "RAFTER_WATCH_FROM",
+ *   }),
+ *   'RAFTER_WATCH_FROM must be an integer of at least 1, not "abc"',
+ * );
+ * assert.equal(relabel("--count needs N", { count: "--count" }), "--count needs N");
+ * ```
+ */
+export function relabel(
+  message: string,
+  sources: Readonly<Record<string, string>>,
+): string {
+  const option = /^--([a-z][a-z0-9-]*)(?![a-z0-9-])/.exec(message)?.[1];
+  if (option === undefined || !Object.hasOwn(sources, option)) return message;
+  const source = sources[option];
+  return source === `--${option}`
+    ? message
+    : `${source}${message.slice(option.length + 2)}`;
 }
 
 /**
@@ -145,6 +243,7 @@ export function parseCommandLine(
     },
     positionals,
     values,
+    sources,
   };
 }
 

@@ -34,7 +34,10 @@ export const GLOBAL_HELP = `global options:
 Every option has a variable: RAFTER_<OPTION> for a global one (--timeout-ms:
 RAFTER_TIMEOUT_MS), RAFTER_<COMMAND>_<OPTION> for a command's own (watch
 --from: RAFTER_WATCH_FROM); on/off as 1/0, true/false or yes/no.
-Precedence: command-line flag > environment variable > config file > default.`;
+Precedence: command-line flag > environment variable > config file > default.
+A bad value's error names where it came from (RAFTER_WATCH_FROM must be ...).
+The global options may also come before the command's name, meaning the
+same: rafter --registry tcp://host:7001 lookup NAME.`;
 
 /** One paragraph on the exit codes. */
 export const EXIT_HELP =

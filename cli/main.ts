@@ -42,7 +42,12 @@
 
 import { connect } from "../stub/client.ts";
 import { cliDialer } from "./context.ts";
-import { type CommandLine, parseCommandLine } from "./args.ts";
+import {
+  type CommandLine,
+  parseCommandLine,
+  relabel,
+  splitLeadingGlobals,
+} from "./args.ts";
 import type { Command, Context, Group, Out } from "./context.ts";
 import { EXIT, report, UsageError, usageFailure } from "./errors.ts";
 import { versionLine } from "../internal/version.ts";
@@ -101,6 +106,16 @@ const GROUPS: Record<string, Group> = {
 
 const USAGE = usage([registryCommand], COMMAND_LIST);
 
+/** Printed after an unknown command: the usage line, and where the rest is. */
+const SHORT_USAGE = `${
+  USAGE.split("\n")[0]
+}\n(rafter --help lists the commands)`;
+
+/** The names of every command's own options, for a misplaced one. */
+const COMMAND_OPTIONS: ReadonlySet<string> = new Set(
+  COMMAND_LIST.flatMap((command) => Object.keys(command.options ?? {})),
+);
+
 /**
  * Runs one command line and returns its exit code ({@link EXIT}).
  *
@@ -130,10 +145,29 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
   const out = io.out ?? ((line: string) => console.log(line));
   const err = io.err ?? ((line: string) => console.error(line));
   const env = io.env ?? ((name: string) => Deno.env.get(name));
-  const [first, ...rest] = argv;
-  if (first === undefined) {
+  if (argv.length === 0) {
     err(USAGE);
     return EXIT.usage;
+  }
+  // Global options may come before the command's name, as after it.
+  let leading: string[];
+  let words: string[];
+  try {
+    ({ leading, rest: words } = splitLeadingGlobals(argv, COMMAND_OPTIONS));
+  } catch (error) {
+    if (error instanceof UsageError) {
+      return usageFailure(error.message, SHORT_USAGE, argv, err);
+    }
+    throw error;
+  }
+  const [first, ...rest] = words;
+  if (first === undefined) {
+    return usageFailure(
+      "global options but no command",
+      SHORT_USAGE,
+      argv,
+      err,
+    );
   }
   if (first === "--help" || first === "-h" || first === "help") {
     out(USAGE);
@@ -143,10 +177,14 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
     out(versionLine());
     return EXIT.ok;
   }
-  if (first === registryCommand.name) return await registry(rest, env);
-  const found = findCommand(argv, out, err);
+  if (first === registryCommand.name) {
+    return await registry([...leading, ...rest], env);
+  }
+  const found = findCommand(words, argv, out, err);
   if (typeof found === "number") return found;
-  const { command, args } = found;
+  const command = found.command;
+  // Those before the name first: one given again after it wins.
+  const args = [...leading, ...found.args];
   if (args.includes("--help") || args.includes("-h")) {
     out(commandHelp(command));
     return EXIT.ok;
@@ -172,11 +210,12 @@ export async function runCli(argv: string[], io: CliIo = {}): Promise<number> {
  * after its name; or, when it names none, the exit code of saying so.
  */
 function findCommand(
+  words: string[],
   argv: string[],
   out: Out,
   err: Out,
 ): { command: Command; args: string[] } | number {
-  const [first, ...rest] = argv;
+  const [first, ...rest] = words;
   let name = first;
   let args = rest;
   const group = Object.hasOwn(GROUPS, first) ? GROUPS[first] : undefined;
@@ -212,7 +251,7 @@ function findCommand(
   if (command === undefined) {
     return usageFailure(
       `unknown command ${JSON.stringify(first)}`,
-      USAGE,
+      SHORT_USAGE,
       argv,
       err,
     );
@@ -223,7 +262,7 @@ function findCommand(
 /** Runs `command` on a cluster stub of the registry; its exit code. */
 async function execute(
   command: Command,
-  { globals, positionals, values }: CommandLine,
+  { globals, positionals, values, sources }: CommandLine,
   signal: AbortSignal | undefined,
   argv: string[],
   out: Out,
@@ -251,7 +290,13 @@ async function execute(
     return await command.run(context, positionals, values);
   } catch (error) {
     if (error instanceof UsageError) {
-      return commandUsageFailure(error, command, argv, err);
+      // A value from a variable is told by the variable, not its flag.
+      return commandUsageFailure(
+        new UsageError(relabel(error.message, sources)),
+        command,
+        argv,
+        err,
+      );
     }
     return report(error, context);
   } finally {

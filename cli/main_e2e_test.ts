@@ -1145,6 +1145,17 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
           leaderRow,
           new RegExp(`cannot reach ${victim} \\(`),
         );
+        // member list says so too, not "follower".
+        const list = await run("member", "list");
+        expectCode(list, 0);
+        const listed = list.stdout.split("\n").find((line) =>
+          line.startsWith(`${victim} `)
+        )!;
+        assert.deepEqual(cells(listed).slice(0, 3), [
+          victim,
+          "unreachable",
+          "voter",
+        ]);
       },
     );
   } finally {

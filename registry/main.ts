@@ -103,6 +103,9 @@ import { nodeLogger } from "./node/log.ts";
 export type { RegistryNode, RegistryNodeOptions } from "./node/options.ts";
 export { parseRegistryArgs, type RegistryArgs } from "./node/args.ts";
 
+/** The line after a usage error: where the options are told. */
+const USAGE_POINTER = "run with --help for the options";
+
 /**
  * Starts a registry node on Deno, in this order: checks the options,
  * checks that both ports are free, opens `dataDir` (creating it if
@@ -168,7 +171,11 @@ export async function runRegistry(
       console.log(USAGE);
       return 0;
     }
-    console.error(`registry: ${(error as Error).message}\n\n${USAGE}`);
+    // One line of what was wrong, one of where the options are: the
+    // whole usage would scroll the error away.
+    console.error(
+      `registry: ${(error as Error).message}\n${USAGE_POINTER}`,
+    );
     return 2;
   }
   // Every line: a timestamp, its level and this node's id (--log-format).

@@ -4,6 +4,7 @@
  */
 
 import assert from "node:assert/strict";
+import { runCli } from "../cli/main.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -53,7 +54,8 @@ for (const script of PROGRAMS) {
     assert.doesNotMatch(help.stderr + help.stdout, /\s+at .*\.ts:\d+/);
     const bad = await run(script, ["--no-such-option"]);
     assert.equal(bad.code, 2, bad.stdout + bad.stderr);
-    assert.match(bad.stderr, /usage: /);
+    // The usage, or (a registry node) one line saying where it is.
+    assert.match(bad.stderr, /usage: |run with --help/);
     assert.doesNotMatch(bad.stderr, /\s+at .*\.ts:\d+/);
   });
 }
@@ -87,3 +89,71 @@ for (const [script, args] of VERSIONED) {
     assert.equal(result.stderr, "");
   });
 }
+
+// --- copies of the help in the docs ---
+
+const DOCS = new URL("docs/", ROOT);
+
+/** Each fenced block of a page, with the prose paragraph before it. */
+function fencedBlocks(text: string): { before: string; body: string }[] {
+  const blocks: { before: string; body: string }[] = [];
+  const fence = /^```[^\n]*\n([\s\S]*?)^```$/gm;
+  for (const match of text.matchAll(fence)) {
+    const prose = text.slice(0, match.index).trimEnd().split("\n\n");
+    blocks.push({ before: prose[prose.length - 1], body: match[1] });
+  }
+  return blocks;
+}
+
+/** The words of a shell line of plain words and '…' quotes. */
+function shellWords(line: string): string[] {
+  return [...line.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]);
+}
+
+/** What `rafter ARGS` prints, stdout and stderr, run in this process. */
+async function rafterOutput(args: string[]): Promise<string> {
+  const lines: string[] = [];
+  await runCli(args, {
+    out: (line) => lines.push(line),
+    err: (line) => lines.push(line),
+    env: () => undefined,
+  });
+  return lines.join("\n") + "\n";
+}
+
+Deno.test("every copy of rafter's help in docs/ is what rafter prints", async () => {
+  let checked = 0;
+  for await (const entry of Deno.readDir(DOCS)) {
+    if (!entry.name.endsWith(".md")) continue;
+    const page = await Deno.readTextFile(new URL(entry.name, DOCS));
+    for (const { before, body } of fencedBlocks(page)) {
+      // A block introduced by "`rafter … --help` lists/prints …".
+      const introduced = /`rafter ((?:[^`]* )?--help)`[^`]*:$/.exec(before);
+      if (introduced !== null && body.startsWith("usage: rafter")) {
+        assert.equal(
+          body,
+          await rafterOutput(shellWords(introduced[1])),
+          `docs/${entry.name}: the copy of rafter ${introduced[1]}`,
+        );
+        checked++;
+        continue;
+      }
+      // A session of `$ rafter …   # exit 2` lines and what they print:
+      // those that print a usage line are checked word for word.
+      for (const part of body.split(/^\$ /m).slice(1)) {
+        const [command, ...printed] = part.trimEnd().split("\n");
+        const output = printed.join("\n") + "\n";
+        if (!/^usage: rafter/m.test(output)) continue;
+        const args = shellWords(command.replace(/\s+#.*$/, "")).slice(1);
+        assert.equal(
+          output,
+          await rafterOutput(args),
+          `docs/${entry.name}: $ ${command}`,
+        );
+        checked++;
+      }
+    }
+  }
+  // rafter --help and rafter lookup 'hello?' in docs/cli.md, at least.
+  assert.ok(checked >= 2, `only ${checked} copies found`);
+});

@@ -299,6 +299,7 @@ const command = (name: string): Command =>
 const sourceless = (line: ReturnType<typeof parseCommandLine>) => ({
   ...line,
   globals: { ...line.globals, registrySource: "", tokenSource: "" },
+  sources: {},
 });
 
 Deno.test("parseCommandLine: flag > environment variable > config file > default, for --registry and --timeout-ms", () => {

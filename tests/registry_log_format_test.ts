@@ -228,9 +228,8 @@ Deno.test("registry/main.ts refuses an unknown --log-format with exit 2, naming 
     assert.equal(await within(node.exit(), 10_000, "the node to exit"), 2);
     assert.match(
       node.output,
-      /^registry: --log-format must be one of text, json, got "xml"\n\nusage: deno run -A registry\/main\.ts/,
+      /^registry: --log-format must be one of text, json, got "xml"\nrun with --help for the options\n/,
     );
-    assert.match(node.output, /--log-format text\|json/);
     await assert.rejects(Deno.stat(`${cwd}/data`), Deno.errors.NotFound);
   } finally {
     await Deno.remove(cwd, { recursive: true });

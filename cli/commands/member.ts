@@ -8,6 +8,7 @@
  */
 
 import {
+  type MemberInfo,
   type MemberListResult,
   type ParamsOf,
   REGISTRY_METHODS,
@@ -22,9 +23,10 @@ export const memberListCommand: Command = {
   name: "member list",
   args: "",
   summary: "every member: role, URLs, match index, lag",
-  about:
-    `Lists every member as the leader sees it: id, role (leader or follower),
-kind (voter, or learner: receives the log without voting), peer and client
+  about: `Lists every member as the leader sees it: id, role (leader, follower,
+learner, or unreachable: the leader cannot reach it now, as for a node
+stopped or added but never started), kind (voter, or learner: receives
+the log without voting), peer and client
 URLs, the highest log index it holds in agreement with the leader (its
 match index; "-" until it acknowledges an append in this term) and how
 many entries it is behind. Asks the leader (a follower redirects), so it
@@ -41,12 +43,14 @@ export const memberAddCommand: Command = {
   about: `Adds member ID, whose peer port is at PEER_URL (tcp://host:port), one
 server at a time (Raft dissertation §4.1). It joins as a learner, which
 receives the log but does not vote, so the cluster's quorum is not held
-up while it catches up (§4.2.1); promote it with rafter member promote
-once rafter member list shows its lag near 0. --voter adds a voter at
-once. Then start the node with --join: the command prints the exact line
-(rafter registry --id ID --join URL --listen ... --peer-listen ...
---cluster-secret-file ... --data ...; it finds itself added and catches
-up), or let --join add it in the first place. Adding a
+up while it catches up (§4.2.1). --voter adds a voter at once. Then
+start the node with --join: the command prints the exact line (rafter
+registry --id ID --join URL --listen ... --peer-listen ...
+--cluster-secret-file ... --data ...; it finds itself added, catches up,
+and asks the leader to promote it to voter once caught up, so no rafter
+member promote is needed), or let --join add it in the first place.
+rafter member promote ID promotes a learner by hand (one started
+otherwise, or to promote it sooner). Adding a
 learner that is one already, with the same URLs, changes nothing and
 exits 0 (so a retry is safe). Prints the new member list. Exit 1 when the
 change is refused (a voter already, a change still in progress...).`,
@@ -101,11 +105,12 @@ export function startHint(
     }`,
     `  (FILE: a copy of the members' cluster secret file; DIR: an empty folder${
       clientUrl === undefined ? "; HOST:PORT: its client port" : ""
-    })${
-      learner
-        ? `, then rafter member promote ${id} once rafter member list shows its lag near 0`
-        : ""
-    }`,
+    })`,
+    ...(learner
+      ? [
+        `  it is promoted to voter automatically once caught up (it asks the leader itself); rafter member promote ${id} does it by hand`,
+      ]
+      : []),
   ].join("\n");
 }
 
@@ -169,6 +174,21 @@ export async function memberChange<
   return printMembers(context, result);
 }
 
+/**
+ * A member's ROLE in `rafter member list`, from what the leader knows:
+ * `leader`; `unreachable` for a member the leader cannot reach now (a
+ * stopped node, one added but never started), as `rafter status` says of
+ * a node that does not answer; `learner` for a learner it reaches
+ * (receiving the log, not voting); else `follower`.
+ */
+export function memberRole(
+  member: Pick<MemberInfo, "role" | "kind" | "reachable">,
+): string {
+  if (member.role === "leader") return "leader";
+  if (!member.reachable) return "unreachable";
+  return member.kind === "learner" ? "learner" : "follower";
+}
+
 function printMembers(context: Context, result: MemberListResult): number {
   const { globals, out } = context;
   if (globals.json) {
@@ -179,7 +199,7 @@ function printMembers(context: Context, result: MemberListResult): number {
     ["ID", "ROLE", "KIND", "PEER_URL", "CLIENT_URL", "MATCH", "LAG"],
     result.members.map((m) => [
       m.id,
-      m.role,
+      memberRole(m),
       m.kind,
       m.peerUrl,
       m.clientUrl ?? "-",

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { startHint } from "./member.ts";
+import { memberRole, startHint } from "./member.ts";
 
-Deno.test("rafter member add says how to start the node it added: --join naming the registry, its ports, the secret and an empty folder, then promote", () => {
+Deno.test("rafter member add says how to start the node it added: --join naming the registry, its ports, the secret and an empty folder, and that --join promotes it (promote is by hand)", () => {
   assert.equal(
     startHint(
       "n4",
@@ -13,7 +13,8 @@ Deno.test("rafter member add says how to start the node it added: --join naming 
     [
       "next: start n4 on its host with",
       "  rafter registry --id n4 --join tcp://10.0.0.1:7001,tcp://10.0.0.2:7001 --listen 10.0.0.4:7001 --peer-listen 10.0.0.4:7101 --cluster-secret-file FILE --data DIR",
-      "  (FILE: a copy of the members' cluster secret file; DIR: an empty folder), then rafter member promote n4 once rafter member list shows its lag near 0",
+      "  (FILE: a copy of the members' cluster secret file; DIR: an empty folder)",
+      "  it is promoted to voter automatically once caught up (it asks the leader itself); rafter member promote n4 does it by hand",
     ].join("\n"),
   );
   const voter = startHint(
@@ -29,4 +30,18 @@ Deno.test("rafter member add says how to start the node it added: --join naming 
   );
   assert.match(voter, /; HOST:PORT: its client port\)$/);
   assert.doesNotMatch(voter, /promote/);
+});
+
+Deno.test("rafter member list: ROLE says learner for a learner and unreachable for a member the leader cannot reach, not follower", () => {
+  const role = (
+    kind: "voter" | "learner",
+    reachable: boolean,
+    leader = false,
+  ) => memberRole({ role: leader ? "leader" : "follower", kind, reachable });
+  assert.equal(role("voter", true, true), "leader");
+  assert.equal(role("voter", true), "follower");
+  assert.equal(role("learner", true), "learner");
+  // Added but never started, or stopped.
+  assert.equal(role("learner", false), "unreachable");
+  assert.equal(role("voter", false), "unreachable");
 });

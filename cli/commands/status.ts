@@ -42,10 +42,14 @@ token (its permissions).`,
 };
 
 /** One row of `status`: a member (or a URL given) and its answer. */
-interface NodeAnswer {
+export interface NodeAnswer {
+  /** The member's id; null for a URL given that no member claims. */
   id: string | null;
+  /** Its client URL, when known. */
   url: string | null;
+  /** Its answer, or null when it gave none. */
   status: RegistryStatus | null;
+  /** Why it gave none. */
   error: string | null;
 }
 
@@ -55,7 +59,16 @@ export async function status(context: Context): Promise<number> {
   const answers = await askEveryMember(context);
   const nodes = statusRows(answers);
   const answered = nodes.filter((n) => n.status !== null);
-  const leaders = new Set(answered.map((n) => n.status!.leader));
+  // A node that answers but is no member of its own configuration
+  // (removed, or not added yet) is no member of the cluster: counted
+  // apart, and its view of the leader is no vote.
+  const { members } = membersAndOutsiders(nodes);
+  const answeredMembers = members.filter((n) => n.status !== null);
+  const leaders = new Set(
+    (answeredMembers.length > 0 ? answeredMembers : answered).map((n) =>
+      n.status!.leader
+    ),
+  );
   const leader = leaders.size === 1 ? [...leaders][0] : null;
   if (globals.json) {
     out(JSON.stringify({ leader, nodes }, null, 2));
@@ -86,7 +99,7 @@ export async function status(context: Context): Promise<number> {
     }
     return EXIT.unavailable;
   }
-  const degraded = answered.length < nodes.length || leader === null;
+  const degraded = answeredMembers.length < members.length || leader === null;
   if (!globals.json) {
     const summary = leader === null
       ? `no leader agreed on (${
@@ -96,9 +109,44 @@ export async function status(context: Context): Promise<number> {
         answered.find((n) => n.status!.id === leader)?.status?.term ??
           answered[0].status!.term
       }`;
-    out(`${summary}; ${answered.length} of ${nodes.length} members answered`);
+    out(`${summary}; ${answeredSummary(nodes)}`);
   }
   return degraded ? EXIT.failed : EXIT.ok;
+}
+
+/**
+ * The rows of members (those that answered as members, and those that did
+ * not answer), and those of nodes that answered as no member of their
+ * own configuration.
+ */
+function membersAndOutsiders(
+  nodes: readonly NodeAnswer[],
+): { members: NodeAnswer[]; outsiders: NodeAnswer[] } {
+  const outside = (n: NodeAnswer) =>
+    n.status !== null && n.status.kind === null;
+  return {
+    members: nodes.filter((n) => !outside(n)),
+    outsiders: nodes.filter(outside),
+  };
+}
+
+/**
+ * How many members answered, of how many; then the nodes that answered
+ * but are no member (a removed node still running, one started with
+ * `--join` before it was added): "4 of 4 members answered; n5 answered
+ * but is not a member".
+ */
+export function answeredSummary(nodes: readonly NodeAnswer[]): string {
+  const { members, outsiders } = membersAndOutsiders(nodes);
+  const answered = members.filter((n) => n.status !== null).length;
+  const ids = outsiders.map((n) => n.status!.id);
+  return `${answered} of ${members.length} members answered${
+    ids.length === 0
+      ? ""
+      : `; ${ids.join(", ")} answered but ${
+        ids.length === 1 ? "is not a member" : "are not members"
+      }`
+  }`;
 }
 
 /**

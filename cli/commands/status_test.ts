@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { MemberStatus, RegistryStatus } from "../../protocol/registry.ts";
-import { whyNoLeader } from "./status.ts";
+import { answeredSummary, type NodeAnswer, whyNoLeader } from "./status.ts";
 
 /** A node's status with just what whyNoLeader reads. */
 function node(
@@ -72,5 +72,36 @@ Deno.test("rafter status: with no leader agreed on, it says why the statuses tel
       node("n4", "voter", { n2: "connect timed out", n3: null }),
     ]),
     /^n1 reaches no majority of its members \(see ERRORS\): start the others, or check the network between them$/,
+  );
+});
+
+Deno.test("rafter status counts only members: a removed node that answers is named apart, not counted as a member", () => {
+  const row = (id: string, kind: RegistryStatus["kind"]): NodeAnswer => ({
+    id,
+    url: `tcp://127.0.0.1:700${id.slice(1)}`,
+    status: node(id, kind, {}),
+    error: null,
+  });
+  const silent: NodeAnswer = {
+    id: "n3",
+    url: "tcp://127.0.0.1:7003",
+    status: null,
+    error: "connection refused",
+  };
+  const members = ["n1", "n2", "n3", "n4"].map((id) => row(id, "voter"));
+  assert.equal(
+    answeredSummary([...members, row("n5", null)]),
+    "4 of 4 members answered; n5 answered but is not a member",
+  );
+  assert.equal(answeredSummary(members), "4 of 4 members answered");
+  assert.equal(
+    answeredSummary([
+      members[0],
+      members[1],
+      silent,
+      row("n5", null),
+      row("n6", null),
+    ]),
+    "2 of 3 members answered; n5, n6 answered but are not members",
   );
 });
