@@ -7,7 +7,7 @@ import { EXIT, runCli } from "./main.ts";
 async function statusRefusedWith(
   error: RpcError,
   env: Record<string, string> = {},
-): Promise<{ code: number; err: string }> {
+): Promise<{ code: number; err: string; out: string }> {
   const server = serve({
     methods: {
       "registry.status": () => {
@@ -16,13 +16,14 @@ async function statusRefusedWith(
     },
   });
   const err: string[] = [];
+  const out: string[] = [];
   try {
     const code = await runCli(["status", "--timeout-ms", "3000"], {
-      out: () => {},
+      out: (line) => out.push(line),
       err: (line) => err.push(line),
       env: (name) => ({ RAFTER_REGISTRY: server.url, ...env })[name],
     });
-    return { code, err: err.join("\n") };
+    return { code, err: err.join("\n"), out: out.join("\n") };
   } finally {
     await server.close();
   }
@@ -41,6 +42,9 @@ Deno.test("rafter status: nodes that refuse the missing token exit 5 with the hi
     /this command gave no token: set RAFTER_TOKEN \(or --token\)/,
   );
   assert.doesNotMatch(ran.err, /no registry node answered/);
+  // The refusal is said once, with no table calling the node unreachable.
+  assert.equal(ran.out, "");
+  assert.equal(ran.err.split("Unauthenticated").length - 1, 1, ran.err);
 });
 
 Deno.test("rafter status: nodes that refuse the token's permissions exit 6 naming the permission", async () => {

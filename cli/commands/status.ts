@@ -70,19 +70,21 @@ export async function status(context: Context): Promise<number> {
     ),
   );
   const leader = leaders.size === 1 ? [...leaders][0] : null;
+  // Nodes that answered with a refusal (no token, a bad one, too few
+  // permissions) are reachable: the table says "refused", not unreachable.
+  const refusedUrls = new Set(
+    [...answers].filter(([, answer]) => isRefusal(answer)).map(([url]) => url),
+  );
+  const refusal = [...answers.values()].find(isRefusal);
   if (globals.json) {
     out(JSON.stringify({ leader, nodes }, null, 2));
-  } else {
-    out(statusTable(nodes));
+  } else if (answered.length > 0 || refusal === undefined) {
+    out(statusTable(nodes, refusedUrls));
   }
   if (answered.length === 0) {
     const errors = nodes.map((n) => n.error ?? "");
-    // Nodes that answered with a refusal did answer: say why (no token, a
-    // bad one, too few permissions) and exit 5 or 6, not "unavailable".
-    const refusal = [...answers.values()].find((answer) =>
-      answer instanceof RpcError &&
-      (answer.code === UNAUTHENTICATED || answer.code === PERMISSION_DENIED)
-    );
+    // Every node refused: say why once (exit 5 or 6, not "unavailable"),
+    // rather than a table of the same refusal on each row.
     if (refusal !== undefined) return report(refusal, context);
     if (!globals.json) {
       err(
@@ -184,7 +186,16 @@ async function askEveryMember(
   return answers;
 }
 
-function statusTable(nodes: readonly NodeAnswer[]): string {
+/** An answer that refused the caller: UNAUTHENTICATED or PERMISSION_DENIED. */
+function isRefusal(answer: unknown): answer is RpcError {
+  return answer instanceof RpcError &&
+    (answer.code === UNAUTHENTICATED || answer.code === PERMISSION_DENIED);
+}
+
+function statusTable(
+  nodes: readonly NodeAnswer[],
+  refusedUrls: ReadonlySet<string> = new Set(),
+): string {
   return formatTable(
     [
       "ID",
@@ -203,7 +214,7 @@ function statusTable(nodes: readonly NodeAnswer[]): string {
         return [
           n.id ?? "?",
           n.url ?? "-",
-          "unreachable",
+          n.url !== null && refusedUrls.has(n.url) ? "refused" : "unreachable",
           "-",
           "-",
           "-",
