@@ -63,3 +63,32 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "SIGHUP: a registry node and a hello server with TLS files reload them (and do not say there is nothing to reload)",
+  ignore: Deno.build.os === "windows",
+  async fn() {
+    await withLocalCluster({ secure: true }, async (cluster) => {
+      await cluster.startRegistryWithLeader(1);
+      await cluster.startHello("hello-1");
+      const node = cluster.child("n1");
+      const hello = cluster.child("hello-1");
+      Deno.kill(node.pid, "SIGHUP");
+      Deno.kill(hello.pid, "SIGHUP");
+      await cluster.waitForLine(
+        "n1",
+        /n1: reloaded the client port's TLS certificate \(SIGHUP\)/,
+        10_000,
+      );
+      await cluster.waitForLine(
+        "hello-1",
+        /hello-1: reloaded its TLS certificate \(SIGHUP\)/,
+        10_000,
+      );
+      assert.ok(node.running && hello.running);
+      assert.equal(node.output.some((l) => NOTHING.test(l)), false);
+      assert.equal(hello.output.some((l) => NOTHING.test(l)), false);
+    });
+  },
+});
