@@ -63,7 +63,8 @@
  * Stops cleanly on SIGINT or SIGTERM (a leader first hands leadership to
  * a follower, so a rolling restart waits out no election timeout); its log
  * stays in the data folder and a restart with the same `--id` and `--data`
- * resumes from it.
+ * resumes from it. SIGHUP re-reads the TLS files; a node without any
+ * logs that it has nothing to reload and goes on serving.
  *
  * @module
  */
@@ -180,6 +181,39 @@ export async function runRegistry(
   }
   // Every line: a timestamp, its level and this node's id (--log-format).
   const logger = nodeLogger(args.id, args.logFormat);
+  // SIGHUP never ends the node (systemd's ExecReload sends it): with TLS
+  // files the TLS servers re-read them; without, one line says so.
+  const noTls = args.tls === undefined && args.peerTls === undefined;
+  const stopHangups = onHangup(() => {
+    if (noTls) logger.line(`${args.id}: ${NOTHING_TO_RELOAD}`, "info");
+  });
+  try {
+    return await runNode(args, logger);
+  } finally {
+    stopHangups();
+  }
+}
+
+/** The line a node without TLS files logs on SIGHUP. */
+const NOTHING_TO_RELOAD =
+  "SIGHUP: nothing to reload (no TLS files); still serving";
+
+/**
+ * Calls `listener` on each SIGHUP (which then no longer ends the process)
+ * until the returned function is called; a no-op on Windows, which has
+ * no SIGHUP.
+ */
+function onHangup(listener: () => void): () => void {
+  if (Deno.build.os === "windows") return () => {};
+  Deno.addSignalListener("SIGHUP", listener);
+  return () => Deno.removeSignalListener("SIGHUP", listener);
+}
+
+/** {@link runRegistry} once its options are parsed and its logger made. */
+async function runNode(
+  args: RegistryArgs,
+  logger: ReturnType<typeof nodeLogger>,
+): Promise<number> {
   const log = logger.line;
   // Secure by default: refused before anything is dialed or written.
   const problems = exposureProblems(exposureOf(args, args));

@@ -3,7 +3,9 @@
  * `hello` with a lease it keeps alive (`bindServer`), reporting its load
  * (calls in the last second). On SIGINT/SIGTERM it drains: its endpoint is
  * marked draining so clients stop picking it, calls under way are
- * answered, then its lease is revoked; no call is lost.
+ * answered, then its lease is revoked; no call is lost. SIGHUP re-reads
+ * the `--tls-cert` files; without TLS it logs that there is nothing to
+ * reload and goes on serving.
  *
  * ```sh
  * deno run -A examples/hello/server.ts --registry tcp://127.0.0.1:7001 --id hello-1
@@ -246,6 +248,18 @@ async function main(): Promise<number> {
     };
   }
   if (values.zone !== undefined) options.zone = values.zone;
+  // SIGHUP (`systemctl reload`) never stops it, from before its "serving"
+  // line on: with --tls-cert the TLS server re-reads the files; without,
+  // one line says so.
+  const onHangup = () => {
+    if (values["tls-cert"] === undefined) {
+      console.log(
+        `${id}: SIGHUP: nothing to reload (no TLS files); still serving`,
+      );
+    }
+  };
+  const hangups = Deno.build.os !== "windows";
+  if (hangups) Deno.addSignalListener("SIGHUP", onHangup);
   let binding;
   try {
     binding = await client.bindServer(name, server, options);
@@ -253,6 +267,7 @@ async function main(): Promise<number> {
     console.error(
       `hello server: cannot bind "${name}": ${(error as Error).message}`,
     );
+    if (hangups) Deno.removeSignalListener("SIGHUP", onHangup);
     client.close();
     await server.close();
     return 1;
@@ -286,6 +301,7 @@ async function main(): Promise<number> {
   );
   await binding.close(); // draining → calls under way finish → revoke
   client.close();
+  if (hangups) Deno.removeSignalListener("SIGHUP", onHangup);
   console.log(
     revoked
       ? `${id} stopped`

@@ -4,7 +4,8 @@
  * itself in the registry as `hello` with a lease it keeps alive
  * (`bindServer`). On SIGTERM or SIGINT it drains (its endpoint is marked
  * draining so clients stop picking it, calls under way are answered), then
- * revokes its lease and exits 0.
+ * revokes its lease and exits 0. On SIGHUP it logs that it has nothing
+ * to reload (it serves no TLS) and goes on serving.
  *
  *     node server.mjs --registry tcp://127.0.0.1:7001 --id hello-node-1
  *
@@ -137,6 +138,15 @@ async function main() {
     methods: helloMethods(id, delayMs, () => calls++),
   });
   const client = connect(values.registry.split(","));
+  // SIGHUP (`systemctl reload`) would end Node; it serves no TLS, so there
+  // is nothing to reload: one line says so and it goes on serving (from
+  // before its "serving" line on).
+  const onHangup = () =>
+    console.log(
+      `${id}: SIGHUP: nothing to reload (no TLS files); still serving`,
+    );
+  const hangups = process.platform !== "win32";
+  if (hangups) process.on("SIGHUP", onHangup);
   let binding;
   try {
     binding = await client.bindServer(values.name, server, { id, ttlMs });
@@ -144,6 +154,7 @@ async function main() {
     console.error(
       `hello server: cannot bind "${values.name}": ${error.message}`,
     );
+    if (hangups) process.off("SIGHUP", onHangup);
     client.close();
     await server.close();
     return 1;
@@ -168,6 +179,7 @@ async function main() {
   console.log(`${id}: draining after ${calls} calls`);
   await binding.close(); // draining → calls under way finish → revoke
   client.close();
+  if (hangups) process.off("SIGHUP", onHangup);
   console.log(`${id} stopped; it answered ${calls} calls`);
   return 0;
 }

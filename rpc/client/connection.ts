@@ -241,6 +241,10 @@ export class RpcConnection {
   #draining = false;
   /** The last error the server answered with id null (a frame it refused). */
   #refused: string | undefined;
+  /** Whether a byte was read yet (the first one tells a codec mismatch). */
+  #heard = false;
+  /** Why the connection failed before the server could read any request. */
+  #unread: string | undefined;
   #cancelled: Promise<void> = Promise.resolve();
 
   /**
@@ -635,6 +639,15 @@ export class RpcConnection {
         const value = await this.#read();
         if (this.#isClosed) return;
         const done = value === null;
+        if (!done && !this.#heard && value.length > 0) {
+          this.#heard = true;
+          if (answersInJson(this.#codec, value[0], this.#maxFrameBytes)) {
+            reason =
+              this.#unread =
+                `the server at ${this.url} answered in NDJSON: it has no CBOR codec loaded (import "@rafter/rpc/cbor" in the server's process), or use codec: "json"`;
+            return;
+          }
+        }
         const frames = done ? this.#decoder.end() : this.#decoder.push(value);
         for (const frame of frames) {
           if (frame.tooLarge) {
@@ -797,7 +810,7 @@ export class RpcConnection {
     return new ConnectionError(
       `connection to ${this.url} ${state}; ${
         JSON.stringify(String(method))
-      } was not sent`,
+      } was not sent${this.#unread === undefined ? "" : `: ${this.#unread}`}`,
       false,
     );
   }
@@ -808,6 +821,9 @@ export class RpcConnection {
     const calls = [...this.#pending.values()];
     this.#pending.clear();
     this.#deadlines.clear();
+    // A server that answered in NDJSON read no request of this CBOR
+    // connection: none ran, so each is safe to send again (written false).
+    const written = this.#unread === undefined;
     for (const call of calls) {
       call.cleanup();
       call.reject(
@@ -815,7 +831,7 @@ export class RpcConnection {
           `connection to ${this.url} closed before the response to ${
             JSON.stringify(call.method)
           }: ${reason}`,
-          true,
+          written,
           cause === undefined ? undefined : { cause },
         ),
       );
@@ -858,6 +874,21 @@ function encodeRequest(
   timeoutMs?: number,
 ): Frame {
   return codec.frame(requestPart(codec, method, params, id, timeoutMs));
+}
+
+/**
+ * Whether the first byte a CBOR connection received is JSON text's (`{` or
+ * `[`: the server took the client for NDJSON and answered so) rather than
+ * a frame's length: read as one, it would be at least `byte` × 2^24 bytes,
+ * above `maxFrameBytes` (a larger limit keeps reading it as a length).
+ */
+function answersInJson(
+  codec: FrameCodec,
+  byte: number,
+  maxFrameBytes: number,
+): boolean {
+  return codec.name === "cbor" && (byte === 0x7b || byte === 0x5b) &&
+    byte * 2 ** 24 > maxFrameBytes;
 }
 
 /**

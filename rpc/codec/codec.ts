@@ -26,6 +26,11 @@
  * what `JSON.stringify` would send: `toJSON` is called, `undefined` members
  * are left out, a `bigint` is refused.
  *
+ * A server whose process has not loaded the CBOR codec (`@rafter/rpc/cbor`)
+ * answers a connection opening with `d9` with one NDJSON -32700 saying so,
+ * and closes it; a CBOR client that reads JSON text (`{` or `[`) where a
+ * frame's length should be fails its calls as not sent, naming the cure.
+ *
  * A length above `maxFrameBytes` is answered with -32600 (the limit and
  * what to do) and the connection closed, without reading the frame; a
  * connection that ends in the middle of a frame is answered with -32700.

@@ -8,8 +8,10 @@
  */
 
 import type { Codec } from "./codec.ts";
-import type { FrameCodec } from "./_frame_codec.ts";
+import type { FrameCodec, FrameDecoder, InboundFrame } from "./_frame_codec.ts";
 import { ndjsonCodec } from "./_ndjson_codec.ts";
+import { PARSE_ERROR, RpcError } from "../errors.ts";
+import { Refusal } from "../framing/_refusal.ts";
 
 /** The first byte of CBOR's preamble, `d9 d9 f7`. */
 const CBOR_FIRST_BYTE = 0xd9;
@@ -47,4 +49,37 @@ export function codecNamed(name: Codec | undefined): FrameCodec {
  */
 export function codecOfFirstByte(byte: number): FrameCodec {
   return byte === CBOR_FIRST_BYTE && cbor !== undefined ? cbor : ndjsonCodec;
+}
+
+/**
+ * For a server without the CBOR codec: when a connection's first byte is
+ * CBOR's (a client dialed with `codec: "cbor"`), a decoder that answers one
+ * NDJSON error naming the cause and reads nothing more (the connection is
+ * then closed), instead of a parse error per line of CBOR bytes. Else (or
+ * with CBOR loaded) undefined.
+ */
+export function missingCodecDecoder(byte: number): FrameDecoder | undefined {
+  if (byte !== CBOR_FIRST_BYTE || cbor !== undefined) return undefined;
+  const fatal =
+    'this server has no CBOR codec loaded, and the client opened with CBOR\'s self-describe tag (d9 d9 f7): import "@rafter/rpc/cbor" in the server\'s process, or dial with codec: "json"';
+  let answered = false;
+  return {
+    push(): InboundFrame[] {
+      if (answered) return [];
+      answered = true;
+      return [{
+        value: new Refusal(
+          new RpcError(
+            PARSE_ERROR,
+            `Parse error: ${fatal} (the connection is closed)`,
+          ),
+          null,
+        ),
+        bytes: 0,
+        fatal,
+      }];
+    },
+    end: () => [],
+    partial: false,
+  };
 }

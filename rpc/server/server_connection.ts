@@ -42,7 +42,7 @@ import type {
   FrameDecoder,
   InboundFrame,
 } from "../codec/_frame_codec.ts";
-import { codecOfFirstByte } from "../codec/codecs.ts";
+import { codecOfFirstByte, missingCodecDecoder } from "../codec/codecs.ts";
 import { ndjsonCodec } from "../codec/_ndjson_codec.ts";
 import {
   dispatch,
@@ -340,7 +340,10 @@ export function validateServerLimits(limits: ServerLimits): void {
  *
  * The codec is the client's: a connection whose first byte is 0xd9 (the
  * CBOR self-describe tag `d9 d9 f7`) speaks length-prefixed CBOR, any other
- * NDJSON (see `codec.ts` for the wire format and the value rules).
+ * NDJSON (see `codec.ts` for the wire format and the value rules). In a
+ * process that has not loaded the CBOR codec (`@rafter/rpc/cbor`), a
+ * connection opening with 0xd9 gets one NDJSON -32700 error saying so and
+ * is closed.
  *
  * Bad input gets the specification's error response: an oversized NDJSON
  * line gets -32600 (`Invalid Request: frame exceeds <max> bytes; …`) and a
@@ -806,7 +809,8 @@ class ServerConnection {
     if (this.#decoder !== undefined) return this.#decoder;
     const codec = codecOfFirstByte(firstByte);
     this.#codec = codec;
-    this.#decoder = codec.decoder({
+    // CBOR without its codec loaded: one NDJSON answer saying so, then close.
+    this.#decoder = missingCodecDecoder(firstByte) ?? codec.decoder({
       maxFrameBytes: this.#maxFrameBytes,
       preamble: true,
     });
