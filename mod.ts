@@ -132,6 +132,8 @@ export {
   PERMISSION_DENIED,
   type PermissionDeniedData,
   RpcError,
+  type TlsFailure,
+  tlsFailureOf,
   UNAUTHENTICATED,
 } from "./rpc/errors.ts";
 export {

@@ -151,6 +151,18 @@ export interface UnavailableData {
    * another node. Absent otherwise.
    */
   reason?: "storageFailed";
+  /**
+   * Set by the client when no node could be reached because TLS with them
+   * failed (see `TlsFailure`): `"untrusted"` means the registry is up but
+   * its certificate does not chain to a CA this client trusts (pass
+   * `tls.caFile`). Absent otherwise.
+   */
+  tlsFailure?:
+    | "untrusted"
+    | "nameMismatch"
+    | "expired"
+    | "clientCertificate"
+    | "handshake";
 }
 
 /** Data of a {@link LEASE_NOT_FOUND} error. */

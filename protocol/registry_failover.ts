@@ -21,7 +21,12 @@
  * @module
  */
 
-import { ConnectionError, DEADLINE_EXCEEDED, RpcError } from "../rpc/errors.ts";
+import {
+  ConnectionError,
+  DEADLINE_EXCEEDED,
+  RpcError,
+  tlsFailureOf,
+} from "../rpc/errors.ts";
 import {
   NOT_LEADER,
   type NotLeaderData,
@@ -117,7 +122,41 @@ export function isRetryableAnswer(error: unknown): boolean {
       error.code === NOT_LEADER);
 }
 
-/** UNAVAILABLE: no registry node even accepted a connection for `method`. */
+/**
+ * What to do when no registry node accepted a connection, by the last
+ * error's cause: a registry whose TLS certificate this client does not
+ * trust (or another TLS failure) is running, so "start a registry" would
+ * point away from it; anything else (a refused connection) gets that hint.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { noRegistryHint } from "./registry_failover.ts";
+ * const untrusted = Object.assign(new Error("TLS failed"), {
+ *   tlsFailure: "untrusted",
+ * });
+ * assert.match(noRegistryHint(untrusted), /not trusted.*tls\.caFile/);
+ * assert.match(noRegistryHint(new Error("Connection refused")), /Start a registry/);
+ * ```
+ */
+export function noRegistryHint(lastError: unknown): string {
+  switch (tlsFailureOf(lastError)) {
+    case "untrusted":
+      return "The registry node is up, but its TLS certificate is not trusted here: pass tls.caFile (or tls.ca) with the CA certificate that signed it";
+    case "handshake":
+      return "The registry node accepted the connection, but the TLS handshake failed (e.g. its certificate is not trusted here: give this client the CA that signed it)";
+    case undefined:
+      return "Start a registry (deno task registry) or check the registry URLs";
+    default:
+      return "The registry node is up, but TLS with it failed: see the last error";
+  }
+}
+
+/**
+ * UNAVAILABLE: no registry node even accepted a connection (or finished a
+ * TLS handshake) for `method`; `data.tlsFailure` says why TLS failed,
+ * when it did (see `tlsFailureOf`).
+ */
 export function noRegistryError(
   method: string,
   urls: readonly string[],
@@ -126,12 +165,17 @@ export function noRegistryError(
   const reason = lastError instanceof Error
     ? `; last error: ${lastError.message}`
     : "";
-  const data: UnavailableData = { retryAfterMs: 1000, tried: [...urls] };
+  const tlsFailure = tlsFailureOf(lastError);
+  const data: UnavailableData = {
+    retryAfterMs: 1000,
+    tried: [...urls],
+    ...(tlsFailure === undefined ? {} : { tlsFailure }),
+  };
   return new RpcError(
     UNAVAILABLE,
     `Unavailable: no registry node accepted a connection for ${method} (tried ${
       urls.join(", ")
-    })${reason}. Start a registry (deno task registry) or check the registry URLs`,
+    })${reason}. ${noRegistryHint(lastError)}`,
     data,
   );
 }

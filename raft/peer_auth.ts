@@ -458,6 +458,12 @@ export interface DialerHandshakeOptions {
    * none). @default false
    */
   requireCertificate?: boolean;
+  /**
+   * Whether the connection is TLS (the dialed stream's `secure`): a peer
+   * that closes it on our hello then most likely refused our certificate,
+   * and the error says so first. @default whether `peerCertificate` is set
+   */
+  secure?: boolean;
 }
 
 /**
@@ -528,7 +534,15 @@ export async function authenticatePeer(
       ? new PeerIdentityError(
         `the peer refused our peer.hello: ${messageOf(error)}`,
       )
-      : new PeerHandshakeError(helloFailure(error, from, to, timeoutMs));
+      : new PeerHandshakeError(
+        helloFailure(
+          error,
+          from,
+          to,
+          timeoutMs,
+          options.secure ?? (options.peerCertificate != null),
+        ),
+      );
   }
   const answer = hello as Partial<HelloResult> | null;
   if (
@@ -572,14 +586,28 @@ export async function authenticatePeer(
   return { clientUrl: normalizeClientUrl(clientUrl) };
 }
 
-function helloFailure(
+/**
+ * Why a `peer.hello` failed, for the log and `rafter status`: over TLS a
+ * peer that closes the connection on our hello most likely did not trust
+ * our certificate (a TLS 1.3 client finishes its side of the handshake
+ * before the server checks the client's certificate), so that comes first,
+ * with the TLS error when the read failed with one.
+ */
+export function helloFailure(
   error: unknown,
   from: NodeId,
   to: NodeId,
   timeoutMs: number,
+  secure = false,
 ): string {
   if (error instanceof RpcError && error.code === METHOD_NOT_FOUND) {
     return "the peer does not speak the peer protocol (is this address its client port, not its peer port?)";
+  }
+  if (error instanceof ConnectionError && secure) {
+    const tls = readFailureOf(error);
+    return `the peer refused our peer.hello: it closed the TLS connection${
+      tls === undefined ? "" : ` (${tls})`
+    }; likely causes, most likely first: its --peer-tls-ca does not trust our --peer-tls-cert (signed by another CA?), or ours does not trust its certificate; it does not list ${from} among its --peers, or it is not ${to}; the network between them cuts connections`;
   }
   if (error instanceof ConnectionError) {
     return `the peer refused our peer.hello: it closed the connection (does it list ${from} among its --peers, and is it ${to}? or is the network between them cutting connections?)`;
@@ -588,6 +616,14 @@ function helloFailure(
     return `the peer did not answer peer.hello within ${timeoutMs} ms`;
   }
   return `peer.hello failed: ${messageOf(error)}`;
+}
+
+/** The message of the error a connection's read failed with, if any. */
+function readFailureOf(error: ConnectionError): string | undefined {
+  const cause = error.cause;
+  if (cause === undefined) return undefined;
+  const message = messageOf(cause).trim();
+  return message === "" ? undefined : message;
 }
 
 function timedOut(error: unknown): boolean {

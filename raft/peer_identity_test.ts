@@ -10,6 +10,7 @@
 
 import assert from "node:assert/strict";
 import type { RpcConnection } from "../rpc/client/connection.ts";
+import { ConnectionError } from "../rpc/errors.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { ServeOptions } from "../rpc/server/server.ts";
 import type { RpcServer } from "../rpc/server/server.ts";
@@ -26,6 +27,7 @@ import {
   authenticatePeer,
   ClusterKey,
   type DialerHandshakeOptions,
+  helloFailure,
   memberIdOf,
   normalizeClientUrl,
   PeerHandshakeError,
@@ -437,11 +439,11 @@ Deno.test("real TLS: a peer whose certificate comes from another CA cannot conne
   };
   try {
     const failure = await connect(stranger, acceptor, cert("n1")).then(
-      async ({ connection }) => {
+      async ({ connection, serverCert }) => {
         // A TLS 1.3 client may finish its side before the server refuses:
         // then the first call fails instead.
         try {
-          await handshake(connection, "n1");
+          await handshake(connection, "n1", { peerCertificate: serverCert });
           return null;
         } catch (error) {
           return error;
@@ -452,9 +454,33 @@ Deno.test("real TLS: a peer whose certificate comes from another CA cannot conne
       (error) => error,
     );
     assert.ok(failure instanceof Error, "the handshake must fail");
+    if (failure instanceof PeerHandshakeError) {
+      // Refused after our side finished: the message puts the CA first,
+      // not the --peers listing.
+      assert.match(
+        failure.message,
+        /^the peer refused our peer\.hello: it closed the TLS connection.*; likely causes, most likely first: its --peer-tls-ca does not trust our --peer-tls-cert \(signed by another CA\?\), or ours does not trust its certificate; it does not list n1 among its --peers, or it is not n2; /,
+      );
+    }
     assert.deepEqual(acceptor.stepped, []);
     assert.equal(acceptor.server.acceptor.stats.identityRefused, 0);
   } finally {
     await acceptor.server.close();
   }
+});
+
+Deno.test("helloFailure: a connection closed on our hello names the CA first over TLS, with the TLS error when there is one; over plain TCP the --peers listing", () => {
+  const closed = new ConnectionError(
+    'connection to tls://127.0.0.1:7102 closed before the response to "peer.hello": read failed: …',
+    true,
+    { cause: new Error("tlsv13 alert certificate required") },
+  );
+  assert.equal(
+    helloFailure(closed, "n1", "n2", 2000, true),
+    "the peer refused our peer.hello: it closed the TLS connection (tlsv13 alert certificate required); likely causes, most likely first: its --peer-tls-ca does not trust our --peer-tls-cert (signed by another CA?), or ours does not trust its certificate; it does not list n1 among its --peers, or it is not n2; the network between them cuts connections",
+  );
+  assert.equal(
+    helloFailure(new ConnectionError("closed", true), "n1", "n2", 2000),
+    "the peer refused our peer.hello: it closed the connection (does it list n1 among its --peers, and is it n2? or is the network between them cutting connections?)",
+  );
 });

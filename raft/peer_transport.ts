@@ -578,6 +578,7 @@ class PeerLink {
         peerUrl: this.#directory.peerUrl(this.#options.id),
         timeoutMs: this.#options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
         peerCertificate: (stream as ByteStream | null)?.peerCertificate ?? null,
+        secure: (stream as ByteStream | null)?.secure === true,
         requireCertificate: this.#options.requirePeerCertificates ?? false,
       });
       if (this.#closed) return;

@@ -95,7 +95,11 @@ import {
   JoinRefusedError,
   leaveCluster,
 } from "./node/join.ts";
-import { pathExists, portsFree } from "./_start_checks.ts";
+import {
+  pathExists,
+  peerCertificateMismatch,
+  portsFree,
+} from "./_start_checks.ts";
 import { exposureOf, exposureProblems } from "./node/exposure.ts";
 import { InsecureStartError, nodeDialers } from "./node/options.ts";
 import { VERSION, versionLine } from "../internal/version.ts";
@@ -222,6 +226,15 @@ async function runNode(
       `registry ${args.id}: ${new InsecureStartError(problems).message}`,
       "error",
     );
+    return 2;
+  }
+  // A peer certificate of another member: the others would refuse every
+  // connection, later and less clearly.
+  const mismatch = args.peerTls === undefined
+    ? undefined
+    : peerCertificateMismatch(args.peerTls.certFile, args.id);
+  if (mismatch !== undefined) {
+    log(`registry ${args.id}: ${mismatch}`, "error");
     return 2;
   }
   const network: JoinNetwork = nodeDialers(args, denoDialer);

@@ -195,3 +195,76 @@ export function messageOf(error: unknown): string {
     return "unknown error";
   }
 }
+
+/**
+ * Why a TLS connection failed, as the dialers tag their errors (property
+ * `tlsFailure`): `"untrusted"` (the server's certificate does not chain to
+ * a CA this client trusts), `"nameMismatch"` (not valid for the host
+ * dialed), `"expired"` (expired or not yet valid), `"clientCertificate"`
+ * (the server wants, or refused, our client certificate), `"handshake"`
+ * (the TCP connection was accepted, then the handshake failed for a reason
+ * the runtime does not say: workerd's `connect()`, whose log says why).
+ */
+export type TlsFailure =
+  | "untrusted"
+  | "nameMismatch"
+  | "expired"
+  | "clientCertificate"
+  | "handshake";
+
+const TLS_FAILURES: ReadonlySet<string> = new Set<TlsFailure>([
+  "untrusted",
+  "nameMismatch",
+  "expired",
+  "clientCertificate",
+  "handshake",
+]);
+
+/** Texts of an untrusted certificate, for errors no dialer tagged. */
+const UNTRUSTED_TEXT =
+  /UnknownIssuer|UnknownCA|unable to (get|verify) (local issuer|the first) certificate|self[- ]signed certificate|certificate (is not|not) trusted|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_UNTRUSTED/i;
+
+/**
+ * Why `error` (or an error it wraps, through `cause`, or the
+ * `tlsFailure` of an RpcError's `data`) is a failed TLS connection, else
+ * undefined: the `tlsFailure` the dialers tag their errors with, else
+ * `"untrusted"` for the texts of an untrusted certificate
+ * (`UnknownIssuer`, `self-signed certificate`…) in an untagged message.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ConnectionError, tlsFailureOf } from "./errors.ts";
+ * const tls = Object.assign(new Error("TLS to tls://h:7001 failed"), {
+ *   tlsFailure: "untrusted",
+ * });
+ * const wrapped = new ConnectionError("cannot connect", false, { cause: tls });
+ * assert.equal(tlsFailureOf(wrapped), "untrusted");
+ * assert.equal(
+ *   tlsFailureOf(new Error("invalid peer certificate: UnknownIssuer")),
+ *   "untrusted",
+ * );
+ * assert.equal(tlsFailureOf(new Error("Connection refused")), undefined);
+ * ```
+ */
+export function tlsFailureOf(error: unknown): TlsFailure | undefined {
+  let current = error;
+  for (let depth = 0; depth < 8 && current !== undefined; depth++) {
+    if (typeof current !== "object" || current === null) break;
+    const tagged = (current as { tlsFailure?: unknown }).tlsFailure ??
+      (current instanceof RpcError
+        ? (current.data as { tlsFailure?: unknown } | undefined)?.tlsFailure
+        : undefined);
+    if (typeof tagged === "string" && TLS_FAILURES.has(tagged)) {
+      return tagged as TlsFailure;
+    }
+    current = (current as { cause?: unknown }).cause;
+  }
+  let text = "";
+  current = error;
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    text += ` ${current.message}`;
+    current = current.cause;
+  }
+  return UNTRUSTED_TEXT.test(text) ? "untrusted" : undefined;
+}

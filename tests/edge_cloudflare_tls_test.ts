@@ -38,6 +38,7 @@ Deno.test({
   const dir = await Deno.makeTempDir({ prefix: "rafter_workerd_tls_" });
   let backend: TlsBackend | undefined;
   let worker: Spawned | undefined;
+  let untrusting: Spawned | undefined;
   try {
     const [, startedBackend] = await Promise.all([
       bundleWorker(dir),
@@ -97,11 +98,47 @@ Deno.test({
     // closed without close_notify); plain TCP and a missing token get
     // nowhere, so the answers above came over TLS, with the read token.
     await assertTlsAndTokenEnforced(backend);
+
+    // A workerd that does not trust the test CA (the plain config, public
+    // CAs only): 502 saying the registry accepted the connection and the
+    // TLS handshake failed, not "start a registry" (workerd words a
+    // refused connection and a failed handshake the same way; the dialer
+    // tells them apart by opening TCP first).
+    const [untrustedPort] = freePorts(1);
+    const plain = await Deno.readTextFile(
+      `${CLOUDFLARE_EXAMPLE}/config.capnp.template`,
+    );
+    await Deno.writeTextFile(
+      `${dir}/untrusted.capnp`,
+      plain.replaceAll("@PORT@", String(untrustedPort))
+        .replaceAll("@REGISTRY@", backend.registryUrl),
+    );
+    untrusting = spawnProcess("workerd", workerd, [
+      "serve",
+      `${dir}/untrusted.capnp`,
+    ], { cwd: dir });
+    const untrustedOrigin = `http://127.0.0.1:${untrustedPort}`;
+    assert.ok(
+      await answers(`${untrustedOrigin}/?name=ready`, 100),
+      `workerd did not answer:\n${untrusting.output.join("\n")}`,
+    );
+    const response = await fetch(`${untrustedOrigin}/?name=Ada`, {
+      signal: AbortSignal.timeout(15_000),
+    });
+    const body = await response.json();
+    assert.equal(response.status, 502, JSON.stringify(body));
+    assert.match(
+      body.error.message,
+      /TLS handshake failed; workerd does not tell the worker why, its log does .*tlsOptions\.trustedCertificates.*\. The registry node accepted the connection, but the TLS handshake failed/,
+    );
+    assert.doesNotMatch(body.error.message, /Start a registry/i);
+    console.log(`without the CA: ${body.error.message}`);
     console.log(
       `measured: the test took ${(performance.now() - started).toFixed(0)} ms`,
     );
   } finally {
     await worker?.kill();
+    await untrusting?.kill();
     await backend?.stop();
     await Deno.remove(dir, { recursive: true });
   }

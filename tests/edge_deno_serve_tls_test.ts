@@ -6,7 +6,8 @@
  * URL, a read token and the CA from `RAFTER_REGISTRY`, `RAFTER_TOKEN` and
  * `RAFTER_CA`, with the permissions its README gives: every request comes
  * back right and nothing is logged. Without the CA, or without the token,
- * it answers 502 with an error that says what is wrong.
+ * it answers 502 with an error that says what is wrong (without the CA:
+ * that the certificate is not trusted, with a hint naming `RAFTER_CA`).
  *
  * @module
  */
@@ -81,6 +82,18 @@ Deno.test("deno serve example: a tls:// registry with auth and TLS hello servers
     ]);
     assert.equal(untrusted.status, 502, JSON.stringify(untrusted));
     assert.match(untrusted.error.message, /certificate/i);
+    // The cause is trust, not a missing registry, and the hint names the
+    // example's variable.
+    assert.match(
+      untrusted.error.message,
+      /The registry node is up, but its TLS certificate is not trusted here/,
+    );
+    assert.doesNotMatch(untrusted.error.message, /Start a registry/i);
+    assert.match(
+      untrusted.error.hint,
+      /^the registry's \(or a server's\) TLS certificate is not trusted: set RAFTER_CA to the CA certificate file that signed it \(RAFTER_CA is not set/,
+    );
+    assert.equal(anonymous.error.hint, undefined);
     assert.equal(anonymous.status, 502, JSON.stringify(anonymous));
     assert.match(anonymous.error.message, /Unauthenticated/);
     console.log(

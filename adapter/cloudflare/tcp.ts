@@ -24,6 +24,11 @@ export interface CloudflareSocket {
   readonly closed: Promise<void>;
   /** Closes both directions; resolves once closed. */
   close(): Promise<void>;
+  /**
+   * Of a socket opened with `secureTransport: "starttls"`: starts TLS on
+   * it, returning the TLS socket (this one is no longer usable).
+   */
+  startTls?(): CloudflareSocket;
 }
 
 /** The options of workerd's `connect()` the dialer passes. */
@@ -48,8 +53,10 @@ export type CloudflareConnect = (
  * request that opened it (workerd refuses I/O on it from another request),
  * so use it through a client made per request (`edgeClient`).
  *
- * A `tls://host:port` URL is opened with `secureTransport: "on"`: workerd
- * verifies the server's certificate against its trusted roots and the
+ * A `tls://host:port` URL is opened with `secureTransport: "starttls"`
+ * and TLS started once TCP is up (so a failed handshake, tagged
+ * `tlsFailure: "handshake"`, is told apart from a refused connection, which
+ * workerd words the same): workerd verifies the server's certificate against its trusted roots and the
  * URL's host name (workerd has no per-socket CA option, and gives no peer
  * certificate); the stream is then `secure`. `tcp://` is plain TCP.
  *
@@ -71,8 +78,12 @@ export function cloudflareDialer(connect: CloudflareConnect): Dialer {
     const { hostname, port, tls } = parseEndpointUrl(url);
     const signal = options?.signal;
     signal?.throwIfAborted();
-    const socket = connect({ hostname, port }, {
-      secureTransport: tls ? "on" : "off",
+    // tls://: TCP first, then TLS on it, so a refused connection and a
+    // failed handshake (workerd's `connect()` rejects both with "proxy
+    // request failed, cannot connect to the specified address") can be
+    // told apart.
+    let socket = connect({ hostname, port }, {
+      secureTransport: tls ? "starttls" : "off",
       allowHalfOpen: false,
     });
     // workerd rejects `closed` when the connection fails or breaks; the
@@ -87,17 +98,46 @@ export function cloudflareDialer(connect: CloudflareConnect): Dialer {
       });
     };
     let onAbort: (() => void) | undefined;
-    try {
-      await new Promise<void>((resolve, reject) => {
+    const opened = (opening: CloudflareSocket) =>
+      new Promise<void>((resolve, reject) => {
         onAbort = () => reject(signal!.reason);
         signal?.addEventListener("abort", onAbort, { once: true });
-        socket.opened.then(() => resolve(), reject);
+        opening.opened.then(() => resolve(), reject);
+      }).finally(() => {
+        if (onAbort !== undefined) {
+          signal?.removeEventListener("abort", onAbort);
+        }
       });
+    try {
+      await opened(socket);
     } catch (error) {
       close();
       throw error;
-    } finally {
-      if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+    }
+    if (tls) {
+      if (socket.startTls === undefined) {
+        close();
+        throw new TypeError(
+          `cannot open ${url}: this connect() gives sockets without startTls() (workerd's cloudflare:sockets has it)`,
+        );
+      }
+      socket = socket.startTls();
+      socket.closed.catch(() => {});
+      try {
+        await opened(socket);
+      } catch (error) {
+        close();
+        if (signal?.aborted) throw error;
+        throw Object.assign(
+          new Error(
+            `TLS to ${url} failed: the TCP connection was accepted, then the TLS handshake failed; workerd does not tell the worker why, its log does (e.g. "TLS handshake failed: invalid peer certificate: UnknownIssuer": workerd does not trust the server's certificate; add the CA that signed it to the network's tlsOptions.trustedCertificates) (${
+              error instanceof Error ? error.message : String(error)
+            })`,
+            { cause: error },
+          ),
+          { code: "TLS_FAILED", tlsFailure: "handshake" as const },
+        );
+      }
     }
     return {
       readable: socket.readable,

@@ -23,6 +23,7 @@ import {
   pemOf,
 } from "./certificate.ts";
 import { fromNodeSocket, openSocket } from "./node_socket.ts";
+import type { TlsFailure } from "../../rpc/errors.ts";
 
 /** Errors of certificate verification, by OpenSSL's code (Node) or message (Deno). */
 const UNTRUSTED =
@@ -73,13 +74,17 @@ function explained(
     (error as Error)?.message ?? String(error)
   }`;
   let advice: string | undefined;
+  let tlsFailure: TlsFailure | undefined;
   if (NAME_MISMATCH.test(text)) {
+    tlsFailure = "nameMismatch";
     advice =
       `the server's certificate is not valid for the name dialed (${url}): dial a host name or IP address the certificate lists, or set tls.serverName to one it lists`;
   } else if (EXPIRED.test(text)) {
+    tlsFailure = "expired";
     advice =
       `the server's certificate is expired or not yet valid: renew it, or check the clocks`;
   } else if (UNTRUSTED.test(text)) {
+    tlsFailure = "untrusted";
     advice = `the server's certificate is not trusted${
       options.caFile === undefined
         ? " by the system's roots"
@@ -88,12 +93,14 @@ function explained(
   } else if (
     /CertificateRequired|certificate required|alert number 116/i.test(text)
   ) {
+    tlsFailure = "clientCertificate";
     advice =
       "the server requires a client certificate: pass tls.certFile and tls.keyFile of one its CA signed";
   } else if (
     /bad ?certificate|alert number 42|DecryptError|unknown ca|alert number 48/i
       .test(text)
   ) {
+    tlsFailure = "clientCertificate";
     advice =
       "the server refused the client certificate: use one signed by the CA the server trusts";
   }
@@ -102,7 +109,7 @@ function explained(
     new Error(`TLS to ${url} failed: ${advice} (${text.trim()})`, {
       cause: error,
     }),
-    { code: (error as { code?: string }).code ?? "TLS_FAILED" },
+    { code: (error as { code?: string }).code ?? "TLS_FAILED", tlsFailure },
   );
 }
 
@@ -116,8 +123,9 @@ function explained(
  * @returns the stream, `secure: true`, `peerCertificate` the server's.
  * @throws {TypeError} for unreadable files (see {@link tlsClientConnectionOptions}).
  * @throws an `Error` that says what to do for an untrusted certificate, a
- * name mismatch or a refused client certificate; the socket's error
- * otherwise; the signal's reason when it aborts.
+ * name mismatch or a refused client certificate, its `tlsFailure` saying
+ * which (see `tlsFailureOf`); the socket's error otherwise; the signal's
+ * reason when it aborts.
  */
 export function dialTls(
   address: TcpAddress,

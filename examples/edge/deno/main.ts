@@ -30,7 +30,7 @@
  */
 
 import { connect } from "../../../adapter/deno/mod.ts";
-import { DEADLINE_EXCEEDED, RpcError } from "../../../mod.ts";
+import { DEADLINE_EXCEEDED, RpcError, tlsFailureOf } from "../../../mod.ts";
 import type { Hello } from "../../hello/server.ts";
 import { reachFromEnv } from "../../hello/security.ts";
 
@@ -86,16 +86,41 @@ function json(status: number, body: unknown): Response {
 }
 
 /**
+ * What to do about `error` in this example's terms, when its cause is a
+ * certificate this isolate does not trust: the SDK's message names its
+ * option (`tls.caFile`), this example reads the CA from `RAFTER_CA`.
+ */
+function hintOf(error: unknown): string | undefined {
+  if (tlsFailureOf(error) !== "untrusted") return undefined;
+  const caFile = reach.tls?.caFile;
+  return `the registry's (or a server's) TLS certificate is not trusted: set RAFTER_CA to the CA certificate file that signed it (${
+    caFile === undefined
+      ? "RAFTER_CA is not set, so only the system's roots are trusted"
+      : `RAFTER_CA=${caFile} did not sign it`
+  }), and let deno serve read it (--allow-read=FILE)`;
+}
+
+/**
  * The HTTP answer to a failed call: 504 when its deadline passed, 502 when
  * no server could answer it or a server answered with an error; the
- * JSON-RPC code and message in the body.
+ * JSON-RPC code and message in the body, and a `hint` when the cause is a
+ * certificate not trusted (see {@link hintOf}).
  */
 function failure(error: unknown): Response {
   if (error instanceof RpcError) {
     const status = error.code === DEADLINE_EXCEEDED ? 504 : 502;
-    console.error(`hello.greet failed with ${error.code}: ${error.message}`);
+    const hint = hintOf(error);
+    console.error(
+      `hello.greet failed with ${error.code}: ${error.message}${
+        hint === undefined ? "" : `\n  (${hint})`
+      }`,
+    );
     return json(status, {
-      error: { code: error.code, message: error.message },
+      error: {
+        code: error.code,
+        message: error.message,
+        ...(hint === undefined ? {} : { hint }),
+      },
     });
   }
   // Not a Rafter failure: a bug in this handler.
