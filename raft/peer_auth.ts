@@ -158,6 +158,18 @@ export class PeerHandshakeError extends Error {
 }
 
 /**
+ * Ends the handshake of a join probe whose proof matched: the connection
+ * is closed as every probe is, but nothing went wrong (logged at info).
+ */
+export class PeerProbeAnswered extends PeerHandshakeError {
+  /** @param message what the probe proved. */
+  constructor(message: string) {
+    super(message);
+    this.name = "PeerProbeAnswered";
+  }
+}
+
+/**
  * The acceptor refused a hello of another cluster (its cluster id differs):
  * the acceptor answers it with this message before it closes the
  * connection, so the dialer can log why.
@@ -857,7 +869,7 @@ export class AcceptorHandshake {
     }
     if (this.#probe) {
       this.#state = "failed";
-      throw new PeerHandshakeError(
+      throw new PeerProbeAnswered(
         `join probe from ${hello.from}: its cluster secret matches; a probe is closed, never admitted`,
       );
     }

@@ -45,7 +45,7 @@ async function withMember(
       directory.add(id, peerUrl);
       return true;
     },
-    log: (line) => member.logs.push(line),
+    log: (line, level) => member.logs.push(`${level} ${line}`),
     logIntervalMs: 0,
   });
   member.url = server.url;
@@ -82,6 +82,15 @@ Deno.test("probePeer: the right secret from a non-member is ok, and the probe is
         ),
       "the member to log the probe",
       5_000,
+    );
+    // At info, and not as a refused connection: a probe is no fault.
+    assert.match(
+      member.logs.find((l) => /join probe from n4/.test(l))!,
+      /^info n1: answered a join probe from n4: its cluster secret matches; a probe is closed, never admitted \(from 127\.0\.0\.1:\d+\)$/,
+    );
+    assert.ok(
+      !member.logs.some((l) => /refused a peer connection/.test(l)),
+      member.logs.join("\n"),
     );
     assert.deepEqual(member.admitted, []);
     assert.equal(member.directory.has("n4"), false);

@@ -53,6 +53,7 @@ import {
   PEER_IDENTITY_REFUSED,
   PeerHandshakeError,
   PeerIdentityError,
+  PeerProbeAnswered,
 } from "./peer_auth.ts";
 import type { PeerDirectory } from "./peer_directory.ts";
 import { STEP_METHOD } from "./peer_transport.ts";
@@ -127,9 +128,11 @@ export interface PeerAcceptorOptions {
   requirePeerCertificates?: boolean;
   /**
    * Receives one line per refused connection or dropped message, at most
-   * one per remote host (or peer) per `logIntervalMs`. @default no logging
+   * one per remote host (or peer) per `logIntervalMs`, and one per join
+   * probe answered (`level` "info"; the others are "warn"). @default no
+   * logging
    */
-  log?(line: string): void;
+  log?(line: string, level?: "info" | "warn"): void;
   /** Least time between two log lines about one remote host or peer, ms. @default 10000 */
   logIntervalMs?: number;
 }
@@ -220,8 +223,9 @@ export class PeerAcceptor {
       }
     }
     this.#options = options;
+    const log = options.log;
     this.#log = new RateLimitedLog(
-      options.log ?? (() => {}),
+      log === undefined ? () => {} : (line) => log(line, "warn"),
       options.logIntervalMs ?? 10_000,
     );
     this.methods = (session) => this.#table(session);
@@ -363,6 +367,20 @@ export class PeerAcceptor {
           return { clientUrl: this.#options.clientUrl?.() ?? null };
         } catch (error) {
           if (!(error instanceof PeerHandshakeError)) throw error;
+          if (error instanceof PeerProbeAnswered) {
+            // A joining node checked the secret before it asks to be
+            // added: closed like every probe, and no fault.
+            const remote = state.session.remoteAddress ?? "an unknown address";
+            this.#options.log?.(
+              `${this.#options.id}: answered a ${error.message} (from ${remote})`,
+              "info",
+            );
+            state.refused = true;
+            clearTimeout(state.timer);
+            state.timer = undefined;
+            state.session.close();
+            return null;
+          }
           this.#refuse(state, error.message);
           return null;
         }

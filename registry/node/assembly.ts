@@ -445,7 +445,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
                 this.#leadership.onLeaseSync(params, from),
             },
             // Refused connections and dropped messages.
-            log: (line) => log(line, "warn"),
+            log: (line, level) => log(line, level ?? "warn"),
           }),
       );
     } catch (error) {
