@@ -206,6 +206,7 @@ async function joinWith(
   token: string | undefined,
   through: RpcServer = fake.leader,
   meta?: Record<string, unknown>,
+  prepare?: (args: ReturnType<typeof parseRegistryArgs>) => void,
 ) {
   const dataDir = await Deno.makeTempDir();
   if (meta !== undefined) {
@@ -214,9 +215,11 @@ async function joinWith(
   }
   const lines: string[] = [];
   try {
+    const args = parseRegistryArgs(joinerArgv(through.url, dataDir).argv);
+    prepare?.(args);
     return {
       result: await joinedCluster(
-        parseRegistryArgs(joinerArgv(through.url, dataDir).argv),
+        args,
         (line) => lines.push(line),
         TEST_SECRET,
         { token: () => token },
@@ -447,5 +450,39 @@ Deno.test("a joiner that cannot start after memberAdd (its client port taken mea
     (squatter as Deno.Listener | null)?.close();
     await fake.close();
     await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("--join of a node rafter member add already added says so (not 'rejoins'), and is promoted once caught up", async () => {
+  const fake = await FakeCluster.start();
+  try {
+    // n4 added (as `rafter member add` does) at the peer URL it starts on.
+    const { result, lines } = await joinWith(
+      fake,
+      ADMIN,
+      fake.leader,
+      undefined,
+      (args) =>
+        fake.members.push({
+          id: "n4",
+          peerUrl: `tcp://${args.peerListen.hostname}:${args.peerListen.port}`,
+          clientUrl: null,
+          role: "follower",
+          kind: "learner",
+          matchIndex: null,
+          lag: null,
+          reachable: false,
+          lastHeardMsAgo: null,
+        }),
+    );
+    assert.equal(result?.clusterId, CLUSTER);
+    const line = lines.find((l) => l.includes(`cluster ${CLUSTER}`));
+    assert.match(
+      line ?? lines.join("\n"),
+      /^registry n4: already added as a learner \(rafter member add\) to cluster .*; promoted to voter once caught up$/,
+    );
+    assert.ok(!lines.some((l) => /rejoins/.test(l)), lines.join("\n"));
+  } finally {
+    await fake.close();
   }
 });

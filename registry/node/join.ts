@@ -192,10 +192,12 @@ export async function joinedCluster(
     for (const member of added.members) peers[member.id] = member.peerUrl;
     log(
       `registry ${args.id}: ${
-        known === undefined ? "added as a learner to" : "rejoins"
+        known === undefined
+          ? "added as a learner to"
+          : `already added as a ${known.kind} (rafter member add) to`
       } cluster ${added.clusterId} (leader ${added.leader}; members ${
         Object.keys(peers).sort().join(", ")
-      }); promoted to voter once caught up`,
+      })${known?.kind === "voter" ? "" : "; promoted to voter once caught up"}`,
     );
     return {
       clusterId: added.clusterId,
