@@ -124,6 +124,35 @@ export function report(error: unknown, context: Context): number {
   return code;
 }
 
+/**
+ * The permission a command's registry calls need, for the hint of a
+ * refused one (the registry checks the same: `caller.need` in
+ * `registry/service/`): admin for membership, leadership, snapshots,
+ * tokens and the auth switch; bind for writes under a name; else read.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { permissionOf } from "./errors.ts";
+ * assert.equal(permissionOf("snapshot save"), "admin");
+ * assert.equal(permissionOf("bind"), "bind:<prefix>");
+ * assert.equal(permissionOf("lookup"), "read:<prefix>");
+ * ```
+ */
+export function permissionOf(command: string): string {
+  const group = command.split(" ")[0];
+  if (
+    ["member", "leader", "snapshot", "token", "auth"].includes(group) &&
+    command !== "member list" && command !== "auth status"
+  ) {
+    return "admin";
+  }
+  if (["bind", "unbind", "drain", "lease"].includes(group)) {
+    return "bind:<prefix>";
+  }
+  return "read:<prefix>";
+}
+
 /** What to do after UNAUTHENTICATED or PERMISSION_DENIED: a line to print. */
 function accessHint(error: RpcError, context: Context): string {
   if (error instanceof ServerError) {
@@ -138,9 +167,10 @@ function accessHint(error: RpcError, context: Context): string {
     id === null ? "" : ` (id ${id})`
   }`;
   if (error.code === UNAUTHENTICATED) {
+    const perm = permissionOf(context.command);
     return token === undefined
-      ? `\nThe registry has access control on and this command gave no token: set RAFTER_TOKEN (or --token) to a token of it; ask an admin: rafter token create NAME --perm read:<prefix>.`
-      : `\n${which} is unknown to the registry or revoked: set RAFTER_TOKEN to a valid one; ask an admin: rafter token create NAME --perm read:<prefix> (rafter token list shows the tokens).`;
+      ? `\nThe registry has access control on and this command gave no token: set RAFTER_TOKEN (or --token) to a token of it; ask an admin: rafter token create NAME --perm ${perm}.`
+      : `\n${which} is unknown to the registry or revoked: set RAFTER_TOKEN to a valid one; ask an admin: rafter token create NAME --perm ${perm} (rafter token list shows the tokens).`;
   }
   const data = error.data as Partial<PermissionDeniedData> | undefined;
   const permission = typeof data?.permission === "string"

@@ -57,3 +57,41 @@ Deno.test("rafter status: nodes that refuse the token's permissions exit 6 namin
   assert.equal(ran.code, EXIT.permissionDenied, ran.err);
   assert.match(ran.err, /lacks read:\*/);
 });
+
+Deno.test("a refused command without a token is told the permission it needs: admin for snapshot save, bind for bind, read for lookup", async () => {
+  const refuse = () => {
+    throw new RpcError(UNAUTHENTICATED, "Unauthenticated: needs a token");
+  };
+  const server = serve({
+    methods: {
+      "registry.snapshot": refuse,
+      "registry.bind": refuse,
+      "registry.lookup": refuse,
+    },
+  });
+  const dir = await Deno.makeTempDir();
+  try {
+    for (
+      const [argv, perm] of [
+        [["snapshot", "save", `${dir}/backup.snap`], "admin"],
+        [["bind", "web", "tcp://127.0.0.1:1", "--id", "w1"], "bind:<prefix>"],
+        [["lookup", "web"], "read:<prefix>"],
+      ] as const
+    ) {
+      const err: string[] = [];
+      const code = await runCli([...argv, "--timeout-ms", "3000"], {
+        out: () => {},
+        err: (line) => err.push(line),
+        env: (name) => ({ RAFTER_REGISTRY: server.url })[name],
+      });
+      assert.equal(code, EXIT.unauthenticated, err.join("\n"));
+      assert.ok(
+        err.join("\n").includes(`rafter token create NAME --perm ${perm}.`),
+        `${argv.join(" ")}: ${err.join("\n")}`,
+      );
+    }
+  } finally {
+    await server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
