@@ -30,12 +30,12 @@ export const WORKERD_VERSION = "1.20261117.1";
 export async function installWorkerd(): Promise<string> {
   const prefix = `${ROOT}node_modules/.rafter-workerd-${WORKERD_VERSION}`;
   const arch = Deno.build.arch === "x86_64" ? "64" : "arm64";
-  const candidates = [
-    `${prefix}/node_modules/@cloudflare/workerd-${Deno.build.os}-${arch}/bin/workerd`,
-    `${prefix}/node_modules/.bin/workerd`,
+  const candidates = (folder: string) => [
+    `${folder}/node_modules/@cloudflare/workerd-${Deno.build.os}-${arch}/bin/workerd`,
+    `${folder}/node_modules/.bin/workerd`,
   ];
-  const installed = async () => {
-    for (const binary of candidates) {
+  const installed = async (folder = prefix) => {
+    for (const binary of candidates(folder)) {
       try {
         await Deno.stat(binary);
         return binary;
@@ -47,24 +47,43 @@ export async function installWorkerd(): Promise<string> {
   };
   const found = await installed();
   if (found !== null) return found;
-  const npm = await new Deno.Command("npm", {
-    args: [
-      "install",
-      "--no-audit",
-      "--no-fund",
-      "--no-save",
-      "--prefix",
-      prefix,
-      `workerd@${WORKERD_VERSION}`,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(
-    npm.code,
-    0,
-    `npm install workerd failed: ${new TextDecoder().decode(npm.stderr)}`,
-  );
+  // Test files run in parallel and two may install at once: each installs
+  // into a folder of its own, then renames it into place (atomic); one
+  // that finds the place taken uses the winner's and drops its own.
+  await Deno.mkdir(`${ROOT}node_modules`, { recursive: true });
+  const own = await Deno.makeTempDir({
+    dir: `${ROOT}node_modules`,
+    prefix: `.rafter-workerd-${WORKERD_VERSION}.tmp-`,
+  });
+  try {
+    const npm = await new Deno.Command("npm", {
+      args: [
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--no-save",
+        "--prefix",
+        own,
+        `workerd@${WORKERD_VERSION}`,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(
+      npm.code,
+      0,
+      `npm install workerd failed: ${new TextDecoder().decode(npm.stderr)}`,
+    );
+    assert.ok(await installed(own) !== null, "npm installed no workerd binary");
+    try {
+      await Deno.rename(own, prefix);
+    } catch (error) {
+      // Another test file's install got there first.
+      if (await installed() === null) throw error;
+    }
+  } finally {
+    await Deno.remove(own, { recursive: true }).catch(() => {});
+  }
   const binary = await installed();
   assert.ok(binary !== null, "npm installed no workerd binary");
   return binary;
