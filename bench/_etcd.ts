@@ -1,7 +1,7 @@
 /**
  * etcd for the registry benchmarks (private to `bench/`): finds the `etcd`
- * binary (installing Debian's `etcd-server` package when it is missing and
- * this process may), and starts a 3-member etcd cluster on 127.0.0.1 as
+ * binary and `etcdctl` (installing Debian's `etcd-server` / `etcd-client`
+ * package when one is missing and this process may), and starts a 3-member etcd cluster on 127.0.0.1 as
  * child processes, each with its own data folder, killed and restarted by
  * PID.
  *
@@ -22,10 +22,12 @@ export type EtcdBinary = { path: string; version: string } | {
 
 /** How long `apt-get install` may take, ms. */
 const INSTALL_TIMEOUT_MS = 180_000;
-const INSTALL_HINT =
-  "install etcd (Debian/Ubuntu: `sudo apt-get install -y etcd-server`) so `etcd` is on PATH, then run the bench again";
 
-async function run(
+/**
+ * Runs `command` to its end (at most `timeoutMs`), its output collected;
+ * never throws: a failure to start is `{ ok: false, out: why }`.
+ */
+export async function run(
   command: string,
   args: string[],
   timeoutMs: number,
@@ -77,57 +79,103 @@ export function onPath(name: string): string | null {
 export async function findEtcd(
   log: (line: string) => void,
 ): Promise<EtcdBinary> {
-  let path = onPath("etcd");
-  if (path === null) {
-    const root = Deno.uid() === 0;
-    const sudo = !root && onPath("sudo") !== null &&
-      (await run("sudo", ["-n", "true"], 5_000)).ok;
-    if (!root && !sudo) {
-      return {
-        skipped:
-          `etcd is not on PATH and this user cannot install packages (not root, no passwordless sudo): ${INSTALL_HINT}`,
-      };
-    }
-    if (onPath("apt-get") === null) {
-      return {
-        skipped: `etcd is not on PATH and there is no apt-get: ${INSTALL_HINT}`,
-      };
-    }
-    log("etcd is not on PATH: installing Debian's etcd-server package…");
-    const [command, prefix] = root
-      ? ["apt-get", []]
-      : ["sudo", ["-n", "apt-get"]];
-    const env = { DEBIAN_FRONTEND: "noninteractive" };
-    let result = await run(
+  const found = await findPackaged("etcd", "etcd-server", log);
+  if ("skipped" in found) return found;
+  const version = await etcdVersion(found.path);
+  if (version === null) {
+    return {
+      skipped: `${found.path} --version failed: ${installHint(found)}`,
+    };
+  }
+  return { path: found.path, version };
+}
+
+/**
+ * Finds `etcdctl` (Debian's `etcd-client` package) the same way as
+ * {@link findEtcd}: on PATH, else installed with apt-get when this process
+ * may. Never throws. Its `version` is the `etcdctl version` line.
+ */
+export async function findEtcdctl(
+  log: (line: string) => void,
+): Promise<EtcdBinary> {
+  const found = await findPackaged("etcdctl", "etcd-client", log);
+  if ("skipped" in found) return found;
+  const { ok, out } = await run(found.path, ["version"], 10_000, {
+    ETCDCTL_API: "3",
+  });
+  if (!ok) {
+    return { skipped: `${found.path} version failed: ${installHint(found)}` };
+  }
+  return {
+    path: found.path,
+    version: out.match(/etcdctl version:\s*(\S+)/)?.[1] ?? "unknown",
+  };
+}
+
+function installHint(what: { binary: string; pkg: string }): string {
+  return `install ${what.binary} (Debian/Ubuntu: \`sudo apt-get install -y ${what.pkg}\`) so \`${what.binary}\` is on PATH, then run the bench again`;
+}
+
+/**
+ * `binary` on PATH, or installed from Debian package `pkg` with `apt-get
+ * install -y` (non-interactive, at most 3 minutes, once more after `apt-get
+ * update` if it fails) when it is missing and this process runs as root or
+ * has passwordless sudo; else `{ skipped }` saying how to install it.
+ */
+async function findPackaged(
+  binary: string,
+  pkg: string,
+  log: (line: string) => void,
+): Promise<
+  { path: string; binary: string; pkg: string } | { skipped: string }
+> {
+  const hint = installHint({ binary, pkg });
+  let path = onPath(binary);
+  if (path !== null) return { path, binary, pkg };
+  const root = Deno.uid() === 0;
+  const sudo = !root && onPath("sudo") !== null &&
+    (await run("sudo", ["-n", "true"], 5_000)).ok;
+  if (!root && !sudo) {
+    return {
+      skipped:
+        `${binary} is not on PATH and this user cannot install packages (not root, no passwordless sudo): ${hint}`,
+    };
+  }
+  if (onPath("apt-get") === null) {
+    return {
+      skipped: `${binary} is not on PATH and there is no apt-get: ${hint}`,
+    };
+  }
+  log(`${binary} is not on PATH: installing Debian's ${pkg} package…`);
+  const [command, prefix] = root
+    ? ["apt-get", []]
+    : ["sudo", ["-n", "apt-get"]];
+  const env = { DEBIAN_FRONTEND: "noninteractive" };
+  let result = await run(
+    command,
+    [...prefix, "install", "-y", "-q", pkg],
+    INSTALL_TIMEOUT_MS,
+    env,
+  );
+  if (!result.ok) {
+    // The package lists may be missing or old: once more after an update.
+    await run(command, [...prefix, "update", "-q"], INSTALL_TIMEOUT_MS, env);
+    result = await run(
       command,
-      [...prefix, "install", "-y", "-q", "etcd-server"],
+      [...prefix, "install", "-y", "-q", pkg],
       INSTALL_TIMEOUT_MS,
       env,
     );
-    if (!result.ok) {
-      // The package lists may be missing or old: once more after an update.
-      await run(command, [...prefix, "update", "-q"], INSTALL_TIMEOUT_MS, env);
-      result = await run(
-        command,
-        [...prefix, "install", "-y", "-q", "etcd-server"],
-        INSTALL_TIMEOUT_MS,
-        env,
-      );
-    }
-    path = onPath("etcd");
-    if (!result.ok || path === null) {
-      return {
-        skipped: `apt-get install etcd-server failed (${
-          result.out.trim().split("\n").pop()?.slice(0, 200)
-        }): ${INSTALL_HINT}`,
-      };
-    }
   }
-  const version = await etcdVersion(path);
-  if (version === null) {
-    return { skipped: `${path} --version failed: ${INSTALL_HINT}` };
+  path = onPath(binary);
+  if (!result.ok || path === null) {
+    return {
+      skipped: `apt-get install ${pkg} failed (${
+        result.out.trim().split("\n").pop()?.slice(0, 200)
+      }): ${hint}`,
+    };
   }
-  return { path, version };
+  return { path, binary, pkg };
 }
 
 /** Raft timing of the members, ms (etcd's flags of the same names). */

@@ -80,8 +80,20 @@ export async function sha256Hex(bytes: Uint8Array): Promise<string> {
     .map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** `bytes` in base64. */
+/**
+ * `bytes` in base64: the runtime's `Uint8Array.prototype.toBase64` where
+ * it has one (Deno 2.9: about 3 ms for a 4 MiB snapshot chunk, where
+ * `btoa` of a binary string took 130–160 ms and held the leader's event
+ * loop), else {@link bytesToBase64Portable}.
+ */
 export function bytesToBase64(bytes: Uint8Array): string {
+  return typeof bytes.toBase64 === "function"
+    ? bytes.toBase64()
+    : bytesToBase64Portable(bytes);
+}
+
+/** {@link bytesToBase64} without `toBase64`: `btoa` of a binary string. */
+export function bytesToBase64Portable(bytes: Uint8Array): string {
   let text = "";
   for (let i = 0; i < bytes.length; i += 0x8000) {
     text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
@@ -89,8 +101,19 @@ export function bytesToBase64(bytes: Uint8Array): string {
   return btoa(text);
 }
 
-/** The bytes base64 `text` holds. @throws {DOMException} on bad base64. */
+/**
+ * The bytes base64 `text` holds: `Uint8Array.fromBase64` where the runtime
+ * has it, else {@link base64ToBytesPortable}.
+ * @throws {SyntaxError} or {DOMException} on bad base64.
+ */
 export function base64ToBytes(text: string): Uint8Array {
+  return typeof Uint8Array.fromBase64 === "function"
+    ? Uint8Array.fromBase64(text)
+    : base64ToBytesPortable(text);
+}
+
+/** {@link base64ToBytes} without `fromBase64`: `atob`. @throws {DOMException} on bad base64. */
+export function base64ToBytesPortable(text: string): Uint8Array {
   const binary = atob(text);
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
