@@ -375,10 +375,7 @@ export class PeerAcceptor {
               `${this.#options.id}: answered a ${error.message} (from ${remote})`,
               "info",
             );
-            state.refused = true;
-            clearTimeout(state.timer);
-            state.timer = undefined;
-            state.session.close();
+            this.#end(state);
             return null;
           }
           this.#refuse(state, error.message);
@@ -511,21 +508,23 @@ export class PeerAcceptor {
     options: { linger?: boolean } = {},
   ): void {
     if (state.refused) return;
-    state.refused = true;
-    clearTimeout(state.timer);
-    state.timer = undefined;
     this.#stats.refusedConnections++;
     const remote = state.session.remoteAddress ?? "an unknown address";
     this.#log.line(
       `refuse:${hostOf(remote)}`,
       `${this.#options.id}: refused a peer connection from ${remote}: ${reason}`,
     );
-    if (options.linger) {
-      const session = state.session;
-      setTimeout(() => session.close(), REFUSAL_LINGER_MS);
-    } else {
-      state.session.close();
-    }
+    this.#end(state, options.linger ? REFUSAL_LINGER_MS : 0);
+  }
+
+  /** Ends a session that will not be admitted: at once, or after `lingerMs`. */
+  #end(state: SessionState, lingerMs = 0): void {
+    state.refused = true;
+    clearTimeout(state.timer);
+    state.timer = undefined;
+    const session = state.session;
+    if (lingerMs > 0) setTimeout(() => session.close(), lingerMs);
+    else session.close();
   }
 }
 
