@@ -16,10 +16,11 @@ import {
 /** Options of {@link loadClusterSecret}. */
 export interface LoadClusterSecretOptions {
   /**
-   * Receives one line when a secret was generated, and a warning when the
-   * file is readable by other users. @default no logging
+   * Receives one line when a secret was generated (`level` "info"), and a
+   * warning when the file is readable by other users ("warn"). @default no
+   * logging
    */
-  log?(line: string): void;
+  log?(line: string, level: "info" | "warn"): void;
 }
 
 /** A secret file that cannot be used; the message says what to do. */
@@ -74,6 +75,7 @@ export async function loadClusterSecret(
   if (created.generated) {
     options.log?.(
       `generated a new cluster secret in ${path}; give this file to every other node`,
+      "info",
     );
   }
   return checked(path, created.secret, options);
@@ -175,6 +177,7 @@ async function checked(
         `warning: the cluster secret file ${path} is readable by other users (mode ${
           (mode & 0o777).toString(8).padStart(4, "0")
         }); chmod 600 it`,
+        "warn",
       );
     }
   }

@@ -279,10 +279,7 @@ async function runNode(
     // cluster secret) is written next to its data.
     (await lockDataDir(args.dataDir)).release();
     const secretExisted = await pathExists(args.clusterSecretFile);
-    clusterSecret = await loadClusterSecret(args.clusterSecretFile, {
-      // Its lines say "warning: ..." when the file is readable by others.
-      log: (line) => log(line, line.startsWith("warning:") ? "warn" : "info"),
-    });
+    clusterSecret = await loadClusterSecret(args.clusterSecretFile, { log });
     madeSecret = !secretExisted;
   } catch (error) {
     return await cannotStart(error);
