@@ -148,7 +148,7 @@ export async function joinedCluster(
     };
   }
   const token = (network.token ?? joinToken)();
-  const client = new JoinClient(args.join.split(","), {
+  const client = new JoinClient(joinUrlsOf(args), {
     dialer: network.client,
     deadlineMs: 15_000,
     failFastRounds: 3,
@@ -212,6 +212,11 @@ export async function joinedCluster(
   }
 }
 
+/** The members' client URLs `--join` names (none without it). */
+function joinUrlsOf(args: RegistryArgs): string[] {
+  return args.join?.split(",") ?? [];
+}
+
 /** Client URLs of the other members, and the `--join` URLs, deduplicated. */
 function clusterClientUrls(
   args: RegistryArgs,
@@ -220,7 +225,7 @@ function clusterClientUrls(
   const urls = members.filter((m) => m.id !== args.id)
     .map((m) => m.clientUrl)
     .filter((url): url is string => url !== null);
-  return [...new Set([...args.join!.split(","), ...urls])];
+  return [...new Set([...joinUrlsOf(args), ...urls])];
 }
 
 /** The error `--join` ends with: a refused token says what token is needed. */
@@ -356,7 +361,7 @@ export async function askPromotionWhileLearner(
       .filter((id) => id !== args.id)
       .map((id) => directory.clientUrl(id))
       .filter((url): url is string => url !== null);
-    for (const url of args.join?.split(",") ?? []) {
+    for (const url of joinUrlsOf(args)) {
       if (!urls.includes(url)) urls.push(url);
     }
     if (urls.length === 0) continue;
