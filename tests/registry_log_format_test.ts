@@ -221,6 +221,30 @@ Deno.test("registry/main.ts: a non-loopback metrics address is logged at warn, a
   }
 });
 
+Deno.test("registry/main.ts: a non-loopback dashboard address is logged at warn too", async () => {
+  const cwd = await Deno.makeTempDir({ prefix: "rafter_log_" });
+  try {
+    const [client, peer] = freePorts(2);
+    // As above: 192.0.2.1 is on no interface, so the bind after the
+    // warning fails.
+    const node = spawnRegistry(cwd, [
+      "--listen",
+      `127.0.0.1:${client}`,
+      "--peer-listen",
+      `127.0.0.1:${peer}`,
+      "--dashboard-listen",
+      "192.0.2.1:9101",
+    ]);
+    assert.equal(await within(node.exit(), 20_000, "n1 to exit"), 1);
+    const warning = linesOf(node.output).map(textLine).find((line) =>
+      line.msg.startsWith("n1: WARNING: --dashboard-listen 192.0.2.1:9101")
+    );
+    assert.equal(warning?.level, "warn", node.output);
+  } finally {
+    await Deno.remove(cwd, { recursive: true });
+  }
+});
+
 Deno.test("registry/main.ts refuses an unknown --log-format with exit 2, naming the allowed values", async () => {
   const cwd = await Deno.makeTempDir({ prefix: "rafter_log_" });
   try {

@@ -504,7 +504,7 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
     const address = options.dashboardListen;
     if (address === undefined) return;
     const warning = dashboardWarning(address);
-    if (warning !== null) log(`${id}: ${warning}`);
+    if (warning !== null) log(`${id}: ${warning}`, "warn");
     try {
       this.#dashboardServer = serveDashboard(address, this.#dashboard);
     } catch (error) {
