@@ -8,7 +8,11 @@
  */
 
 import { X509Certificate } from "node:crypto";
-import { formatTcpUrl, type TcpAddress } from "../rpc/transport/transport.ts";
+import {
+  formatTcpUrl,
+  splitAltNames,
+  type TcpAddress,
+} from "../rpc/transport/transport.ts";
 import { MEMBER_URI_PREFIX, memberIdOf } from "../raft/peer_auth.ts";
 
 /** Whether anything exists at `path`. */
@@ -77,10 +81,7 @@ export function peerCertificateMismatch(
   let altNames: string[];
   try {
     const text = Deno.readTextFileSync(certFile);
-    const san = new X509Certificate(text).subjectAltName ?? "";
-    altNames = san.split(/,\s*(?=[A-Za-z][A-Za-z ]*:)/).map((part) =>
-      part.trim()
-    ).filter((part) => part !== "");
+    altNames = splitAltNames(new X509Certificate(text).subjectAltName);
   } catch {
     return undefined;
   }

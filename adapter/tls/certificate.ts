@@ -7,7 +7,10 @@
 
 import { readFileSync } from "node:fs";
 import { createPrivateKey, X509Certificate } from "node:crypto";
-import type { PeerCertificate } from "../../rpc/transport/transport.ts";
+import {
+  type PeerCertificate,
+  splitAltNames,
+} from "../../rpc/transport/transport.ts";
 
 /**
  * Reads the PEM file `path` (`what` names it in errors: `"tls.certFile"`).
@@ -55,27 +58,6 @@ export interface NodePeerCertificate {
   fingerprint256?: string;
   valid_to?: string;
   raw?: unknown;
-}
-
-/**
- * Splits OpenSSL's `subjectaltname` text (`"DNS:a, IP Address:10.0.0.5,
- * URI:rafter://member/n1"`) into its entries.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { splitAltNames } from "./certificate.ts";
- * assert.deepEqual(
- *   splitAltNames("DNS:localhost, IP Address:127.0.0.1, URI:rafter://member/n1"),
- *   ["DNS:localhost", "IP Address:127.0.0.1", "URI:rafter://member/n1"],
- * );
- * assert.deepEqual(splitAltNames(undefined), []);
- * ```
- */
-export function splitAltNames(text: string | undefined): string[] {
-  if (text === undefined || text.trim() === "") return [];
-  return text.split(/,\s*(?=[A-Za-z][A-Za-z ]*:)/).map((part) => part.trim())
-    .filter((part) => part !== "");
 }
 
 /**

@@ -55,6 +55,27 @@ export interface PeerCertificate {
   readonly validTo: string;
 }
 
+/**
+ * Splits OpenSSL's `subjectaltname` text (`"DNS:a, IP Address:10.0.0.5,
+ * URI:rafter://member/n1"`) into its entries.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { splitAltNames } from "./transport.ts";
+ * assert.deepEqual(
+ *   splitAltNames("DNS:localhost, IP Address:127.0.0.1, URI:rafter://member/n1"),
+ *   ["DNS:localhost", "IP Address:127.0.0.1", "URI:rafter://member/n1"],
+ * );
+ * assert.deepEqual(splitAltNames(undefined), []);
+ * ```
+ */
+export function splitAltNames(text: string | undefined): string[] {
+  if (text === undefined || text.trim() === "") return [];
+  return text.split(/,\s*(?=[A-Za-z][A-Za-z ]*:)/).map((part) => part.trim())
+    .filter((part) => part !== "");
+}
+
 /** Options a {@link Dialer} may honour. */
 export interface DialerOptions {
   /** Aborts the connection attempt (used for connect timeouts). */
