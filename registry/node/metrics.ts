@@ -16,12 +16,12 @@ import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
   type Gauge,
-  isLoopbackHost,
   type Labels,
   LagProbe,
   MetricFamilies,
   metricsAnswer,
   NOT_FOUND_ANSWER,
+  plainPortWarning,
   processGauges,
   responseOf,
 } from "../../internal/metrics.ts";
@@ -32,6 +32,7 @@ export {
   type Labels,
   LATENCY_BUCKETS,
   METRICS_CONTENT_TYPE,
+  plainPortWarning,
 } from "../../internal/metrics.ts";
 import { listenHttp } from "../../internal/http_deno.ts";
 export { listenHttp };
@@ -368,19 +369,6 @@ export function serveMetrics(
     return (await other?.(request)) ?? responseOf(NOT_FOUND_ANSWER);
   });
   return { url: `${server.origin}/metrics`, close: server.close };
-}
-
-/**
- * The warning for a plain-HTTP port (`option`) on a non-loopback
- * address: what `exposed` says, and what to do; null on loopback.
- */
-export function plainPortWarning(
-  option: string,
-  address: TcpAddress,
-  exposed: string,
-): string | null {
-  if (isLoopbackHost(address.hostname)) return null;
-  return `WARNING: ${option} ${address.hostname}:${address.port} is not a loopback address: ${exposed}, over plain HTTP; keep it behind a firewall or listen on 127.0.0.1`;
 }
 
 /**

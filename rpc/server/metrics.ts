@@ -19,12 +19,12 @@ import {
   type CounterSample,
   type HistogramSeries,
   type HttpListener,
-  isLoopbackHost,
   LagProbe,
   MetricFamilies,
   metricsAnswer,
   NOT_FOUND_ANSWER,
   type PlainAnswer,
+  plainPortWarning,
   processGauges,
 } from "../../internal/metrics.ts";
 
@@ -234,9 +234,12 @@ export class ServerMetrics {
    * ```
    */
   warning(): string | null {
-    const { hostname, port } = this.address;
-    if (isLoopbackHost(hostname)) return null;
-    return `rpc: WARNING: metrics.listen ${hostname}:${port} is not a loopback address: anyone who reaches it reads the server's metrics (method names, counts) over plain HTTP, without a token; keep it behind a firewall or listen on 127.0.0.1`;
+    const warning = plainPortWarning(
+      "metrics.listen",
+      this.address,
+      "anyone who reaches it reads the server's metrics (method names, counts) without a token",
+    );
+    return warning === null ? null : `rpc: ${warning}`;
   }
 
   /**
