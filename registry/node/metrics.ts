@@ -11,7 +11,7 @@
 
 import type { CallInfo } from "../../rpc/server/dispatcher.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
-import { CallCounter } from "../../rpc/server/metrics.ts";
+import { CallCounter, OpenConnections } from "../../rpc/server/metrics.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
@@ -65,7 +65,7 @@ export class NodeMetrics {
   readonly #families: MetricFamilies;
   readonly #calls: CallCounter;
   readonly #lag = new LagProbe();
-  #openConnections = 0;
+  readonly #connections = new OpenConnections();
   #snapshotBytes = 0;
 
   constructor(node: string) {
@@ -106,7 +106,7 @@ export class NodeMetrics {
 
   /** Client connections open now (sessions of the client port). */
   get openConnections(): number {
-    return this.#openConnections;
+    return this.#connections.value;
   }
 
   /**
@@ -172,12 +172,7 @@ export class NodeMetrics {
    * counts the session as an open connection until its signal aborts.
    */
   instrument(session: RpcSession, methods: Methods): Methods {
-    this.#openConnections++;
-    session.signal.addEventListener(
-      "abort",
-      () => this.#openConnections--,
-      { once: true },
-    );
+    this.#connections.track(session);
     const lookup = methods["registry.lookup"];
     if (lookup === undefined) return methods;
     return {
