@@ -13,6 +13,7 @@ import {
   PERMISSION_DENIED,
   type PermissionDeniedData,
   RpcError,
+  saysUntrustedCertificate,
   UNAUTHENTICATED,
 } from "../rpc/errors.ts";
 import { tokenIdOf } from "../protocol/auth.ts";
@@ -79,10 +80,8 @@ export function mayBeTlsPort(
 }
 
 /** Whether an error's text says a TLS certificate was not trusted. */
-export function isTlsTrustProblem(message: string): boolean {
-  return /UnknownIssuer|UnknownCA|unable to (get|verify) (local issuer|the first) certificate|self[- ]signed certificate|certificate (is not|not) trusted|UNABLE_TO_VERIFY_LEAF_SIGNATURE/i
-    .test(message);
-}
+export const isTlsTrustProblem: (message: string) => boolean =
+  saysUntrustedCertificate;
 
 /**
  * Prints a bad command line's `message` with `usage` (or, under `--json`,

@@ -410,3 +410,16 @@ export function isLoopbackHost(hostname: string): boolean {
   return match !== null && Number(match[1]) === 127 &&
     match.slice(2).every((part) => Number(part) <= 255);
 }
+
+/**
+ * The warning for a plain-HTTP port (`option`) on a non-loopback
+ * address: what `exposed` says, and what to do; null on loopback.
+ */
+export function plainPortWarning(
+  option: string,
+  address: ListenAddress,
+  exposed: string,
+): string | null {
+  if (isLoopbackHost(address.hostname)) return null;
+  return `WARNING: ${option} ${address.hostname}:${address.port} is not a loopback address: ${exposed}, over plain HTTP; keep it behind a firewall or listen on 127.0.0.1`;
+}

@@ -225,6 +225,15 @@ const UNTRUSTED_TEXT =
   /UnknownIssuer|UnknownCA|unable to (get|verify) (local issuer|the first) certificate|self[- ]signed certificate|certificate (is not|not) trusted|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_UNTRUSTED/i;
 
 /**
+ * Whether `text` (an error's message, or its chain's) says a TLS
+ * certificate was not trusted: the text test {@link tlsFailureOf} falls
+ * back to for untagged errors (not re-exported by the entries).
+ */
+export function saysUntrustedCertificate(text: string): boolean {
+  return UNTRUSTED_TEXT.test(text);
+}
+
+/**
  * Why `error` (or an error it wraps, through `cause`, or the
  * `tlsFailure` of an RpcError's `data`) is a failed TLS connection, else
  * undefined: the `tlsFailure` the dialers tag their errors with, else
@@ -266,5 +275,5 @@ export function tlsFailureOf(error: unknown): TlsFailure | undefined {
     text += ` ${current.message}`;
     current = current.cause;
   }
-  return UNTRUSTED_TEXT.test(text) ? "untrusted" : undefined;
+  return saysUntrustedCertificate(text) ? "untrusted" : undefined;
 }

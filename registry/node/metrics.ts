@@ -11,17 +11,17 @@
 
 import type { CallInfo } from "../../rpc/server/dispatcher.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
-import { CallCounter } from "../../rpc/server/metrics.ts";
+import { CallCounter, OpenConnections } from "../../rpc/server/metrics.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
   type Gauge,
-  isLoopbackHost,
   type Labels,
   LagProbe,
   MetricFamilies,
   metricsAnswer,
   NOT_FOUND_ANSWER,
+  plainPortWarning,
   processGauges,
   responseOf,
 } from "../../internal/metrics.ts";
@@ -32,6 +32,7 @@ export {
   type Labels,
   LATENCY_BUCKETS,
   METRICS_CONTENT_TYPE,
+  plainPortWarning,
 } from "../../internal/metrics.ts";
 import { listenHttp } from "../../internal/http_deno.ts";
 export { listenHttp };
@@ -64,7 +65,7 @@ export class NodeMetrics {
   readonly #families: MetricFamilies;
   readonly #calls: CallCounter;
   readonly #lag = new LagProbe();
-  #openConnections = 0;
+  readonly #connections = new OpenConnections();
   #snapshotBytes = 0;
 
   constructor(node: string) {
@@ -105,7 +106,7 @@ export class NodeMetrics {
 
   /** Client connections open now (sessions of the client port). */
   get openConnections(): number {
-    return this.#openConnections;
+    return this.#connections.value;
   }
 
   /**
@@ -171,12 +172,7 @@ export class NodeMetrics {
    * counts the session as an open connection until its signal aborts.
    */
   instrument(session: RpcSession, methods: Methods): Methods {
-    this.#openConnections++;
-    session.signal.addEventListener(
-      "abort",
-      () => this.#openConnections--,
-      { once: true },
-    );
+    this.#connections.track(session);
     const lookup = methods["registry.lookup"];
     if (lookup === undefined) return methods;
     return {
@@ -368,19 +364,6 @@ export function serveMetrics(
     return (await other?.(request)) ?? responseOf(NOT_FOUND_ANSWER);
   });
   return { url: `${server.origin}/metrics`, close: server.close };
-}
-
-/**
- * The warning for a plain-HTTP port (`option`) on a non-loopback
- * address: what `exposed` says, and what to do; null on loopback.
- */
-export function plainPortWarning(
-  option: string,
-  address: TcpAddress,
-  exposed: string,
-): string | null {
-  if (isLoopbackHost(address.hostname)) return null;
-  return `WARNING: ${option} ${address.hostname}:${address.port} is not a loopback address: ${exposed}, over plain HTTP; keep it behind a firewall or listen on 127.0.0.1`;
 }
 
 /**

@@ -19,12 +19,12 @@ import {
   type CounterSample,
   type HistogramSeries,
   type HttpListener,
-  isLoopbackHost,
   LagProbe,
   MetricFamilies,
   metricsAnswer,
   NOT_FOUND_ANSWER,
   type PlainAnswer,
+  plainPortWarning,
   processGauges,
 } from "../../internal/metrics.ts";
 
@@ -123,6 +123,27 @@ export class CallCounter {
 }
 
 /**
+ * Client connections open now: each session counted until its signal
+ * aborts. Shared by `serve()`'s metrics and the registry node's.
+ */
+export class OpenConnections {
+  #open = 0;
+
+  /** Sessions open now. */
+  get value(): number {
+    return this.#open;
+  }
+
+  /** Counts `session` as open until its signal aborts. */
+  track(session: RpcSession): void {
+    this.#open++;
+    session.signal.addEventListener("abort", () => this.#open--, {
+      once: true,
+    });
+  }
+}
+
+/**
  * The counters of one server: what `onCall` reports and the connections
  * its method tables were made for.
  *
@@ -146,7 +167,7 @@ export class ServerMetrics {
   readonly #families = new MetricFamilies();
   readonly #calls = new CallCounter(this.#families);
   readonly #lag = new LagProbe();
-  #openConnections = 0;
+  readonly #connections = new OpenConnections();
 
   /**
    * @throws {TypeError} for a `listen` that is not `host:port`.
@@ -171,17 +192,7 @@ export class ServerMetrics {
 
   /** Client connections open now. */
   get openConnections(): number {
-    return this.#openConnections;
-  }
-
-  /** Counts `session` as open until its signal aborts. */
-  track(session: RpcSession): void {
-    this.#openConnections++;
-    session.signal.addEventListener(
-      "abort",
-      () => this.#openConnections--,
-      { once: true },
-    );
+    return this.#connections.value;
   }
 
   /**
@@ -194,7 +205,7 @@ export class ServerMetrics {
     return {
       ...options,
       methods: (session) => {
-        this.track(session);
+        this.#connections.track(session);
         return typeof given === "function" ? given(session) : given;
       },
       onCall: own === undefined ? this.onCall : (call) => {
@@ -210,7 +221,7 @@ export class ServerMetrics {
       {
         name: "rafter_rpc_open_connections",
         help: "Client connections open on this server.",
-        value: this.#openConnections,
+        value: this.#connections.value,
       },
       ...processGauges(this.#lag.takeMaxLagSeconds()),
     ]);
@@ -234,9 +245,12 @@ export class ServerMetrics {
    * ```
    */
   warning(): string | null {
-    const { hostname, port } = this.address;
-    if (isLoopbackHost(hostname)) return null;
-    return `rpc: WARNING: metrics.listen ${hostname}:${port} is not a loopback address: anyone who reaches it reads the server's metrics (method names, counts) over plain HTTP, without a token; keep it behind a firewall or listen on 127.0.0.1`;
+    const warning = plainPortWarning(
+      "metrics.listen",
+      this.address,
+      "anyone who reaches it reads the server's metrics (method names, counts) without a token",
+    );
+    return warning === null ? null : `rpc: ${warning}`;
   }
 
   /**

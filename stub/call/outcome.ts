@@ -261,6 +261,9 @@ export function deadlineError(
   const lastStep = (last?.data as { step?: unknown } | undefined)?.step;
   // An attempt cut off by the deadline itself: its failure is the wait.
   const cutOff = last !== null && last.code === DEADLINE_EXCEEDED;
+  const named = endpoints.map((e) => `endpoint ${e.id} at ${e.url}`).join(
+    " and ",
+  );
   let waitingFor: DeadlineData["waitingFor"];
   let where: string;
   if (step !== undefined) {
@@ -268,9 +271,6 @@ export function deadlineError(
     where = ` (${step} still under way)`;
   } else if (cutOff && endpoints.length > 0) {
     waitingFor = "endpoint";
-    const named = endpoints.map((e) => `endpoint ${e.id} at ${e.url}`).join(
-      " and ",
-    );
     const why = typeof lastStep === "string" || last instanceof NotSentError
       ? "not sent: the connection did not open in time; is the server up and reachable?"
       : "sent, no answer: the server may be stopped or overloaded";
@@ -282,9 +282,7 @@ export function deadlineError(
     waitingFor = cutOff ? "endpoint" : "nothing";
     where = last === null || cutOff || endpoints.length === 0
       ? ""
-      : ` (the last attempt went to ${
-        endpoints.map((e) => `endpoint ${e.id} at ${e.url}`).join(" and ")
-      })`;
+      : ` (the last attempt went to ${named})`;
   }
   const head =
     `Deadline exceeded: ${label} did not get an answer within ${deadlineMs} ms${where}`;

@@ -240,14 +240,16 @@ export class RetryLoop {
       } else {
         const tried = (call.tried ??= []);
         tried.push(endpoint.id);
-        const mark = tried.length;
-        outcome = hedging
-          ? await this.#hedged(call, endpoint, timeoutMs)
-          : await rule.attempt(this, call, endpoint, timeoutMs);
-        // A hedge's second attempt went to another endpoint too.
-        for (const id of tried.slice(mark)) {
-          const other = candidates.find((c) => c.id === id);
-          if (other !== undefined) call.attempted.push(other);
+        if (hedging) {
+          const mark = tried.length;
+          outcome = await this.#hedged(call, endpoint, timeoutMs);
+          // The hedge's second attempt went to another endpoint too.
+          for (let i = mark; i < tried.length; i++) {
+            const other = candidates.find((c) => c.id === tried[i]);
+            if (other !== undefined) call.attempted.push(other);
+          }
+        } else {
+          outcome = await rule.attempt(this, call, endpoint, timeoutMs);
         }
       }
       if (outcome.ok) {
