@@ -46,6 +46,7 @@ import { Etcd3 } from "etcd3";
 import { EtcdCluster, findEtcd, findEtcdctl, run } from "./_etcd.ts";
 import { median, ratio } from "./report.ts";
 import { readSnapshotFile } from "../registry/snapshot_file.ts";
+import { SNAPSHOT_CHUNK_BYTES } from "../registry/service/snapshot.ts";
 import type { Binding } from "../registry/state.ts";
 
 const USAGE = `usage: deno task bench:registry-snapshot [options]
@@ -372,8 +373,8 @@ async function backupRow(count: number): Promise<void> {
     }
     console.log(
       `\nRafter payload ${mib(header.bytes)} MiB in ${
-        Math.ceil(header.bytes / (4 << 20))
-      } chunks of 4 MiB.`,
+        Math.ceil(header.bytes / SNAPSHOT_CHUNK_BYTES)
+      } chunks of ${SNAPSHOT_CHUNK_BYTES >> 20} MiB.`,
     );
   } finally {
     await Deno.remove(dir, { recursive: true });

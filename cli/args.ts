@@ -16,11 +16,11 @@ import { tokenIdOf } from "../protocol/auth.ts";
 import type { Command, Globals, OptionType, Values } from "./context.ts";
 import { UsageError } from "./errors.ts";
 import {
+  configFileOf,
   envName,
   type Layered,
   layerOptions,
   OptionSourceError,
-  readConfigFile,
 } from "../internal/option_sources.ts";
 
 /** Default of `--timeout-ms`: how long a command may wait for the registry. */
@@ -38,9 +38,6 @@ export const GLOBAL_OPTIONS: Record<string, OptionType> = {
   config: { type: "string" },
   help: { type: "boolean" },
 };
-
-/** The variable that names a config file when `--config` is not given. */
-export const CONFIG_ENV = "RAFTER_CONFIG";
 
 /**
  * The global options a variable or the config file may set: all but
@@ -261,16 +258,14 @@ function layeredValues(
     CONFIGURABLE_GLOBALS.map((name) => [name, GLOBAL_OPTIONS[name]]),
   );
   try {
-    const configPath = (given.config as string | undefined) ??
-      (env(CONFIG_ENV)?.trim() || undefined);
     const layered = layerOptions({
       options: { ...globals, ...command.options },
       given,
       env,
       envNames: (option) => optionEnvNames(command.name, option),
-      config: configPath === undefined ? undefined : readConfigFile(
-        configPath,
-        given.config !== undefined ? "--config" : CONFIG_ENV,
+      config: configFileOf(
+        given.config as string | undefined,
+        env,
         readTextFile,
       ),
       configKeys: {

@@ -108,6 +108,29 @@ export function readConfigFile(
   return { path, values: values as Record<string, unknown> };
 }
 
+/** The variable that names a config file when `--config` is not given. */
+export const CONFIG_ENV = "RAFTER_CONFIG";
+
+/**
+ * The config file of a program's command line: the one `--config`
+ * (`given`) names, else the one {@link CONFIG_ENV} names, read with
+ * {@link readConfigFile}; undefined when neither names one.
+ *
+ * @throws {OptionSourceError} as {@link readConfigFile} does.
+ */
+export function configFileOf(
+  given: string | undefined,
+  env: EnvReader,
+  readTextFile: (path: string) => string,
+): ConfigFile | undefined {
+  const path = given ?? (env(CONFIG_ENV)?.trim() || undefined);
+  return path === undefined ? undefined : readConfigFile(
+    path,
+    given !== undefined ? "--config" : CONFIG_ENV,
+    readTextFile,
+  );
+}
+
 /** What {@link layerOptions} layers. */
 export interface LayerSpec {
   /** The options to fill in (not `--help`, `--config`), by name. */

@@ -25,7 +25,7 @@ import { SnapshotStore } from "../raft/snapshot_store.ts";
 import { Wal } from "../raft/wal.ts";
 import {
   type RegistryNodeSnapshot,
-  snapshotDataProblem,
+  snapshotValueProblem,
 } from "./node/replica.ts";
 
 /** The `format` of the backup files this code writes: 1. */
@@ -214,10 +214,15 @@ export async function readSnapshotFile(path: string): Promise<SnapshotFile> {
       `the payload's SHA-256 is ${sha256}, the header says ${header.sha256} (the file is damaged)`,
     );
   }
-  const text = new TextDecoder().decode(payload);
-  const problem = snapshotDataProblem(text);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(payload));
+  } catch {
+    throw bad("the snapshot is not JSON");
+  }
+  const problem = snapshotValueProblem(parsed);
   if (problem !== null) throw bad(problem);
-  const snapshot = JSON.parse(text) as RegistryNodeSnapshot;
+  const snapshot = parsed as RegistryNodeSnapshot;
   if (snapshot.state.revision !== header.revision) {
     throw bad(
       `the payload is at revision ${snapshot.state.revision}, the header says ${header.revision}`,

@@ -31,9 +31,12 @@ import {
 } from "../protocol/registry_params.ts";
 import {
   BOOTSTRAP_TOKEN_NAME,
+  digestsEqual,
+  hashToken,
   MAX_TOKEN_NAME_LENGTH,
   parsePermission,
   type Permission,
+  tokenIdOf,
 } from "../protocol/auth.ts";
 import {
   LIMIT_EXCEEDED,
@@ -408,6 +411,20 @@ export class RegistryState {
   token(tokenId: string): TokenRecord | undefined {
     const token = this.#tokens.get(tokenId);
     return token === undefined ? undefined : copyToken(token);
+  }
+
+  /**
+   * The token a client presents (`rft_<tokenId>_<secret>`), when its id is
+   * known and its secret hashes to the stored hash (a copy); else
+   * undefined. The secret is hashed even for an unknown id.
+   */
+  async verifyToken(token: string): Promise<TokenRecord | undefined> {
+    const tokenId = tokenIdOf(token);
+    const known = tokenId === null ? undefined : this.token(tokenId);
+    const hash = await hashToken(token);
+    return known !== undefined && digestsEqual(hash, known.hash)
+      ? known
+      : undefined;
   }
 
   /** Every token, in creation order (copies). */

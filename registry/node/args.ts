@@ -18,16 +18,13 @@ import {
 import { PEER_PORT_OFFSET } from "../../protocol/registry.ts";
 import type { RegistryNodeOptions } from "./options.ts";
 import {
+  configFileOf,
   envName,
   type EnvReader,
   layerOptions,
   type OptionKind,
-  readConfigFile,
 } from "../../internal/option_sources.ts";
 import { type LogFormat, type LogLine, parseLogFormat } from "./log.ts";
-
-/** The variable that names a config file when `--config` is not given. */
-export const CONFIG_ENV = "RAFTER_CONFIG";
 
 /** The usage text of `registry/main.ts` (and `rafter registry`). */
 export const USAGE = `usage: deno run -A registry/main.ts [options]
@@ -360,17 +357,12 @@ export function parseRegistryArgs(
     allowPositionals: false,
   });
   if (given.help) throw new HelpRequested();
-  const configPath = given.config ?? (env(CONFIG_ENV)?.trim() || undefined);
   const layered = layerOptions({
     options: REGISTRY_OPTIONS,
     given,
     env,
     envNames: (option) => [envName(option)],
-    config: configPath === undefined ? undefined : readConfigFile(
-      configPath,
-      given.config !== undefined ? "--config" : CONFIG_ENV,
-      readTextFile,
-    ),
+    config: configFileOf(given.config, env, readTextFile),
   });
   const values = layered.values as RegistryValues;
   /** How a message names an option: its flag, variable or config key. */

@@ -17,14 +17,9 @@
  */
 
 import type { RegistryStatus } from "../../protocol/registry.ts";
-import {
-  digestsEqual,
-  hashToken,
-  permits,
-  tokenIdOf,
-} from "../../protocol/auth.ts";
+import { permits } from "../../protocol/auth.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
-import type { RegistryState, TokenRecord } from "../state.ts";
+import type { RegistryState } from "../state.ts";
 import { listenHttp, type MetricsServer, plainPortWarning } from "./metrics.ts";
 
 /** The cookie that carries the token after `?token=`. */
@@ -285,8 +280,8 @@ export class Dashboard {
         "unauthorized: this node enforces client auth; open /dashboard?token=<token> once (a registry token with read permission) or send Authorization: Bearer <token>",
       );
     }
-    const record = await this.#tokenOf(token);
-    if (record === null) {
+    const record = await this.#sources.state.verifyToken(token);
+    if (record === undefined) {
       return unauthorized(
         "unauthorized: that token is not known to this registry (revoked, mistyped, or of another cluster); ask an admin for one with read permission (rafter token create)",
       );
@@ -305,15 +300,6 @@ export class Dashboard {
         }; HttpOnly; SameSite=Strict; Path=/`,
       fromQuery: token === query && token !== bearer,
     };
-  }
-
-  async #tokenOf(token: string): Promise<TokenRecord | null> {
-    const tokenId = tokenIdOf(token);
-    const known = tokenId === null
-      ? undefined
-      : this.#sources.state.token(tokenId);
-    if (known === undefined) return null;
-    return digestsEqual(await hashToken(token), known.hash) ? known : null;
   }
 
   /** The view `viewer` may see, or null when its token was revoked. */

@@ -50,15 +50,24 @@ export interface RegistryNodeSnapshot {
  * ```
  */
 export function snapshotDataProblem(data: string): string | null {
-  let taken: Partial<RegistryNodeSnapshot>;
+  let taken: unknown;
   try {
     taken = JSON.parse(data);
   } catch {
     return "the snapshot is not JSON";
   }
-  if (typeof taken !== "object" || taken === null) {
+  return snapshotValueProblem(taken);
+}
+
+/**
+ * {@link snapshotDataProblem} of a snapshot already parsed from JSON (a
+ * caller that needs the value parses a large snapshot once).
+ */
+export function snapshotValueProblem(value: unknown): string | null {
+  if (typeof value !== "object" || value === null) {
     return "the snapshot is not an object";
   }
+  const taken = value as Partial<RegistryNodeSnapshot>;
   const problem = snapshotProblem(taken.state);
   if (problem !== null) return problem;
   const times = taken.leaseRemainingMs;

@@ -15,7 +15,6 @@ import {
   AUTH_METHODS,
   type AuthenticateResult,
   type AuthStatusResult,
-  digestsEqual,
   hashToken,
   newToken,
   type TokenCreateResult,
@@ -70,11 +69,8 @@ export function authMethods(
         // A failed attempt leaves the connection with no token.
         caller.actAs(null);
         const tokenId = tokenIdOf(token);
-        const known = tokenId === null
-          ? undefined
-          : context.state.token(tokenId);
-        const hash = await hashToken(token);
-        if (known === undefined || !digestsEqual(hash, known.hash)) {
+        const known = await context.state.verifyToken(token);
+        if (known === undefined) {
           throw new RpcError(
             UNAUTHENTICATED,
             tokenId === null

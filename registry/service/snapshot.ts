@@ -26,6 +26,11 @@ const { snapshot, snapshotChunk } = REGISTRY_METHODS;
 /** Bytes of payload per chunk: 4 MiB (about 5.6 MiB in base64, under a 16 MiB frame). */
 export const SNAPSHOT_CHUNK_BYTES = 4 << 20;
 
+/** How many chunks `bytes` travel in (one at least, for an empty payload). */
+function chunkCount(bytes: Uint8Array): number {
+  return Math.max(1, Math.ceil(bytes.length / SNAPSHOT_CHUNK_BYTES));
+}
+
 /**
  * The snapshots a node holds for fetching: at most `max` (the oldest goes
  * first), each dropped `idleMs` after its last use. Looked at on each call
@@ -122,7 +127,7 @@ export function snapshotMethods(
           index: taken.index,
           term: taken.term,
           bytes: bytes.length,
-          chunks: Math.max(1, Math.ceil(bytes.length / SNAPSHOT_CHUNK_BYTES)),
+          chunks: chunkCount(bytes),
           chunkBytes: SNAPSHOT_CHUNK_BYTES,
           sha256,
           names,
@@ -145,10 +150,7 @@ export function snapshotMethods(
             } is not held by this node (a snapshot is dropped a minute after its last chunk was fetched, and when leadership moves the new leader has none): take a new one with registry.snapshot (rafter snapshot save)`,
           );
         }
-        const chunks = Math.max(
-          1,
-          Math.ceil(bytes.length / SNAPSHOT_CHUNK_BYTES),
-        );
+        const chunks = chunkCount(bytes);
         if (n >= chunks) {
           throw invalid(
             `"n" must be a chunk number in 0..${chunks - 1}, not ${n}`,
