@@ -67,7 +67,12 @@ export type {
   StubControls,
   StubOptions,
 } from "./stub/call/cluster_stub.ts";
-export { EdgeCache, type EdgeCacheOptions } from "./stub/edge_cache.ts";
+export {
+  EdgeCache,
+  type EdgeCacheOptions,
+  type EdgeRequestIo,
+  type EdgeShare,
+} from "./stub/edge_cache.ts";
 export { DEFAULT_REGISTRY_URL } from "./protocol/registry.ts";
 
 // Distributors: the contract and the most used ones (all of them are in

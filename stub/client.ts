@@ -40,7 +40,7 @@ import {
   HealthBook,
   type HealthOptions,
 } from "./cluster_map/endpoint_health.ts";
-import type { EdgeCache } from "./edge_cache.ts";
+import type { EdgeCache, EdgeRequestIo } from "./edge_cache.ts";
 import { presentToken } from "./authenticate.ts";
 import {
   type BindOptions,
@@ -146,9 +146,22 @@ export interface ConnectOptions
    * client then keeps no watch (the map is looked up, at most once a TTL),
    * takes a stubs list from the cache while it is fresh, stores the ones it
    * reads, and judges servers with the cache's health records (`health` is
-   * ignored).
+   * ignored). Concurrent requests share one lookup of a name, and a list
+   * past its TTL is served while it is refreshed in the background (see
+   * {@link EdgeCache}).
    */
   edge?: EdgeCache;
+  /**
+   * Edge mode: how a background refresh of a stale stubs list outlives the
+   * request. Give the runtime's `waitUntil` (Cloudflare Workers:
+   * `(work) => ctx.waitUntil(work)`): the refresh runs on a registry
+   * connection of its own, opened by this request and closed when the
+   * refresh ends, and `close()` leaves it running. Undefined: it runs
+   * detached, for runtimes where work may outlive a request (`deno serve`,
+   * Deno Deploy, Node). `null`: no background work; a stale list is looked
+   * up before the request goes on.
+   */
+  waitUntil?: ((work: Promise<unknown>) => void) | null;
 }
 
 /**
@@ -191,6 +204,8 @@ export class RafterClient {
   readonly #registryPool: ConnectionPool;
   readonly #health: HealthBook;
   readonly #options: ConnectOptions;
+  readonly #registryUrls: readonly string[];
+  readonly #poolOptions: ConnectionPoolOptions;
   readonly #maps = new Map<string, ClusterMap>();
   readonly #stubs = new Map<string, ClusterStub>();
 
@@ -199,6 +214,7 @@ export class RafterClient {
     // A codec that cannot be used is refused here, not at the first call.
     codecNamed(options.codec);
     this.#options = options;
+    this.#registryUrls = registryUrls;
     const connectTimeoutMs = options.connectTimeoutMs ??
       DEFAULT_CONNECT_TIMEOUT_MS;
     const poolOptions: ConnectionPoolOptions = {
@@ -207,6 +223,7 @@ export class RafterClient {
       connectTimeoutMs,
       codec: options.codec,
     };
+    this.#poolOptions = poolOptions;
     const serverToken = options.serverToken;
     if (serverToken !== undefined && serverToken === "") {
       throw new TypeError("serverToken is empty: give the token, or omit it");
@@ -382,9 +399,12 @@ export class RafterClient {
    * serve one (no quorum), the endpoints one node knows: a possibly stale
    * list to call beats none.
    */
-  async #lookupForMap(name: string): Promise<LookupResult> {
+  async #lookupForMap(
+    name: string,
+    registry = this.registry,
+  ): Promise<LookupResult> {
     try {
-      return await this.registry.lookup(name, {
+      return await registry.lookup(name, {
         rotate: false,
         deadlineMs: Math.min(
           LINEARIZABLE_MAP_LOOKUP_MS,
@@ -393,7 +413,7 @@ export class RafterClient {
       });
     } catch (error) {
       if (!noQuorum(error)) throw error;
-      return await this.registry.lookup(name, {
+      return await registry.lookup(name, {
         rotate: false,
         consistency: "serializable",
       });
@@ -418,26 +438,15 @@ export class RafterClient {
       const localHosts = this.#options.localHosts ?? DEFAULT_LOCAL_HOSTS;
       const zone = this.#options.zone;
       map = new ClusterMap(name, {
-        lookup: edge === undefined
-          ? () => this.#lookupForMap(name)
-          : async () => {
-            // A request's first lookup takes the isolate's list while it
-            // is fresh; any later one (everything in play failed) asks.
-            const kept = looked ? undefined : edge.fresh(name);
-            looked = true;
-            if (kept !== undefined) return kept;
-            let result: LookupResult;
-            try {
-              result = await this.#lookupForMap(name);
-            } catch (error) {
-              // The registry cannot be reached: the last list, if any.
-              const stale = edge.last(name);
-              if (stale === undefined) throw error;
-              return stale;
-            }
-            edge.store(name, result);
-            return result;
-          },
+        lookup: edge === undefined ? () => this.#lookupForMap(name) : () => {
+          // A request's first lookup takes the isolate's list (fresh,
+          // stale while refreshed, or another request's lookup); any
+          // later one (everything in play failed) asks.
+          const io = this.#edgeIo(name);
+          if (looked) return edge.lookUp(name, io);
+          looked = true;
+          return edge.read(name, io);
+        },
         watch: watch
           ? (fromRevision, onUpdate) =>
             this.watches.watch(
@@ -458,6 +467,39 @@ export class RafterClient {
       this.#maps.set(name, map);
     }
     return map;
+  }
+
+  /** What this client (one request) gives its edge cache to look `name` up. */
+  #edgeIo(name: string): EdgeRequestIo {
+    const waitUntil = this.#options.waitUntil;
+    return {
+      lookup: () => this.#lookupForMap(name),
+      signal: this.registry.signal,
+      background: waitUntil === null ? undefined : {
+        lookup: () => this.#backgroundLookup(name),
+        // Detached: the work never rejects (the cache catches its error).
+        keep: waitUntil ?? (() => {}),
+      },
+    };
+  }
+
+  /**
+   * A lookup of `name` on a registry connection of its own, closed when it
+   * settles: a background refresh, which outlives this client's `close()`.
+   */
+  async #backgroundLookup(name: string): Promise<LookupResult> {
+    const pool = new ConnectionPool(this.#poolOptions);
+    const registry = new RegistryClient(
+      this.#registryUrls,
+      pool,
+      this.#options,
+    );
+    try {
+      return await this.#lookupForMap(name, registry);
+    } finally {
+      registry.close();
+      pool.close();
+    }
   }
 
   /** An ejected server answers `rpc.ping` in time: it may take calls again. */

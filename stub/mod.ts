@@ -63,7 +63,11 @@ export {
   type HealthOptions,
 } from "./cluster_map/endpoint_health.ts";
 export { RetryBudget, type RetryBudgetOptions } from "./call/retry_budget.ts";
-export { DEFAULT_EDGE_TTL_MS } from "./edge_cache.ts";
+export {
+  DEFAULT_EDGE_MAX_STALE_MS,
+  DEFAULT_EDGE_SHARE_WAIT_MS,
+  DEFAULT_EDGE_TTL_MS,
+} from "./edge_cache.ts";
 export {
   AuthenticationError,
   type AuthenticationErrorData,

@@ -35,4 +35,5 @@ export {
   type EdgeClient,
   edgeClient,
   type EdgeClientOptions,
+  type WaitUntilContext,
 } from "./edge_client.ts";
