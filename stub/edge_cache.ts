@@ -375,7 +375,10 @@ function nonNegative(option: string, value: number): number {
   return value;
 }
 
-/** Waits until `promise` resolves or `ms` pass. */
+/**
+ * Waits until `promise` settles or `ms` pass. (workerd rejects a promise
+ * whose request ended before it settled: that ends the wait too.)
+ */
 async function settledWithin(
   promise: Promise<void>,
   ms: number,
@@ -383,7 +386,7 @@ async function settledWithin(
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     await Promise.race([
-      promise,
+      promise.catch(() => {}),
       new Promise<void>((resolve) => {
         timer = setTimeout(resolve, ms);
       }),

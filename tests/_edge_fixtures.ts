@@ -89,8 +89,14 @@ export async function installWorkerd(): Promise<string> {
   return binary;
 }
 
-/** Bundles the Cloudflare example into `dir`/dist/worker.js with `deno bundle`. */
-export async function bundleWorker(dir: string): Promise<void> {
+/**
+ * Bundles a worker (default: the Cloudflare example) into
+ * `dir`/dist/worker.js with `deno bundle`.
+ */
+export async function bundleWorker(
+  dir: string,
+  entry = `${CLOUDFLARE_EXAMPLE}/worker.ts`,
+): Promise<void> {
   const bundle = await new Deno.Command(Deno.execPath(), {
     args: [
       "bundle",
@@ -101,7 +107,7 @@ export async function bundleWorker(dir: string): Promise<void> {
       "cloudflare:sockets",
       "-o",
       `${dir}/dist/worker.js`,
-      `${CLOUDFLARE_EXAMPLE}/worker.ts`,
+      entry,
     ],
     cwd: ROOT,
     stdout: "piped",

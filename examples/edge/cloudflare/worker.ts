@@ -11,8 +11,9 @@
  *
  * Each request gets its own client (workerd forbids using a socket another
  * request opened), closed before the response; the stubs list stays in the
- * isolate for `ttlMs`, and a server a request saw fail is skipped by the
- * next ones.
+ * isolate for `ttlMs` (then served while `ctx.waitUntil` refreshes it),
+ * concurrent requests share one lookup, and a server a request saw fail is
+ * skipped by the next ones.
  *
  * Build: `deno bundle --platform browser --external cloudflare:sockets -o
  * dist/worker.js examples/edge/cloudflare/worker.ts`; run with `workerd
@@ -45,8 +46,13 @@ interface Env {
 /** One per isolate: made on the first request, from its bindings. */
 let rafter: EdgeClient | undefined;
 
+/** The part of the Worker's `ctx` (ExecutionContext) used here. */
+interface Context {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
 export default {
-  async fetch(request: Request, env: Env): Promise<Response> {
+  async fetch(request: Request, env: Env, ctx: Context): Promise<Response> {
     rafter ??= edgeClient(env.RAFTER_REGISTRY.split(","), {
       connect: connect as CloudflareConnect,
       // An unset or empty binding: no token (a registry without auth).
@@ -56,8 +62,12 @@ export default {
     });
     const name = new URL(request.url).searchParams.get("name") ?? "world";
     try {
-      const answer = await rafter.withRequest((client) =>
-        client.stub<Hello>("hello", { idempotent: true }).greet(name)
+      // With ctx, a stubs list past its TTL is served at once and
+      // refreshed through ctx.waitUntil.
+      const answer = await rafter.withRequest(
+        (client) =>
+          client.stub<Hello>("hello", { idempotent: true }).greet(name),
+        ctx,
       );
       return Response.json(answer);
     } catch (error) {
