@@ -77,11 +77,11 @@ export interface EdgeClient {
  * // not run: `cloudflare:sockets` exists only inside a Cloudflare Worker
  * // (tests/edge_cloudflare_test.ts runs examples/edge/cloudflare in workerd)
  * import { connect } from "cloudflare:sockets";
- * import { edgeClient } from "@rafter/rpc/cloudflare";
+ * import { edgeClient, type WaitUntilContext } from "@rafter/rpc/cloudflare";
  * interface Hello { greet(name: string): { greeting: string; server: string } }
  * const rafter = edgeClient(["tcp://10.0.0.5:7001"], { connect });
  * export default {
- *   fetch: (_request: Request, _env: unknown, ctx: ExecutionContext) =>
+ *   fetch: (_request: Request, _env: unknown, ctx: WaitUntilContext) =>
  *     rafter.withRequest(async (client) =>
  *       Response.json(await client.stub<Hello>("hello").greet("Ada")),
  *       ctx, // a stale stubs list is refreshed through ctx.waitUntil
