@@ -68,7 +68,11 @@ Deno.test("edge mode under Deno.serve: N concurrent cold requests share one look
     registry.hold();
     entered = 0;
     const answers = Array.from({ length: N }, () => get(svc));
-    await waitFor(() => entered === N, `${N} requests in the handler`);
+    await waitFor(
+      () => entered === N,
+      `${N} requests in the handler`,
+      20_000,
+    );
     // Every request is in: sharers wait, the others have asked.
     await waitFor(
       () => registry.received(svc) === (svc === "off" ? N : 1),
