@@ -5,7 +5,9 @@
  * write: a SIGKILL right after loses nothing), so a test can count how
  * often each call ran; `--extra-delay-ms` makes every call that much
  * slower (the slow server of `bench/stub.ts`). Binds itself with
- * `bindServer` (a lease) and prints "ready" once bound.
+ * `bindServer` (a lease), or with `--no-lease` by a plain bind that
+ * outlives the process (a SIGKILL leaves the binding listed), and prints
+ * "ready" once bound.
  *
  * ```sh
  * deno run -A tests/_exec_server.ts --registry URLS --id s1 --log /tmp/s1.log --ttl-ms 2000
@@ -31,6 +33,7 @@ const { values } = parseArgs({
     "extra-delay-ms": { type: "string", default: "0" },
     port: { type: "string", default: "0" },
     "watch-stdin": { type: "boolean", default: false },
+    "no-lease": { type: "boolean", default: false },
   },
 });
 if (values.registry === undefined || values.id === undefined) {
@@ -68,14 +71,23 @@ const server = serve({
   },
 });
 const client = connect(values.registry.split(","));
-const binding = await client.bindServer(values.name, server, {
+const spec = {
   id,
-  ttlMs: Number(values["ttl-ms"]),
   zone: values.zone,
   weight: values.weight === undefined ? undefined : Number(values.weight),
-  drainMs: 200,
-  load: () => inFlight,
-});
+};
+// Lease-less: bound until unbound; a killed server's binding stays.
+const binding = values["no-lease"]
+  ? await client.bind(values.name, { ...spec, url: server.url }).then(() => ({
+    leaseId: "none",
+    close: () => client.unbind(values.name!, id).then(() => {}),
+  }))
+  : await client.bindServer(values.name, server, {
+    ...spec,
+    ttlMs: Number(values["ttl-ms"]),
+    drainMs: 200,
+    load: () => inFlight,
+  });
 console.log(`${id} ready on ${server.url} lease ${binding.leaseId}`);
 const stop = Promise.withResolvers<void>();
 Deno.addSignalListener("SIGTERM", () => stop.resolve());

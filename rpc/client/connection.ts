@@ -129,6 +129,12 @@ interface PendingCall {
   reject(error: unknown): void;
   /** Removes the call's abort listener. */
   cleanup(): void;
+  /**
+   * The writer's batch holding its request (see `FrameWriter.lastBatch`):
+   * not handed to the stream when the connection ends, it was not sent.
+   * Undefined: counted as sent.
+   */
+  batch?: number;
 }
 
 /** Options of a call that gives none. */
@@ -140,6 +146,8 @@ class WaitingCall implements PendingCall {
   at = Infinity;
   /** Its abort listener, when it has a signal. */
   onAbort: (() => void) | undefined;
+  /** The writer's batch holding its request. */
+  batch = 0;
 
   constructor(
     readonly id: number,
@@ -394,6 +402,7 @@ export class RpcConnection {
       }
       // A failed write ends the connection, which rejects this call.
       this.#writer.write(frame);
+      call.batch = this.#writer.lastBatch;
     });
   }
 
@@ -823,13 +832,20 @@ export class RpcConnection {
     this.#deadlines.clear();
     // A server that answered in NDJSON read no request of this CBOR
     // connection: none ran, so each is safe to send again (written false).
-    const written = this.#unread === undefined;
+    // Nor did one whose request was still queued in the writer (the
+    // connection ended in the tick it was made, or behind a write).
+    const read = this.#unread === undefined;
+    const handed = this.#writer.handedThrough;
     for (const call of calls) {
       call.cleanup();
+      const written = read &&
+        (call.batch === undefined || call.batch <= handed);
       call.reject(
         new ConnectionError(
-          `connection to ${this.url} closed before the response to ${
-            JSON.stringify(call.method)
+          `connection to ${this.url} closed before ${
+            written ? "the response to " : ""
+          }${JSON.stringify(call.method)}${
+            written ? "" : " was sent"
           }: ${reason}`,
           written,
           cause === undefined ? undefined : { cause },

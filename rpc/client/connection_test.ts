@@ -208,16 +208,65 @@ Deno.test("calls after close reject with written=false and send nothing", async 
   assert.equal(fake.chunks.length, 1);
 });
 
-Deno.test("a call handed to the writer counts as written even before the write", async () => {
+Deno.test("a call still queued in the writer when the connection ends was not sent (written=false)", async () => {
   const fake = fakeStream();
-  const connection = new RpcConnection(fake.stream);
+  const connection = new RpcConnection(fake.stream, { url: "tcp://x:1" });
   const pending = connection.call("greet");
   connection.close(); // same tick: the frame has not reached the stream
   await assert.rejects(
     pending,
-    isConnectionError(true, /the response to "greet"/),
+    isConnectionError(
+      false,
+      /^connection to tcp:\/\/x:1 closed before "greet" was sent: close\(\) was called$/,
+    ),
   );
   await connection.closed;
+  assert.equal(fake.chunks.length, 0);
+});
+
+Deno.test("when the peer ends the connection during a write, that write's calls may have run and the ones queued behind it were not sent", async () => {
+  const fed = Promise.withResolvers<void>();
+  const chunks: string[] = [];
+  let closed = false;
+  let release = () => {};
+  const readable = new ReadableStream<Uint8Array>({
+    start: (controller) => void fed.promise.then(() => controller.close()),
+  });
+  const stream = {
+    readable,
+    // The first write is handed over and does not complete (a full
+    // socket) until the stream is closed; later ones fail, as a closed
+    // socket's do.
+    writable: new WritableStream<Uint8Array>({
+      write: (chunk) => {
+        if (closed) throw new Error("stream closed");
+        chunks.push(new TextDecoder().decode(chunk));
+        return new Promise<void>((resolve) => release = resolve);
+      },
+    }),
+    close: () => {
+      closed = true;
+      release();
+    },
+  };
+  const connection = new RpcConnection(stream, { url: "tcp://x:1" });
+  const first = connection.call("first");
+  await delay(0);
+  assert.equal(chunks.length, 1);
+  const second = connection.call("second");
+  await delay(0);
+  assert.equal(chunks.length, 1, "the second waits behind the first write");
+  fed.resolve(); // the peer closes its side
+  await assert.rejects(
+    first,
+    isConnectionError(true, /the response to "first": the peer closed/),
+  );
+  await assert.rejects(
+    second,
+    isConnectionError(false, /before "second" was sent: the peer closed/),
+  );
+  await connection.closed;
+  assert.deepEqual(chunks.map((c) => JSON.parse(c).method), ["first"]);
 });
 
 Deno.test("a missing deadline rejects with DEADLINE_EXCEEDED and ignores the late response", async () => {

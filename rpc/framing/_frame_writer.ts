@@ -38,6 +38,8 @@ export const EARLY_WRITE_FRAMES = 16;
 export type Frame = Uint8Array | string;
 
 interface Batch {
+  /** Its number: batches are numbered 1, 2, … in the order they are made. */
+  seq: number;
   frames: Frame[];
   /** Whether every frame is a text line. */
   text: boolean;
@@ -89,6 +91,10 @@ export class FrameWriter {
   #scheduled = false;
   #failed = false;
   #error: unknown = undefined;
+  /** Batches made so far (the last one's number). */
+  #made = 0;
+  /** The number of the last batch handed to the stream (0: none yet). */
+  #handed = 0;
 
   /**
    * Locks `writable` for the writer's lifetime; the writer never closes it
@@ -124,6 +130,21 @@ export class FrameWriter {
     return this.#queuedBytes;
   }
 
+  /**
+   * The number of the batch the last frame queued joined (batches are
+   * numbered from 1 in order): a frame of batch `n` has been handed to
+   * the stream once {@link handedThrough} is `n` or more, and never left
+   * this side while it is less.
+   */
+  get lastBatch(): number {
+    return this.#made;
+  }
+
+  /** The number of the last batch handed to the stream (every earlier one was too). */
+  get handedThrough(): number {
+    return this.#handed;
+  }
+
   /** Whether a write has failed; if so every later `write` rejects. */
   get failed(): boolean {
     return this.#failed;
@@ -149,7 +170,7 @@ export class FrameWriter {
       batch === undefined ||
       (batch.bytes > 0 && batch.bytes + bytes > this.#maxBatchBytes)
     ) {
-      batch = newBatch();
+      batch = newBatch(++this.#made);
       this.#queue.push(batch);
     }
     batch.frames.push(frame);
@@ -188,6 +209,7 @@ export class FrameWriter {
   async #flush(): Promise<void> {
     this.#running = true;
     for (let batch = this.#queue.shift(); batch; batch = this.#queue.shift()) {
+      this.#handed = batch.seq;
       try {
         await this.#write(join(batch));
         this.#queuedBytes -= batch.bytes;
@@ -226,7 +248,7 @@ export class FrameWriter {
   }
 }
 
-function newBatch(): Batch {
+function newBatch(seq: number): Batch {
   let resolve!: () => void;
   let reject!: (error: unknown) => void;
   const promise = new Promise<void>((res, rej) => {
@@ -234,7 +256,7 @@ function newBatch(): Batch {
     reject = rej;
   });
   promise.catch(() => {});
-  return { frames: [], text: true, bytes: 0, promise, resolve, reject };
+  return { seq, frames: [], text: true, bytes: 0, promise, resolve, reject };
 }
 
 const encoder = new TextEncoder();

@@ -2,7 +2,8 @@
  * A call's rule in the retry loop: an attempt that fails is retried by
  * the distributor's `onError` (or the default rule: what was not sent,
  * or anything of an idempotent method, but never a server's answer),
- * within the attempts left, the deadline and the retry budget.
+ * within the attempts left, the deadline and the retry budget (which a
+ * not-sent attempt does not spend).
  *
  * @module
  */

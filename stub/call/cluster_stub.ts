@@ -66,7 +66,12 @@ export interface StubOptions {
   idempotent?: boolean | readonly string[];
   /** Deadline of each call, all attempts included, ms. @default 30_000 */
   deadlineMs?: number;
-  /** Most attempts per call (hedges included). @default 5 */
+  /**
+   * Most attempts per call (hedges included). An attempt that was not
+   * sent, to an endpoint the call had not tried yet, is not counted: a
+   * not-sent call moves on to every untried endpoint within its deadline.
+   * @default 5
+   */
   maxAttempts?: number;
   /**
    * Timeout of one attempt, ms. Default: for idempotent methods, the time
@@ -77,7 +82,9 @@ export interface StubOptions {
   attemptTimeoutMs?: number;
   /**
    * Bounds retries across calls (Finagle's RetryBudget), or `false` for no
-   * bound but `maxAttempts`. @default 20 % of calls + 10 per second, over 10 s
+   * bound but `maxAttempts`. Only retries of attempts that may have run
+   * spend it: one that was not sent cost no server anything.
+   * @default 20 % of calls + 10 per second, over 10 s
    */
   retryBudget?: RetryBudgetOptions | RetryBudget | false;
   /** Hedge idempotent calls that are slower than usual. @default off */
@@ -156,7 +163,8 @@ export const BATCH_METHOD = "rpc.batch";
  * hedging, typed errors.
  *
  * Retry rule: an attempt whose request never left this client (a refused
- * or closed connection) is retried elsewhere; one that may have reached
+ * or closed connection) is retried elsewhere (free of `maxAttempts` and
+ * the retry budget while untried endpoints remain); one that may have reached
  * its server (the connection broke, or it timed out) is retried only for
  * idempotent methods; an error answer from a server is not retried; a
  * distributor's `onError` may decide otherwise (including answering the

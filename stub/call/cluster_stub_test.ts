@@ -28,6 +28,7 @@ import { AmbiguousError, NotSentError, ServerError } from "./call_errors.ts";
 import { connect, type RafterClient } from "../client.ts";
 import type { Distributor, FailureInfo } from "../distributors/distributor.ts";
 import { roundRobin } from "../distributors/round_robin.ts";
+import { RetryBudget } from "./retry_budget.ts";
 
 /** A server bound in the test's registry, counting the calls it runs. */
 interface TestServer {
@@ -546,40 +547,50 @@ Deno.test("a distributor's onError decides: throw stops the retries", async () =
   });
 });
 
-Deno.test("by default a refused connection is retried elsewhere, up to maxAttempts", async () => {
+Deno.test("a refused connection moves on to every server not tried yet, whatever maxAttempts; once each was tried, maxAttempts bounds the repeats", async () => {
   await withEnv(async (env) => {
     const servers = [
       await env.start("hello", "d1"),
       await env.start("hello", "d2"),
       await env.start("hello", "d3"),
       await env.start("hello", "ok"),
+      await env.start("gone", "g1"),
+      await env.start("gone", "g2"),
     ];
-    for (const s of servers.slice(0, 3)) await s.server.close();
+    for (const s of [...servers.slice(0, 3), ...servers.slice(4)]) {
+      await s.server.close();
+    }
     const attempts: number[] = [];
     const client = env.client();
-    const hello = client.stub<Who>("hello", {
-      distributor: {
-        ...roundRobin({ start: 0 }),
-        onError: (_error, failure) => {
-          attempts.push(failure.attempt);
-          return failure.safeToRetry ? "retry" : "throw";
-        },
+    const distributor = {
+      ...roundRobin({ start: 0 }),
+      onError: (_error: unknown, failure: FailureInfo) => {
+        attempts.push(failure.attempt);
+        return failure.safeToRetry ? "retry" as const : "throw" as const;
       },
+    };
+    // Three refusals, none of them counted: the fourth server answers
+    // though only one attempt is allowed.
+    const hello = client.stub<Who>("hello", { distributor, maxAttempts: 1 });
+    assert.equal(await hello.who(), "ok");
+    assert.deepEqual(attempts, [0, 1, 2]);
+    assert.deepEqual(servers[3].calls, ["who"]);
+    // Nobody listens: each server once for free, then 2 counted attempts.
+    attempts.length = 0;
+    const gone = client.stub<Who>("gone", {
+      distributor: { ...distributor, ...roundRobin({ start: 0 }) },
       maxAttempts: 2,
     });
-    await assert.rejects(hello.who(), (error: unknown) => {
+    await assert.rejects(gone.who(), (error: unknown) => {
       assert.ok(error instanceof NotSentError);
       assert.equal(error.written, false);
       assert.match(
         error.message,
-        /^"hello\.who" was not sent: cannot connect to tcp:\/\/127\.0\.0\.1:/,
+        /^"gone\.who" was not sent: cannot connect to tcp:\/\/127\.0\.0\.1:/,
       );
       return true;
     });
-    assert.deepEqual(attempts, [0, 1]);
-    // With more attempts the call gets through.
-    const patient = client.stub<Who>("hello", { maxAttempts: 5 });
-    assert.equal(await patient.who(), "ok");
+    assert.deepEqual(attempts, [0, 1, 2, 3]);
   });
 });
 
@@ -904,7 +915,53 @@ Deno.test("onError may answer the caller with a value, and onReturn may replace 
   });
 });
 
-Deno.test("the retry budget stops retries once it is spent: a failing cluster gets no retry storm", async () => {
+Deno.test("the retry budget stops retries of attempts that may have run once it is spent: a failing cluster gets no retry storm", async () => {
+  await withEnv(async (env) => {
+    const slow = await env.start("hello", "slow");
+    const ok = await env.start("hello", "ok");
+    const client = env.client();
+    const hello = client.stub<Who>("hello", {
+      distributor: {
+        choose: (endpoints) =>
+          endpoints.find((e) => e.id === "slow") ?? endpoints[0],
+      },
+      idempotent: true,
+      attemptTimeoutMs: 50,
+      retryBudget: { minRetriesPerSecond: 0, percentCanRetry: 0 },
+    });
+    // The attempt on slow times out (it may have run): its retry needs
+    // the budget, which has none.
+    await assert.rejects(hello.delayed(400), (error: unknown) => {
+      assert.ok(error instanceof AmbiguousError, String(error));
+      assert.equal(error.endpoint, slow.endpoint.url);
+      assert.match(
+        error.message,
+        /not retried: the stub's retry budget is spent \(too many retries lately: the cluster is failing\)$/,
+      );
+      return true;
+    });
+    assert.deepEqual(slow.calls, ["delayed"]);
+    // Without a budget the retry goes to ok (where it times out too).
+    const patient = client.stub<Who>("hello", {
+      distributor: {
+        choose: (endpoints) =>
+          endpoints.find((e) => e.id === "slow") ?? endpoints[0],
+      },
+      idempotent: true,
+      attemptTimeoutMs: 50,
+      maxAttempts: 2,
+      retryBudget: false,
+    });
+    await assert.rejects(patient.delayed(400), (error: unknown) => {
+      assert.ok(error instanceof AmbiguousError, String(error));
+      assert.doesNotMatch(error.message, /retry budget/);
+      return true;
+    });
+    assert.deepEqual(ok.calls, ["delayed"]);
+  });
+});
+
+Deno.test("an attempt that was not sent spends no retry budget: a call moves on past refusing servers with none left", async () => {
   await withEnv(async (env) => {
     const servers = [
       await env.start("hello", "d1"),
@@ -914,21 +971,17 @@ Deno.test("the retry budget stops retries once it is spent: a failing cluster ge
     await servers[0].server.close();
     await servers[1].server.close();
     const client = env.client();
+    const budget = new RetryBudget({
+      minRetriesPerSecond: 0,
+      percentCanRetry: 0,
+    });
     const hello = client.stub<Who>("hello", {
       distributor: roundRobin({ start: 0 }),
-      retryBudget: { minRetriesPerSecond: 0, percentCanRetry: 0 },
+      retryBudget: budget,
     });
-    await assert.rejects(hello.who(), (error: unknown) => {
-      assert.ok(error instanceof NotSentError);
-      assert.match(
-        error.message,
-        /not retried: the stub's retry budget is spent \(too many retries lately: the cluster is failing\)$/,
-      );
-      return true;
-    });
-    // A budget that allows it gets through.
-    const patient = client.stub<Who>("hello", { retryBudget: false });
-    assert.equal(await patient.who(), "ok");
+    assert.equal(await hello.who(), "ok");
+    assert.deepEqual(servers[2].calls, ["who"]);
+    assert.equal(budget.balance, 0);
   });
 });
 

@@ -166,7 +166,9 @@ export type Step = "retry" | "stop" | { return: unknown };
 /**
  * The retry decision after a failed call attempt: the distributor's
  * `onError` (or the default rule: retry what is safe to retry and is not
- * a server's answer), then the attempts left and the retry budget.
+ * a server's answer), then the attempts left and the retry budget. A
+ * retry of an attempt that was not sent spends no budget: it cost no
+ * server anything, and the budget is meant for calls that may have run.
  *
  * @param ran the failure of an earlier attempt that may have run the call.
  * @throws the call's final error when the decision is to stop with one.
@@ -184,7 +186,9 @@ export function decide(
   if (typeof decision === "object") return decision;
   if (decision === "throw") throw mayHaveRun(error, ran);
   if (lastAttempt) return "stop";
-  if (budget !== null && !budget.tryWithdraw()) {
+  if (
+    budget !== null && failure.kind !== "notSent" && !budget.tryWithdraw()
+  ) {
     throw withNote(
       mayHaveRun(error, ran),
       "not retried: the stub's retry budget is spent (too many retries lately: the cluster is failing)",

@@ -28,6 +28,8 @@ import type { StubCallOptions } from "./call_options.ts";
 
 const NONE_TRIED: readonly string[] = Object.freeze([]);
 const NONE: readonly Candidate[] = Object.freeze([]);
+/** Most free moves of one call (see {@link CallState.moves}). */
+const MAX_MOVES = 64;
 
 /** What one call was asked, and what its failed attempts said so far. */
 export class CallState {
@@ -61,6 +63,13 @@ export class CallState {
   ranOn: string | null = null;
   /** That attempt's failure: the call ends ambiguous, whatever follows. */
   ran: AmbiguousError | null = null;
+  /**
+   * Free moves: attempts that were not sent, each to an endpoint the call
+   * had not tried before. They count against neither `maxAttempts` nor
+   * the retry budget (a not-sent call moves on to every untried endpoint
+   * within the deadline), at most once per endpoint and {@link MAX_MOVES}.
+   */
+  moves = 0;
 
   /** The state of a call of `method` that starts now. */
   constructor(
@@ -90,9 +99,16 @@ export class CallState {
       connection.call(this.method, this.params, attempt);
   }
 
-  /** Records a failed attempt on `url`. */
-  failed(outcome: Failed, url: string): void {
+  /** Records a failed attempt on `endpoint` (its id in `tried` already). */
+  failed(outcome: Failed, { url, id }: Candidate): void {
     this.last = outcome.error;
+    const tried = this.tried!;
+    if (
+      outcome.kind === "notSent" && this.moves < MAX_MOVES &&
+      tried.indexOf(id) === tried.lastIndexOf(id)
+    ) {
+      this.moves++;
+    }
     if (outcome.kind === "ambiguous") {
       this.ranOn = url;
       this.ran = outcome.error as AmbiguousError;
@@ -181,7 +197,7 @@ export class RetryLoop {
     this.#ensureLive(call);
     if (rule.timed) settings.budget?.deposit(call.calledAt);
     const max = settings.maxAttempts;
-    for (let attempt = 0; attempt < max; attempt++) {
+    for (let attempt = 0; attempt < max + call.moves; attempt++) {
       if (attempt > 0 && rule.onceEach) this.#ensureLive(call);
       if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
       // The fast path (no lookup due) takes no await.
@@ -204,10 +220,10 @@ export class RetryLoop {
       if (remaining <= 0 && rule.timed) break;
       const endpoint = this.#choose(rule, call, candidates, attempt, remaining);
       if (endpoint === null) break;
-      const timeoutMs = this.#timeoutMs(call, max - attempt, remaining);
+      const left = max + call.moves - attempt;
+      const timeoutMs = this.#timeoutMs(call, left, remaining);
       call.attempted = [endpoint];
-      const hedging = idempotent && settings.hedge !== undefined &&
-        max - attempt > 1;
+      const hedging = idempotent && settings.hedge !== undefined && left > 1;
       const open = hedging || !rule.timed
         ? undefined
         : pool.ready(endpoint.url);
@@ -339,8 +355,8 @@ export class RetryLoop {
   }
 
   /**
-   * Records a failed attempt (the `attempts`-th) in `call` and asks the
-   * rule what next.
+   * Records a failed attempt (the `attempts`-th, free moves included) in
+   * `call` and asks the rule what next.
    *
    * @throws the CANCELLED error of an aborted attempt, or the rule's.
    */
@@ -354,14 +370,14 @@ export class RetryLoop {
     if (outcome.kind === "cancelled") {
       throw cancelled(call.label, outcome.written ? endpoint.url : call.ranOn);
     }
-    call.failed(outcome, endpoint.url);
+    call.failed(outcome, endpoint);
     return rule.failed(
       this,
       call,
       outcome,
       call.info!,
       endpoint,
-      attempts >= this.settings.maxAttempts,
+      attempts - call.moves >= this.settings.maxAttempts,
     );
   }
 

@@ -45,9 +45,13 @@ export interface ClusterMapOptions {
   /**
    * When fewer than this share of the registry's serving endpoints are in
    * play (the others ejected by this client), all of them are used again
-   * (Envoy's panic threshold): this client's judgement may be what is
-   * wrong, and a call tried beats a call refused. 0 turns it off.
-   * @default 0.5
+   * (Envoy's panic threshold). Off by default: an ejected endpoint is
+   * picked only when none is in play, since Rafter ejects on evidence (a
+   * refused connection, failed attempts) and probes back in, and a dead
+   * endpoint picked costs every call that lands on it an attempt (with
+   * 6 dead of 9, most calls). A share such as 0.5 suits servers ejected
+   * for slowness that would overload the rest.
+   * @default 0
    */
   panicThreshold?: number;
   /** Clock in ms. @default Date.now */
@@ -163,7 +167,7 @@ export class ClusterMap {
     this.query = query;
     this.#source = source;
     this.#context = context;
-    this.#panicThreshold = options.panicThreshold ?? 0.5;
+    this.#panicThreshold = options.panicThreshold ?? 0;
     this.#now = options.now ?? Date.now;
   }
 
@@ -190,9 +194,10 @@ export class ClusterMap {
   /**
    * The endpoints in play now (no lookup), with this client's stats:
    * those serving in the registry and not ejected by this client; all the
-   * registry's serving ones when fewer than `panicThreshold` of them are
-   * left; the draining ones when none serves (they still answer). An
-   * ejected endpoint whose time is up is probed (once at a time).
+   * registry's serving ones when none of them is left (or fewer than
+   * `panicThreshold`, if set); the draining ones when none serves (they
+   * still answer). An ejected endpoint whose time is up is probed (once
+   * at a time).
    */
   candidates(): readonly Candidate[] {
     const view = this.#view();
@@ -228,8 +233,8 @@ export class ClusterMap {
     }
     let candidates: Candidate[] = inPlay;
     if (inPlay.length === 0 || inPlay.length < this.#panicThreshold * serving) {
-      // None serving: the draining ones (they still answer). Too many
-      // ejected: every serving one (the panic threshold).
+      // None serving: the draining ones (they still answer). All (or,
+      // with a panic threshold, too many) ejected: every serving one.
       const wanted = serving === 0 ? "draining" : "serving";
       candidates = [];
       for (const endpoint of this.#all.values()) {

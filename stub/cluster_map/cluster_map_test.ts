@@ -253,7 +253,28 @@ Deno.test("an endpoint this client ejected is out of play until its ejection end
   ]);
 });
 
-Deno.test("below the panic threshold every serving endpoint is in play again", async () => {
+Deno.test("an ejected endpoint is never in play while one that is not is listed; when every one is ejected, all are", async () => {
+  const d = endpoint("d", 9004);
+  const reg = registry([a, b, c, d]);
+  const health = new HealthBook();
+  const map = new ClusterMap("hello", reg.source, { health });
+  await map.endpoints();
+  health.of(a.url).failed("refused");
+  health.of(b.url).failed("refused");
+  health.of(c.url).failed("refused");
+  // 1 of 4 left, well under Envoy's 50 %: still only d.
+  assert.deepEqual(ids(map.candidates()), ["d"]);
+  assert.equal(map.needsLookup(), false);
+  health.of(d.url).failed("refused");
+  // None left: every serving one, and a distributor sees their state.
+  assert.deepEqual(ids(map.candidates()), ["a", "b", "c", "d"]);
+  assert.deepEqual(
+    map.candidates().map((e) => e.stats.state),
+    ["ejected", "ejected", "ejected", "ejected"],
+  );
+});
+
+Deno.test("a panic threshold, when set, brings every serving endpoint back below it (Envoy's)", async () => {
   const reg = registry([a, b, c]);
   const health = new HealthBook();
   const map = new ClusterMap("hello", reg.source, { health }, {
@@ -271,9 +292,7 @@ Deno.test("below the panic threshold every serving endpoint is in play again", a
     "ejected",
     "serving",
   ]);
-  const off = new ClusterMap("hello", reg.source, { health }, {
-    panicThreshold: 0,
-  });
+  const off = new ClusterMap("hello", reg.source, { health });
   await off.endpoints();
   assert.deepEqual(ids(off.candidates()), ["c"]);
 });

@@ -36,7 +36,8 @@ export interface EndpointStats {
   /**
    * This client's verdict (beside the registry's `state` of the endpoint):
    * serving, suspect (its last attempt failed) or ejected (only offered
-   * when the panic threshold puts ejected endpoints back in play).
+   * when every serving endpoint is ejected, or a panic threshold set on
+   * the client puts them back in play).
    */
   readonly state: ClientState;
 }
