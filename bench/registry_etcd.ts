@@ -76,6 +76,7 @@ import {
   selectedScenarios,
 } from "./report.ts";
 import { LocalCluster } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 
 const USAGE =
@@ -260,9 +261,20 @@ function profiled(name: string): string[] {
   ];
 }
 
+/** Each node's `--metrics-listen` port (for the fdatasync histogram). */
+const METRICS_PORTS = new Map<string, number>(
+  freePorts(3).map((port, i) => [`n${i + 1}`, port] as const),
+);
+
 const rafter = new LocalCluster({
   tickMs: TICK_MS,
   electionTicks: ELECTION_TICKS,
+  childEnv: (name) => {
+    const port = METRICS_PORTS.get(name);
+    return port === undefined
+      ? undefined
+      : { RAFTER_METRICS_LISTEN: `127.0.0.1:${port}` };
+  },
   ...(PROFILE_DIR === undefined ? {} : { wrapperOf: profiled }),
 });
 /** With `--b`: the same cluster from the checkout B_DIR (its own code). */
@@ -572,6 +584,7 @@ async function writes(): Promise<void> {
   for (const callers of WRITE_CALLERS) {
     rows.push(...await loadRows(what, "write", callers === 1 ? 1 : MANY));
   }
+  await noteFsyncs();
   report.table({
     scenario: "writes",
     title: "Registry writes: bind vs etcd put, 1 and 64 callers, fsync on",
@@ -580,6 +593,88 @@ async function writes(): Promise<void> {
     columns: LOAD_COLUMNS,
     rows,
   });
+}
+
+/**
+ * One histogram summed over the members: the cumulative count at each
+ * bucket bound (`le`), from the text exposition of each URL's `/metrics`.
+ */
+async function fsyncHistogram(
+  urls: string[],
+  name: string,
+): Promise<Map<number, number> | null> {
+  const sum = new Map<number, number>();
+  const pattern = new RegExp(
+    `^${name}_bucket\\{[^}]*le="([^"]+)"[^}]*\\} (\\S+)$`,
+  );
+  for (const url of urls) {
+    let text: string;
+    try {
+      const answer = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+      text = await answer.text();
+    } catch {
+      return null;
+    }
+    for (const line of text.split("\n")) {
+      const match = pattern.exec(line);
+      if (match === null) continue;
+      const le = match[1] === "+Inf" ? Infinity : Number(match[1]);
+      sum.set(le, (sum.get(le) ?? 0) + Number(match[2]));
+    }
+  }
+  return sum.size === 0 ? null : sum;
+}
+
+/** The bucket bound under which `q` of the observations fall, ms. */
+function bucketQuantile(histogram: Map<number, number>, q: number): number {
+  const bounds = [...histogram.keys()].sort((a, b) => a - b);
+  const total = histogram.get(Infinity) ?? histogram.get(bounds.at(-1)!)!;
+  for (const le of bounds) {
+    if (histogram.get(le)! >= q * total) return le * 1000;
+  }
+  return Infinity;
+}
+
+/**
+ * Notes each side's WAL fdatasync times over the run so far (the 3 members
+ * summed), from their own histograms: what a write's latency waits for,
+ * outside either program.
+ */
+async function noteFsyncs(): Promise<void> {
+  const sides: [string, Map<number, number> | null][] = [
+    [
+      "Rafter (rafter_wal_fsync_seconds)",
+      await fsyncHistogram(
+        [...METRICS_PORTS.values()].map((port) =>
+          `http://127.0.0.1:${port}/metrics`
+        ),
+        "rafter_wal_fsync_seconds",
+      ),
+    ],
+  ];
+  if (etcd !== null) {
+    sides.push([
+      "etcd (etcd_disk_wal_fsync_duration_seconds)",
+      await fsyncHistogram(
+        etcd.clientUrls.map((url) => `${url}/metrics`),
+        "etcd_disk_wal_fsync_duration_seconds",
+      ),
+    ]);
+  }
+  const parts = sides.map(([label, histogram]) =>
+    histogram === null
+      ? `${label}: not available`
+      : `${label}: ${histogram.get(Infinity)} fsyncs, p50 ≤ ${
+        bucketQuantile(histogram, 0.5)
+      } ms, p99 ≤ ${bucketQuantile(histogram, 0.99)} ms, p99.9 ≤ ${
+        bucketQuantile(histogram, 0.999)
+      } ms`
+  );
+  report.note(
+    `WAL fdatasync times over the writes rows, 3 members summed, as bucket bounds of each side's own histogram: ${
+      parts.join("; ")
+    }`,
+  );
 }
 
 async function seedReads(): Promise<void> {
