@@ -95,6 +95,8 @@ class Driver {
   grpcAll: Etcd3[] = [];
   grpcLeader: Etcd3[] = [];
   #leaderUrl = "";
+  /** The registry the Rafter clients were made for (a bench may run two). */
+  #rafterUrls = "";
   /** Lease of each caller for keepalive, per system. */
   callerLeases = new Map<string, string>();
   streams = new Map<string, KeepAliveStream>();
@@ -103,7 +105,12 @@ class Driver {
 
   prepare(command: LoadCommand): void {
     const n = Math.max(1, command.objects);
-    if (command.system === "rafter" && this.rafter.length !== n) {
+    const urls = command.rafterUrls.join(",");
+    if (
+      command.system === "rafter" &&
+      (this.rafter.length !== n || this.#rafterUrls !== urls)
+    ) {
+      this.#rafterUrls = urls;
       for (const client of this.rafter) client.close();
       this.rafter = Array.from(
         { length: n },

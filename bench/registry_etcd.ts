@@ -76,21 +76,34 @@ import {
   selectedScenarios,
 } from "./report.ts";
 import { LocalCluster } from "../testing/cluster.ts";
+import { freePorts } from "../testing/ports.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 
 const USAGE =
   `usage: deno run -A bench/registry_etcd.ts [--scenarios LIST] [--quick] [--loaders N]
+  [--callers LIST] [--rounds N] [--b DIR] [--profile-dir DIR]
 
-  --scenarios LIST  any of writes, reads, leases, failover (default: all)
-  --quick           0.2 s rows, 1 fail-over trial each (the smoke test)
-  --loaders N       load-generator processes for the 64-caller rows (default 2)
-  --help            show this text`;
+  --scenarios LIST   any of writes, reads, leases, failover (default: all)
+  --quick            0.2 s rows, 1 fail-over trial each (the smoke test)
+  --loaders N        load-generator processes for the 64-caller rows (default 2)
+  --callers LIST     rows of the writes table: 1, 64 or both (default 1,64)
+  --rounds N         rounds of each load row (default 3, at most 15)
+  --b DIR            also run a second Rafter cluster from the checkout DIR
+                     (e.g. a copy of an older commit), alternated with this
+                     one and etcd in every row: an A/B in one run
+  --profile-dir DIR  run this checkout's registry nodes under --cpu-prof,
+                     one folder per node in DIR (written when they stop)
+  --help             show this text`;
 
 const SCENARIOS = ["writes", "reads", "leases", "failover"] as const;
 const flags = benchArgs(USAGE, {
   scenarios: { type: "string" },
   quick: { type: "boolean", default: false },
   loaders: { type: "string", default: "2" },
+  callers: { type: "string", default: "1,64" },
+  rounds: { type: "string", default: "3" },
+  b: { type: "string" },
+  "profile-dir": { type: "string" },
 });
 let wanted: Set<(typeof SCENARIOS)[number]>;
 try {
@@ -103,7 +116,19 @@ if (!Number.isInteger(LOADERS) || LOADERS < 1 || LOADERS > 8) {
   usageError(`--loaders must be 1 to 8, got "${flags.loaders}"`, USAGE);
 }
 const QUICK = flags.quick === true;
-const ROUNDS = 3;
+const ROUNDS = Number(flags.rounds);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || ROUNDS > 15) {
+  usageError(`--rounds must be 1 to 15, got "${flags.rounds}"`, USAGE);
+}
+const WRITE_CALLERS = String(flags.callers).split(",").map(Number);
+if (
+  WRITE_CALLERS.length === 0 ||
+  WRITE_CALLERS.some((n) => n !== 1 && n !== 64)
+) {
+  usageError(`--callers takes 1, 64 or 1,64, got "${flags.callers}"`, USAGE);
+}
+const B_DIR = flags.b as string | undefined;
+const PROFILE_DIR = flags["profile-dir"] as string | undefined;
 const WARMUP_MS = QUICK ? 100 : 500;
 const MEASURE_MS = QUICK ? 200 : 2_000;
 const TRIALS = QUICK ? 1 : 5;
@@ -223,20 +248,46 @@ class Loader {
 
 // --- the clusters ------------------------------------------------------------------------
 
+/**
+ * With `--profile-dir`: each registry node runs as `deno run --cpu-prof`
+ * (through `sh`, which execs deno, so the PID and signals stay deno's).
+ */
+function profiled(name: string): string[] {
+  return [
+    "sh",
+    "-c",
+    `e="$1"; shift 2; exec "$e" run --cpu-prof --cpu-prof-dir="${PROFILE_DIR}/${name}" "$@"`,
+    "sh",
+  ];
+}
+
+/** Each node's `--metrics-listen` port (for the fdatasync histogram). */
+const METRICS_PORTS = new Map<string, number>(
+  freePorts(3).map((port, i) => [`n${i + 1}`, port] as const),
+);
+
 const rafter = new LocalCluster({
   tickMs: TICK_MS,
   electionTicks: ELECTION_TICKS,
+  childEnv: (name) => {
+    const port = METRICS_PORTS.get(name);
+    return port === undefined
+      ? undefined
+      : { RAFTER_METRICS_LISTEN: `127.0.0.1:${port}` };
+  },
+  ...(PROFILE_DIR === undefined ? {} : { wrapperOf: profiled }),
 });
+/** With `--b`: the same cluster from the checkout B_DIR (its own code). */
+let rafterB = null as LocalCluster | null;
 let etcd = null as EtcdCluster | null;
 let etcdSkipped = "";
 const loaders: Loader[] = [];
 const clients: RafterClient[] = [];
 
-function rafterPids(): Map<string, number> {
+function rafterPids(cluster = rafter): Map<string, number> {
   return new Map(
-    [...rafter.registry.keys()].filter((id) => rafter.child(id).running).map((
-      id,
-    ) => [id, rafter.child(id).pid]),
+    [...cluster.registry.keys()].filter((id) => cluster.child(id).running)
+      .map((id) => [id, cluster.child(id).pid]),
   );
 }
 
@@ -273,18 +324,20 @@ let sequence = 0;
  * then the measured window) over the load generators.
  */
 async function measure(
-  system: System,
+  side: Side,
   op: LoadOp,
   callers: number,
 ): Promise<Sample> {
   checkStop();
+  const system: System = side === "rafterB" ? "rafter" : side;
+  const cluster = side === "rafterB" ? rafterB! : rafter;
   const used = callers === 1 ? loaders.slice(0, 1) : loaders;
   const etcdLeader = system === "rafter" ? "" : await etcdLeaderUrl();
   const base = {
     system,
     op,
     objects: callers === 1 ? 1 : Math.max(1, Math.round(OBJECTS / used.length)),
-    rafterUrls: rafter.registryUrls,
+    rafterUrls: cluster.registryUrls,
     etcdUrls: etcd?.clientUrls ?? [],
     etcdLeader,
   };
@@ -299,7 +352,7 @@ async function measure(
     seq: (++sequence) * 10_000_000,
   });
   await Promise.all(used.map((loader, i) => loader.send(command(i, false))));
-  const servers = system === "rafter" ? rafterPids() : etcdPids();
+  const servers = system === "rafter" ? rafterPids(cluster) : etcdPids();
   const meter = new CpuMeter(
     new Map([
       ...[...servers].map(([name, pid]) => [`server ${name}`, pid] as const),
@@ -352,9 +405,18 @@ async function measure(
   };
 }
 
+/** Who a load row measures: this checkout, the `--b` one, or etcd. */
+type Side = System | "rafterB";
+
 /** A contender of a table row group. */
 interface Contender {
   system: System;
+  label: string;
+}
+
+/** A contender of the load tables (the `--b` cluster too). */
+interface LoadContender {
+  system: Side;
   label: string;
 }
 
@@ -388,15 +450,21 @@ async function loadRows(
   op: LoadOp,
   callers: number,
 ): Promise<Row[]> {
-  const running = CONTENDERS.filter((c) =>
-    c.system === "rafter" || etcd !== null
+  const contenders: LoadContender[] = rafterB === null ? [...CONTENDERS] : [
+    CONTENDERS[0],
+    { system: "rafterB", label: "Rafter B" },
+    ...CONTENDERS.slice(1),
+  ];
+  const running = contenders.filter((c) =>
+    c.system === "rafter" || c.system === "rafterB" || etcd !== null
   );
   const results = await alternate(
     ROUNDS,
     running,
     (contender) => measure(contender.system, op, callers),
   );
-  const summary = new Map<System, Sample>();
+  const summary = new Map<Side, Sample>();
+  const whatOf = (side: Side) => what[side === "rafterB" ? "rafter" : side];
   for (const [i, contender] of running.entries()) {
     const samples = results[i];
     const errorKinds: Record<string, number> = {};
@@ -408,7 +476,7 @@ async function loadRows(
     for (const [kind, n] of Object.entries(errorKinds)) {
       report.note(
         `${
-          what[contender.system]
+          whatOf(contender.system)
         } (${contender.label}), ${callers} callers: ${n} × ${kind}`,
       );
     }
@@ -424,7 +492,10 @@ async function loadRows(
       errorKinds,
     });
     const s = summary.get(contender.system)!;
-    if (contender.system === "rafter" && !(s.opsPerSecond > 0)) {
+    if (
+      contender.system !== "grpc" && contender.system !== "gateway" &&
+      !(s.opsPerSecond > 0)
+    ) {
       throw new Error(
         `Rafter: ${what.rafter} with ${callers} callers acknowledged no call: ${
           JSON.stringify(errorKinds)
@@ -435,7 +506,7 @@ async function loadRows(
     if (machine >= 90 * navigator.hardwareConcurrency) {
       report.note(
         `${
-          what[contender.system]
+          whatOf(contender.system)
         } (${contender.label}), ${callers} callers: clients and servers together used ${
           Math.round(machine)
         }% of the machine's ${
@@ -449,7 +520,7 @@ async function loadRows(
     ) {
       report.note(
         `${
-          what[contender.system]
+          whatOf(contender.system)
         } (${contender.label}), ${callers} callers: the load generators were near 100% of a core each; raise --loaders`,
       );
     }
@@ -461,31 +532,42 @@ async function loadRows(
     : peers.reduce((a, b) =>
       summary.get(a)!.opsPerSecond >= summary.get(b)!.opsPerSecond ? a : b
     );
+  const other = summary.get("rafterB");
+  if (other !== undefined) {
+    report.note(
+      `${what.rafter}, ${callers} callers, this checkout ÷ Rafter B (${B_DIR}): ops/s ${
+        (mine.opsPerSecond / other.opsPerSecond).toFixed(3)
+      }×, p50 ${(mine.p50 / other.p50).toFixed(3)}×, p99 ${
+        (mine.p99 / other.p99).toFixed(3)
+      }×`,
+    );
+  }
   const rows: Row[] = [];
-  for (const contender of CONTENDERS) {
-    const label = `${what[contender.system]} (${contender.label})`;
+  for (const contender of contenders) {
+    const label = `${whatOf(contender.system)} (${contender.label})`;
     const sample = summary.get(contender.system);
     if (sample === undefined) {
       rows.push({ label, cells: [], skipped: etcdSkipped });
       continue;
     }
-    const against = contender.system === "rafter"
-      ? (best === null ? null : summary.get(best)!)
-      : sample;
+    const ours = contender.system === "rafter" ||
+      contender.system === "rafterB";
+    const own = ours ? sample : mine;
+    const against = ours ? (best === null ? null : summary.get(best)!) : sample;
     const cells: Cell[] = [
       callers,
       sample.opsPerSecond,
       sample.p50,
       sample.p99,
-      ratio(mine.opsPerSecond, against?.opsPerSecond ?? null),
-      ratio(mine.p50, against?.p50 ?? null),
-      ratio(mine.p99, against?.p99 ?? null),
+      ratio(own.opsPerSecond, against?.opsPerSecond ?? null),
+      ratio(own.p50, against?.p50 ?? null),
+      ratio(own.p99, against?.p99 ?? null),
       sample.clientCpu,
       sample.serverCpu,
       sample.errors,
     ];
     rows.push({
-      label: contender.system === "rafter" && best !== null
+      label: ours && best !== null
         ? `${label} vs ${best === "grpc" ? "etcd gRPC" : "etcd gateway"}`
         : label,
       cells,
@@ -498,10 +580,11 @@ async function loadRows(
 
 async function writes(): Promise<void> {
   const what = { rafter: "bind", grpc: "put", gateway: "put" };
-  const rows = [
-    ...await loadRows(what, "write", 1),
-    ...await loadRows(what, "write", MANY),
-  ];
+  const rows: Row[] = [];
+  for (const callers of WRITE_CALLERS) {
+    rows.push(...await loadRows(what, "write", callers === 1 ? 1 : MANY));
+  }
+  await noteFsyncs();
   report.table({
     scenario: "writes",
     title: "Registry writes: bind vs etcd put, 1 and 64 callers, fsync on",
@@ -510,6 +593,88 @@ async function writes(): Promise<void> {
     columns: LOAD_COLUMNS,
     rows,
   });
+}
+
+/**
+ * One histogram summed over the members: the cumulative count at each
+ * bucket bound (`le`), from the text exposition of each URL's `/metrics`.
+ */
+async function fsyncHistogram(
+  urls: string[],
+  name: string,
+): Promise<Map<number, number> | null> {
+  const sum = new Map<number, number>();
+  const pattern = new RegExp(
+    `^${name}_bucket\\{[^}]*le="([^"]+)"[^}]*\\} (\\S+)$`,
+  );
+  for (const url of urls) {
+    let text: string;
+    try {
+      const answer = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+      text = await answer.text();
+    } catch {
+      return null;
+    }
+    for (const line of text.split("\n")) {
+      const match = pattern.exec(line);
+      if (match === null) continue;
+      const le = match[1] === "+Inf" ? Infinity : Number(match[1]);
+      sum.set(le, (sum.get(le) ?? 0) + Number(match[2]));
+    }
+  }
+  return sum.size === 0 ? null : sum;
+}
+
+/** The bucket bound under which `q` of the observations fall, ms. */
+function bucketQuantile(histogram: Map<number, number>, q: number): number {
+  const bounds = [...histogram.keys()].sort((a, b) => a - b);
+  const total = histogram.get(Infinity) ?? histogram.get(bounds.at(-1)!)!;
+  for (const le of bounds) {
+    if (histogram.get(le)! >= q * total) return le * 1000;
+  }
+  return Infinity;
+}
+
+/**
+ * Notes each side's WAL fdatasync times over the run so far (the 3 members
+ * summed), from their own histograms: what a write's latency waits for,
+ * outside either program.
+ */
+async function noteFsyncs(): Promise<void> {
+  const sides: [string, Map<number, number> | null][] = [
+    [
+      "Rafter (rafter_wal_fsync_seconds)",
+      await fsyncHistogram(
+        [...METRICS_PORTS.values()].map((port) =>
+          `http://127.0.0.1:${port}/metrics`
+        ),
+        "rafter_wal_fsync_seconds",
+      ),
+    ],
+  ];
+  if (etcd !== null) {
+    sides.push([
+      "etcd (etcd_disk_wal_fsync_duration_seconds)",
+      await fsyncHistogram(
+        etcd.clientUrls.map((url) => `${url}/metrics`),
+        "etcd_disk_wal_fsync_duration_seconds",
+      ),
+    ]);
+  }
+  const parts = sides.map(([label, histogram]) =>
+    histogram === null
+      ? `${label}: not available`
+      : `${label}: ${histogram.get(Infinity)} fsyncs, p50 ≤ ${
+        bucketQuantile(histogram, 0.5)
+      } ms, p99 ≤ ${bucketQuantile(histogram, 0.99)} ms, p99.9 ≤ ${
+        bucketQuantile(histogram, 0.999)
+      } ms`
+  );
+  report.note(
+    `WAL fdatasync times over the writes rows, 3 members summed, as bucket bounds of each side's own histogram: ${
+      parts.join("; ")
+    }`,
+  );
 }
 
 async function seedReads(): Promise<void> {
@@ -841,8 +1006,20 @@ try {
     }
   })();
   for (let i = 0; i < LOADERS; i++) loaders.push(new Loader());
+  if (B_DIR !== undefined) {
+    const url = new URL(
+      "testing/cluster.ts",
+      `file://${Deno.realPathSync(B_DIR)}/`,
+    );
+    const { LocalCluster: Other } = await import(url.href);
+    rafterB = new Other({
+      tickMs: TICK_MS,
+      electionTicks: ELECTION_TICKS,
+    }) as LocalCluster;
+  }
   await Promise.all([
     rafter.startRegistry(3).then(() => rafter.waitForLeader(20_000)),
+    rafterB?.startRegistry(3).then(() => rafterB!.waitForLeader(20_000)),
     etcdStart,
     ...loaders.map((l) => l.ready()),
   ]);
@@ -878,7 +1055,12 @@ try {
 } finally {
   for (const client of clients) client.close();
   await Promise.all(loaders.map((l) => l.close()));
-  await Promise.all([rafter.stop(), etcd?.stop()]);
+  // A profiled node writes its profile on the way out: give it time.
+  await Promise.all([
+    rafter.stop(PROFILE_DIR === undefined ? undefined : 30_000),
+    rafterB?.stop(),
+    etcd?.stop(),
+  ]);
   Deno.removeSignalListener("SIGINT", onSignal);
   Deno.removeSignalListener("SIGTERM", onSignal);
   console.log(

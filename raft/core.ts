@@ -1365,6 +1365,19 @@ export class RaftCore {
     }
   }
 
+  /** Whether the hard state equals `h` (without building one: hot path). */
+  #hardStateIs(h: HardState): boolean {
+    return this.#term === h.term && this.#vote === h.vote &&
+      this.#commit === h.commit;
+  }
+
+  /** Whether the soft state equals `s` (without building one: hot path). */
+  #softStateIs(s: SoftState): boolean {
+    return this.#term === s.term && this.#role === s.role &&
+      this.#leader === s.leader &&
+      (this.#preCandidate ? s.preCandidate === true : s.preCandidate !== true);
+  }
+
   /** Whether {@link ready} has any work. */
   hasReady(): boolean {
     return this.#messages.length > 0 || this.#leaderMessages.length > 0 ||
@@ -1372,8 +1385,8 @@ export class RaftCore {
       this.#readStates.length > 0 ||
       this.#log.unstableEntries().length > 0 ||
       this.#commit > this.#appliedCursor ||
-      !sameHardState(this.hardState, this.#persistedHardState) ||
-      !sameSoftState(this.softState, this.#reportedSoftState) ||
+      !this.#hardStateIs(this.#persistedHardState) ||
+      !this.#softStateIs(this.#reportedSoftState) ||
       !sameConfiguration(this.#configuration, this.#reportedConfiguration);
   }
 

@@ -140,12 +140,33 @@ export interface SnapshotPolicy {
    */
   everyBytes?: number;
   /**
+   * Once the last snapshot this node took held at least
+   * {@linkcode AMORTIZE_FROM_CHARS} UTF-16 code units, the next one waits
+   * (past `everyEntries`) until the entry data applied since is at least
+   * this fraction of the last snapshot's size: `take()` costs time in
+   * proportion to the state (it runs on the event loop, and the snapshot is
+   * written and fsynced), so a large state re-serialised every
+   * `everyEntries` entries cost more than the entries did. This keeps
+   * snapshot work proportional to the data appended, and the log a restart
+   * replays at most this fraction of the snapshot (plus `everyEntries`).
+   * `everyBytes` still takes one regardless. 0 turns it off. Default 0.5.
+   */
+  growthFraction?: number;
+  /**
    * Entries kept before the snapshot's index when the log is compacted, so
    * a follower slightly behind still gets appends rather than the whole
    * snapshot. Default 5,000.
    */
   trailingEntries?: number;
 }
+
+/**
+ * Snapshot size (UTF-16 code units of `take()`'s string, about bytes) from
+ * which {@link SnapshotPolicy.growthFraction} applies: a smaller state is
+ * serialised in a few milliseconds, so snapshots of it follow
+ * `everyEntries` alone.
+ */
+export const AMORTIZE_FROM_CHARS = 1 << 20;
 
 /** Where the driver sends its messages. */
 export interface RaftNetwork {
@@ -376,6 +397,8 @@ export class RaftDriver<R = unknown> {
   #snapshotIndex: number;
   /** Entries and entry data applied since that snapshot. */
   #sinceSnapshot = { entries: 0, chars: 0 };
+  /** Size of the last snapshot this node took or installed (0: none yet). */
+  #lastSnapshotChars = 0;
   readonly #policy:
     | (Required<Omit<SnapshotPolicy, "take">> & { take(): string })
     | null;
@@ -403,6 +426,7 @@ export class RaftDriver<R = unknown> {
       take: () => policy.take(),
       everyEntries: atLeastOne(policy.everyEntries ?? 10_000, "everyEntries"),
       everyBytes: atLeastOne(policy.everyBytes ?? 64 << 20, "everyBytes"),
+      growthFraction: fraction(policy.growthFraction ?? 0.5),
       trailingEntries: count(
         policy.trailingEntries ?? 5_000,
         "trailingEntries",
@@ -799,6 +823,7 @@ export class RaftDriver<R = unknown> {
       this.#applied = ready.snapshot.index;
       this.#snapshotIndex = ready.snapshot.index;
       this.#sinceSnapshot = { entries: 0, chars: 0 };
+      this.#lastSnapshotChars = ready.snapshot.data.length;
     }
     for (const entry of ready.committedEntries) this.#apply(entry);
     const round = this.#readRound;
@@ -833,6 +858,11 @@ export class RaftDriver<R = unknown> {
     if (
       since.entries < policy.everyEntries && since.chars < policy.everyBytes
     ) return;
+    if (
+      since.chars < policy.everyBytes &&
+      this.#lastSnapshotChars >= AMORTIZE_FROM_CHARS &&
+      since.chars < policy.growthFraction * this.#lastSnapshotChars
+    ) return;
     const core = this.core;
     const index = this.#applied;
     const start = core.snapshotPoint;
@@ -843,6 +873,7 @@ export class RaftDriver<R = unknown> {
       data: policy.take(),
       configuration: core.configurationAt(index),
     };
+    this.#lastSnapshotChars = snapshot.data.length;
     const floor = Math.max(index - policy.trailingEntries, start.index);
     const compactTo: SnapshotPoint = floor === start.index
       ? start
@@ -1049,4 +1080,13 @@ function randomHex(bytes: number): string {
  */
 function stoppedError(applied?: false | "unknown"): RaftUnavailableError {
   return new RaftUnavailableError("the Raft node stopped", applied);
+}
+
+function fraction(value: number): number {
+  if (!Number.isFinite(value) || value < 0) {
+    throw new RangeError(
+      `snapshot.growthFraction must be a number >= 0, got ${value}`,
+    );
+  }
+  return value;
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { CommittedEntryConflictError, RaftCore } from "./core.ts";
 import {
+  AMORTIZE_FROM_CHARS,
   RaftDriver,
   type RaftDriverOptions,
   type RaftStorage,
@@ -547,6 +548,41 @@ Deno.test("§7 a driver without restore() stops with a clear error when the lead
   assert.equal(nodes.get("n3")!.driver.stopped, true);
 });
 
+Deno.test("§7 a large state is snapshotted again only once the data applied since is growthFraction of it; a small one every N entries", () => {
+  const run = (stateChars: number, growthFraction?: number) => {
+    const taken: number[] = [];
+    const { storage, clock, core, driver } = heldDriver({
+      snapshot: {
+        take: () => {
+          taken.push(driver.appliedIndex);
+          return "x".repeat(stateChars);
+        },
+        everyEntries: 2,
+        trailingEntries: 0,
+        growthFraction,
+      },
+    });
+    core.campaign();
+    clock.run();
+    storage.complete();
+    // Entries of 100 k chars each, one at a time.
+    for (let i = 0; i < 12; i++) {
+      driver.propose("d".repeat(100_000));
+      for (let j = 0; j < 5 && (clock.run(), storage.writes.length > 0); j++) {
+        storage.complete();
+      }
+    }
+    return taken;
+  };
+  // 10 k chars: below AMORTIZE_FROM_CHARS, every 2 entries.
+  assert.deepEqual(run(10_000), [2, 4, 6, 8, 10, 12]);
+  // 1.6 M chars: after the first, not before 800 k chars (8 entries) since.
+  assert.ok(AMORTIZE_FROM_CHARS <= 1_600_000);
+  assert.deepEqual(run(1_600_000), [2, 10]);
+  // Off: every 2 entries again.
+  assert.deepEqual(run(1_600_000, 0), [2, 4, 6, 8, 10, 12]);
+});
+
 Deno.test("§7 snapshot policy values are checked", () => {
   for (
     const [policy, message] of [
@@ -558,6 +594,10 @@ Deno.test("§7 snapshot policy values are checked", () => {
       [
         { trailingEntries: -1 },
         /snapshot.trailingEntries must be an integer >= 0/,
+      ],
+      [
+        { growthFraction: -0.5 },
+        /snapshot.growthFraction must be a number >= 0, got -0.5/,
       ],
     ] as const
   ) {

@@ -58,6 +58,7 @@ import {
   type Checksum,
   DEFAULT_READ_BUFFER_BYTES,
   frameRecords,
+  frameTextRecords,
   RecordReader,
 } from "./_wal_record.ts";
 import { listSegments, type SegmentInfo, segmentName } from "./_wal_segment.ts";
@@ -1277,19 +1278,22 @@ function encodeUpdate(update: WalUpdate): Batch {
   const h = update.hardState;
   if (h !== undefined) checkHardState(h);
 
-  const chunks: Chunk[] = entries.map((e) => ({
-    bytes: frameRecords([
-      json(entryRecord(e)),
-    ], crc32c),
-    index: e.index,
-  }));
+  // Every record of the batch framed into one buffer; each chunk is a view.
+  const texts = entries.map((e) => JSON.stringify(entryRecord(e)));
   let hardState: HardState | null = null;
   if (h !== undefined) {
     hardState = { term: h.term, vote: h.vote, commit: h.commit };
+    texts.push(JSON.stringify(hardStateObject(hardState)));
+  }
+  const { bytes, ends } = frameTextRecords(texts, crc32c);
+  const chunks: Chunk[] = [];
+  let start = 0;
+  for (let i = 0; i < ends.length; i++) {
     chunks.push({
-      bytes: frameRecords([hardStateRecord(hardState)], crc32c),
-      index: null,
+      bytes: bytes.subarray(start, ends[i]),
+      index: i < entries.length ? entries[i].index : null,
     });
+    start = ends[i];
   }
   return {
     sync: update.sync !== false,
@@ -1314,8 +1318,12 @@ function checkHardState(h: HardState): void {
   }
 }
 
+function hardStateObject(h: HardState): Record<string, unknown> {
+  return { t: "h", term: h.term, vote: h.vote, commit: h.commit };
+}
+
 function hardStateRecord(h: HardState): Uint8Array {
-  return json({ t: "h", term: h.term, vote: h.vote, commit: h.commit });
+  return json(hardStateObject(h));
 }
 
 function json(value: unknown): Uint8Array {
@@ -1324,6 +1332,24 @@ function json(value: unknown): Uint8Array {
 
 function concat(parts: readonly Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0];
+  if (parts.length === 0) return new Uint8Array(0);
+  // Views that follow each other in one buffer (one batch's records, see
+  // encodeUpdate) are one view already: no copy.
+  const first = parts[0];
+  let contiguous = true;
+  for (let i = 1; i < parts.length && contiguous; i++) {
+    const previous = parts[i - 1];
+    contiguous = parts[i].buffer === first.buffer &&
+      parts[i].byteOffset === previous.byteOffset + previous.length;
+  }
+  if (contiguous) {
+    const last = parts[parts.length - 1];
+    return new Uint8Array(
+      first.buffer,
+      first.byteOffset,
+      last.byteOffset + last.length - first.byteOffset,
+    );
+  }
   let total = 0;
   for (const p of parts) total += p.length;
   const out = new Uint8Array(total);

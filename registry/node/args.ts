@@ -79,7 +79,8 @@ prove the cluster secret).
                      the same on every node); older ones answer COMPACTED
   --snapshot-entries N
                      snapshot the registry and compact the log every N
-                     applied entries (default 10000)
+                     applied entries (default 10000; at the default, a
+                     state over 1 MiB waits for half its size in new data)
   --snapshot-trailing N
                      log entries kept before a snapshot for slow followers
                      (default 5000, at most --snapshot-entries)

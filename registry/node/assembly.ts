@@ -216,6 +216,8 @@ export class RegistryNodeAssembly implements RegistryNodeInternals {
         snapshot: {
           take: () => this.#replica.snapshotJson(),
           everyEntries: snapshotEntries,
+          growthFraction: options.snapshotGrowthFraction ??
+            (snapshotEntries === 10_000 ? 0.5 : 0),
           trailingEntries: options.snapshotTrailingEntries ??
             Math.min(5_000, snapshotEntries),
         },

@@ -15,7 +15,9 @@ import { CallCounter, OpenConnections } from "../../rpc/server/metrics.ts";
 import type { TcpAddress } from "../../rpc/transport/transport.ts";
 import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
+  type CounterSample,
   type Gauge,
+  type HistogramSeries,
   type Labels,
   LagProbe,
   MetricFamilies,
@@ -36,6 +38,13 @@ export {
 } from "../../internal/metrics.ts";
 import { listenHttp } from "../../internal/http_deno.ts";
 export { listenHttp };
+
+/** A series' cache key: its name and label pairs, unambiguous. */
+function seriesKey(name: string, labels: Labels): string {
+  let key = name;
+  for (const label in labels) key += `\u0000${label}\u0001${labels[label]}`;
+  return key;
+}
 
 /** Methods that change the registry (counted in `rafter_registry_writes_total`). */
 const WRITE_METHODS = new Set([
@@ -67,6 +76,13 @@ export class NodeMetrics {
   readonly #lag = new LagProbe();
   readonly #connections = new OpenConnections();
   #snapshotBytes = 0;
+  /**
+   * The samples `count` and `observe` bumped, by name and labels: every
+   * write and proposal counts, and the exposition's escaped label text
+   * the families key their samples by cost more than the count itself.
+   */
+  readonly #counters = new Map<string, CounterSample>();
+  readonly #histograms = new Map<string, HistogramSeries>();
 
   constructor(node: string) {
     this.#families = new MetricFamilies({ node });
@@ -93,7 +109,13 @@ export class NodeMetrics {
 
   /** Adds `by` (default 1) to counter `name` with `labels` (plus `node`). */
   count(name: string, help: string, labels: Labels = {}, by = 1): void {
-    this.#families.count(name, help, labels, by);
+    const key = seriesKey(name, labels);
+    let sample = this.#counters.get(key);
+    if (sample === undefined) {
+      sample = this.#families.counter(name, help, labels);
+      this.#counters.set(key, sample);
+    }
+    sample.value += by;
   }
 
   /**
@@ -101,7 +123,13 @@ export class NodeMetrics {
    * with `labels` (plus `node`).
    */
   observe(name: string, help: string, labels: Labels, seconds: number): void {
-    this.#families.observe(name, help, labels, seconds);
+    const key = seriesKey(name, labels);
+    let series = this.#histograms.get(key);
+    if (series === undefined) {
+      series = this.#families.histogram(name, help, labels);
+      this.#histograms.set(key, series);
+    }
+    series.observe(seconds);
   }
 
   /** Client connections open now (sessions of the client port). */
@@ -119,7 +147,7 @@ export class NodeMetrics {
   readonly onCall = (call: CallInfo): void => {
     const outcome = this.#calls.count(call);
     if (WRITE_METHODS.has(call.method)) {
-      this.#families.count(
+      this.count(
         "rafter_registry_writes_total",
         "Registry writes received by this node, by method and outcome (ok or the JSON-RPC error code).",
         { method: call.method, outcome },

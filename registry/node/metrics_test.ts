@@ -109,6 +109,23 @@ Deno.test("NodeMetrics counts calls by method and outcome, lookups by consistenc
   assert.equal(new Set(types).size, types.length);
 });
 
+Deno.test("NodeMetrics count and observe: a repeated series adds up in one sample; other label values, names and escapes stay apart", () => {
+  const metrics = new NodeMetrics("n1");
+  metrics.count("a_total", "A.", { x: "1", y: "2" });
+  metrics.count("a_total", "A.", { x: "1", y: "2" }, 2);
+  metrics.count("a_total", "A.", { x: "1", y: 'q"' });
+  metrics.count("b_total", "B.", { x: "1", y: "2" });
+  metrics.observe("t_seconds", "T.", { m: "k" }, 0.001);
+  metrics.observe("t_seconds", "T.", { m: "k" }, 0.002);
+  metrics.observe("t_seconds", "T.", { m: "j" }, 0.002);
+  const text = metrics.render(() => []);
+  assert.match(text, /^a_total\{node="n1",x="1",y="2"\} 3$/m);
+  assert.match(text, /^a_total\{node="n1",x="1",y="q\\""\} 1$/m);
+  assert.match(text, /^b_total\{node="n1",x="1",y="2"\} 1$/m);
+  assert.match(text, /^t_seconds_count\{node="n1",m="k"\} 2$/m);
+  assert.match(text, /^t_seconds_count\{node="n1",m="j"\} 1$/m);
+});
+
 Deno.test("NodeMetrics snapshots: count and time by source, the newest one's size as a gauge", () => {
   const metrics = new NodeMetrics("n1");
   assert.equal(metrics.snapshotBytes, 0);

@@ -114,6 +114,14 @@ export interface RegistryNodeOptions {
    */
   snapshotEntries?: number;
   /**
+   * Once the last snapshot exceeded 1 MiB, also wait until the entry data
+   * applied since is this fraction of its size (`SnapshotPolicy
+   * .growthFraction`), so a large state is not re-serialised every
+   * `snapshotEntries` small writes. @default 0.5 when `snapshotEntries` is
+   * 10_000 (its default), else 0: a snapshot every `snapshotEntries`, as set
+   */
+  snapshotGrowthFraction?: number;
+  /**
    * Log entries kept before a snapshot's index for followers slightly
    * behind. @default the smaller of 5_000 and `snapshotEntries`
    */
