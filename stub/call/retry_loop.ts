@@ -29,6 +29,25 @@ import type { StubCallOptions } from "./call_options.ts";
 const NONE_TRIED: readonly string[] = Object.freeze([]);
 const NONE: readonly Candidate[] = Object.freeze([]);
 
+/** What the distributor is told of a call's first attempt. */
+function firstInfo(
+  name: string,
+  method: string,
+  params: unknown[] | Record<string, unknown>,
+  idempotent: boolean,
+  remainingMs: number,
+): CallInfo {
+  return {
+    name,
+    method,
+    params,
+    attempt: 0,
+    idempotent,
+    tried: NONE_TRIED,
+    remainingMs,
+  };
+}
+
 /** What one call was asked, and what its failed attempts said so far. */
 export class CallState {
   readonly method: string;
@@ -62,7 +81,7 @@ export class CallState {
   /** That attempt's failure: the call ends ambiguous, whatever follows. */
   ran: AmbiguousError | null = null;
 
-  /** The state of a call of `method` that starts now. */
+  /** The state of a call of `method` that started at `calledAt` (wall-clock ms). */
   constructor(
     method: string,
     params: unknown[] | Record<string, unknown>,
@@ -71,6 +90,7 @@ export class CallState {
     send: Send | null,
     label: string,
     deadlineMs: number,
+    calledAt: number,
   ) {
     this.method = method;
     this.params = params;
@@ -78,10 +98,24 @@ export class CallState {
     this.send = send;
     this.label = label;
     this.deadlineMs = deadlineMs;
-    this.calledAt = Date.now();
-    this.deadline = this.calledAt + deadlineMs;
+    this.calledAt = calledAt;
+    this.deadline = calledAt + deadlineMs;
     this.signal = options.signal;
     this.attemptTimeoutMs = options.attemptTimeoutMs;
+  }
+
+  /**
+   * Records a first attempt chosen before this state was made: on
+   * `endpoint` among `candidates` (nothing tried before), as `info` says.
+   */
+  first(
+    candidates: readonly Candidate[],
+    info: CallInfo,
+    endpoint: Candidate,
+  ): void {
+    this.untried = candidates;
+    this.info = info;
+    this.attempted = [endpoint];
   }
 
   /** How an attempt sends: `send`, or a call of the method. */
@@ -150,6 +184,8 @@ export class RetryLoop {
   readonly attempts: Attempts;
   /** The stub's bounds. */
   readonly settings: RetrySettings;
+  /** The options of the last attempt sent inline without a signal. */
+  #lastSending: { timeoutMs: number; signal: undefined } | null = null;
 
   /** The loop of `attempts` within `settings`. */
   constructor(attempts: Attempts, settings: RetrySettings) {
@@ -168,32 +204,43 @@ export class RetryLoop {
   ): Promise<R> {
     const { attempts, settings } = this;
     const { map, pool } = attempts.context;
-    const call = new CallState(
-      method,
-      params,
-      idempotent,
-      options,
-      send,
-      attempts.label(method),
-      options.deadlineMs ?? settings.deadlineMs,
-    );
-    const { label, deadline, deadlineMs, signal } = call;
-    this.#ensureLive(call);
-    if (rule.timed) settings.budget?.deposit(call.calledAt);
+    const calledAt = Date.now();
+    const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
+    const deadline = calledAt + deadlineMs;
+    const { signal } = options;
+    this.#ensureLive(signal, method, null);
+    if (rule.timed) settings.budget?.deposit(calledAt);
     const max = settings.maxAttempts;
+    // The call's state, made at its first need: a call answered at its
+    // first attempt on an open connection makes none (nor a CallInfo, when
+    // the distributor has `pick` and no `onReturn`).
+    let call: CallState | null = null;
     for (let attempt = 0; attempt < max; attempt++) {
-      if (attempt > 0 && rule.onceEach) this.#ensureLive(call);
+      if (attempt > 0 && rule.onceEach) {
+        this.#ensureLive(signal, method, call);
+      }
       if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
       // The fast path (no lookup due) takes no await.
       const lookup = map.needsLookup();
+      if (lookup) {
+        call ??= this.#state(
+          method,
+          params,
+          idempotent,
+          options,
+          send,
+          deadlineMs,
+          calledAt,
+        );
+      }
       const candidates = lookup
         ? await attempts.lookup(
           deadline,
           signal,
-          label,
+          call!.label,
           deadlineMs,
-          call.ranOn,
-          call.attempted,
+          call!.ranOn,
+          call!.attempted,
         )
         : map.candidates();
       // What is left after the lookup bounds the attempt (and the deadline
@@ -202,12 +249,47 @@ export class RetryLoop {
         ? deadlineMs
         : deadline - Date.now();
       if (remaining <= 0 && rule.timed) break;
-      const endpoint = this.#choose(rule, call, candidates, attempt, remaining);
-      if (endpoint === null) break;
-      const timeoutMs = this.#timeoutMs(call, max - attempt, remaining);
-      call.attempted = [endpoint];
       const hedging = idempotent && settings.hedge !== undefined &&
         max - attempt > 1;
+      // A first attempt without state: its CallInfo (null when not made).
+      let info: CallInfo | null = null;
+      let endpoint: Candidate | null;
+      if (call === null && rule.timed && !hedging) {
+        if (candidates.length === 0) {
+          throw rule.noEndpoints(attempts.name, attempts.label(method));
+        }
+        if (attempts.distributor.pick !== undefined) {
+          endpoint = attempts.pick(candidates, method);
+        } else {
+          info = firstInfo(
+            attempts.name,
+            method,
+            params,
+            idempotent,
+            remaining,
+          );
+          endpoint = attempts.choose(candidates, info, attempts.label(method));
+        }
+      } else {
+        call ??= this.#state(
+          method,
+          params,
+          idempotent,
+          options,
+          send,
+          deadlineMs,
+          calledAt,
+        );
+        endpoint = this.#choose(rule, call, candidates, attempt, remaining);
+        if (endpoint === null) break;
+        call.attempted = [endpoint];
+      }
+      const timeoutMs = this.#timeoutMs(
+        options.attemptTimeoutMs,
+        idempotent,
+        max - attempt,
+        remaining,
+      );
       const open = hedging || !rule.timed
         ? undefined
         : pool.ready(endpoint.url);
@@ -215,29 +297,69 @@ export class RetryLoop {
       if (open !== undefined) {
         // The fast path: the connection is open, and the call's own await
         // is the only one (no promise or closure of an attempt, no outcome
-        // object for an answer).
+        // object for an answer, no state for a first attempt answered).
         const health = attempts.context.health.of(endpoint.url);
         health.started();
         const sentAt = performance.now();
-        const sending = { timeoutMs: Math.max(1, timeoutMs), signal };
+        const sending = this.#sending(timeoutMs, signal);
         let value: unknown;
         try {
-          value = await (call.send === null
+          value = await (send === null
             ? open.call(method, params, sending)
-            : call.send(open, sending));
+            : send(open, sending));
           attempts.answered(health, sentAt);
         } catch (error) {
+          if (call === null) {
+            call = this.#state(
+              method,
+              params,
+              idempotent,
+              options,
+              send,
+              deadlineMs,
+              calledAt,
+            );
+            call.first(
+              candidates,
+              info ??
+                firstInfo(attempts.name, method, params, idempotent, remaining),
+              endpoint,
+            );
+          }
           (call.tried ??= []).push(endpoint.id);
           // The attempt's start in wall-clock ms, as classify takes it.
           const started = Date.now() - (performance.now() - sentAt);
-          outcome = classify(error, endpoint.url, label, started, health);
+          outcome = classify(error, endpoint.url, call.label, started, health);
         } finally {
           health.ended();
         }
         if (outcome === undefined) {
-          return attempts.returned(value, call.info!, endpoint);
+          if (attempts.distributor.onReturn === undefined) return value as R;
+          return attempts.returned(
+            value,
+            call?.info ?? info ??
+              firstInfo(attempts.name, method, params, idempotent, remaining),
+            endpoint,
+          );
         }
       } else {
+        if (call === null) {
+          call = this.#state(
+            method,
+            params,
+            idempotent,
+            options,
+            send,
+            deadlineMs,
+            calledAt,
+          );
+          call.first(
+            candidates,
+            info ??
+              firstInfo(attempts.name, method, params, idempotent, remaining),
+            endpoint,
+          );
+        }
         const tried = (call.tried ??= []);
         tried.push(endpoint.id);
         if (hedging) {
@@ -254,14 +376,66 @@ export class RetryLoop {
       }
       if (outcome.ok) {
         return (rule.timed
-          ? attempts.returned(outcome.value, call.info!, endpoint)
+          ? attempts.returned(outcome.value, call!.info!, endpoint)
           : undefined) as R;
       }
-      const step = this.#failed(rule, call, outcome, endpoint, attempt + 1);
+      const step = this.#failed(rule, call!, outcome, endpoint, attempt + 1);
       if (step === "stop") break;
       if (step !== "retry") return step.return as R;
     }
-    throw rule.exhausted(this, call);
+    throw rule.exhausted(
+      this,
+      call ??
+        this.#state(
+          method,
+          params,
+          idempotent,
+          options,
+          send,
+          deadlineMs,
+          calledAt,
+        ),
+    );
+  }
+
+  /** The state of a call (see {@link run}) made when it first needs one. */
+  #state(
+    method: string,
+    params: unknown[] | Record<string, unknown>,
+    idempotent: boolean,
+    options: StubCallOptions,
+    send: Send | null,
+    deadlineMs: number,
+    calledAt: number,
+  ): CallState {
+    return new CallState(
+      method,
+      params,
+      idempotent,
+      options,
+      send,
+      this.attempts.label(method),
+      deadlineMs,
+      calledAt,
+    );
+  }
+
+  /**
+   * The options of an attempt sent inline: without a signal, the last ones
+   * again when they hold the same timeout (they are frozen, and read once
+   * by the send), so that a run of calls with the same timeout makes no
+   * object per call.
+   */
+  #sending(
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): { timeoutMs: number; signal: AbortSignal | undefined } {
+    const wanted = Math.max(1, timeoutMs);
+    // A call's own signal is not kept beyond its call.
+    if (signal !== undefined) return { timeoutMs: wanted, signal };
+    const last = this.#lastSending;
+    if (last !== null && last.timeoutMs === wanted) return last;
+    return this.#lastSending = Object.freeze({ timeoutMs: wanted, signal });
   }
 
   /**
@@ -290,15 +464,27 @@ export class RetryLoop {
       : candidates.filter((c) => !tried.includes(c.id));
     if (untried.length === 0 && rule.onceEach) return null;
     call.untried = untried;
-    call.info = {
-      name: attempts.name,
-      method: call.method,
-      params: call.params,
-      attempt,
-      idempotent: call.idempotent,
-      tried: tried === null ? NONE_TRIED : [...tried],
-      remainingMs: remaining,
-    };
+    call.info = tried === null
+      ? firstInfo(
+        attempts.name,
+        call.method,
+        call.params,
+        call.idempotent,
+        remaining,
+      )
+      : {
+        name: attempts.name,
+        method: call.method,
+        params: call.params,
+        attempt,
+        idempotent: call.idempotent,
+        tried: [...tried],
+        remainingMs: remaining,
+      };
+    // A first attempt goes to the distributor's `pick` when it has one.
+    if (tried === null && attempts.distributor.pick !== undefined) {
+      return attempts.pick(candidates, call.method);
+    }
     return attempts.choose(
       untried.length > 0 ? untried : candidates,
       call.info,
@@ -311,11 +497,16 @@ export class RetryLoop {
    * call the time left divided by the attempts left, for the others the
    * time left.
    */
-  #timeoutMs(call: CallState, attemptsLeft: number, remaining: number): number {
+  #timeoutMs(
+    attemptTimeoutMs: number | undefined,
+    idempotent: boolean,
+    attemptsLeft: number,
+    remaining: number,
+  ): number {
     return Math.min(
       remaining,
-      call.attemptTimeoutMs ?? this.settings.attemptTimeoutMs ??
-        (call.idempotent ? Math.max(remaining / attemptsLeft, 1) : remaining),
+      attemptTimeoutMs ?? this.settings.attemptTimeoutMs ??
+        (idempotent ? Math.max(remaining / attemptsLeft, 1) : remaining),
     );
   }
 
@@ -365,11 +556,17 @@ export class RetryLoop {
     );
   }
 
-  /** Throws when the caller aborted the call or its client is closed. */
-  #ensureLive(call: CallState): void {
-    if (call.signal?.aborted) throw cancelled(call.label, null);
+  /** Throws when the caller aborted the call of `method` or its client is closed. */
+  #ensureLive(
+    signal: AbortSignal | undefined,
+    method: string,
+    call: CallState | null,
+  ): void {
+    if (signal?.aborted) {
+      throw cancelled(call?.label ?? this.attempts.label(method), null);
+    }
     if (this.attempts.context.closed?.aborted) {
-      throw clientClosed(call.label, null);
+      throw clientClosed(call?.label ?? this.attempts.label(method), null);
     }
   }
 }
