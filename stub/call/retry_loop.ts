@@ -9,6 +9,7 @@
  */
 
 import type { RpcError } from "../../rpc/errors.ts";
+import type { RpcConnection } from "../../rpc/client/connection.ts";
 import type { CallInfo, Candidate } from "../distributors/distributor.ts";
 import type { AmbiguousError, NotSentError } from "./call_errors.ts";
 import type { Attempts, Send } from "./attempt.ts";
@@ -193,8 +194,17 @@ export class RetryLoop {
     this.settings = settings;
   }
 
-  /** Runs `method` by `rule`: its answer, or its final error. */
-  async run<R>(
+  /**
+   * Runs `method` by `rule`: its answer, or its final error.
+   *
+   * Not an async function: a first attempt on an open connection (no
+   * lookup due, no hedge) is chosen here without an await and waited for
+   * by {@link #inline}, whose frame is a fraction of the loop's; it makes
+   * no {@link CallState} unless it fails, and no CallInfo when the
+   * distributor has `pick` and no `onReturn`. Anything else goes to
+   * {@link #loop}.
+   */
+  run<R>(
     rule: Rule,
     method: string,
     params: unknown[] | Record<string, unknown>,
@@ -202,149 +212,19 @@ export class RetryLoop {
     options: StubCallOptions,
     send: Send | null,
   ): Promise<R> {
-    const { attempts, settings } = this;
-    const { map, pool } = attempts.context;
-    const calledAt = Date.now();
-    const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
-    const deadline = calledAt + deadlineMs;
-    const { signal } = options;
-    this.#ensureLive(signal, method, null);
-    if (rule.timed) settings.budget?.deposit(calledAt);
-    const max = settings.maxAttempts;
-    // The call's state, made at its first need: a call answered at its
-    // first attempt on an open connection makes none (nor a CallInfo, when
-    // the distributor has `pick` and no `onReturn`).
-    let call: CallState | null = null;
-    for (let attempt = 0; attempt < max; attempt++) {
-      if (attempt > 0 && rule.onceEach) {
-        this.#ensureLive(signal, method, call);
-      }
-      if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
-      // The fast path (no lookup due) takes no await.
-      const lookup = map.needsLookup();
-      if (lookup) {
-        call ??= this.#state(
-          method,
-          params,
-          idempotent,
-          options,
-          send,
-          deadlineMs,
-          calledAt,
-        );
-      }
-      const candidates = lookup
-        ? await attempts.lookup(
-          deadline,
-          signal,
-          call!.label,
-          deadlineMs,
-          call!.ranOn,
-          call!.attempted,
-        )
-        : map.candidates();
-      // What is left after the lookup bounds the attempt (and the deadline
-      // the server is sent).
-      const remaining = attempt === 0 && !lookup
-        ? deadlineMs
-        : deadline - Date.now();
-      if (remaining <= 0 && rule.timed) break;
+    try {
+      const { attempts, settings } = this;
+      const { map } = attempts.context;
+      const calledAt = Date.now();
+      const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
+      this.#ensureLive(options.signal, method, null);
+      if (rule.timed) settings.budget?.deposit(calledAt);
       const hedging = idempotent && settings.hedge !== undefined &&
-        max - attempt > 1;
-      // A first attempt without state: its CallInfo (null when not made).
-      let info: CallInfo | null = null;
-      let endpoint: Candidate | null;
-      if (call === null && rule.timed && !hedging) {
-        if (candidates.length === 0) {
-          throw rule.noEndpoints(attempts.name, attempts.label(method));
-        }
-        if (attempts.distributor.pick !== undefined) {
-          endpoint = attempts.pick(candidates, method);
-        } else {
-          info = firstInfo(
-            attempts.name,
-            method,
-            params,
-            idempotent,
-            remaining,
-          );
-          endpoint = attempts.choose(candidates, info, attempts.label(method));
-        }
-      } else {
-        call ??= this.#state(
-          method,
-          params,
-          idempotent,
-          options,
-          send,
-          deadlineMs,
-          calledAt,
-        );
-        endpoint = this.#choose(rule, call, candidates, attempt, remaining);
-        if (endpoint === null) break;
-        call.attempted = [endpoint];
-      }
-      const timeoutMs = this.#timeoutMs(
-        options.attemptTimeoutMs,
-        idempotent,
-        max - attempt,
-        remaining,
-      );
-      const open = hedging || !rule.timed
-        ? undefined
-        : pool.ready(endpoint.url);
-      let outcome: Outcome | undefined;
-      if (open !== undefined) {
-        // The fast path: the connection is open, and the call's own await
-        // is the only one (no promise or closure of an attempt, no outcome
-        // object for an answer, no state for a first attempt answered).
-        const health = attempts.context.health.of(endpoint.url);
-        health.started();
-        const sentAt = performance.now();
-        const sending = this.#sending(timeoutMs, signal);
-        let value: unknown;
-        try {
-          value = await (send === null
-            ? open.call(method, params, sending)
-            : send(open, sending));
-          attempts.answered(health, sentAt);
-        } catch (error) {
-          if (call === null) {
-            call = this.#state(
-              method,
-              params,
-              idempotent,
-              options,
-              send,
-              deadlineMs,
-              calledAt,
-            );
-            call.first(
-              candidates,
-              info ??
-                firstInfo(attempts.name, method, params, idempotent, remaining),
-              endpoint,
-            );
-          }
-          (call.tried ??= []).push(endpoint.id);
-          // The attempt's start in wall-clock ms, as classify takes it.
-          const started = Date.now() - (performance.now() - sentAt);
-          outcome = classify(error, endpoint.url, call.label, started, health);
-        } finally {
-          health.ended();
-        }
-        if (outcome === undefined) {
-          if (attempts.distributor.onReturn === undefined) return value as R;
-          return attempts.returned(
-            value,
-            call?.info ?? info ??
-              firstInfo(attempts.name, method, params, idempotent, remaining),
-            endpoint,
-          );
-        }
-      } else {
-        if (call === null) {
-          call = this.#state(
+        settings.maxAttempts > 1;
+      if (!rule.timed || hedging || deadlineMs <= 0 || map.needsLookup()) {
+        return this.#loop(
+          rule,
+          this.#state(
             method,
             params,
             idempotent,
@@ -352,14 +232,228 @@ export class RetryLoop {
             send,
             deadlineMs,
             calledAt,
-          );
-          call.first(
-            candidates,
-            info ??
-              firstInfo(attempts.name, method, params, idempotent, remaining),
-            endpoint,
-          );
+          ),
+          0,
+          null,
+        );
+      }
+      const candidates = map.candidates();
+      if (candidates.length === 0) {
+        throw rule.noEndpoints(attempts.name, attempts.label(method));
+      }
+      let info: CallInfo | null = null;
+      let endpoint: Candidate;
+      if (attempts.distributor.pick !== undefined) {
+        endpoint = attempts.pick(candidates, method);
+      } else {
+        info = firstInfo(attempts.name, method, params, idempotent, deadlineMs);
+        endpoint = attempts.choose(candidates, info, attempts.label(method));
+      }
+      const open = attempts.context.pool.ready(endpoint.url);
+      if (open === undefined) {
+        const call = this.#state(
+          method,
+          params,
+          idempotent,
+          options,
+          send,
+          deadlineMs,
+          calledAt,
+        );
+        call.first(
+          candidates,
+          info ??
+            firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+          endpoint,
+        );
+        return this.#loop(rule, call, 0, endpoint);
+      }
+      return this.#inline(
+        rule,
+        method,
+        params,
+        idempotent,
+        options,
+        send,
+        calledAt,
+        open,
+        candidates,
+        info,
+        endpoint,
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * A call's first attempt on `open`, the connection to `endpoint` (chosen
+   * among `candidates`, with `info` if one was made): its answer, or on a
+   * failure the state {@link #loop} goes on with.
+   */
+  async #inline<R>(
+    rule: Rule,
+    method: string,
+    params: unknown[] | Record<string, unknown>,
+    idempotent: boolean,
+    options: StubCallOptions,
+    send: Send | null,
+    calledAt: number,
+    open: RpcConnection,
+    candidates: readonly Candidate[],
+    info: CallInfo | null,
+    endpoint: Candidate,
+  ): Promise<R> {
+    const { attempts, settings } = this;
+    const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
+    const sending = this.#sending(
+      this.#timeoutMs(
+        options.attemptTimeoutMs,
+        idempotent,
+        settings.maxAttempts,
+        deadlineMs,
+      ),
+      options.signal,
+    );
+    const health = attempts.context.health.of(endpoint.url);
+    health.started();
+    const sentAt = performance.now();
+    let value: unknown;
+    let call: CallState | null = null;
+    let outcome: Failed | Cancelled | null = null;
+    try {
+      value = await (send === null
+        ? open.call(method, params, sending)
+        : send(open, sending));
+      attempts.answered(health, sentAt);
+    } catch (error) {
+      call = this.#state(
+        method,
+        params,
+        idempotent,
+        options,
+        send,
+        deadlineMs,
+        calledAt,
+      );
+      call.first(
+        candidates,
+        info ??
+          firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+        endpoint,
+      );
+      call.tried = [endpoint.id];
+      // The attempt's start in wall-clock ms, as classify takes it.
+      const started = Date.now() - (performance.now() - sentAt);
+      outcome = classify(error, endpoint.url, call.label, started, health);
+    } finally {
+      health.ended();
+    }
+    if (outcome === null) {
+      if (attempts.distributor.onReturn === undefined) return value as R;
+      return attempts.returned(
+        value,
+        info ??
+          firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+        endpoint,
+      );
+    }
+    const step = this.#failed(rule, call!, outcome, endpoint, 1);
+    if (step === "stop") throw rule.exhausted(this, call!);
+    if (step !== "retry") return step.return as R;
+    return await this.#loop<R>(rule, call!, 1, null);
+  }
+
+  /**
+   * The loop of attempts of `call` from attempt `start` (the first one on
+   * `first` when {@link run} chose it already): its answer, or its final
+   * error.
+   */
+  async #loop<R>(
+    rule: Rule,
+    call: CallState,
+    start: number,
+    first: Candidate | null,
+  ): Promise<R> {
+    const { attempts, settings } = this;
+    const { map, pool } = attempts.context;
+    const { method, params, idempotent, label, deadline, deadlineMs, signal } =
+      call;
+    const max = settings.maxAttempts;
+    let chosen = first;
+    for (let attempt = start; attempt < max; attempt++) {
+      if (attempt > 0 && rule.onceEach) this.#ensureLive(signal, method, call);
+      if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
+      let candidates: readonly Candidate[];
+      let remaining: number;
+      let endpoint: Candidate | null;
+      if (chosen !== null) {
+        // Chosen by run(), its state recorded (no lookup was due).
+        candidates = call.untried;
+        remaining = deadlineMs;
+        endpoint = chosen;
+        chosen = null;
+      } else {
+        // No lookup due: no await.
+        const lookup = map.needsLookup();
+        candidates = lookup
+          ? await attempts.lookup(
+            deadline,
+            signal,
+            label,
+            deadlineMs,
+            call.ranOn,
+            call.attempted,
+          )
+          : map.candidates();
+        // What is left after the lookup bounds the attempt (and the
+        // deadline the server is sent).
+        remaining = attempt === 0 && !lookup
+          ? deadlineMs
+          : deadline - Date.now();
+        if (remaining <= 0 && rule.timed) break;
+        endpoint = this.#choose(rule, call, candidates, attempt, remaining);
+        if (endpoint === null) break;
+        call.attempted = [endpoint];
+      }
+      const timeoutMs = this.#timeoutMs(
+        call.attemptTimeoutMs,
+        idempotent,
+        max - attempt,
+        remaining,
+      );
+      const hedging = idempotent && settings.hedge !== undefined &&
+        max - attempt > 1;
+      const open = hedging || !rule.timed
+        ? undefined
+        : pool.ready(endpoint.url);
+      let outcome: Outcome | undefined;
+      if (open !== undefined) {
+        // The connection is open: the call's own await is the only one
+        // (no promise or closure of an attempt, no outcome object for an
+        // answer).
+        const health = attempts.context.health.of(endpoint.url);
+        health.started();
+        const sentAt = performance.now();
+        const sending = this.#sending(timeoutMs, signal);
+        let value: unknown;
+        try {
+          value = await (call.send === null
+            ? open.call(method, params, sending)
+            : call.send(open, sending));
+          attempts.answered(health, sentAt);
+        } catch (error) {
+          (call.tried ??= []).push(endpoint.id);
+          // The attempt's start in wall-clock ms, as classify takes it.
+          const started = Date.now() - (performance.now() - sentAt);
+          outcome = classify(error, endpoint.url, label, started, health);
+        } finally {
+          health.ended();
         }
+        if (outcome === undefined) {
+          return attempts.returned(value, call.info!, endpoint);
+        }
+      } else {
         const tried = (call.tried ??= []);
         tried.push(endpoint.id);
         if (hedging) {
@@ -376,26 +470,14 @@ export class RetryLoop {
       }
       if (outcome.ok) {
         return (rule.timed
-          ? attempts.returned(outcome.value, call!.info!, endpoint)
+          ? attempts.returned(outcome.value, call.info!, endpoint)
           : undefined) as R;
       }
-      const step = this.#failed(rule, call!, outcome, endpoint, attempt + 1);
+      const step = this.#failed(rule, call, outcome, endpoint, attempt + 1);
       if (step === "stop") break;
       if (step !== "retry") return step.return as R;
     }
-    throw rule.exhausted(
-      this,
-      call ??
-        this.#state(
-          method,
-          params,
-          idempotent,
-          options,
-          send,
-          deadlineMs,
-          calledAt,
-        ),
-    );
+    throw rule.exhausted(this, call);
   }
 
   /** The state of a call (see {@link run}) made when it first needs one. */
