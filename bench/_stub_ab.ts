@@ -21,7 +21,7 @@
  */
 
 import { benchArgs } from "./_args.ts";
-import { median, percentile } from "./report.ts";
+import { median, percentile, selfCpuMs } from "./report.ts";
 import { LocalCluster } from "../testing/cluster.ts";
 import { dial } from "../rpc/transport/dial.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
@@ -91,9 +91,14 @@ async function sequential(once: Once, tag: string): Promise<number> {
   return percentile(times.sort((a, b) => a - b), 0.5) * 1000;
 }
 
-async function concurrent(once: Once, ms: number): Promise<number> {
+/** Calls/s of the callers for `ms`, and this process's CPU µs per call. */
+async function concurrent(
+  once: Once,
+  ms: number,
+): Promise<[number, number]> {
   let done = 0;
   let sequence = 0;
+  const cpu = selfCpuMs();
   const started = performance.now();
   const endAt = started + ms;
   await Promise.all(
@@ -104,7 +109,8 @@ async function concurrent(once: Once, ms: number): Promise<number> {
       }
     }),
   );
-  return done / ((performance.now() - started) / 1000);
+  const rate = done / ((performance.now() - started) / 1000);
+  return [rate, ((selfCpuMs() - cpu) * 1000) / done];
 }
 
 const cluster = new LocalCluster();
@@ -150,7 +156,7 @@ try {
     await concurrent(once, 200);
   }
   if (typeof values.profile === "string") {
-    const rate = await concurrent(paths.get(values.profile)![0], windowMs);
+    const [rate] = await concurrent(paths.get(values.profile)![0], windowMs);
     console.log(`${values.profile}: ${rate.toFixed(0)} calls/s`);
   } else {
     // name → side (0 plain, 1 A, 2 B) → per round [p50, rate, p50 over, rate over]
@@ -161,11 +167,11 @@ try {
         const order = contenders.map((_, i) =>
           contenders[(i + round) % contenders.length]
         );
-        const got: { p50: number; rate: number }[] = [];
+        const got: { p50: number; rate: number; cpu: number }[] = [];
         for (const [side, once] of order) {
           const p50 = await sequential(once, `r${round}${side}`);
-          const rate = await concurrent(once, windowMs);
-          got[side] = { p50, rate };
+          const [rate, cpu] = await concurrent(once, windowMs);
+          got[side] = { p50, rate, cpu };
         }
         if (!figures.has(name)) figures.set(name, [[], [], []]);
         for (const side of [0, 1, 2]) {
@@ -174,6 +180,8 @@ try {
             got[side].rate,
             (got[side].p50 / got[0].p50 - 1) * 100,
             (got[0].rate / got[side].rate - 1) * 100,
+            got[side].cpu,
+            got[side].cpu - got[0].cpu,
           ]);
         }
       }
@@ -184,9 +192,11 @@ try {
       `\nA = ${values.a}, B = ${values.b}; ${rounds} rounds, ${calls} sequential calls and ${callers} callers for ${windowMs} ms a run; medians\n`,
     );
     console.log(
-      "| distributor | plain p50 µs | A p50 µs | B p50 µs | A seq over | B seq over | plain calls/s | A calls/s | B calls/s | A conc over | B conc over |",
+      "| distributor | plain p50 µs | A p50 µs | B p50 µs | A seq over | B seq over | plain calls/s | A calls/s | B calls/s | A conc over | B conc over | plain CPU µs/call | A extra CPU µs | B extra CPU µs |",
     );
-    console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    console.log(
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    );
     for (const [name, [p, a, b]] of figures) {
       console.log(
         `| ${name} | ${m(p, 0).toFixed(0)} | ${m(a, 0).toFixed(0)} | ${
@@ -195,7 +205,9 @@ try {
           m(p, 1).toFixed(0)
         } | ${m(a, 1).toFixed(0)} | ${m(b, 1).toFixed(0)} | ${
           m(a, 3).toFixed(1)
-        }% | ${m(b, 3).toFixed(1)}% |`,
+        }% | ${m(b, 3).toFixed(1)}% | ${m(p, 4).toFixed(2)} | ${
+          m(a, 5).toFixed(2)
+        } | ${m(b, 5).toFixed(2)} |`,
       );
     }
   }
