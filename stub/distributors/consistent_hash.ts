@@ -126,7 +126,10 @@ function utf8(text: string): number {
   return length;
 }
 
-/** −w / ln(h), h the hash of the key in {@link scratch} under the endpoint's seed, in (0, 1). */
+/**
+ * −w / ln(h), h the hash of the key in {@link scratch} under the
+ * endpoint's seed, in (0, 1).
+ */
 function rendezvousScore(
   keyLength: number,
   seed: number,
