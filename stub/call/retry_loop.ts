@@ -249,7 +249,9 @@ export class RetryLoop {
         info = firstInfo(attempts.name, method, params, idempotent, deadlineMs);
         endpoint = attempts.choose(candidates, info, attempts.label(method));
       }
-      const open = attempts.context.pool.ready(endpoint.url);
+      // Read once: the pool's use time and the latency sample's start.
+      const sentAt = performance.now();
+      const open = attempts.context.pool.ready(endpoint.url, sentAt);
       if (open === undefined) {
         const call = this.#state(
           method,
@@ -280,6 +282,7 @@ export class RetryLoop {
         candidates,
         info,
         endpoint,
+        sentAt,
       );
     } catch (error) {
       return Promise.reject(error);
@@ -303,6 +306,7 @@ export class RetryLoop {
     candidates: readonly Candidate[],
     info: CallInfo | null,
     endpoint: Candidate,
+    sentAt: number,
   ): Promise<R> {
     const { attempts, settings } = this;
     const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
@@ -317,7 +321,6 @@ export class RetryLoop {
     );
     const health = attempts.context.health.of(endpoint.url);
     health.started();
-    const sentAt = performance.now();
     let value: unknown;
     let call: CallState | null = null;
     let outcome: Failed | Cancelled | null = null;
@@ -424,9 +427,9 @@ export class RetryLoop {
       );
       const hedging = idempotent && settings.hedge !== undefined &&
         max - attempt > 1;
-      const open = hedging || !rule.timed
-        ? undefined
-        : pool.ready(endpoint.url);
+      const inline = !hedging && rule.timed;
+      const sentAt = inline ? performance.now() : 0;
+      const open = inline ? pool.ready(endpoint.url, sentAt) : undefined;
       let outcome: Outcome | undefined;
       if (open !== undefined) {
         // The connection is open: the call's own await is the only one
@@ -434,7 +437,6 @@ export class RetryLoop {
         // answer).
         const health = attempts.context.health.of(endpoint.url);
         health.started();
-        const sentAt = performance.now();
         const sending = this.#sending(timeoutMs, signal);
         let value: unknown;
         try {
