@@ -291,8 +291,9 @@ export class RetryLoop {
 
   /**
    * A call's first attempt on `open`, the connection to `endpoint` (chosen
-   * among `candidates`, with `info` if one was made): its answer, or on a
-   * failure the state {@link #loop} goes on with.
+   * among `candidates`, with `info` if one was made), sent at `sentAt`
+   * (performance.now()): its answer, or on a failure the state
+   * {@link #loop} goes on with.
    */
   async #inline<R>(
     rule: Rule,
