@@ -19,6 +19,7 @@ import { parseArgs } from "node:util";
 import v8 from "node:v8";
 import vm from "node:vm";
 import { connect } from "../stub/client.ts";
+import { firstAvailable } from "../stub/distributors/first_available.ts";
 import { processRssMiB, selfCpuMs } from "./report.ts";
 
 const { values } = parseArgs({
@@ -27,6 +28,8 @@ const { values } = parseArgs({
     registry: { type: "string" },
     name: { type: "string" },
     "watch-stdin": { type: "boolean", default: false },
+    // Through a firstAvailable() stub (calls only the first endpoint listed).
+    "first-available": { type: "boolean", default: false },
   },
   strict: true,
 });
@@ -53,7 +56,11 @@ const [rssBefore, heapBefore] = memory();
 const client = connect(values.registry.split(","), { deadlineMs: 20_000 });
 try {
   const started = performance.now();
-  await client.call(name, "rpc.ping");
+  if (values["first-available"]) {
+    await client.stub(name, { distributor: firstAvailable() }).$call(
+      "rpc.ping",
+    );
+  } else await client.call(name, "rpc.ping");
   const loadMs = performance.now() - started;
   // The map is kept by a watch once it has looked the name up.
   for (let i = 0; i < 200 && client.mapAge(name)?.watched !== true; i++) {

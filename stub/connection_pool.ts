@@ -97,6 +97,8 @@ export class ConnectionPool {
   readonly #size: number;
   readonly #idleCloseMs: number;
   readonly #now: () => number;
+  /** Whether `#now` is a clock the options gave (not performance.now). */
+  readonly #ownClock: boolean;
   readonly #endpoints = new Map<string, Endpoint>();
   #idleTimer: ReturnType<typeof setInterval> | undefined;
 
@@ -114,6 +116,7 @@ export class ConnectionPool {
       );
     }
     this.#idleCloseMs = options.idleCloseMs ?? 60_000;
+    this.#ownClock = options.now !== undefined;
     this.#now = options.now ?? (() => performance.now());
   }
 
@@ -122,8 +125,11 @@ export class ConnectionPool {
    * per-call fast path): the one with the fewest calls under way. When all
    * are busy and fewer than `size` exist, another is opened for the next
    * calls. Undefined when none is open: use {@link get}.
+   *
+   * @param at `performance.now()` as the caller just read it (saves a
+   * read per call; ignored when the pool was given its own clock).
    */
-  ready(url: string): RpcConnection | undefined {
+  ready(url: string, at?: number): RpcConnection | undefined {
     const endpoint = this.#endpoints.get(url);
     if (endpoint === undefined) return undefined;
     let best: Slot | undefined;
@@ -144,7 +150,7 @@ export class ConnectionPool {
     ) {
       this.#open(url, endpoint).catch(() => {});
     }
-    best.lastUsed = this.#now();
+    best.lastUsed = at === undefined || this.#ownClock ? this.#now() : at;
     return best.connection!;
   }
 
@@ -215,9 +221,12 @@ export class ConnectionPool {
   }
 
   #live(endpoint: Endpoint): number {
-    return endpoint.slots.filter((s) =>
-      s.connection === null || !s.connection.isClosed
-    ).length;
+    // Counted, not filtered: ready() asks this on every call while busy.
+    let live = 0;
+    for (const slot of endpoint.slots) {
+      if (slot.connection === null || !slot.connection.isClosed) live++;
+    }
+    return live;
   }
 
   #open(url: string, endpoint: Endpoint): Promise<RpcConnection> {

@@ -260,3 +260,31 @@ Deno.test("a wall clock stepped back an hour does not hold off the redial of a U
     await server?.close();
   }
 });
+
+Deno.test("ready(url, at) counts the connection used at `at`; a pool with its own clock reads that instead", async () => {
+  const server = serve({ methods: {} });
+  // Real clock: used "now" per the time given, so not idle yet.
+  const pool = new ConnectionPool({ idleCloseMs: 100 });
+  let now = 0;
+  const clocked = new ConnectionPool({ idleCloseMs: 100, now: () => now });
+  try {
+    const connection = await pool.get(server.url);
+    // Used (so it says) 10 s from now: the idle sweeps leave it open.
+    assert.equal(
+      pool.ready(server.url, performance.now() + 10_000),
+      connection,
+    );
+    await delay(400);
+    assert.equal(connection.isClosed, false);
+    // Its own clock: `at` (far ahead) is ignored, and the connection, last
+    // used at 0 by that clock, is idle once the clock passes 100 ms.
+    const other = await clocked.get(server.url);
+    assert.equal(clocked.ready(server.url, 1e12), other);
+    now = 1_000;
+    await within(other.closed, 2_000, "the idle connection to close");
+  } finally {
+    pool.close();
+    clocked.close();
+    await server.close();
+  }
+});

@@ -123,19 +123,19 @@ export class Attempts {
     label: string,
   ): Candidate {
     const chosen = this.distributor.choose(candidates, info);
-    const endpoint = chosen === undefined
-      ? undefined
-      : candidates.includes(chosen)
-      ? chosen
-      : candidates.find((c) => c.id === chosen.id && c.url === chosen.url);
-    if (endpoint === undefined) {
-      throw new TypeError(
-        `the distributor's choose() returned ${
-          JSON.stringify(chosen === undefined ? undefined : chosen.id)
-        } for ${label}; it must return one of the endpoints it was given`,
-      );
-    }
-    return endpoint;
+    return listed(candidates, chosen) ?? unlisted("choose", chosen, label);
+  }
+
+  /**
+   * The distributor's `pick` among `candidates`, for a first attempt of
+   * `method` (the distributor has one).
+   *
+   * @throws {TypeError} when it returned none of them.
+   */
+  pick(candidates: readonly Candidate[], method: string): Candidate {
+    const chosen = this.distributor.pick!(candidates);
+    return listed(candidates, chosen) ??
+      unlisted("pick", chosen, this.label(method));
   }
 
   /**
@@ -202,8 +202,10 @@ export class Attempts {
 
   /** Records an answer `sentAt` (performance.now()) in the endpoint's health and the hedge samples. */
   answered(health: EndpointHealth, sentAt: number): void {
-    const latency = performance.now() - sentAt;
-    health.answered(latency);
+    // One clock read for the latency and the health record.
+    const now = performance.now();
+    const latency = now - sentAt;
+    health.answered(latency, now);
     this.latencies?.add(latency);
   }
 
@@ -214,4 +216,31 @@ export class Attempts {
     const replaced = onReturn(value, { ...info, endpoint });
     return (replaced === undefined ? value : replaced) as R;
   }
+}
+
+/**
+ * `chosen` as listed in `candidates` (itself, or the one of the same id
+ * and URL), or undefined.
+ */
+function listed(
+  candidates: readonly Candidate[],
+  chosen: Candidate | undefined,
+): Candidate | undefined {
+  if (chosen === undefined) return undefined;
+  // The common case first: one of the list's own objects, often the first.
+  if (candidates[0] === chosen || candidates.includes(chosen)) return chosen;
+  return candidates.find((c) => c.id === chosen.id && c.url === chosen.url);
+}
+
+/** The error of a distributor's `hook` that returned `chosen`, not listed. */
+function unlisted(
+  hook: "choose" | "pick",
+  chosen: Candidate | undefined,
+  label: string,
+): never {
+  throw new TypeError(
+    `the distributor's ${hook}() returned ${
+      JSON.stringify(chosen === undefined ? undefined : chosen.id)
+    } for ${label}; it must return one of the endpoints it was given`,
+  );
 }

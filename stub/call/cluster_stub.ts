@@ -328,6 +328,9 @@ export class ClusterStub {
     };
     return new Proxy({}, {
       get: (target, property) => {
+        // A remote method already made: the common case, one lookup.
+        const made = methods.get(property as string);
+        if (made !== undefined) return made;
         if (typeof property === "string" && Object.hasOwn(controls, property)) {
           return controls[property as keyof StubControls<T>];
         }

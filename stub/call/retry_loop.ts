@@ -9,6 +9,7 @@
  */
 
 import type { RpcError } from "../../rpc/errors.ts";
+import type { RpcConnection } from "../../rpc/client/connection.ts";
 import type { CallInfo, Candidate } from "../distributors/distributor.ts";
 import type { AmbiguousError, NotSentError } from "./call_errors.ts";
 import type { Attempts, Send } from "./attempt.ts";
@@ -30,6 +31,25 @@ const NONE_TRIED: readonly string[] = Object.freeze([]);
 const NONE: readonly Candidate[] = Object.freeze([]);
 /** Most free moves of one call (see {@link CallState.moves}). */
 const MAX_MOVES = 64;
+
+/** What the distributor is told of a call's first attempt. */
+function firstInfo(
+  name: string,
+  method: string,
+  params: unknown[] | Record<string, unknown>,
+  idempotent: boolean,
+  remainingMs: number,
+): CallInfo {
+  return {
+    name,
+    method,
+    params,
+    attempt: 0,
+    idempotent,
+    tried: NONE_TRIED,
+    remainingMs,
+  };
+}
 
 /** What one call was asked, and what its failed attempts said so far. */
 export class CallState {
@@ -71,7 +91,7 @@ export class CallState {
    */
   moves = 0;
 
-  /** The state of a call of `method` that starts now. */
+  /** The state of a call of `method` that started at `calledAt` (wall-clock ms). */
   constructor(
     method: string,
     params: unknown[] | Record<string, unknown>,
@@ -80,6 +100,7 @@ export class CallState {
     send: Send | null,
     label: string,
     deadlineMs: number,
+    calledAt: number,
   ) {
     this.method = method;
     this.params = params;
@@ -87,10 +108,24 @@ export class CallState {
     this.send = send;
     this.label = label;
     this.deadlineMs = deadlineMs;
-    this.calledAt = Date.now();
-    this.deadline = this.calledAt + deadlineMs;
+    this.calledAt = calledAt;
+    this.deadline = calledAt + deadlineMs;
     this.signal = options.signal;
     this.attemptTimeoutMs = options.attemptTimeoutMs;
+  }
+
+  /**
+   * Records a first attempt chosen before this state was made: on
+   * `endpoint` among `candidates` (nothing tried before), as `info` says.
+   */
+  first(
+    candidates: readonly Candidate[],
+    info: CallInfo,
+    endpoint: Candidate,
+  ): void {
+    this.untried = candidates;
+    this.info = info;
+    this.attempted = [endpoint];
   }
 
   /** How an attempt sends: `send`, or a call of the method. */
@@ -166,6 +201,8 @@ export class RetryLoop {
   readonly attempts: Attempts;
   /** The stub's bounds. */
   readonly settings: RetrySettings;
+  /** The options of the last attempt sent inline without a signal. */
+  #lastSending: { timeoutMs: number; signal: undefined } | null = null;
 
   /** The loop of `attempts` within `settings`. */
   constructor(attempts: Attempts, settings: RetrySettings) {
@@ -173,8 +210,17 @@ export class RetryLoop {
     this.settings = settings;
   }
 
-  /** Runs `method` by `rule`: its answer, or its final error. */
-  async run<R>(
+  /**
+   * Runs `method` by `rule`: its answer, or its final error.
+   *
+   * Not an async function: a first attempt on an open connection (no
+   * lookup due, no hedge) is chosen here without an await and waited for
+   * by {@link #inline}, whose frame is a fraction of the loop's; it makes
+   * no {@link CallState} unless it fails, and no CallInfo when the
+   * distributor has `pick` and no `onReturn`. Anything else goes to
+   * {@link #loop}.
+   */
+  run<R>(
     rule: Rule,
     method: string,
     params: unknown[] | Record<string, unknown>,
@@ -182,60 +228,233 @@ export class RetryLoop {
     options: StubCallOptions,
     send: Send | null,
   ): Promise<R> {
+    try {
+      const { attempts, settings } = this;
+      const { map } = attempts.context;
+      const calledAt = Date.now();
+      const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
+      this.#ensureLive(options.signal, method, null);
+      if (rule.timed) settings.budget?.deposit(calledAt);
+      const hedging = idempotent && settings.hedge !== undefined &&
+        settings.maxAttempts > 1;
+      if (!rule.timed || hedging || deadlineMs <= 0 || map.needsLookup()) {
+        return this.#loop(
+          rule,
+          this.#state(
+            method,
+            params,
+            idempotent,
+            options,
+            send,
+            deadlineMs,
+            calledAt,
+          ),
+          0,
+          null,
+        );
+      }
+      const candidates = map.candidates();
+      if (candidates.length === 0) {
+        throw rule.noEndpoints(attempts.name, attempts.label(method));
+      }
+      let info: CallInfo | null = null;
+      let endpoint: Candidate;
+      if (attempts.distributor.pick !== undefined) {
+        endpoint = attempts.pick(candidates, method);
+      } else {
+        info = firstInfo(attempts.name, method, params, idempotent, deadlineMs);
+        endpoint = attempts.choose(candidates, info, attempts.label(method));
+      }
+      // Read once: the pool's use time and the latency sample's start.
+      const sentAt = performance.now();
+      const open = attempts.context.pool.ready(endpoint.url, sentAt);
+      if (open === undefined) {
+        const call = this.#state(
+          method,
+          params,
+          idempotent,
+          options,
+          send,
+          deadlineMs,
+          calledAt,
+        );
+        call.first(
+          candidates,
+          info ??
+            firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+          endpoint,
+        );
+        return this.#loop(rule, call, 0, endpoint);
+      }
+      return this.#inline(
+        rule,
+        method,
+        params,
+        idempotent,
+        options,
+        send,
+        calledAt,
+        open,
+        candidates,
+        info,
+        endpoint,
+        sentAt,
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * A call's first attempt on `open`, the connection to `endpoint` (chosen
+   * among `candidates`, with `info` if one was made), sent at `sentAt`
+   * (performance.now()): its answer, or on a failure the state
+   * {@link #loop} goes on with.
+   */
+  async #inline<R>(
+    rule: Rule,
+    method: string,
+    params: unknown[] | Record<string, unknown>,
+    idempotent: boolean,
+    options: StubCallOptions,
+    send: Send | null,
+    calledAt: number,
+    open: RpcConnection,
+    candidates: readonly Candidate[],
+    info: CallInfo | null,
+    endpoint: Candidate,
+    sentAt: number,
+  ): Promise<R> {
+    const { attempts, settings } = this;
+    const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
+    const sending = this.#sending(
+      this.#timeoutMs(
+        options.attemptTimeoutMs,
+        idempotent,
+        settings.maxAttempts,
+        deadlineMs,
+      ),
+      options.signal,
+    );
+    const health = attempts.context.health.of(endpoint.url);
+    health.started();
+    let value: unknown;
+    let call: CallState | null = null;
+    let outcome: Failed | Cancelled | null = null;
+    try {
+      value = await (send === null
+        ? open.call(method, params, sending)
+        : send(open, sending));
+      attempts.answered(health, sentAt);
+    } catch (error) {
+      call = this.#state(
+        method,
+        params,
+        idempotent,
+        options,
+        send,
+        deadlineMs,
+        calledAt,
+      );
+      call.first(
+        candidates,
+        info ??
+          firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+        endpoint,
+      );
+      call.tried = [endpoint.id];
+      // The attempt's start in wall-clock ms, as classify takes it.
+      const started = Date.now() - (performance.now() - sentAt);
+      outcome = classify(error, endpoint.url, call.label, started, health);
+    } finally {
+      health.ended();
+    }
+    if (outcome === null) {
+      if (attempts.distributor.onReturn === undefined) return value as R;
+      return attempts.returned(
+        value,
+        info ??
+          firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+        endpoint,
+      );
+    }
+    const step = this.#failed(rule, call!, outcome, endpoint, 1);
+    if (step === "stop") throw rule.exhausted(this, call!);
+    if (step !== "retry") return step.return as R;
+    return await this.#loop<R>(rule, call!, 1, null);
+  }
+
+  /**
+   * The loop of attempts of `call` from attempt `start` (the first one on
+   * `first` when {@link run} chose it already): its answer, or its final
+   * error.
+   */
+  async #loop<R>(
+    rule: Rule,
+    call: CallState,
+    start: number,
+    first: Candidate | null,
+  ): Promise<R> {
     const { attempts, settings } = this;
     const { map, pool } = attempts.context;
-    const call = new CallState(
-      method,
-      params,
-      idempotent,
-      options,
-      send,
-      attempts.label(method),
-      options.deadlineMs ?? settings.deadlineMs,
-    );
-    const { label, deadline, deadlineMs, signal } = call;
-    this.#ensureLive(call);
-    if (rule.timed) settings.budget?.deposit(call.calledAt);
+    const { method, params, idempotent, label, deadline, deadlineMs, signal } =
+      call;
     const max = settings.maxAttempts;
-    for (let attempt = 0; attempt < max + call.moves; attempt++) {
-      if (attempt > 0 && rule.onceEach) this.#ensureLive(call);
+    let chosen = first;
+    for (let attempt = start; attempt < max + call.moves; attempt++) {
+      if (attempt > 0 && rule.onceEach) this.#ensureLive(signal, method, call);
       if (attempt === 0 ? deadlineMs <= 0 : Date.now() >= deadline) break;
-      // The fast path (no lookup due) takes no await.
-      const lookup = map.needsLookup();
-      const candidates = lookup
-        ? await attempts.lookup(
-          deadline,
-          signal,
-          label,
-          deadlineMs,
-          call.ranOn,
-          call.attempted,
-        )
-        : map.candidates();
-      // What is left after the lookup bounds the attempt (and the deadline
-      // the server is sent).
-      const remaining = attempt === 0 && !lookup
-        ? deadlineMs
-        : deadline - Date.now();
-      if (remaining <= 0 && rule.timed) break;
-      const endpoint = this.#choose(rule, call, candidates, attempt, remaining);
-      if (endpoint === null) break;
+      let candidates: readonly Candidate[];
+      let remaining: number;
+      let endpoint: Candidate | null;
+      if (chosen !== null) {
+        // Chosen by run(), its state recorded (no lookup was due).
+        candidates = call.untried;
+        remaining = deadlineMs;
+        endpoint = chosen;
+        chosen = null;
+      } else {
+        // No lookup due: no await.
+        const lookup = map.needsLookup();
+        candidates = lookup
+          ? await attempts.lookup(
+            deadline,
+            signal,
+            label,
+            deadlineMs,
+            call.ranOn,
+            call.attempted,
+          )
+          : map.candidates();
+        // What is left after the lookup bounds the attempt (and the
+        // deadline the server is sent).
+        remaining = attempt === 0 && !lookup
+          ? deadlineMs
+          : deadline - Date.now();
+        if (remaining <= 0 && rule.timed) break;
+        endpoint = this.#choose(rule, call, candidates, attempt, remaining);
+        if (endpoint === null) break;
+        call.attempted = [endpoint];
+      }
       const left = max + call.moves - attempt;
-      const timeoutMs = this.#timeoutMs(call, left, remaining);
-      call.attempted = [endpoint];
+      const timeoutMs = this.#timeoutMs(
+        call.attemptTimeoutMs,
+        idempotent,
+        left,
+        remaining,
+      );
       const hedging = idempotent && settings.hedge !== undefined && left > 1;
-      const open = hedging || !rule.timed
-        ? undefined
-        : pool.ready(endpoint.url);
+      const inline = !hedging && rule.timed;
+      const sentAt = inline ? performance.now() : 0;
+      const open = inline ? pool.ready(endpoint.url, sentAt) : undefined;
       let outcome: Outcome | undefined;
       if (open !== undefined) {
-        // The fast path: the connection is open, and the call's own await
-        // is the only one (no promise or closure of an attempt, no outcome
-        // object for an answer).
+        // The connection is open: the call's own await is the only one
+        // (no promise or closure of an attempt, no outcome object for an
+        // answer).
         const health = attempts.context.health.of(endpoint.url);
         health.started();
-        const sentAt = performance.now();
-        const sending = { timeoutMs: Math.max(1, timeoutMs), signal };
+        const sending = this.#sending(timeoutMs, signal);
         let value: unknown;
         try {
           value = await (call.send === null
@@ -280,6 +499,46 @@ export class RetryLoop {
     throw rule.exhausted(this, call);
   }
 
+  /** The state of a call (see {@link run}) made when it first needs one. */
+  #state(
+    method: string,
+    params: unknown[] | Record<string, unknown>,
+    idempotent: boolean,
+    options: StubCallOptions,
+    send: Send | null,
+    deadlineMs: number,
+    calledAt: number,
+  ): CallState {
+    return new CallState(
+      method,
+      params,
+      idempotent,
+      options,
+      send,
+      this.attempts.label(method),
+      deadlineMs,
+      calledAt,
+    );
+  }
+
+  /**
+   * The options of an attempt sent inline: without a signal, the last ones
+   * again when they hold the same timeout (they are frozen, and read once
+   * by the send), so that a run of calls with the same timeout makes no
+   * object per call.
+   */
+  #sending(
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): { timeoutMs: number; signal: AbortSignal | undefined } {
+    const wanted = Math.max(1, timeoutMs);
+    // A call's own signal is not kept beyond its call.
+    if (signal !== undefined) return { timeoutMs: wanted, signal };
+    const last = this.#lastSending;
+    if (last !== null && last.timeoutMs === wanted) return last;
+    return this.#lastSending = Object.freeze({ timeoutMs: wanted, signal });
+  }
+
   /**
    * The endpoint of the call's next attempt (its `info` and `untried` set),
    * or null when the rule has none left to try.
@@ -306,15 +565,27 @@ export class RetryLoop {
       : candidates.filter((c) => !tried.includes(c.id));
     if (untried.length === 0 && rule.onceEach) return null;
     call.untried = untried;
-    call.info = {
-      name: attempts.name,
-      method: call.method,
-      params: call.params,
-      attempt,
-      idempotent: call.idempotent,
-      tried: tried === null ? NONE_TRIED : [...tried],
-      remainingMs: remaining,
-    };
+    call.info = tried === null
+      ? firstInfo(
+        attempts.name,
+        call.method,
+        call.params,
+        call.idempotent,
+        remaining,
+      )
+      : {
+        name: attempts.name,
+        method: call.method,
+        params: call.params,
+        attempt,
+        idempotent: call.idempotent,
+        tried: [...tried],
+        remainingMs: remaining,
+      };
+    // A first attempt goes to the distributor's `pick` when it has one.
+    if (tried === null && attempts.distributor.pick !== undefined) {
+      return attempts.pick(candidates, call.method);
+    }
     return attempts.choose(
       untried.length > 0 ? untried : candidates,
       call.info,
@@ -327,11 +598,16 @@ export class RetryLoop {
    * call the time left divided by the attempts left, for the others the
    * time left.
    */
-  #timeoutMs(call: CallState, attemptsLeft: number, remaining: number): number {
+  #timeoutMs(
+    attemptTimeoutMs: number | undefined,
+    idempotent: boolean,
+    attemptsLeft: number,
+    remaining: number,
+  ): number {
     return Math.min(
       remaining,
-      call.attemptTimeoutMs ?? this.settings.attemptTimeoutMs ??
-        (call.idempotent ? Math.max(remaining / attemptsLeft, 1) : remaining),
+      attemptTimeoutMs ?? this.settings.attemptTimeoutMs ??
+        (idempotent ? Math.max(remaining / attemptsLeft, 1) : remaining),
     );
   }
 
@@ -381,11 +657,17 @@ export class RetryLoop {
     );
   }
 
-  /** Throws when the caller aborted the call or its client is closed. */
-  #ensureLive(call: CallState): void {
-    if (call.signal?.aborted) throw cancelled(call.label, null);
+  /** Throws when the caller aborted the call of `method` or its client is closed. */
+  #ensureLive(
+    signal: AbortSignal | undefined,
+    method: string,
+    call: CallState | null,
+  ): void {
+    if (signal?.aborted) {
+      throw cancelled(call?.label ?? this.attempts.label(method), null);
+    }
     if (this.attempts.context.closed?.aborted) {
-      throw clientClosed(call.label, null);
+      throw clientClosed(call?.label ?? this.attempts.label(method), null);
     }
   }
 }

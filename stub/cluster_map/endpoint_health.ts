@@ -70,6 +70,8 @@ const FAILURE_WINDOW_MS = 10_000;
  */
 export class EndpointHealth implements EndpointStats {
   readonly #now: () => number;
+  /** Whether `#now` is a clock the options gave (not performance.now). */
+  readonly #ownClock: boolean;
   /** What stamps {@link lastFailureAt}. */
   readonly #wallNow: () => number;
   readonly #ejectAfter: number;
@@ -103,6 +105,7 @@ export class EndpointHealth implements EndpointStats {
    */
   constructor(options: HealthOptions = {}, onChange?: () => void) {
     this.#onChange = onChange;
+    this.#ownClock = options.now !== undefined;
     this.#now = options.now ?? (() => performance.now());
     this.#wallNow = options.now ?? Date.now;
     this.#ejectAfter = options.ejectAfterFailures ?? 2;
@@ -189,10 +192,12 @@ export class EndpointHealth implements EndpointStats {
    * The server answered (a result, or an error response: it is alive) after
    * `latencyMs`: serving again, failures in a row reset, latency sampled
    * (peak EWMA: a slower sample is taken at once, a faster one decays in
-   * with time constant `ewmaDecayMs`).
+   * with time constant `ewmaDecayMs`). `at`: when it answered, on
+   * `performance.now()`'s clock, if the caller just read it (saves a read;
+   * ignored when the record was given its own clock).
    */
-  answered(latencyMs: number): void {
-    const now = this.#now();
+  answered(latencyMs: number, at?: number): void {
+    const now = at === undefined || this.#ownClock ? this.#now() : at;
     if (this.#ewma === 0 || latencyMs > this.#ewma) {
       this.#ewma = latencyMs;
     } else if (now > this.#ewmaAt) {

@@ -146,3 +146,25 @@ Deno.test("an endpoint ejected just before the wall clock steps back an hour is 
     wall.restore();
   }
 });
+
+Deno.test("an answer's time given by the caller is ignored when the record has its own clock", () => {
+  const time = clock(0);
+  const health = new EndpointHealth({ now: time.at, ewmaDecayMs: 1_000 });
+  // A performance.now() reading far ahead of the injected clock.
+  health.answered(10, 999_999);
+  time.now = 1_000;
+  health.answered(5, 999_999 + 1_000);
+  const expected = 10 * Math.exp(-1) + 5 * (1 - Math.exp(-1));
+  assert.ok(Math.abs(health.ewmaLatencyMs - expected) < 1e-9);
+});
+
+Deno.test("an answer's time given by the caller stands for the record's performance.now() read", () => {
+  const health = new EndpointHealth({ ewmaDecayMs: 1_000 });
+  const now = performance.now();
+  health.answered(10, now);
+  // A faster sample one time constant later, by the times given.
+  health.answered(5, now + 1_000);
+  const expected = 10 * Math.exp(-1) + 5 * (1 - Math.exp(-1));
+  // The last answer's time is ahead of the real clock: read back as it is.
+  assert.ok(Math.abs(health.ewmaLatencyMs - expected) < 1e-9);
+});

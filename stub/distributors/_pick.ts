@@ -67,11 +67,21 @@ export function bestOf(
   compare: (a: Candidate, b: Candidate) => number,
   next: (size: number) => number,
 ): Candidate | undefined {
-  let ties: Candidate[] = [];
+  // Two passes instead of a list of the ties: no garbage per call.
+  let best: Candidate | undefined;
+  let ties = 0;
   for (const endpoint of endpoints) {
-    const order = ties.length === 0 ? -1 : compare(endpoint, ties[0]);
-    if (order < 0) ties = [endpoint];
-    else if (order === 0) ties.push(endpoint);
+    const order = best === undefined ? -1 : compare(endpoint, best);
+    if (order < 0) {
+      best = endpoint;
+      ties = 1;
+    } else if (order === 0) ties++;
   }
-  return ties.length === 0 ? undefined : ties[next(ties.length)];
+  if (best === undefined) return undefined;
+  let skip = next(ties);
+  if (skip === 0) return best;
+  for (const endpoint of endpoints) {
+    if (compare(endpoint, best) === 0 && skip-- === 0) return endpoint;
+  }
+  return best;
 }

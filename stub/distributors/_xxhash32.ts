@@ -17,12 +17,16 @@ const PRIME4 = 0x27D4EB2F;
 const PRIME5 = 0x165667B1;
 
 /**
- * XXH32 of `bytes` with `seed` (an unsigned 32-bit number), as an unsigned
- * 32-bit number: the reference implementation's `XXH32(bytes, length,
- * seed)`, e.g. 0x32D153FF for "abc" and seed 0.
+ * XXH32 of `bytes` (its first `length` bytes, all by default) with `seed`
+ * (an unsigned 32-bit number), as an unsigned 32-bit number: the reference
+ * implementation's `XXH32(bytes, length, seed)`, e.g. 0x32D153FF for "abc"
+ * and seed 0.
  */
-export function xxhash32(bytes: Uint8Array, seed = 0): number {
-  const length = bytes.length;
+export function xxhash32(
+  bytes: Uint8Array,
+  seed = 0,
+  length = bytes.length,
+): number {
   let offset = 0;
   let acc: number;
   if (length >= 16) {

@@ -40,3 +40,11 @@ Deno.test("xxhash32 gives unsigned 32-bit numbers", () => {
     assert.ok(Number.isInteger(hash) && hash >= 0 && hash < 2 ** 32);
   }
 });
+
+Deno.test("xxhash32 of a length hashes only the first bytes", () => {
+  const bytes = utf8("abcdef");
+  assert.equal(xxhash32(bytes, 0, 3), 0x32D153FF);
+  assert.equal(xxhash32(bytes, 7, 0), xxhash32(new Uint8Array(), 7));
+  const long = utf8("Nobody inspects the spammish repetition, twice over");
+  assert.equal(xxhash32(long, 0, 39), 0xE2293B2F);
+});

@@ -85,11 +85,14 @@ export function consistentHash(
     choose(endpoints, call) {
       const pool = untried(endpoints, call);
       if (pool.length === 0) return undefined;
-      const key = encoder.encode(String(keyOf(call)));
+      const text = String(keyOf(call));
+      // One endpoint owns every key: no hashing to do.
+      if (pool.length === 1) return pool[0];
+      const length = utf8(text);
       let best: Candidate | undefined;
       let bestScore = -Infinity;
       for (const endpoint of pool) {
-        const score = rendezvousScore(key, seedOf(endpoint.id), endpoint);
+        const score = rendezvousScore(length, seedOf(endpoint.id), endpoint);
         if (
           best === undefined || score > bestScore ||
           (score === bestScore && endpoint.id < best.id)
@@ -105,12 +108,33 @@ export function consistentHash(
   };
 }
 
-/** −w / ln(h), h the key's hash under the endpoint's seed, in (0, 1). */
+/** The bytes of the key being hashed (read before the next one is written). */
+let scratch = new Uint8Array(64);
+
+/**
+ * Writes the UTF-8 bytes of `text` into {@link scratch} (grown when
+ * short; no allocation per call) and returns how many there are.
+ */
+function utf8(text: string): number {
+  const length = text.length;
+  if (3 * length > scratch.length) scratch = new Uint8Array(3 * length);
+  for (let i = 0; i < length; i++) {
+    const code = text.charCodeAt(i);
+    if (code >= 0x80) return encoder.encodeInto(text, scratch).written;
+    scratch[i] = code;
+  }
+  return length;
+}
+
+/**
+ * −w / ln(h), h the hash of the key in {@link scratch} under the
+ * endpoint's seed, in (0, 1).
+ */
 function rendezvousScore(
-  key: Uint8Array,
+  keyLength: number,
   seed: number,
   endpoint: Candidate,
 ): number {
-  const h = (xxhash32(key, seed) + 0.5) / 2 ** 32;
+  const h = (xxhash32(scratch, seed, keyLength) + 0.5) / 2 ** 32;
   return -weightOf(endpoint) / Math.log(h);
 }

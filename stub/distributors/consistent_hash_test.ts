@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { CallInfo, Candidate } from "./distributor.ts";
 import { consistentHash } from "./consistent_hash.ts";
 import { callInfo, candidate, candidates, tally } from "./_test_util.ts";
+import { xxhash32 } from "./_xxhash32.ts";
 
 const byFirstParam = (call: CallInfo) =>
   String((call.params as readonly unknown[])[0]);
@@ -153,4 +154,57 @@ Deno.test("consistentHash returns undefined for an empty list without a key, and
   assert.equal(asked, 0);
   assert.equal(distributor.onError, undefined);
   assert.equal(distributor.onReturn, undefined);
+});
+
+Deno.test("consistentHash hashes long and non-ASCII keys as their UTF-8 bytes, whatever key came before", () => {
+  const encoder = new TextEncoder();
+  const list = candidates("a", "b", "c", "d", "e");
+  /** The rendezvous owner of `key`, computed from scratch. */
+  const reference = (key: string) => {
+    const bytes = encoder.encode(key);
+    let best: Candidate | undefined;
+    let bestScore = -Infinity;
+    for (const endpoint of list) {
+      const seed = xxhash32(encoder.encode(endpoint.id));
+      const h = (xxhash32(bytes, seed) + 0.5) / 2 ** 32;
+      const score = -1 / Math.log(h);
+      if (best === undefined || score > bestScore) {
+        best = endpoint;
+        bestScore = score;
+      }
+    }
+    return best!.id;
+  };
+  const distributor = consistentHash(byFirstParam);
+  const texts = [
+    "user-1",
+    "x".repeat(300),
+    "ü",
+    "user-1",
+    "ünïcødé ✓ ".repeat(40),
+    "",
+    "y".repeat(70) + "✓",
+    "a",
+  ];
+  for (let round = 0; round < 2; round++) {
+    for (const text of [...texts, ...keys(100)]) {
+      assert.equal(
+        distributor.choose(list, keyed(text))?.id,
+        reference(text),
+        JSON.stringify(text.slice(0, 20)),
+      );
+    }
+  }
+});
+
+Deno.test("consistentHash with one endpoint still asks keyOf, and what it throws, choose throws", () => {
+  let asked = 0;
+  const only = candidates("a");
+  const distributor = consistentHash(() => (asked++, "k"));
+  assert.equal(distributor.choose(only, callInfo()), only[0]);
+  assert.equal(asked, 1);
+  const throwing = consistentHash(() => {
+    throw new Error("no key");
+  });
+  assert.throws(() => throwing.choose(only, callInfo()), /no key/);
 });

@@ -140,6 +140,18 @@ export interface Distributor {
     call: CallInfo,
   ): Candidate | undefined;
   /**
+   * Optional fast path for a call's first attempt: picks among `endpoints`
+   * as `choose` would, without a {@link CallInfo}. When a distributor has
+   * it, the stub calls `pick(endpoints)` instead of `choose(endpoints,
+   * call)` for every first attempt (`call.attempt` 0, nothing tried), and
+   * makes no `CallInfo` for it unless `onReturn` or a failure needs one;
+   * retries and hedges still go through `choose`. Give it only when the
+   * choice does not depend on the call (its method, params, deadline): the
+   * built-in distributors do, except `consistentHash`. Same rules as
+   * `choose`: an endpoint of the list, never undefined for a non-empty one.
+   */
+  pick?(endpoints: readonly Candidate[]): Candidate | undefined;
+  /**
    * Decides after a failed attempt. Default (or when it returns
    * undefined): `"retry"` when `safeToRetry` and the failure is not a
    * server's error answer, else `"throw"`.

@@ -36,5 +36,9 @@ import { untried } from "./_pick.ts";
  * ```
  */
 export function firstAvailable(): Distributor {
-  return { choose: (endpoints, call) => untried(endpoints, call)[0] };
+  return {
+    choose: (endpoints, call) => untried(endpoints, call)[0],
+    // A first attempt has tried nothing: the first listed.
+    pick: (endpoints) => endpoints[0],
+  };
 }

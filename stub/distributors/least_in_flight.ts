@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "./distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { bestOf, cursor } from "./_pick.ts";
 
 /** Options of {@link leastInFlight}. */
@@ -45,8 +45,12 @@ export function leastInFlight(
   options: LeastInFlightOptions = {},
 ): Distributor {
   const next = cursor(options.start);
-  return {
-    choose: (endpoints) =>
-      bestOf(endpoints, (a, b) => a.stats.inFlight - b.stats.inFlight, next),
-  };
+  const pick = (endpoints: readonly Candidate[]) =>
+    bestOf(endpoints, fewerInFlight, next);
+  return { choose: pick, pick };
+}
+
+/** Negative when `a` has fewer calls under way than `b`. */
+function fewerInFlight(a: Candidate, b: Candidate): number {
+  return a.stats.inFlight - b.stats.inFlight;
 }

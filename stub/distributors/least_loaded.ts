@@ -59,7 +59,9 @@ export interface LeastLoadedOptions {
  */
 export function leastLoaded(options: LeastLoadedOptions = {}): Distributor {
   const next = cursor(options.start);
-  return { choose: (endpoints) => bestOf(endpoints, compareLoad, next) };
+  const pick = (endpoints: readonly Candidate[]) =>
+    bestOf(endpoints, compareLoad, next);
+  return { choose: pick, pick };
 }
 
 /** Negative when `a` ranks before `b` (see {@link leastLoaded}). */

@@ -67,18 +67,17 @@ const PENALTY = 2 ** 47 - 1;
  */
 export function p2cEwma(options: P2cEwmaOptions = {}): Distributor {
   const random = options.random ?? Math.random;
-  return {
-    choose(endpoints) {
-      const size = endpoints.length;
-      if (size < 2) return endpoints[0];
-      const first = randomIndex(random, size);
-      let second = randomIndex(random, size - 1);
-      if (second >= first) second++;
-      const a = endpoints[first];
-      const b = endpoints[second];
-      return cost(b) < cost(a) ? b : a;
-    },
+  const pick = (endpoints: readonly Candidate[]) => {
+    const size = endpoints.length;
+    if (size < 2) return endpoints[0];
+    const first = randomIndex(random, size);
+    let second = randomIndex(random, size - 1);
+    if (second >= first) second++;
+    const a = endpoints[first];
+    const b = endpoints[second];
+    return cost(b) < cost(a) ? b : a;
   };
+  return { choose: pick, pick };
 }
 
 /** Finagle's PeakEwma load of an endpoint (see {@link p2cEwma}). */

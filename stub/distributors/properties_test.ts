@@ -25,6 +25,7 @@ import {
   weightedRoundRobin,
 } from "./mod.ts";
 import { callInfo, seeded } from "./_test_util.ts";
+import { cursor } from "./_pick.ts";
 
 const IDS = ["a", "b", "c", "d", "e", "f", "g", "h"];
 
@@ -355,4 +356,105 @@ Deno.test("property: sticky stays on its endpoint while it is listed, and moves 
       }
     }),
   );
+});
+
+/** Every built-in distributor with a pick, the same for the same seed. */
+const TWINS: [string, (seed: number) => Distributor][] = [
+  ["roundRobin", (seed) => roundRobin({ start: seed })],
+  ["random", (seed) => random({ random: seeded(seed) })],
+  ["weightedRoundRobin", () => weightedRoundRobin()],
+  [
+    "weightedRoundRobin preferLocal",
+    () => weightedRoundRobin({ preferLocal: true }),
+  ],
+  ["firstAvailable", () => firstAvailable()],
+  ["leastLoaded", (seed) => leastLoaded({ start: seed })],
+  ["leastInFlight", (seed) => leastInFlight({ start: seed })],
+  ["p2cEwma", (seed) => p2cEwma({ random: seeded(seed) })],
+  ["sticky", (seed) => sticky({ start: seed })],
+];
+
+for (const [name, make] of TWINS) {
+  Deno.test(`property: ${name}'s pick picks as its choose does for first attempts, the list changing and failures between picks`, () => {
+    fc.assert(
+      fc.property(
+        fc.integer(),
+        fc.array(stepArb, { maxLength: 30 }),
+        (seed, steps) => {
+          const picker = make(seed);
+          const chooser = make(seed);
+          assert.equal(typeof picker.pick, "function");
+          for (const { list, outcome } of steps) {
+            const first = { ...call0, tried: [] };
+            const picked = picker.pick!(list);
+            assert.equal(picked?.id, chooser.choose(list, first)?.id);
+            if (
+              picked === undefined || outcome === "none" || outcome === "ok"
+            ) {
+              continue;
+            }
+            for (const distributor of [picker, chooser]) {
+              const endpoint = list.find((e) => e.id === picked.id)!;
+              distributor.onError?.(new Error(outcome), {
+                ...first,
+                endpoint,
+                kind: outcome as FailureInfo["kind"],
+                safeToRetry: outcome === "notSent",
+              });
+            }
+          }
+        },
+      ),
+    );
+  });
+}
+
+Deno.test("consistentHash has no pick: its choice depends on the call", () => {
+  assert.equal(consistentHash(keyOf).pick, undefined);
+});
+
+/** bestOf as it was, with a list of the ties: the reference order. */
+function bestOfReference(
+  endpoints: readonly Candidate[],
+  compare: (a: Candidate, b: Candidate) => number,
+  next: (size: number) => number,
+): Candidate | undefined {
+  let ties: Candidate[] = [];
+  for (const endpoint of endpoints) {
+    const order = ties.length === 0 ? -1 : compare(endpoint, ties[0]);
+    if (order < 0) ties = [endpoint];
+    else if (order === 0) ties.push(endpoint);
+  }
+  return ties.length === 0 ? undefined : ties[next(ties.length)];
+}
+
+Deno.test("property: leastInFlight and leastLoaded take ties in the same turn as a list of the ties would", () => {
+  const byInFlight = (a: Candidate, b: Candidate) =>
+    a.stats.inFlight - b.stats.inFlight;
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 0, max: 1000 }),
+      fc.array(listArb, { maxLength: 30 }),
+      (start, lists) => {
+        const next = cursor(start);
+        const distributor = leastInFlight({ start });
+        for (const list of lists) {
+          assert.equal(
+            distributor.choose(list, call0)?.id,
+            bestOfReference(list, byInFlight, next)?.id,
+          );
+        }
+      },
+    ),
+  );
+  // Many ties: every endpoint idle.
+  const idle = IDS.map((id) => makeCandidate({ id, url: `tcp://h:${id}` }));
+  const next = cursor(3);
+  const distributor = leastLoaded({ start: 3 });
+  for (let i = 0; i < 20; i++) {
+    assert.equal(
+      distributor.choose(idle, call0),
+      bestOfReference(idle, () => 0, next),
+    );
+  }
 });

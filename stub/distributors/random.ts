@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "./distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { randomIndex } from "./_pick.ts";
 
 /** Options of {@link random}. */
@@ -43,10 +43,9 @@ export interface RandomOptions {
  */
 export function random(options: RandomOptions = {}): Distributor {
   const next = options.random ?? Math.random;
-  return {
-    choose: (endpoints) =>
-      endpoints.length === 0
-        ? undefined
-        : endpoints[randomIndex(next, endpoints.length)],
-  };
+  const pick = (endpoints: readonly Candidate[]) =>
+    endpoints.length === 0
+      ? undefined
+      : endpoints[randomIndex(next, endpoints.length)];
+  return { choose: pick, pick };
 }

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Distributor } from "./distributor.ts";
+import type { Candidate, Distributor } from "./distributor.ts";
 import { cursor } from "./_pick.ts";
 
 /** Options of {@link roundRobin}. */
@@ -42,8 +42,7 @@ export interface RoundRobinOptions {
  */
 export function roundRobin(options: RoundRobinOptions = {}): Distributor {
   const next = cursor(options.start);
-  return {
-    choose: (endpoints) =>
-      endpoints.length === 0 ? undefined : endpoints[next(endpoints.length)],
-  };
+  const pick = (endpoints: readonly Candidate[]) =>
+    endpoints.length === 0 ? undefined : endpoints[next(endpoints.length)];
+  return { choose: pick, pick };
 }

@@ -60,23 +60,34 @@ export function sticky(options: StickyOptions = {}): Distributor {
   /** Ids of the last list that held it, and its position there. */
   let order: string[] = [];
   let position = 0;
+  /**
+   * The list `order` was read from: the stub hands out the same array
+   * while the endpoints in play stay the same (and never changes it), so
+   * a call does not copy its ids again.
+   */
+  let orderOf: readonly Candidate[] | null = null;
   /** Whether an attempt on it failed to connect: move on at the next pick. */
   let leave = false;
-  return {
-    choose(endpoints) {
-      if (endpoints.length === 0) return undefined;
-      let index = current === undefined
-        ? firstPick(endpoints.length)
-        : endpoints.findIndex((e) => e.id === current);
-      if (index >= 0 && leave) index = (index + 1) % endpoints.length;
-      else if (index < 0) index = successor(endpoints, order, position);
-      leave = false;
-      const chosen = endpoints[index];
-      current = chosen.id;
+  const pick = (endpoints: readonly Candidate[]) => {
+    if (endpoints.length === 0) return undefined;
+    let index = current === undefined
+      ? firstPick(endpoints.length)
+      : endpoints.findIndex((e) => e.id === current);
+    if (index >= 0 && leave) index = (index + 1) % endpoints.length;
+    else if (index < 0) index = successor(endpoints, order, position);
+    leave = false;
+    const chosen = endpoints[index];
+    current = chosen.id;
+    if (endpoints !== orderOf || order.length !== endpoints.length) {
       order = endpoints.map((e) => e.id);
-      position = index;
-      return chosen;
-    },
+      orderOf = endpoints;
+    }
+    position = index;
+    return chosen;
+  };
+  return {
+    choose: pick,
+    pick,
     onError(_error, failure) {
       if (failure.endpoint.id === current && failure.kind !== "server") {
         leave = true;

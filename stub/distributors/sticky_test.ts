@@ -104,3 +104,17 @@ Deno.test("sticky returns undefined for an empty list and still keeps to its end
   assert.equal(distributor.choose([a, b], callInfo()), b);
   assert.equal(distributor.onReturn, undefined);
 });
+
+Deno.test("sticky moves on by the order of the last list it was given, a new list of the same length included", () => {
+  const distributor = sticky({ start: 1 });
+  const [a, b, c, d, e] = candidates("a", "b", "c", "d", "e");
+  assert.equal(distributor.choose([a, b, c], callInfo())?.id, "b");
+  // b left: the one after it in [a, b, c] that is listed.
+  assert.equal(distributor.choose([a, c, d], callInfo())?.id, "c");
+  // c left: the one after it in [a, c, d], the last list, not [a, b, c].
+  assert.equal(distributor.choose([a, d, e], callInfo())?.id, "d");
+  const list = [a, d, e];
+  assert.equal(distributor.choose(list, callInfo())?.id, "d");
+  assert.equal(distributor.choose(list, callInfo())?.id, "d");
+  assert.equal(distributor.choose([a, e], callInfo())?.id, "e");
+});

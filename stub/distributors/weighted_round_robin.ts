@@ -79,35 +79,34 @@ export function weightedRoundRobin(
   const preferLocal = options.preferLocal ?? false;
   /** Endpoint id → its current value. */
   const current = new Map<string, number>();
-  return {
-    choose(endpoints) {
-      const pool = preferLocal && endpoints.some((e) => e.local)
-        ? endpoints.filter((e) => e.local)
-        : endpoints;
-      let total = 0;
-      let best: Candidate | undefined;
-      let bestValue = -Infinity;
-      for (const endpoint of pool) {
-        const weight = weightOf(endpoint);
-        const value = (current.get(endpoint.id) ?? 0) + weight;
-        current.set(endpoint.id, value);
-        total += weight;
-        if (best === undefined || value > bestValue) {
-          best = endpoint;
-          bestValue = value;
-        }
+  const pick = (endpoints: readonly Candidate[]) => {
+    const pool = preferLocal && endpoints.some((e) => e.local)
+      ? endpoints.filter((e) => e.local)
+      : endpoints;
+    let total = 0;
+    let best: Candidate | undefined;
+    let bestValue = -Infinity;
+    for (const endpoint of pool) {
+      const weight = weightOf(endpoint);
+      const value = (current.get(endpoint.id) ?? 0) + weight;
+      current.set(endpoint.id, value);
+      total += weight;
+      if (best === undefined || value > bestValue) {
+        best = endpoint;
+        bestValue = value;
       }
-      if (best === undefined) return undefined;
-      current.set(best.id, bestValue - total);
-      // Forget endpoints that left: more ids known than listed means at
-      // least one is gone (a returning one starts afresh at 0).
-      if (current.size > endpoints.length) {
-        const listed = new Set(endpoints.map((e) => e.id));
-        for (const id of current.keys()) {
-          if (!listed.has(id)) current.delete(id);
-        }
+    }
+    if (best === undefined) return undefined;
+    current.set(best.id, bestValue - total);
+    // Forget endpoints that left: more ids known than listed means at
+    // least one is gone (a returning one starts afresh at 0).
+    if (current.size > endpoints.length) {
+      const listed = new Set(endpoints.map((e) => e.id));
+      for (const id of current.keys()) {
+        if (!listed.has(id)) current.delete(id);
       }
-      return best;
-    },
+    }
+    return best;
   };
+  return { choose: pick, pick };
 }
