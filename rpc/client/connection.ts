@@ -925,15 +925,12 @@ function requestPart(
       }`,
     );
   }
+  // Only the members that are there: undefined ones would cost CBOR a copy.
+  const request: Record<string, unknown> = { jsonrpc: "2.0", method };
+  if (params !== undefined) request.params = params;
+  if (id !== undefined) request.id = id;
+  if (timeoutMs !== undefined) request[TIMEOUT_MEMBER] = timeoutMs;
   try {
-    if (codec.request !== undefined) {
-      return codec.request(method, params, id, timeoutMs);
-    }
-    // Only the members that are there: undefined ones would cost CBOR a copy.
-    const request: Record<string, unknown> = { jsonrpc: "2.0", method };
-    if (params !== undefined) request.params = params;
-    if (id !== undefined) request.id = id;
-    if (timeoutMs !== undefined) request[TIMEOUT_MEMBER] = timeoutMs;
     return codec.message(request);
   } catch (error) {
     throw new RpcError(

@@ -84,21 +84,6 @@ export interface FrameCodec<P = unknown> extends ReplyEncoder<P> {
    */
   message(value: Record<string, unknown>): P;
   /**
-   * The request (or, without `id`, notification) with these members as a
-   * part: the same as {@link message} of `{ jsonrpc: "2.0", method, params,
-   * id, timeoutMs }` without its undefined members, which is what a codec
-   * without this method gets. A codec may build it faster (NDJSON writes the
-   * text around the params' JSON, without the object).
-   *
-   * @throws {TypeError} when a value in it has no JSON form.
-   */
-  request?(
-    method: string,
-    params: object | undefined,
-    id: number | undefined,
-    timeoutMs: number | undefined,
-  ): P;
-  /**
    * One frame holding `part`, for a `FrameWriter`: its bytes, or (NDJSON)
    * its text line without the `\n`, which the writer encodes together with
    * the other lines of its write.

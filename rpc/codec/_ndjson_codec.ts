@@ -57,69 +57,12 @@ export const ndjsonCodec: FrameCodec<string> = {
     }
     return text;
   },
-  request: requestText,
   // The line itself: the FrameWriter adds the newline and encodes it.
   frame: (text) => text,
   decoder({ maxFrameBytes }) {
     return new NdjsonMessages(maxFrameBytes);
   },
 };
-
-/** The last method {@link requestText} wrote, and its JSON text. */
-let lastMethod = "";
-let lastMethodJson = '""';
-
-/**
- * A request's JSON text, written around `JSON.stringify(params)`: the same
- * text as `JSON.stringify` of the request object (members in the order
- * jsonrpc, method, params, id, timeoutMs, undefined ones left out), without
- * building that object or writing its constant members each time. Params
- * with a `toJSON` method (which `JSON.stringify` would call with the key
- * "params") and params that fail to encode go through the object, so the
- * text and the error are exactly the object's. `id` and `timeoutMs` are
- * integers (written as `JSON.stringify` writes them).
- */
-function requestText(
-  method: string,
-  params: object | undefined,
-  id: number | undefined,
-  timeoutMs: number | undefined,
-): string {
-  let paramsJson: string | undefined;
-  if (params !== undefined) {
-    if (typeof (params as { toJSON?: unknown }).toJSON === "function") {
-      return requestObjectText(method, params, id, timeoutMs);
-    }
-    try {
-      paramsJson = JSON.stringify(params);
-    } catch {
-      return requestObjectText(method, params, id, timeoutMs);
-    }
-  }
-  if (method !== lastMethod) {
-    lastMethodJson = JSON.stringify(method);
-    lastMethod = method;
-  }
-  let text = `{"jsonrpc":"2.0","method":${lastMethodJson}`;
-  if (paramsJson !== undefined) text += `,"params":${paramsJson}`;
-  if (id !== undefined) text += `,"id":${id}`;
-  if (timeoutMs !== undefined) text += `,"timeoutMs":${timeoutMs}`;
-  return text + "}";
-}
-
-/** {@link requestText} through the request object. */
-function requestObjectText(
-  method: string,
-  params: object | undefined,
-  id: number | undefined,
-  timeoutMs: number | undefined,
-): string {
-  const request: Record<string, unknown> = { jsonrpc: "2.0", method };
-  if (params !== undefined) request.params = params;
-  if (id !== undefined) request.id = id;
-  if (timeoutMs !== undefined) request.timeoutMs = timeoutMs;
-  return ndjsonCodec.message(request);
-}
 
 /** Lines as decoded messages: one {@link InboundFrame} made per line. */
 class NdjsonMessages implements FrameDecoder {
