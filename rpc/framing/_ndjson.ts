@@ -218,7 +218,11 @@ export class NdjsonDecoder<F = Frame> {
     last: number,
     frames: F[],
   ): boolean {
-    for (let from = start; from <= last;) {
+    // No line of a run within the limit can pass it: no need to look.
+    for (
+      let from = start;
+      last - start > this.#maxFrameBytes && from <= last;
+    ) {
       const newline = chunk.indexOf(NEWLINE, from);
       if (newline - from > this.#maxFrameBytes) return false;
       from = newline + 1;
