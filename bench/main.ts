@@ -10,6 +10,7 @@
  * |---|---|---|
  * | `rtt` | `rpc.ts` | sequential `echo` round trip, p50/p99: Rafter (Deno, Node), jayson, grpc-js, raw TCP |
  * | `throughput` | `rpc.ts` | 64 calls in flight on one connection, 256 over 4: calls/s |
+ * | `idle` | `rpc_idle.ts` | server memory per idle connection (RSS, heap), beside a bare `Deno.listen` |
  * | `codec` | `codec.ts` | JSON vs CBOR, 1 KiB and 64 KiB params: calls/s, bytes on the wire |
  * | `stub` | `stub.ts` | a cluster stub with each distributor vs a plain connection |
  * | `writes` | `registry_etcd.ts` | bind vs etcd put, 1 and 64 clients, fsync on |
@@ -41,6 +42,7 @@ interface Script {
 
 const SCRIPTS: readonly Script[] = [
   { path: "rpc.ts", scenarios: ["rtt", "throughput"] },
+  { path: "rpc_idle.ts", scenarios: ["idle"] },
   { path: "codec.ts", scenarios: ["codec"] },
   { path: "stub.ts", scenarios: ["stub"] },
   {

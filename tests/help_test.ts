@@ -16,6 +16,7 @@ const PROGRAMS = [
   "examples/demo/main.ts",
   "bench/main.ts",
   "bench/rpc.ts",
+  "bench/rpc_idle.ts",
   "bench/codec.ts",
   "bench/stub.ts",
   "bench/registry_etcd.ts",

@@ -30,6 +30,14 @@ export interface Timed {
   readonly at: number;
 }
 
+/** Something whose deadline is set by {@link Deadlines.addAfterTurn}. */
+export interface Delayed extends Timed {
+  /** Set to the end of the turn plus {@link timeoutMs}. */
+  at: number;
+  /** How long after the turn that added it it expires, in ms. */
+  readonly timeoutMs: number;
+}
+
 /**
  * A min-heap of {@link Timed} items by deadline, and the one timer that
  * expires them.
@@ -61,6 +69,8 @@ export class Deadlines<T extends Timed> {
   #armedAt = Infinity;
   /** Whether the armed timer keeps the process alive. */
   #referenced = true;
+  /** Items of this turn, not yet given their deadline. */
+  #fresh: (T & Delayed)[] = [];
 
   /**
    * @param hooks.isLive Whether an item still waits (a settled one is dropped).
@@ -93,16 +103,44 @@ export class Deadlines<T extends Timed> {
   }
 
   /**
+   * Adds an item whose deadline is `item.timeoutMs` after the end of the
+   * current turn (the synchronous code running now and the microtasks
+   * queued before this call): the turn's items share one clock reading
+   * instead of one each (`performance.now()` is a call into the runtime).
+   * A deadline counts from no earlier than the add, so it never expires
+   * early; it may count from up to the rest of the turn later, no later
+   * than the turn's requests are written.
+   */
+  addAfterTurn(item: T & Delayed): void {
+    if (this.#fresh.push(item) === 1) queueMicrotask(this.#stamp);
+  }
+
+  /** Gives this turn's items their deadlines, with one clock reading. */
+  readonly #stamp = (): void => {
+    const fresh = this.#fresh;
+    if (fresh.length === 0) return;
+    const now = performance.now();
+    for (const item of fresh) {
+      if (!this.#isLive(item)) continue;
+      item.at = now + item.timeoutMs;
+      this.add(item);
+    }
+    fresh.length = 0;
+  };
+
+  /**
    * Nothing waits any more: forgets every item; the timer stays armed but
    * unreferenced (stopped where a runtime cannot unreference timers).
    */
   idle(): void {
+    this.#fresh.length = 0;
     this.#heap.length = 0;
     if (this.#timer !== undefined && !this.#reference(false)) this.#disarm();
   }
 
   /** Forgets every item and stops the timer. */
   clear(): void {
+    this.#fresh.length = 0;
     this.#heap = [];
     this.#disarm();
   }

@@ -111,3 +111,65 @@ Deno.test("deadlines: an idle heap's timer does not keep the process alive", asy
   assert.equal(code, 0);
   assert.ok(performance.now() - start < 30_000);
 });
+
+Deno.test("deadlines: items added in one turn count from its end, share one clock reading, and never expire early", async () => {
+  const waiting = new Set<{ at: number; timeoutMs: number }>();
+  const expired: { at: number; late: number }[] = [];
+  const deadlines = new Deadlines<{ at: number; timeoutMs: number }>({
+    isLive: (item) => waiting.has(item),
+    live: () => waiting.size,
+    expire: (item) => {
+      waiting.delete(item);
+      expired.push({ at: item.at, late: performance.now() - item.at });
+    },
+  });
+  const before = performance.now();
+  const items = [20, 10, 30].map((timeoutMs) => ({ at: Infinity, timeoutMs }));
+  const settled = { at: Infinity, timeoutMs: 5 };
+  for (const item of [...items, settled]) {
+    waiting.add(item);
+    deadlines.addAfterTurn(item);
+  }
+  // Not stamped within the turn; settled before its end: never in the heap.
+  assert.deepEqual(items.map((item) => item.at), [
+    Infinity,
+    Infinity,
+    Infinity,
+  ]);
+  waiting.delete(settled);
+  await Promise.resolve();
+  const stamp = items[0].at - items[0].timeoutMs;
+  assert.ok(stamp >= before, "a deadline counted from before its add");
+  assert.deepEqual(
+    items.map((item) => item.at - stamp),
+    [20, 10, 30],
+    "one clock reading for the turn",
+  );
+  assert.equal(deadlines.size, 3);
+  assert.equal(settled.at, Infinity);
+  for (let i = 0; i < 100 && expired.length < 3; i++) await delay(10);
+  assert.deepEqual(
+    expired.map((e) => e.at),
+    [10, 20, 30].map((ms) => stamp + ms),
+  );
+  for (const { late } of expired) {
+    assert.ok(late >= 0, `expired ${-late} ms early`);
+  }
+});
+
+Deno.test("deadlines: idle() drops the items of the turn not yet stamped", async () => {
+  const waiting = new Set<{ at: number; timeoutMs: number }>();
+  const deadlines = new Deadlines<{ at: number; timeoutMs: number }>({
+    isLive: (item) => waiting.has(item),
+    live: () => waiting.size,
+    expire: () => assert.fail("nothing may expire"),
+  });
+  const item = { at: Infinity, timeoutMs: 5 };
+  waiting.add(item);
+  deadlines.addAfterTurn(item);
+  deadlines.idle();
+  await Promise.resolve();
+  assert.equal(item.at, Infinity);
+  assert.equal(deadlines.size, 0);
+  deadlines.clear();
+});

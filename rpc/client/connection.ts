@@ -291,6 +291,8 @@ export class RpcConnection {
     this.#writer = new FrameWriter(direct?.write ?? stream.writable, {
       onError: (error) =>
         this.#shutdown(`write failed: ${messageOf(error)}`, error),
+      // Nothing reads this side's queued bytes: no UTF-8 count per request.
+      exactTextBytes: false,
     });
     [this.#read, this.#cancelRead] = direct === undefined
       ? streamReading(stream.readable)
@@ -387,9 +389,9 @@ export class RpcConnection {
       );
       this.#pending.set(id, call);
       if (timed) {
-        // One timer for the connection, not one per call (`_deadlines.ts`).
-        call.at = performance.now() + timeoutMs;
-        this.#deadlines.add(call);
+        // One timer for the connection, not one per call, and one clock
+        // reading per turn, not per call (`_deadlines.ts`).
+        this.#deadlines.addAfterTurn(call);
       }
       if (signal !== undefined) {
         call.onAbort = () => {
@@ -692,46 +694,54 @@ export class RpcConnection {
   }
 
   #receive(value: unknown): void {
-    for (const item of Array.isArray(value) ? value : [value]) {
-      // A frame this side cannot read holds no response it could match.
-      if (item instanceof Refusal) continue;
-      const response = validateResponse(item);
-      if (response === null) {
-        const notification = asNotification(item);
-        if (notification === null) continue;
-        if (notification.method === GOAWAY_METHOD) {
-          this.#goAway();
-        } else if (this.#onNotification !== undefined) {
-          try {
-            this.#onNotification(notification.method, notification.params);
-          } catch {
-            // A failing callback must not stop the connection.
-          }
-        }
-        continue;
-      }
-      // This side's ids are safe integers: any other id is not one of ours.
-      const call = Number.isSafeInteger(response.id)
-        ? this.#pending.get(response.id as number)
-        : undefined;
-      if (call === undefined) {
-        if (response.id === null && "error" in response) {
-          this.#refused = response.error.message;
-        }
+    if (Array.isArray(value)) {
+      for (const item of value) this.#receiveOne(item);
+    } else {
+      // Not wrapped in an array: one allocation less per response.
+      this.#receiveOne(value);
+    }
+    this.#closeIfDrained();
+  }
+
+  /** One message of a received frame (a batch's member, or the frame). */
+  #receiveOne(item: unknown): void {
+    // A frame this side cannot read holds no response it could match.
+    if (item instanceof Refusal) return;
+    const response = validateResponse(item);
+    if (response === null) {
+      const notification = asNotification(item);
+      if (notification === null) return;
+      if (notification.method === GOAWAY_METHOD) {
+        this.#goAway();
+      } else if (this.#onNotification !== undefined) {
         try {
-          this.#onUnmatchedResponse?.(response);
+          this.#onNotification(notification.method, notification.params);
         } catch {
           // A failing callback must not stop the connection.
         }
-        continue;
       }
-      this.#pending.delete(response.id as number);
-      if (this.#pending.size === 0) this.#deadlines.idle();
-      call.cleanup();
-      if ("error" in response) call.reject(RpcError.fromObject(response.error));
-      else call.resolve(response.result);
+      return;
     }
-    this.#closeIfDrained();
+    // This side's ids are safe integers: any other id is not one of ours.
+    const call = Number.isSafeInteger(response.id)
+      ? this.#pending.get(response.id as number)
+      : undefined;
+    if (call === undefined) {
+      if (response.id === null && "error" in response) {
+        this.#refused = response.error.message;
+      }
+      try {
+        this.#onUnmatchedResponse?.(response);
+      } catch {
+        // A failing callback must not stop the connection.
+      }
+      return;
+    }
+    this.#pending.delete(response.id as number);
+    if (this.#pending.size === 0) this.#deadlines.idle();
+    call.cleanup();
+    if ("error" in response) call.reject(RpcError.fromObject(response.error));
+    else call.resolve(response.result);
   }
 
   /**

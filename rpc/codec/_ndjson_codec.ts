@@ -12,7 +12,7 @@ import {
   RpcError,
 } from "../errors.ts";
 import type { FrameCodec, FrameDecoder, InboundFrame } from "./_frame_codec.ts";
-import { type Frame, NdjsonDecoder } from "../framing/_ndjson.ts";
+import { NdjsonDecoder } from "../framing/_ndjson.ts";
 import { exactIds, idJson } from "./_json_ids.ts";
 import { Refusal } from "../framing/_refusal.ts";
 
@@ -64,18 +64,39 @@ export const ndjsonCodec: FrameCodec<string> = {
   },
 };
 
-/** Lines as decoded messages. */
+/** Lines as decoded messages: one {@link InboundFrame} made per line. */
 class NdjsonMessages implements FrameDecoder {
-  readonly #lines: NdjsonDecoder;
-  readonly #maxFrameBytes: number;
+  readonly #lines: NdjsonDecoder<InboundFrame>;
 
   constructor(maxFrameBytes: number) {
-    this.#lines = new NdjsonDecoder({ maxFrameBytes });
-    this.#maxFrameBytes = maxFrameBytes;
+    this.#lines = new NdjsonDecoder<InboundFrame>({
+      maxFrameBytes,
+      make: {
+        text: (text) => ({ value: parseJsonMessage(text), bytes: text.length }),
+        tooLarge: () => ({
+          value: new Refusal(
+            new RpcError(
+              INVALID_REQUEST,
+              `Invalid Request: frame exceeds ${maxFrameBytes} bytes; send smaller messages or raise maxFrameBytes`,
+            ),
+            null,
+          ),
+          bytes: 0,
+          tooLarge: true,
+        }),
+        badUtf8: () => ({
+          value: new Refusal(
+            new RpcError(PARSE_ERROR, "Parse error: frame is not valid UTF-8"),
+            null,
+          ),
+          bytes: 0,
+        }),
+      },
+    });
   }
 
   push(chunk: Uint8Array): InboundFrame[] {
-    return this.#lines.push(chunk).map((frame) => this.#message(frame));
+    return this.#lines.push(chunk);
   }
 
   get partial(): boolean {
@@ -83,36 +104,6 @@ class NdjsonMessages implements FrameDecoder {
   }
 
   end(): InboundFrame[] {
-    return this.#lines.end().map((frame) => this.#message(frame));
-  }
-
-  #message(frame: Frame): InboundFrame {
-    switch (frame.kind) {
-      case "text":
-        return {
-          value: parseJsonMessage(frame.text),
-          bytes: frame.text.length,
-        };
-      case "tooLarge":
-        return {
-          value: new Refusal(
-            new RpcError(
-              INVALID_REQUEST,
-              `Invalid Request: frame exceeds ${this.#maxFrameBytes} bytes; send smaller messages or raise maxFrameBytes`,
-            ),
-            null,
-          ),
-          bytes: 0,
-          tooLarge: true,
-        };
-      case "badUtf8":
-        return {
-          value: new Refusal(
-            new RpcError(PARSE_ERROR, "Parse error: frame is not valid UTF-8"),
-            null,
-          ),
-          bytes: 0,
-        };
-    }
+    return this.#lines.end();
   }
 }

@@ -19,6 +19,15 @@ export interface FrameWriterOptions {
    * A single larger frame is still written whole.
    */
   maxBatchBytes?: number;
+  /**
+   * Whether a text line counts as its UTF-8 bytes (the default), or as its
+   * length in UTF-16 code units (false): exact for ASCII text and never
+   * more than its bytes, without scanning each line for other characters.
+   * For a writer whose `queuedBytes` nobody reads (a client's): the count
+   * then only decides where batches split (`maxBatchBytes`).
+   * @default true
+   */
+  exactTextBytes?: boolean;
 }
 
 const DEFAULT_MAX_BATCH_BYTES = 256 * 1024;
@@ -80,6 +89,7 @@ export class FrameWriter {
   readonly #onError?: (error: unknown) => void;
   readonly #onWritten?: () => void;
   readonly #maxBatchBytes: number;
+  readonly #exactTextBytes: boolean;
   #queue: Batch[] = [];
   #queuedBytes = 0;
   /** Resolves when the queue has drained; null while it is empty. */
@@ -119,6 +129,7 @@ export class FrameWriter {
     this.#onError = options.onError;
     this.#onWritten = options.onWritten;
     this.#maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
+    this.#exactTextBytes = options.exactTextBytes ?? true;
   }
 
   /**
@@ -164,7 +175,9 @@ export class FrameWriter {
   write(frame: Frame): Promise<void> {
     if (this.#failed) return this.#rejected();
     const text = typeof frame === "string";
-    const bytes = text ? utf8Length(frame) + 1 : frame.length;
+    const bytes = text
+      ? (this.#exactTextBytes ? utf8Length(frame) : frame.length) + 1
+      : frame.length;
     let batch = this.#queue.at(-1);
     if (
       batch === undefined ||
@@ -262,13 +275,18 @@ function newBatch(seq: number): Batch {
 const encoder = new TextEncoder();
 
 /** The bytes of a batch, as one array. */
-function join({ frames, text, bytes }: Batch): Uint8Array {
+function join({ frames, text }: Batch): Uint8Array {
   if (text) {
     // One encoding for all the lines: `join` builds one flat string.
     frames.push("");
     return encoder.encode(frames.join("\n"));
   }
   if (frames.length === 1 && typeof frames[0] !== "string") return frames[0];
+  // Counted here, exactly: the batch's count may be UTF-16 units.
+  let bytes = 0;
+  for (const frame of frames) {
+    bytes += typeof frame === "string" ? utf8Length(frame) + 1 : frame.length;
+  }
   const joined = new Uint8Array(bytes);
   let offset = 0;
   for (const frame of frames) {

@@ -152,3 +152,27 @@ Deno.test("utf8Length agrees with TextEncoder for any string", () => {
     { numRuns: 2_000 },
   );
 });
+
+Deno.test("a writer counting text in UTF-16 units still writes a batch of bytes and non-ASCII lines whole", async () => {
+  const chunks: Uint8Array[] = [];
+  const writer = new FrameWriter(
+    (chunk) => {
+      chunks.push(chunk.slice());
+      return Promise.resolve();
+    },
+    { exactTextBytes: false },
+  );
+  const lines = ["é😀\u2028", "ascii"];
+  await Promise.all([
+    writer.write(encoder.encode("bytes\n")),
+    writer.write(lines[0]),
+    writer.write(lines[1]),
+  ]);
+  assert.equal(chunks.length, 1);
+  assert.equal(decoder.decode(chunks[0]), `bytes\n${lines.join("\n")}\n`);
+  // Counted as UTF-16 units while queued: never more than the bytes.
+  writer.write(lines[0]);
+  assert.equal(writer.queuedBytes, lines[0].length + 1);
+  await writer.idle();
+  assert.equal(writer.queuedBytes, 0);
+});

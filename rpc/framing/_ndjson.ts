@@ -23,14 +23,37 @@ export type Frame =
   | { kind: "tooLarge"; bytes: number }
   | { kind: "badUtf8" };
 
+/**
+ * What an {@link NdjsonDecoder} returns for each kind of {@link Frame}: a
+ * caller that turns every line into its own value at once (a decoded
+ * message) makes it here, one object per line instead of two.
+ */
+export interface FrameMaker<F> {
+  /** A whole line of text (never blank). */
+  text(text: string): F;
+  /** A line longer than the limit; `bytes` as in {@link Frame}. */
+  tooLarge(bytes: number): F;
+  /** A line that is not UTF-8. */
+  badUtf8(): F;
+}
+
 /** Options of {@link NdjsonDecoder}. */
-export interface NdjsonDecoderOptions {
+export interface NdjsonDecoderOptions<F = Frame> {
   /**
    * Largest line accepted, in bytes, not counting its `\n`
    * (default {@link DEFAULT_MAX_FRAME_BYTES}, 1 MiB).
    */
   maxFrameBytes?: number;
+  /** Makes the frames returned (default: {@link Frame} objects). */
+  make?: FrameMaker<F>;
 }
+
+/** The default {@link FrameMaker}: {@link Frame} objects. */
+const FRAMES: FrameMaker<Frame> = {
+  text: (text) => ({ kind: "text", text }),
+  tooLarge: (bytes) => ({ kind: "tooLarge", bytes }),
+  badUtf8: () => ({ kind: "badUtf8" }),
+};
 
 const NEWLINE = 0x0a;
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
@@ -66,8 +89,9 @@ const BYTE_ORDER_MARK = 0xfeff;
  * ]);
  * ```
  */
-export class NdjsonDecoder {
+export class NdjsonDecoder<F = Frame> {
   readonly #maxFrameBytes: number;
+  readonly #make: FrameMaker<F>;
   /** Stateless (never `stream: true`): one for every decoder. */
   readonly #utf8 = UTF8;
   /** Bytes of the unfinished line, in order (each a private copy). */
@@ -82,7 +106,7 @@ export class NdjsonDecoder {
    * @param options.maxFrameBytes Largest line in bytes (default 1 MiB).
    * @throws {RangeError} when `maxFrameBytes` is not a positive integer.
    */
-  constructor(options: NdjsonDecoderOptions = {}) {
+  constructor(options: NdjsonDecoderOptions<F> = {}) {
     const max = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new RangeError(
@@ -90,14 +114,15 @@ export class NdjsonDecoder {
       );
     }
     this.#maxFrameBytes = max;
+    this.#make = options.make ?? (FRAMES as unknown as FrameMaker<F>);
   }
 
   /**
    * Adds received bytes and returns the frames they complete, in order.
    * The chunk is not kept: the caller may reuse its buffer afterwards.
    */
-  push(chunk: Uint8Array): Frame[] {
-    const frames: Frame[] = [];
+  push(chunk: Uint8Array): F[] {
+    const frames: F[] = [];
     let start = 0;
     let fast = true;
     while (start < chunk.length) {
@@ -125,7 +150,7 @@ export class NdjsonDecoder {
       const size = this.#pendingBytes + tail.length;
       if (size > this.#maxFrameBytes) {
         this.#reset();
-        frames.push({ kind: "tooLarge", bytes: size });
+        frames.push(this.#make.tooLarge(size));
         continue;
       }
       this.#decode(this.#join(tail), frames);
@@ -145,8 +170,8 @@ export class NdjsonDecoder {
    * Call once the stream has ended: returns the last line when it had no
    * final `\n` (as a frame, like {@link push} would), and resets the decoder.
    */
-  end(): Frame[] {
-    const frames: Frame[] = [];
+  end(): F[] {
+    const frames: F[] = [];
     if (!this.#skipping && this.#pendingBytes > 0) {
       this.#decode(this.#join(new Uint8Array(0)), frames);
     }
@@ -155,13 +180,13 @@ export class NdjsonDecoder {
     return frames;
   }
 
-  #buffer(rest: Uint8Array, frames: Frame[]): void {
+  #buffer(rest: Uint8Array, frames: F[]): void {
     if (this.#skipping || rest.length === 0) return;
     const size = this.#pendingBytes + rest.length;
     if (size > this.#maxFrameBytes) {
       this.#reset();
       this.#skipping = true;
-      frames.push({ kind: "tooLarge", bytes: size });
+      frames.push(this.#make.tooLarge(size));
       return;
     }
     this.#pending.push(rest.slice());
@@ -191,9 +216,13 @@ export class NdjsonDecoder {
     chunk: Uint8Array,
     start: number,
     last: number,
-    frames: Frame[],
+    frames: F[],
   ): boolean {
-    for (let from = start; from <= last;) {
+    // No line of a run within the limit can pass it: no need to look.
+    for (
+      let from = start;
+      last - start > this.#maxFrameBytes && from <= last;
+    ) {
       const newline = chunk.indexOf(NEWLINE, from);
       if (newline - from > this.#maxFrameBytes) return false;
       from = newline + 1;
@@ -219,20 +248,20 @@ export class NdjsonDecoder {
     return true;
   }
 
-  #decode(line: Uint8Array, frames: Frame[]): void {
+  #decode(line: Uint8Array, frames: F[]): void {
     if (line.length === 0) return;
     let text: string;
     try {
       text = this.#utf8.decode(line);
     } catch {
-      frames.push({ kind: "badUtf8" });
+      frames.push(this.#make.badUtf8());
       return;
     }
     this.#line(text, frames);
   }
 
   /** A decoded line, without its `\n`: a frame unless it is blank. */
-  #line(text: string, frames: Frame[]): void {
+  #line(text: string, frames: F[]): void {
     if (text.length === 0) return;
     if (text.endsWith(CARRIAGE_RETURN)) text = text.slice(0, -1);
     const first = text.charCodeAt(0);
@@ -243,7 +272,7 @@ export class NdjsonDecoder {
     ) {
       return;
     }
-    frames.push({ kind: "text", text });
+    frames.push(this.#make.text(text));
   }
 
   #reset(): void {

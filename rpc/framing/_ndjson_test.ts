@@ -260,3 +260,26 @@ Deno.test("NdjsonDecoder says when a line has begun and is not whole", () => {
   decoder.push(bytes("7]\n[]\n"));
   assert.equal(decoder.partial, false);
 });
+
+Deno.test("NdjsonDecoder makes its frames with the maker given", () => {
+  const decoder = new NdjsonDecoder<string>({
+    maxFrameBytes: 8,
+    make: {
+      text: (text) => `text ${text}`,
+      tooLarge: (bytes) => `tooLarge ${bytes}`,
+      badUtf8: () => "badUtf8",
+    },
+  });
+  const bytes = new Uint8Array([
+    ...new TextEncoder().encode('{"a":1}\n0123456789\n'),
+    0xff,
+    0x0a,
+    ...new TextEncoder().encode("[2]"),
+  ]);
+  assert.deepEqual(decoder.push(bytes), [
+    'text {"a":1}',
+    "tooLarge 10",
+    "badUtf8",
+  ]);
+  assert.deepEqual(decoder.end(), ["text [2]"]);
+});
