@@ -100,6 +100,13 @@ export interface ConnectOptions
    */
   watch?: boolean;
   /**
+   * Have that watch bring the loads servers report with their keep-alives
+   * as they change (`registry.watch` with `loads: true`), so `load` on the
+   * candidates (and `leastLoaded`) follows them between lookups; false:
+   * loads only from lookups. @default true
+   */
+  watchLoads?: boolean;
+  /**
    * This client's failure zone (e.g. `"eu-west-1a"`): endpoints bound with
    * the same zone are `local` to it (for `weightedRoundRobin({ preferLocal })`).
    * Without it, endpoints on one of `localHosts` are local.
@@ -442,7 +449,7 @@ export class RafterClient {
           ? (fromRevision, onUpdate) =>
             this.watches.watch(
               name.split("?")[0],
-              { fromRevision },
+              { fromRevision, loads: this.#options.watchLoads ?? true },
               onUpdate,
             )
           : undefined,
