@@ -318,6 +318,8 @@ export interface Endpoint {
    * Load its server last reported with a keep-alive (any scale the server
    * chooses; lower is less loaded), or null. Not replicated through the
    * log: it may lag by one keep-alive interval plus one registry heartbeat.
+   * A watch opened with `loads: true` gets its changes
+   * ({@link WATCH_LOADS_NOTIFICATION}).
    */
   load: number | null;
   /** Where the binding lives; see {@link Scope}. */
@@ -687,7 +689,10 @@ export interface LeaseGrantResult {
 export interface LeaseKeepAliveParams {
   /** The lease to renew. */
   id: string;
-  /** The server's current load, returned by lookups on its endpoints. */
+  /**
+   * The server's current load, returned by lookups on its endpoints and
+   * sent to the watches that ask for loads when it changes.
+   */
   load?: number;
 }
 

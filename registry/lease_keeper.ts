@@ -120,7 +120,9 @@ export class LeaseKeeper {
   readonly #tickMs: number;
   readonly #stallMs: number;
   readonly #rollTicks: number;
-  readonly #onLoadChange: ((id: string, load: number | null) => void) | undefined;
+  readonly #onLoadChange:
+    | ((id: string, load: number | null) => void)
+    | undefined;
   readonly #renewedAt = new Map<string, number>();
   readonly #ttl = new Map<string, number>();
   readonly #load = new Map<string, number>();

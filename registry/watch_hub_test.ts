@@ -370,7 +370,10 @@ Deno.test("a watch with loads: true gets load changes under its prefix; one with
       leaseId: "L1",
     }));
     h.hub.changed();
-    await waitFor(() => events.length === 1 && plain.events.length === 1, "the put");
+    await waitFor(
+      () => events.length === 1 && plain.events.length === 1,
+      "the put",
+    );
     assert.equal(events[0].events[0].endpoint.load, 7);
     assert.equal(plain.events[0].events[0].endpoint.load, 7);
     // History keeps none: the load is volatile.

@@ -446,10 +446,15 @@ export class RafterClient {
             return result;
           },
         watch: watch
-          ? (fromRevision, onUpdate) =>
+          ? (fromRevision, onUpdate, onLoads) =>
             this.watches.watch(
               name.split("?")[0],
-              { fromRevision, loads: this.#options.watchLoads ?? true },
+              {
+                fromRevision,
+                onLoads: (this.#options.watchLoads ?? true)
+                  ? onLoads
+                  : undefined,
+              },
               onUpdate,
             )
           : undefined,

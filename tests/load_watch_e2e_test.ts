@@ -74,10 +74,14 @@ Deno.test("a load change reaches a watching client on the leader and on a follow
     const changedAt = performance.now();
     load = 42;
     for (const w of watchers) {
-      await waitFor(async () => {
-        await w.stub.hello();
-        return w.seen.at(-1) === 42;
-      }, `node ${w.id}'s watcher to see load 42`, 10_000);
+      await waitFor(
+        async () => {
+          await w.stub.hello();
+          return w.seen.at(-1) === 42;
+        },
+        `node ${w.id}'s watcher to see load 42`,
+        10_000,
+      );
       assert.equal(w.lookups(), 1, `${w.id}: one lookup, the first call's`);
       console.log(
         `measured: load 42 reached the watcher on ${w.id} (${

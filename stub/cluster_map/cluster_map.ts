@@ -38,6 +38,7 @@ export interface ClusterMapSource {
   watch?(
     fromRevision: number,
     onUpdate: (update: WatchUpdate) => void,
+    onLoads?: (loads: EndpointLoad[]) => void,
   ): { close(): void };
 }
 
@@ -401,11 +402,11 @@ export class ClusterMap {
     this.#watch = this.#source.watch(
       this.#revision + 1,
       (update) => this.#apply(update),
+      (loads) => this.#applyLoads(loads),
     );
   }
 
   #apply(update: WatchUpdate): void {
-    if (update.kind === "loads") return this.#applyLoads(update.loads);
     if (update.kind === "reset") {
       const listed = update.names.find((n) => n.name === this.name);
       const endpoints = (listed?.endpoints ?? []).filter((e) =>
@@ -441,7 +442,7 @@ export class ClusterMap {
   }
 
   /**
-   * Servers reported new loads (the watch's `loads` updates): their
+   * Servers reported new loads (the watch's `onLoads`): their
    * endpoints' records get them, nothing else changes.
    */
   #applyLoads(loads: readonly EndpointLoad[]): void {

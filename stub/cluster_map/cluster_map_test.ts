@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import type { Endpoint, LookupResult } from "../../protocol/registry.ts";
+import type {
+  Endpoint,
+  EndpointLoad,
+  LookupResult,
+} from "../../protocol/registry.ts";
 import { ClusterMap, type ClusterMapSource } from "./cluster_map.ts";
 import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "../registry_client/watch.ts";
@@ -19,6 +23,7 @@ function registry(initial: Endpoint[]) {
     watches: [] as {
       from: number;
       push: (u: WatchUpdate) => void;
+      loads?: (loads: EndpointLoad[]) => void;
       closed: boolean;
     }[],
     source: null as unknown as ClusterMapSource,
@@ -36,8 +41,8 @@ function registry(initial: Endpoint[]) {
         total: fake.list.length,
       };
     },
-    watch: (from, push) => {
-      const watch = { from, push, closed: false };
+    watch: (from, push, loads) => {
+      const watch = { from, push, loads, closed: false };
       fake.watches.push(watch);
       return { close: () => void (watch.closed = true) };
     },
@@ -471,15 +476,12 @@ Deno.test("a watch's loads update the endpoints' load without a lookup, noting t
   ]);
   health.of(a.url).started();
   health.of(b.url).started();
-  reg.watches[0].push({
-    kind: "loads",
-    loads: [
-      { name: "hello", id: "a", load: 9 },
-      { name: "hello", id: "b", load: 2 },
-      { name: "hello2", id: "a", load: 0 }, // another name under the prefix
-      { name: "hello", id: "gone", load: 1 }, // not in the map
-    ],
-  });
+  reg.watches[0].loads!([
+    { name: "hello", id: "a", load: 9 },
+    { name: "hello", id: "b", load: 2 },
+    { name: "hello2", id: "a", load: 0 }, // another name under the prefix
+    { name: "hello", id: "gone", load: 1 }, // not in the map
+  ]);
   const after = map.candidates();
   assert.deepEqual(after.map((e) => [e.id, e.load, e.inFlightAtLoad]), [
     ["a", 9, 2],

@@ -43,16 +43,14 @@ import type { RegistryClient } from "./registry_client.ts";
 
 /**
  * What a watch delivers: `events` (changes, in revision order, each
- * revision whole), `reset` (the whole prefix as listed at `revision`:
+ * revision whole) or `reset` (the whole prefix as listed at `revision`:
  * replace what you knew; sent first when asked with `list: true`, and after
- * the watch fell out of a node's history), or, for a watch opened with
- * `loads: true`, `loads` (servers' load reports as they change, between
- * revisions: no revision of their own).
+ * the watch fell out of a node's history). Load changes go to
+ * {@link WatchOptions.onLoads} instead.
  */
 export type WatchUpdate =
   | { kind: "events"; revision: number; events: WatchEvent[] }
-  | { kind: "reset"; revision: number; names: ListedName[] }
-  | { kind: "loads"; loads: EndpointLoad[] };
+  | { kind: "reset"; revision: number; names: ListedName[] };
 
 /** Options of {@link WatchClient.watch}. */
 export interface WatchOptions {
@@ -69,13 +67,13 @@ export interface WatchOptions {
   /** Aborting it closes the watch. */
   signal?: AbortSignal;
   /**
-   * Also deliver `loads` updates: the loads servers report with their
-   * keep-alives, as they change (`registry.watch` with `loads: true`). A
-   * registry node too old to send them refuses the param; the watch then
-   * carries on there without loads (lookups still return them).
-   * @default false
+   * Receives the loads servers report with their keep-alives, as they
+   * change on the node (`registry.watch` with `loads: true`): between
+   * revisions, with no revision of their own, never replayed. A registry
+   * node too old to send them refuses the param; the watch then carries on
+   * there without loads (lookups still return them). Default: no loads.
    */
-  loads?: boolean;
+  onLoads?: (loads: EndpointLoad[]) => void;
 }
 
 /** Settings of a {@link WatchClient}. */
@@ -127,8 +125,8 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
   needsList: boolean;
   /** The id the watch has on the current connection. */
   watchId = "";
-  /** Whether it asked for loads (`loads: true`). */
-  readonly loads: boolean;
+  /** Where its load changes go, if it asked for them. */
+  readonly onLoads: ((loads: EndpointLoad[]) => void) | undefined;
 
   /** Use {@link WatchClient.watch}. */
   constructor(
@@ -140,7 +138,7 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
     this.prefix = prefix;
     this.next = options.fromRevision ?? null;
     this.needsList = options.list ?? false;
-    this.loads = options.loads ?? false;
+    this.onLoads = options.onLoads;
     this.#close = close;
     this.#onUpdate = onUpdate;
   }
@@ -469,7 +467,8 @@ export class WatchClient {
       watch.watchId = watchId;
       const params: WatchParams = { prefix: watch.prefix, watchId };
       if (watch.next !== null) params.fromRevision = watch.next;
-      const askLoads = watch.loads && !this.#noLoads.has(connection);
+      const askLoads = watch.onLoads !== undefined &&
+        !this.#noLoads.has(connection);
       if (askLoads) params.loads = true;
       try {
         const result = await connection.call<WatchResult>(
@@ -540,11 +539,16 @@ export class WatchClient {
     } else if (method === WATCH_LOADS_NOTIFICATION) {
       const update = params as unknown as WatchLoadsNotification;
       const watch = this.#byId(update?.watchId);
-      if (watch === undefined || !watch.loads) return;
+      if (watch === undefined || watch.closed || !watch.onLoads) return;
       const loads = Array.isArray(update.loads)
         ? update.loads.filter(isEndpointLoad)
         : [];
-      if (loads.length > 0) watch.deliver({ kind: "loads", loads });
+      if (loads.length === 0) return;
+      try {
+        watch.onLoads(loads);
+      } catch {
+        // A failing callback must not stop the watch.
+      }
     } else if (method === WATCH_CANCELLED_NOTIFICATION) {
       const cancelled = params as unknown as WatchCancelledNotification;
       const watch = this.#byId(cancelled?.watchId);
