@@ -69,6 +69,7 @@ import {
 const USAGE = `usage: deno run -A bench/stub.ts [options]
 
   --scenarios S  scenarios to run (default: stub, the only one)
+  --tables T     tables to run, comma-separated: overhead, slow (default both)
   --seconds N    measured time of each distributor row, all rounds together;
                  an overhead run (a stub's or its plain neighbour's) takes
                  half of a round's share (default 3)
@@ -83,6 +84,7 @@ const USAGE = `usage: deno run -A bench/stub.ts [options]
 
 const values = benchArgs(USAGE, {
   scenarios: { type: "string" },
+  tables: { type: "string", default: "overhead,slow" },
   seconds: { type: "string" },
   warmup: { type: "string" },
   callers: { type: "string", default: "16" },
@@ -94,6 +96,10 @@ const values = benchArgs(USAGE, {
 });
 const scenarios = benchScenarios(values.scenarios, ["stub"], USAGE);
 const quick = values.quick === true;
+const TABLES = ["overhead", "slow"];
+const tables = new Set(
+  String(values.tables).split(",").map((t) => t.trim()).filter((t) => t),
+);
 const text = (value: string | boolean | undefined, fallback: string) =>
   typeof value === "string" ? value : fallback;
 const seconds = Number(text(values.seconds, quick ? "0.36" : "3"));
@@ -119,6 +125,10 @@ const bad = [
   [
     Number.isSafeInteger(rounds) && rounds >= 3 && rounds <= 100,
     "--rounds must be an integer in [3, 100]",
+  ],
+  [
+    tables.size > 0 && [...tables].every((t) => TABLES.includes(t)),
+    `--tables must name some of ${TABLES.join(", ")}`,
   ],
 ].filter(([ok]) => !ok).map(([, message]) => message as string);
 if (bad.length > 0) usageError(bad.join("; "), USAGE);
@@ -178,6 +188,7 @@ const distributors: [string, () => Distributor][] = [
   ["weightedRoundRobin()", () => weightedRoundRobin()],
   ["firstAvailable()", () => firstAvailable()],
   ["leastLoaded()", () => leastLoaded()],
+  ["leastLoaded({ latency: false })", () => leastLoaded({ latency: false })],
   ["leastInFlight()", () => leastInFlight()],
   ["p2cEwma()", () => p2cEwma()],
   [
@@ -499,8 +510,8 @@ try {
       server("slow", "exec", slowMs),
       server("solo", "solo", 0),
     ]);
-    await overheadTable();
-    await slowTable();
+    if (tables.has("overhead")) await overheadTable();
+    if (tables.has("slow")) await slowTable();
   }
 } catch (error) {
   console.error("bench/stub.ts failed:", error);

@@ -246,6 +246,11 @@ export type RegistryMethod =
 
 /** The notification that carries watch events (server → client). */
 export const WATCH_EVENTS_NOTIFICATION = "registry.events";
+/**
+ * The notification that carries load changes to a watch opened with
+ * `loads: true` (server → client): {@link WatchLoadsNotification}.
+ */
+export const WATCH_LOADS_NOTIFICATION = "registry.loads";
 /** The notification that ends a watch from the server side. */
 export const WATCH_CANCELLED_NOTIFICATION = "registry.watchCancelled";
 
@@ -313,6 +318,8 @@ export interface Endpoint {
    * Load its server last reported with a keep-alive (any scale the server
    * chooses; lower is less loaded), or null. Not replicated through the
    * log: it may lag by one keep-alive interval plus one registry heartbeat.
+   * A watch opened with `loads: true` gets its changes
+   * ({@link WATCH_LOADS_NOTIFICATION}).
    */
   load: number | null;
   /** Where the binding lives; see {@link Scope}. */
@@ -554,6 +561,14 @@ export interface WatchParams {
    * server picks one.
    */
   watchId?: string;
+  /**
+   * Also send the loads servers report with their keep-alives, as they
+   * change on this node: {@link WATCH_LOADS_NOTIFICATION}s between the
+   * events (loads are not replicated through the log and carry no
+   * revision). A node older than this param refuses it (INVALID_PARAMS
+   * naming "loads"): watch again without it. @default false
+   */
+  loads?: boolean;
 }
 
 /** Result of `registry.watch`. */
@@ -610,6 +625,31 @@ export interface WatchEventsNotification {
   events: WatchEvent[];
 }
 
+/** One endpoint's new load, in a {@link WatchLoadsNotification}. */
+export interface EndpointLoad {
+  /** Base name. */
+  name: string;
+  /** Instance id. */
+  id: string;
+  /** The load its server reported last, or null (see {@link Endpoint.load}). */
+  load: number | null;
+}
+
+/**
+ * Params of the {@link WATCH_LOADS_NOTIFICATION}: the global endpoints
+ * under the watched prefix whose lease's load changed on the node (a
+ * keep-alive on the leader; a follower learns it from the leader's next
+ * heartbeat). Volatile: no revision, never replayed; a watch resumed
+ * elsewhere gets the loads of that node from its next change on (and the
+ * current loads in the endpoints of its events and listings).
+ */
+export interface WatchLoadsNotification {
+  /** The watch these loads belong to. */
+  watchId: string;
+  /** The changed loads. */
+  loads: EndpointLoad[];
+}
+
 /** Params of the {@link WATCH_CANCELLED_NOTIFICATION}. */
 export interface WatchCancelledNotification {
   /** The watch that ended. */
@@ -649,7 +689,10 @@ export interface LeaseGrantResult {
 export interface LeaseKeepAliveParams {
   /** The lease to renew. */
   id: string;
-  /** The server's current load, returned by lookups on its endpoints. */
+  /**
+   * The server's current load, returned by lookups on its endpoints and
+   * sent to the watches that ask for loads when it changes.
+   */
   load?: number;
 }
 

@@ -496,6 +496,7 @@ export const REGISTRY_PARAMS = {
     watchId: optional<string>((value) =>
       value === undefined ? undefined : text("watchId")(value)
     ),
+    loads: optional<boolean, boolean>(flag("loads", false)),
   }),
   [REGISTRY_METHODS.unwatch]: params<UnwatchParams>()(
     REGISTRY_METHODS.unwatch,

@@ -83,6 +83,12 @@ export interface LeaseKeeperOptions {
    * (a slice each tick, so there is no burst). @default 60
    */
   rollTicks?: number;
+  /**
+   * Told of each lease whose reported load changed on this node (a
+   * keep-alive on the leader, a sync on a follower), with the new load;
+   * the node tells its watchers (`registry.loads`).
+   */
+  onLoadChange?: (id: string, load: number | null) => void;
 }
 
 /** The peer notification method of a {@link LeaseSync}. */
@@ -114,6 +120,9 @@ export class LeaseKeeper {
   readonly #tickMs: number;
   readonly #stallMs: number;
   readonly #rollTicks: number;
+  readonly #onLoadChange:
+    | ((id: string, load: number | null) => void)
+    | undefined;
   readonly #renewedAt = new Map<string, number>();
   readonly #ttl = new Map<string, number>();
   readonly #load = new Map<string, number>();
@@ -143,6 +152,7 @@ export class LeaseKeeper {
     this.#tickMs = options.tickMs;
     this.#stallMs = (options.stallTicks ?? 3) * options.tickMs;
     this.#rollTicks = Math.max(1, options.rollTicks ?? 60);
+    this.#onLoadChange = options.onLoadChange;
     this.#leaderContactAt = this.#now();
   }
 
@@ -174,8 +184,16 @@ export class LeaseKeeper {
    */
   keepAlive(id: string, load?: number): void {
     this.#renewedAt.set(id, this.#now());
-    if (load !== undefined) this.#load.set(id, load);
+    if (load !== undefined) this.#setLoad(id, load);
     this.#dirty.add(id);
+  }
+
+  /** Keeps a lease's load, telling `onLoadChange` when it differs. */
+  #setLoad(id: string, load: number | null): void {
+    const before = this.#load.get(id) ?? null;
+    if (load === null) this.#load.delete(id);
+    else this.#load.set(id, load);
+    if (before !== load) this.#onLoadChange?.(id, load);
   }
 
   /** The load last reported for the lease, or null. */
@@ -311,8 +329,7 @@ export class LeaseKeeper {
     this.#leaderContactAt = now;
     for (const [id, ageMs, load] of sync.renewed) {
       this.#renewedAt.set(id, now - ageMs);
-      if (load === null) this.#load.delete(id);
-      else this.#load.set(id, load);
+      this.#setLoad(id, load);
     }
     this.#nextDueAt = -Infinity;
   }

@@ -162,3 +162,30 @@ Deno.test("leaseSyncProblem refuses malformed syncs", () => {
     assert.notEqual(leaseSyncProblem(bad), null, JSON.stringify(bad));
   }
 });
+
+Deno.test("onLoadChange hears each load that changes, on the leader and from a sync, and not a repeated one", () => {
+  const time = clock(0);
+  const changes: [string, number | null][] = [];
+  const keeper = new LeaseKeeper({
+    tickMs: 100,
+    now: time.at,
+    onLoadChange: (id, load) => changes.push([id, load]),
+  });
+  keeper.granted("A", 5_000);
+  keeper.keepAlive("A", 3);
+  keeper.keepAlive("A", 3); // the same load: nothing to tell
+  keeper.keepAlive("A"); // no load sent: kept
+  keeper.keepAlive("A", 5);
+  assert.deepEqual(changes, [["A", 3], ["A", 5]]);
+  const follower = new LeaseKeeper({
+    tickMs: 100,
+    now: time.at,
+    onLoadChange: (id, load) => changes.push([id, load]),
+  });
+  changes.length = 0;
+  follower.absorb({ term: 1, renewed: [["A", 0, 5], ["B", 0, null]] });
+  follower.absorb({ term: 1, renewed: [["A", 0, 5], ["B", 0, 1]] });
+  follower.absorb({ term: 1, renewed: [["A", 0, null]] });
+  assert.deepEqual(changes, [["A", 5], ["B", 1], ["A", null]]);
+  assert.equal(follower.load("A"), null);
+});

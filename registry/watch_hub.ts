@@ -25,12 +25,15 @@ import type { RpcSession } from "../rpc/server/server_connection.ts";
 import {
   COMPACTED,
   type CompactedData,
+  type EndpointLoad,
   WATCH_CANCELLED,
   WATCH_CANCELLED_NOTIFICATION,
   WATCH_EVENTS_NOTIFICATION,
+  WATCH_LOADS_NOTIFICATION,
   type WatchCancelledNotification,
   type WatchEvent,
   type WatchEventsNotification,
+  type WatchLoadsNotification,
   type WatchResult,
 } from "../protocol/registry.ts";
 import type { HistoryItem } from "./state.ts";
@@ -80,12 +83,20 @@ export interface WatchHubOptions {
    * when the wall clock jumps). @default performance.now
    */
   now?: () => number;
+  /**
+   * The load last reported on a lease on this node, or null: put events
+   * go out with their endpoint's current load (the history holds none,
+   * loads not being replicated through the log). Default: none (null).
+   */
+  loadOf?: (leaseId: string) => number | null;
 }
 
 interface Watcher {
   readonly session: RpcSession;
   readonly watchId: string;
   readonly prefix: string;
+  /** Whether it asked for load changes (`loads: true`). */
+  readonly loads: boolean;
   /** What the watcher may see of a batch, or null: it may see nothing any more. */
   readonly view: WatchView | undefined;
   /** Next revision to deliver. */
@@ -151,6 +162,7 @@ export class WatchHub {
   readonly #maxWatches: number;
   readonly #maxEvents: number;
   readonly #now: () => number;
+  readonly #loadOf: ((leaseId: string) => number | null) | undefined;
   readonly #sessions = new Map<number, Map<string, Watcher>>();
   readonly #progress: ReturnType<typeof setInterval> | undefined;
   #count = 0;
@@ -170,6 +182,7 @@ export class WatchHub {
     this.#maxWatches = options.maxWatches ?? 100_000;
     this.#maxEvents = options.maxEventsPerNotification ?? 1_000;
     this.#now = options.now ?? (() => performance.now());
+    this.#loadOf = options.loadOf;
     const progressMs = options.progressIntervalMs ?? 1_000;
     if (progressMs > 0) {
       this.#progress = setInterval(() => this.#tellProgress(), progressMs);
@@ -193,7 +206,12 @@ export class WatchHub {
    */
   watch(
     session: RpcSession,
-    params: { prefix: string; fromRevision?: number; watchId?: string },
+    params: {
+      prefix: string;
+      fromRevision?: number;
+      watchId?: string;
+      loads?: boolean;
+    },
     view?: WatchView,
   ): WatchResult {
     if (this.#closed) {
@@ -256,6 +274,7 @@ export class WatchHub {
       session,
       watchId,
       prefix: params.prefix,
+      loads: params.loads ?? false,
       view,
       next,
       told: next - 1,
@@ -293,6 +312,40 @@ export class WatchHub {
         if (watcher.view !== undefined && watcher.view([]) === null) {
           this.#send(watcher, watcher.told, []);
         } else if (watcher.retry === undefined) this.#pump(watcher);
+      }
+    }
+  }
+
+  /**
+   * Loads changed on this node (keep-alives, a leader's sync): tell each
+   * watcher that asked for loads those under its prefix, in one
+   * {@link WATCH_LOADS_NOTIFICATION}. Volatile: a watcher whose connection
+   * is backed up, or that may see nothing any more, gets none (a later
+   * report supersedes it).
+   */
+  loadsChanged(loads: readonly EndpointLoad[]): void {
+    if (loads.length === 0) return;
+    for (const watchers of this.#sessions.values()) {
+      for (const watcher of watchers.values()) {
+        if (
+          !watcher.loads || watcher.cancelled ||
+          watcher.session.queuedBytes > this.#backlogBytes ||
+          (watcher.view !== undefined && watcher.view([]) === null)
+        ) {
+          continue;
+        }
+        const mine = watcher.prefix === ""
+          ? loads
+          : loads.filter((l) => l.name.startsWith(watcher.prefix));
+        if (mine.length === 0) continue;
+        const params: WatchLoadsNotification = {
+          watchId: watcher.watchId,
+          loads: mine as EndpointLoad[],
+        };
+        watcher.session.notify(
+          WATCH_LOADS_NOTIFICATION,
+          params as unknown as Record<string, unknown>,
+        );
       }
     }
   }
@@ -374,7 +427,8 @@ export class WatchHub {
 
   #send(watcher: Watcher, revision: number, sent: WatchEvent[]): void {
     if (watcher.cancelled) return;
-    const events = watcher.view === undefined ? sent : watcher.view(sent);
+    const loaded = this.#withLoads(sent);
+    const events = watcher.view === undefined ? loaded : watcher.view(loaded);
     if (events === null) {
       this.#cancel(
         watcher,
@@ -399,6 +453,20 @@ export class WatchHub {
       return;
     }
     watcher.told = revision;
+  }
+
+  /** Put events with their endpoint's current load (copies; the history is not touched). */
+  #withLoads(events: WatchEvent[]): WatchEvent[] {
+    const loadOf = this.#loadOf;
+    if (loadOf === undefined) return events;
+    return events.map((event) => {
+      const leaseId = event.endpoint.leaseId;
+      if (event.type !== "put" || leaseId === null) return event;
+      const load = loadOf(leaseId);
+      return load === event.endpoint.load
+        ? event
+        : { ...event, endpoint: { ...event.endpoint, load } };
+    });
   }
 
   #tellProgress(): void {

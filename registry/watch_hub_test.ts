@@ -12,8 +12,10 @@ import {
   WATCH_CANCELLED,
   WATCH_CANCELLED_NOTIFICATION,
   WATCH_EVENTS_NOTIFICATION,
+  WATCH_LOADS_NOTIFICATION,
   type WatchCancelledNotification,
   type WatchEventsNotification,
+  type WatchLoadsNotification,
 } from "../protocol/registry.ts";
 import { encodeCommand, RegistryState } from "./state.ts";
 import { WatchHub, type WatchHubOptions } from "./watch_hub.ts";
@@ -26,7 +28,12 @@ function harness(options: WatchHubOptions = {}, historyEvents = 10_000) {
   const server = serve({
     methods: (session) => (sessions.push(session), {
       watch: (
-        params: { prefix: string; fromRevision?: number; watchId?: string },
+        params: {
+          prefix: string;
+          fromRevision?: number;
+          watchId?: string;
+          loads?: boolean;
+        },
       ) => hub.watch(session, params),
       unwatch: (params: { watchId: string }) =>
         hub.unwatch(session, params.watchId),
@@ -309,6 +316,78 @@ Deno.test("a wall clock jumping an hour forward does not cancel a watcher that i
   } finally {
     wall.restore();
     raw.close();
+    await h.stop();
+  }
+});
+
+Deno.test("a watch with loads: true gets load changes under its prefix; one without gets none; put events carry the current load", async () => {
+  const loads = new Map<string, number>();
+  const h = harness({ loadOf: (leaseId) => loads.get(leaseId) ?? null });
+  const seen: WatchLoadsNotification[] = [];
+  const events: WatchEventsNotification[] = [];
+  const withLoads = await dial(h.server.url, {
+    onNotification: (method: string, params: Params | undefined) => {
+      if (method === WATCH_LOADS_NOTIFICATION) {
+        seen.push(params as unknown as WatchLoadsNotification);
+      } else if (method === WATCH_EVENTS_NOTIFICATION) {
+        events.push(params as unknown as WatchEventsNotification);
+      }
+    },
+  });
+  const plain = await watcher(h.server.url);
+  const other: string[] = [];
+  const otherConnection = await dial(h.server.url, {
+    onNotification: (method: string) => other.push(method),
+  });
+  try {
+    await withLoads.call("watch", {
+      prefix: "svc",
+      watchId: "w",
+      loads: true,
+    });
+    await plain.connection.call("watch", { prefix: "svc", watchId: "p" });
+    await otherConnection.call("watch", {
+      prefix: "elsewhere",
+      watchId: "o",
+      loads: true,
+    });
+    h.hub.loadsChanged([
+      { name: "svc", id: "a", load: 3 },
+      { name: "nope", id: "b", load: 1 },
+    ]);
+    await waitFor(() => seen.length === 1, "a loads notification");
+    assert.deepEqual(seen[0], {
+      watchId: "w",
+      loads: [{ name: "svc", id: "a", load: 3 }],
+    });
+    // A put of a binding on a lease goes out with the lease's load now.
+    loads.set("L1", 7);
+    h.state.apply(encodeCommand({ op: "leaseGrant", id: "L1", ttlMs: 5_000 }));
+    h.state.apply(encodeCommand({
+      op: "bind",
+      name: "svc",
+      endpoint: { id: "a", url: "tcp://127.0.0.1:9100" },
+      leaseId: "L1",
+    }));
+    h.hub.changed();
+    await waitFor(
+      () => events.length === 1 && plain.events.length === 1,
+      "the put",
+    );
+    assert.equal(events[0].events[0].endpoint.load, 7);
+    assert.equal(plain.events[0].events[0].endpoint.load, 7);
+    // History keeps none: the load is volatile.
+    assert.equal(h.state.eventsFrom(1)![0].events[0].endpoint.load, null);
+    h.hub.loadsChanged([{ name: "svc", id: "a", load: 1 }]);
+    await waitFor(() => seen.length === 2, "the second loads notification");
+    // Neither the plain watch nor the watch of another prefix got loads.
+    await withLoads.call("rpc.ping").catch(() => {});
+    assert.deepEqual(other, []);
+    assert.equal(plain.events.length, 1);
+  } finally {
+    withLoads.close();
+    plain.connection.close();
+    otherConnection.close();
     await h.stop();
   }
 });

@@ -100,6 +100,13 @@ export interface ConnectOptions
    */
   watch?: boolean;
   /**
+   * Have that watch bring the loads servers report with their keep-alives
+   * as they change (`registry.watch` with `loads: true`), so `load` on the
+   * candidates (and `leastLoaded`) follows them between lookups; false:
+   * loads only from lookups. @default true
+   */
+  watchLoads?: boolean;
+  /**
    * This client's failure zone (e.g. `"eu-west-1a"`): endpoints bound with
    * the same zone are `local` to it (for `weightedRoundRobin({ preferLocal })`).
    * Without it, endpoints on one of `localHosts` are local.
@@ -448,10 +455,15 @@ export class RafterClient {
           return edge.read(name, io);
         },
         watch: watch
-          ? (fromRevision, onUpdate) =>
+          ? (fromRevision, onUpdate, onLoads) =>
             this.watches.watch(
               name.split("?")[0],
-              { fromRevision },
+              {
+                fromRevision,
+                onLoads: (this.#options.watchLoads ?? true)
+                  ? onLoads
+                  : undefined,
+              },
               onUpdate,
             )
           : undefined,

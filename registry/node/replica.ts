@@ -8,6 +8,7 @@
  */
 
 import type { Entry, Snapshot } from "../../raft/types.ts";
+import type { EndpointLoad } from "../../protocol/registry.ts";
 import {
   type ApplyResult,
   type RegistrySnapshot,
@@ -140,6 +141,9 @@ export class Replica {
   /** Binding events applied (what watches are sent), since the start. */
   eventsApplied = 0;
   #fanOutTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Leases whose load changed since the last load fan-out. */
+  #loadsChanged = new Set<string>();
+  #loadsTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(settings: NodeSettings, checker: HealthChecker) {
     this.#settings = settings;
@@ -147,12 +151,16 @@ export class Replica {
     this.state = new RegistryState({
       historyEvents: settings.options.historyEvents,
     });
-    this.leases = new LeaseKeeper({ tickMs: settings.tickMs });
+    this.leases = new LeaseKeeper({
+      tickMs: settings.tickMs,
+      onLoadChange: (id) => this.#loadChanged(id),
+    });
     const { watch, maxWatchesPerConnection } = settings.options;
     this.watches = new WatchHub(this.state, {
       ...watch,
       maxWatchesPerSession: maxWatchesPerConnection ??
         watch?.maxWatchesPerSession,
+      loadOf: (leaseId) => this.leases.load(leaseId),
     });
   }
 
@@ -247,6 +255,35 @@ export class Replica {
   /** Cancels a pending fan-out (the node stops). */
   stopFanOut(): void {
     clearTimeout(this.#fanOutTimer);
+    clearTimeout(this.#loadsTimer);
+  }
+
+  /**
+   * A lease's load changed here: its global bindings' loads go to the
+   * watchers that asked for loads, batched per turn of the event loop.
+   */
+  #loadChanged(leaseId: string): void {
+    this.#loadsChanged.add(leaseId);
+    this.#loadsTimer ??= setTimeout(() => {
+      this.#loadsTimer = undefined;
+      const leases = this.#loadsChanged;
+      this.#loadsChanged = new Set();
+      const loads: EndpointLoad[] = [];
+      for (const leaseId of leases) {
+        const lease = this.state.lease(leaseId);
+        if (lease === undefined) continue;
+        const load = this.leases.load(leaseId);
+        for (const key of lease.bindings) {
+          const newline = key.indexOf("\n");
+          loads.push({
+            name: key.slice(0, newline),
+            id: key.slice(newline + 1),
+            load,
+          });
+        }
+      }
+      this.watches.loadsChanged(loads);
+    }, 0);
   }
 
   #fanOut(): void {

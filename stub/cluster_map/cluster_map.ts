@@ -18,6 +18,7 @@ import {
   type Attributes,
   type DeleteReason,
   type Endpoint,
+  type EndpointLoad,
   type LookupResult,
   matchesQuery,
   parseName,
@@ -37,6 +38,7 @@ export interface ClusterMapSource {
   watch?(
     fromRevision: number,
     onUpdate: (update: WatchUpdate) => void,
+    onLoads?: (loads: EndpointLoad[]) => void,
   ): { close(): void };
 }
 
@@ -140,6 +142,8 @@ export class ClusterMap {
   #pending: Promise<void> | null = null;
   #watch: { close(): void } | null = null;
   readonly #candidateOf = new WeakMap<Endpoint, Candidate>();
+  /** This client's calls under way on a record's endpoint when its load arrived. */
+  readonly #inFlightAtLoad = new WeakMap<Endpoint, number>();
   #closed = false;
   /** Bumped whenever {@link #all} changes. */
   #version = 0;
@@ -370,6 +374,7 @@ export class ClusterMap {
         ...endpoint,
         stats: this.#context.health.of(endpoint.url),
         local: this.#context.isLocal?.(endpoint) ?? false,
+        inFlightAtLoad: this.#inFlightAtLoad.get(endpoint) ?? 0,
       };
       this.#candidateOf.set(endpoint, candidate);
     }
@@ -402,6 +407,7 @@ export class ClusterMap {
     this.#watch = this.#source.watch(
       this.#revision + 1,
       (update) => this.#apply(update),
+      (loads) => this.#applyLoads(loads),
     );
   }
 
@@ -438,6 +444,42 @@ export class ClusterMap {
     if (this.#confirmEmpty([...next.values()])) return;
     this.#commit(next, (id) => reasons.get(id) ?? "unbound");
     this.#updatedAt = this.#now();
+  }
+
+  /**
+   * Servers reported new loads (the watch's `onLoads`): their
+   * endpoints' records get them, nothing else changes.
+   */
+  #applyLoads(loads: readonly EndpointLoad[]): void {
+    let next: Map<string, Endpoint> | null = null;
+    for (const { name, id, load } of loads) {
+      if (name !== this.name) continue;
+      const current = (next ?? this.#all).get(id);
+      if (current === undefined || current.load === load) continue;
+      next ??= new Map(this.#all);
+      const record = { ...current, load };
+      this.#noteLoad(record, undefined);
+      next.set(id, record);
+    }
+    if (next === null) return;
+    this.#all = next;
+    this.#version++;
+  }
+
+  /**
+   * Notes this client's calls under way on a new record's endpoint, as of
+   * its load: now, unless the record before it had the same load.
+   */
+  #noteLoad(record: Endpoint, before: Endpoint | undefined): void {
+    if (record.load === null) return;
+    const kept = before !== undefined && before.url === record.url &&
+        before.load === record.load
+      ? this.#inFlightAtLoad.get(before)
+      : undefined;
+    this.#inFlightAtLoad.set(
+      record,
+      kept ?? this.#context.health.of(record.url).inFlight,
+    );
   }
 
   /**
@@ -484,6 +526,10 @@ export class ClusterMap {
       ) {
         this.#context.onLeave?.(endpoint.url);
       }
+    }
+    for (const [id, record] of next) {
+      const before = this.#all.get(id);
+      if (record !== before) this.#noteLoad(record, before);
     }
     this.#all = next;
     this.#version++;

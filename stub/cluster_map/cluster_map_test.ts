@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import type { Endpoint, LookupResult } from "../../protocol/registry.ts";
+import type {
+  Endpoint,
+  EndpointLoad,
+  LookupResult,
+} from "../../protocol/registry.ts";
 import { ClusterMap, type ClusterMapSource } from "./cluster_map.ts";
 import { HealthBook } from "./endpoint_health.ts";
 import type { WatchUpdate } from "../registry_client/watch.ts";
@@ -19,6 +23,7 @@ function registry(initial: Endpoint[]) {
     watches: [] as {
       from: number;
       push: (u: WatchUpdate) => void;
+      loads?: (loads: EndpointLoad[]) => void;
       closed: boolean;
     }[],
     source: null as unknown as ClusterMapSource,
@@ -36,8 +41,8 @@ function registry(initial: Endpoint[]) {
         total: fake.list.length,
       };
     },
-    watch: (from, push) => {
-      const watch = { from, push, closed: false };
+    watch: (from, push, loads) => {
+      const watch = { from, push, loads, closed: false };
       fake.watches.push(watch);
       return { close: () => void (watch.closed = true) };
     },
@@ -475,5 +480,37 @@ Deno.test("which endpoints are in play is kept between calls and follows every e
   // A watch event changes the list at once.
   reg.watches[0].push(remove(b, 6));
   assert.deepEqual(ids(map.candidates()), ["a", "c"]);
+  map.close();
+});
+
+Deno.test("a watch's loads update the endpoints' load without a lookup, noting this client's calls under way at the report", async () => {
+  const reg = registry([{ ...a, load: 4 }, b]);
+  const health = new HealthBook();
+  const map = new ClusterMap("hello", reg.source, { health });
+  health.of(a.url).started();
+  const first = await map.endpoints();
+  assert.deepEqual(first.map((e) => [e.id, e.load, e.inFlightAtLoad]), [
+    ["a", 4, 1],
+    ["b", null, 0],
+  ]);
+  health.of(a.url).started();
+  health.of(b.url).started();
+  reg.watches[0].loads!([
+    { name: "hello", id: "a", load: 9 },
+    { name: "hello", id: "b", load: 2 },
+    { name: "hello2", id: "a", load: 0 }, // another name under the prefix
+    { name: "hello", id: "gone", load: 1 }, // not in the map
+  ]);
+  const after = map.candidates();
+  assert.deepEqual(after.map((e) => [e.id, e.load, e.inFlightAtLoad]), [
+    ["a", 9, 2],
+    ["b", 2, 1],
+  ]);
+  assert.equal(after[0].stats.inFlight, 2);
+  // A put with the same load keeps the calls noted at the report.
+  health.of(a.url).started();
+  reg.watches[0].push(put({ ...a, load: 9, modRevision: 6 }, 6));
+  assert.equal(map.candidates()[0].inFlightAtLoad, 2);
+  assert.equal(reg.calls, 1);
   map.close();
 });

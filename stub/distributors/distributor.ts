@@ -59,6 +59,14 @@ export interface Candidate extends Endpoint {
    * (`connect({ zone })`), or on one of its hosts (`localHosts`).
    */
   readonly local: boolean;
+  /**
+   * This client's calls under way on it (`stats.inFlight`) when it learnt
+   * `load` (by a lookup or the watch): the report does not count the
+   * calls this client started since, and counts those that ended since,
+   * so `load + stats.inFlight - inFlightAtLoad` estimates the load now
+   * (in calls under way). 0 when made by hand.
+   */
+  readonly inFlightAtLoad: number;
 }
 
 /** What a distributor is told about the call it places. */
@@ -198,11 +206,12 @@ export function makeCandidate(
     & Partial<Omit<Candidate, "stats">>
     & { stats?: Partial<EndpointStats> },
 ): Candidate {
-  const { stats, local, ...endpoint } = fields;
+  const { stats, local, inFlightAtLoad, ...endpoint } = fields;
   return {
     ...makeEndpoint(endpoint),
     stats: { ...NO_STATS, ...stats },
     local: local ?? false,
+    inFlightAtLoad: inFlightAtLoad ?? 0,
   };
 }
 

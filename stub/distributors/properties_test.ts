@@ -220,7 +220,11 @@ Deno.test("property: leastInFlight never picks an endpoint with more calls under
 /** The ranking leastLoaded documents, as a tuple (lower is better). */
 function loadRank(e: Candidate): [number, number, number] {
   const known = typeof e.load === "number" && Number.isFinite(e.load);
-  return [known ? 0 : 1, known ? e.load! : 0, e.stats.inFlight];
+  const estimate = known
+    ? e.load! + e.stats.inFlight - e.inFlightAtLoad
+    : e.stats.inFlight;
+  const wait = (Math.max(0, estimate) + 1) * e.stats.ewmaLatencyMs;
+  return [known ? 0 : 1, wait, estimate];
 }
 
 function lexicographic(a: number[], b: number[]): number {

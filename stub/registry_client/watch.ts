@@ -15,6 +15,7 @@ import type { RpcConnection } from "../../rpc/client/connection.ts";
 import { dial } from "../../rpc/transport/dial.ts";
 import type { Codec } from "../../rpc/codec/codec.ts";
 import {
+  INVALID_PARAMS,
   PERMISSION_DENIED,
   RpcError,
   UNAUTHENTICATED,
@@ -25,13 +26,16 @@ import type { Dialer } from "../../rpc/transport/transport.ts";
 import { abortableSleep, backoffDelay } from "../../internal/timing.ts";
 import {
   COMPACTED,
+  type EndpointLoad,
   type ListedName,
   REGISTRY_METHODS,
   WATCH_CANCELLED_NOTIFICATION,
   WATCH_EVENTS_NOTIFICATION,
+  WATCH_LOADS_NOTIFICATION,
   type WatchCancelledNotification,
   type WatchEvent,
   type WatchEventsNotification,
+  type WatchLoadsNotification,
   type WatchParams,
   type WatchResult,
 } from "../../protocol/registry.ts";
@@ -41,7 +45,8 @@ import type { RegistryClient } from "./registry_client.ts";
  * What a watch delivers: `events` (changes, in revision order, each
  * revision whole) or `reset` (the whole prefix as listed at `revision`:
  * replace what you knew; sent first when asked with `list: true`, and after
- * the watch fell out of a node's history).
+ * the watch fell out of a node's history). Load changes go to
+ * {@link WatchOptions.onLoads} instead.
  */
 export type WatchUpdate =
   | { kind: "events"; revision: number; events: WatchEvent[] }
@@ -61,6 +66,14 @@ export interface WatchOptions {
   list?: boolean;
   /** Aborting it closes the watch. */
   signal?: AbortSignal;
+  /**
+   * Receives the loads servers report with their keep-alives, as they
+   * change on the node (`registry.watch` with `loads: true`): between
+   * revisions, with no revision of their own, never replayed. A registry
+   * node too old to send them refuses the param; the watch then carries on
+   * there without loads (lookups still return them). Default: no loads.
+   */
+  onLoads?: (loads: EndpointLoad[]) => void;
 }
 
 /** Settings of a {@link WatchClient}. */
@@ -112,6 +125,8 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
   needsList: boolean;
   /** The id the watch has on the current connection. */
   watchId = "";
+  /** Where its load changes go, if it asked for them. */
+  readonly onLoads: ((loads: EndpointLoad[]) => void) | undefined;
 
   /** Use {@link WatchClient.watch}. */
   constructor(
@@ -123,6 +138,7 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
     this.prefix = prefix;
     this.next = options.fromRevision ?? null;
     this.needsList = options.list ?? false;
+    this.onLoads = options.onLoads;
     this.#close = close;
     this.#onUpdate = onUpdate;
   }
@@ -248,6 +264,8 @@ export class WatchClient {
   #closed = false;
   #wakeRun: (() => void) | null = null;
   #sequence = 0;
+  /** Connections whose node refused the `loads` param (an older node). */
+  readonly #noLoads = new WeakSet<RpcConnection>();
   #urlIndex = Math.floor(Math.random() * 1024);
 
   /**
@@ -449,6 +467,9 @@ export class WatchClient {
       watch.watchId = watchId;
       const params: WatchParams = { prefix: watch.prefix, watchId };
       if (watch.next !== null) params.fromRevision = watch.next;
+      const askLoads = watch.onLoads !== undefined &&
+        !this.#noLoads.has(connection);
+      if (askLoads) params.loads = true;
       try {
         const result = await connection.call<WatchResult>(
           REGISTRY_METHODS.watch,
@@ -462,6 +483,11 @@ export class WatchClient {
         watch.watchId = "";
         if (error instanceof RpcError && error.code === COMPACTED) {
           watch.needsList = true;
+          continue;
+        }
+        if (askLoads && refusesLoads(error)) {
+          // A node from before load notifications: watch without them.
+          this.#noLoads.add(connection);
           continue;
         }
         if (refusesAccess(error)) {
@@ -510,6 +536,19 @@ export class WatchClient {
         });
       }
       if (update.revision + 1 > from) watch.next = update.revision + 1;
+    } else if (method === WATCH_LOADS_NOTIFICATION) {
+      const update = params as unknown as WatchLoadsNotification;
+      const watch = this.#byId(update?.watchId);
+      if (watch === undefined || watch.closed || !watch.onLoads) return;
+      const loads = Array.isArray(update.loads)
+        ? update.loads.filter(isEndpointLoad)
+        : [];
+      if (loads.length === 0) return;
+      try {
+        watch.onLoads(loads);
+      } catch {
+        // A failing callback must not stop the watch.
+      }
     } else if (method === WATCH_CANCELLED_NOTIFICATION) {
       const cancelled = params as unknown as WatchCancelledNotification;
       const watch = this.#byId(cancelled?.watchId);
@@ -527,6 +566,20 @@ export class WatchClient {
     }
     return undefined;
   }
+}
+
+/** A node's refusal of the `loads` param: it is older than load notifications. */
+function refusesLoads(error: unknown): boolean {
+  return error instanceof RpcError && error.code === INVALID_PARAMS &&
+    error.message.includes('"loads"');
+}
+
+function isEndpointLoad(value: unknown): value is EndpointLoad {
+  const item = value as EndpointLoad | null;
+  return typeof item === "object" && item !== null &&
+    typeof item.name === "string" && typeof item.id === "string" &&
+    (item.load === null ||
+      (typeof item.load === "number" && Number.isFinite(item.load)));
 }
 
 /** An answer that says this client may not watch (and will not, elsewhere). */
