@@ -57,7 +57,7 @@ Deno.test("a CBOR client against a server without the CBOR codec fails with a cl
     assert.equal(error.written, false);
     assert.equal(
       error.message,
-      `connection to ${server.url} closed before the response to "echo": the server at ${server.url} answered in NDJSON: it has no CBOR codec loaded (import "@rafter/rpc/cbor" in the server's process), or use codec: "json"`,
+      `connection to ${server.url} closed before "echo" was sent: the server at ${server.url} answered in NDJSON: it has no CBOR codec loaded (import "@rafter/rpc/cbor" in the server's process), or use codec: "json"`,
     );
     assert.doesNotMatch(error.message, /maxFrameBytes/);
     await connection.closed;

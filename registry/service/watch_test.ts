@@ -6,7 +6,7 @@ Deno.test("registry.watch and unwatch refuse an unknown param, naming it and the
     await rejectsWith(
       connection.call("registry.watch", { prefix: "", from: 3 }),
       INVALID_PARAMS,
-      'Invalid params: "from" is not a param of registry.watch, which takes { prefix, fromRevision?, watchId? }',
+      'Invalid params: "from" is not a param of registry.watch, which takes { prefix, fromRevision?, watchId?, loads? }',
     );
     await rejectsWith(
       connection.call("registry.unwatch", { watchId: "w1", all: true }),
