@@ -354,7 +354,7 @@ async function pauseRun(
     stop = true;
     await Promise.all(callers);
     const healthyP99 = percentile(healthy.toSorted((a, b) => a - b), 0.99);
-    const max = Math.max(...latencies);
+    const max = latencies.reduce((a, b) => Math.max(a, b), 0);
     return {
       calls: latencies.length + failures.length,
       failures,
