@@ -286,7 +286,6 @@ const STALL_MS = 500;
  */
 async function pauseRun(
   cluster: LocalCluster,
-  logs: string,
   run: number,
   victim: string,
 ): Promise<PauseRun> {
@@ -384,7 +383,7 @@ Deno.test(`one of 3 servers stopped with SIGSTOP for 8 s under default stub opti
     );
     const runs: PauseRun[] = [];
     for (let run = 1; run <= PAUSE_RUNS; run++) {
-      const r = await pauseRun(cluster, logs, run, servers[(run - 1) % 3]);
+      const r = await pauseRun(cluster, run, servers[(run - 1) % 3]);
       runs.push(r);
       console.log(
         `measured: run ${run}: ${r.calls} idempotent calls, ${r.failures.length} failed; healthy p99 ${r.healthyP99} ms, max ${r.max} ms, bound ${r.bound} ms (ejection ${r.ejectedAfter} ms + 5 × max(10, p99) + ${STALL_MS}); re-admitted ${r.readmittedAfter} ms after SIGCONT; not idempotent: ${r.unsafe.calls} calls, ${r.unsafe.ok} ok, ${r.unsafe.failed.length} failed, max ${r.unsafe.max} ms`,
