@@ -269,19 +269,15 @@ export class RetryLoop {
       const sentAt = performance.now();
       const open = attempts.context.pool.ready(endpoint.url, sentAt);
       if (open === undefined) {
-        const call = this.#state(
+        const call = this.#firstState(
           method,
           params,
           idempotent,
           options,
           send,
-          deadlineMs,
           calledAt,
-        );
-        call.first(
           candidates,
-          info ??
-            firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+          info,
           endpoint,
         );
         return this.#loop(rule, call, 0, endpoint);
@@ -347,19 +343,15 @@ export class RetryLoop {
         : send(open, sending));
       attempts.answered(health, sentAt);
     } catch (error) {
-      call = this.#state(
+      call = this.#firstState(
         method,
         params,
         idempotent,
         options,
         send,
-        deadlineMs,
         calledAt,
-      );
-      call.first(
         candidates,
-        info ??
-          firstInfo(attempts.name, method, params, idempotent, deadlineMs),
+        info,
         endpoint,
       );
       call.tried = [endpoint.id];
@@ -497,6 +489,41 @@ export class RetryLoop {
       if (step !== "retry") return step.return as R;
     }
     throw rule.exhausted(this, call);
+  }
+
+  /**
+   * The state of a call whose first attempt went to `endpoint` among
+   * `candidates` (with `info` when the distributor was given one), as the
+   * loop goes on from it.
+   */
+  #firstState(
+    method: string,
+    params: unknown[] | Record<string, unknown>,
+    idempotent: boolean,
+    options: StubCallOptions,
+    send: Send | null,
+    calledAt: number,
+    candidates: readonly Candidate[],
+    info: CallInfo | null,
+    endpoint: Candidate,
+  ): CallState {
+    const deadlineMs = options.deadlineMs ?? this.settings.deadlineMs;
+    const call = this.#state(
+      method,
+      params,
+      idempotent,
+      options,
+      send,
+      deadlineMs,
+      calledAt,
+    );
+    call.first(
+      candidates,
+      info ??
+        firstInfo(this.attempts.name, method, params, idempotent, deadlineMs),
+      endpoint,
+    );
+    return call;
   }
 
   /** The state of a call (see {@link run}) made when it first needs one. */
