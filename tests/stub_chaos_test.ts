@@ -14,35 +14,12 @@ import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
 import { AmbiguousError, NotSentError } from "../stub/call/call_errors.ts";
 import { waitFor } from "../testing/time.ts";
+import { readExecLogs } from "./_exec_logs.ts";
 
 const CHAOS_SECONDS = Number(Deno.env.get("STUB_CHAOS_SECONDS") ?? "8");
 
 interface Exec {
   exec(callId: string, delayMs?: number): { server: string; callId: string };
-}
-
-/** Every line the servers logged: callId → how often it ran, and when each server first ran one. */
-async function readLogs(dir: string, ids: string[]) {
-  const runs = new Map<string, number>();
-  const firstAt = new Map<string, number>();
-  for (const id of ids) {
-    let text = "";
-    try {
-      text = await Deno.readTextFile(`${dir}/${id}.log`);
-    } catch {
-      continue;
-    }
-    for (const line of text.split("\n")) {
-      if (line === "") continue;
-      const [callId, server, at] = line.split(" ");
-      runs.set(callId, (runs.get(callId) ?? 0) + 1);
-      const time = Number(at);
-      if (!firstAt.has(server) || time < firstAt.get(server)!) {
-        firstAt.set(server, time);
-      }
-    }
-  }
-  return { runs, firstAt };
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -122,7 +99,12 @@ Deno.test(`servers killed with SIGKILL every 2 s in turn for ${CHAOS_SECONDS} s:
     stop = true;
     await Promise.all(callers);
 
-    const { runs, firstAt } = await readLogs(logs, ["s1", "s2", "s3", "s4"]);
+    const { runs, firstAt } = await readExecLogs(logs, [
+      "s1",
+      "s2",
+      "s3",
+      "s4",
+    ]);
     const twice = [...runs].filter(([id, n]) => id.startsWith("n") && n > 1);
     const safeCalls = [...runs.keys()].filter((id) =>
       id.startsWith("i")

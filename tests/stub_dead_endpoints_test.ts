@@ -16,34 +16,13 @@ import { waitFor } from "../testing/time.ts";
 import { connect } from "../stub/client.ts";
 import type { Stub } from "../stub/call/cluster_stub.ts";
 import { AmbiguousError, NotSentError } from "../stub/call/call_errors.ts";
+import { readExecLogs } from "./_exec_logs.ts";
 
 const SECONDS = Number(Deno.env.get("STUB_DEAD_SECONDS") ?? "3");
 const CALLERS = 8;
 
 interface Exec {
   exec(callId: string, delayMs?: number): { server: string; callId: string };
-}
-
-/** How often each callId ran, over the servers' logs in `dir`. */
-async function runsOf(
-  dir: string,
-  ids: string[],
-): Promise<Map<string, number>> {
-  const runs = new Map<string, number>();
-  for (const id of ids) {
-    let text = "";
-    try {
-      text = await Deno.readTextFile(`${dir}/${id}.log`);
-    } catch {
-      continue;
-    }
-    for (const line of text.split("\n")) {
-      if (line === "") continue;
-      const callId = line.split(" ")[0];
-      runs.set(callId, (runs.get(callId) ?? 0) + 1);
-    }
-  }
-  return runs;
 }
 
 interface Tally {
@@ -119,7 +98,7 @@ Deno.test(`six lease-less servers, three killed with SIGKILL, plus three endpoin
 
     const until = Date.now() + SECONDS * 1000;
     const tally = await load(stub, "n", () => Date.now() >= until);
-    const runs = await runsOf(logs, servers);
+    const runs = (await readExecLogs(logs, servers)).runs;
     const twice = [...runs].filter(([id, n]) => id.startsWith("n") && n > 1);
     const states = rafter.endpointStates("exec");
     console.log(
@@ -170,7 +149,7 @@ Deno.test(`one of three servers killed with SIGKILL under ${CALLERS} callers of 
     )!.url;
     await cluster.kill("k2", "SIGKILL");
     const [tally, safeTally] = await loaded;
-    const runs = await runsOf(logs, servers);
+    const runs = (await readExecLogs(logs, servers)).runs;
     const twice = [...runs].filter(([id, n]) => id.startsWith("n") && n > 1);
     // The ambiguous ones that did run (the server logs a call before it
     // answers): what a retry would have run twice.
