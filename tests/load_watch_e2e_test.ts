@@ -32,13 +32,17 @@ Deno.test("a load change reaches a watching client on the leader and on a follow
       ttlMs: 1_500, // a keep-alive every 500 ms
       load: () => load,
     });
-    // Wait until the first report is in (a lookup shows it).
-    await waitFor(
-      async () =>
-        (await serverClient.lookup("loadwatch")).endpoints[0]?.load === 1,
-      "the first load report",
-      10_000,
-    );
+    // Wait until the first report is in on every node (a follower hears
+    // it with a later heartbeat of the leader; a lookup there shows it).
+    for (const [id, url] of cluster.registry) {
+      const probe = connect([url]);
+      clients.push(probe);
+      await waitFor(
+        async () => (await probe.lookup("loadwatch")).endpoints[0]?.load === 1,
+        `the first load report on ${id}`,
+        10_000,
+      );
+    }
     const watchers = [...cluster.registry].map(([id, url]) => {
       const seen: (number | null)[] = [];
       const distributor: Distributor = {
