@@ -22,7 +22,7 @@ import type {
 } from "../cluster_map/endpoint_health.ts";
 import { NotSentError } from "./call_errors.ts";
 import { cancelled, classify, deadlineError, type Outcome } from "./outcome.ts";
-import type { Latencies } from "./latencies.ts";
+import { type Latencies, type LatencyBook, latencyBook } from "./latencies.ts";
 
 /** What a stub needs from its client. */
 export interface StubContext {
@@ -48,7 +48,7 @@ export type Send = (
 /** Methods whose error label a stub keeps (callers may make up method names). */
 const MAX_LABELS = 256;
 
-/** The attempts of one stub's calls: its name, client, distributor and latencies. */
+/** The attempts of one stub's calls: its name, client, distributor and its cluster's latencies. */
 export class Attempts {
   /** The service name. */
   readonly name: string;
@@ -56,21 +56,21 @@ export class Attempts {
   readonly context: StubContext;
   /** Picks the endpoint of each attempt. */
   readonly distributor: Distributor;
-  /** The answered calls' latencies, when the stub hedges. */
-  readonly latencies: Latencies | null;
   readonly #labels = new Map<string, string>();
+  /** The answered attempts' latencies of each method, shared by the name's stubs. */
+  readonly #latencies: LatencyBook;
 
   /** Attempts for `name` through `context`, picked by `distributor`. */
-  constructor(
-    name: string,
-    context: StubContext,
-    distributor: Distributor,
-    latencies: Latencies | null,
-  ) {
+  constructor(name: string, context: StubContext, distributor: Distributor) {
     this.name = name;
     this.context = context;
     this.distributor = distributor;
-    this.latencies = latencies;
+    this.#latencies = latencyBook(context.map);
+  }
+
+  /** The latencies of `method` on the name's cluster (null past 256 methods). */
+  latencies(method: string): Latencies | null {
+    return this.#latencies.of(method);
   }
 
   /** `"name.method"`, as errors name a call; one string per method. */
@@ -168,13 +168,14 @@ export class Attempts {
       );
   }
 
-  /** One attempt on one endpoint, its failure classified. */
+  /** One attempt on one endpoint, its failure classified; its latency sampled in `latencies`. */
   async attempt(
     endpoint: Candidate,
     label: string,
     send: Send,
     timeoutMs: number,
     signal: AbortSignal | undefined,
+    latencies: Latencies | null = null,
   ): Promise<Outcome> {
     const { url } = endpoint;
     const health = this.context.health.of(url);
@@ -191,7 +192,7 @@ export class Attempts {
         timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
         signal,
       });
-      this.answered(health, sentAt);
+      this.answered(health, sentAt, latencies);
       return { ok: true, value };
     } catch (error) {
       return classify(error, url, label, started, health);
@@ -200,13 +201,17 @@ export class Attempts {
     }
   }
 
-  /** Records an answer `sentAt` (performance.now()) in the endpoint's health and the hedge samples. */
-  answered(health: EndpointHealth, sentAt: number): void {
+  /** Records an answer `sentAt` (performance.now()) in the endpoint's health and the method's `latencies`. */
+  answered(
+    health: EndpointHealth,
+    sentAt: number,
+    latencies: Latencies | null,
+  ): void {
     // One clock read for the latency and the health record.
     const now = performance.now();
     const latency = now - sentAt;
     health.answered(latency, now);
-    this.latencies?.add(latency);
+    latencies?.add(latency);
   }
 
   /** The value a call answers: `value`, or what the distributor's `onReturn` makes of it. */

@@ -29,6 +29,7 @@ export const CALL: Rule = {
       call.sender(),
       timeoutMs,
       call.signal,
+      call.latencies,
     ),
   failed(loop, call, outcome, info, endpoint, lastAttempt) {
     // Closing the client closed the connection: no retry.

@@ -1,17 +1,25 @@
 /**
  * Hedged requests: when an idempotent call's attempt has not answered
- * within the hedge delay (a fixed one, or a percentile of the stub's
+ * within the hedge delay (a fixed one, or a quantile of the method's
  * recent latencies), a second attempt goes to another server; the first
- * answer wins and the other is cancelled.
+ * success answers the call.
+ *
+ * The attempt that lost is not cancelled: it runs on to its own attempt
+ * timeout, so that a server that stopped answering still times out, and
+ * is ejected, although hedges answer every call it was sent (a frozen
+ * server would otherwise stay in play, costing each of its calls a hedge
+ * delay); a slow answer it gets is sampled too, so the latency quantiles
+ * see the tail the hedges cut off.
  *
  * @module
  */
 
 import type { CallInfo, Candidate } from "../distributors/distributor.ts";
 import type { Attempts, Send } from "./attempt.ts";
+import type { Latencies } from "./latencies.ts";
+import { HedgeClock } from "./hedge_clock.ts";
 import type { Outcome } from "./outcome.ts";
 import type { RetryBudget } from "./retry_budget.ts";
-import type { HedgeOptions } from "./latencies.ts";
 
 export type { HedgeOptions } from "./latencies.ts";
 
@@ -19,8 +27,8 @@ export type { HedgeOptions } from "./latencies.ts";
 export interface HedgedAttempt {
   /** The endpoint of the first attempt. */
   first: Candidate;
-  /** The endpoints a hedge may go to. */
-  others: Candidate[];
+  /** The endpoints a hedge may go to, but `first` (filtered out only when a hedge goes). */
+  others: readonly Candidate[];
   label: string;
   send: Send;
   timeoutMs: number;
@@ -29,45 +37,52 @@ export interface HedgedAttempt {
   info: CallInfo;
   /** The endpoints tried so far; the hedge's is added. */
   tried: string[];
+  /** Where the method's answered attempts are sampled. */
+  latencies: Latencies | null;
 }
 
 /**
- * An attempt, and, when it has not answered within the hedge delay, a
- * second one on another server (if the retry budget allows); the first
- * success wins, the other is cancelled; when both fail, an ambiguous
+ * An attempt, and, when it has not answered within `delayMs`, a second
+ * one on another server (if the retry budget allows); the first success
+ * wins (the other runs on to its timeout); when both fail, an ambiguous
  * failure wins.
  */
 export async function hedged(
   attempts: Attempts,
-  options: HedgeOptions,
+  delayMs: number,
   budget: RetryBudget | null,
   call: HedgedAttempt,
 ): Promise<Outcome> {
-  const { first, others, label, send, timeoutMs, signal } = call;
-  const delay = attempts.latencies!.hedgeDelay(options);
-  if (delay === null || delay >= timeoutMs || others.length === 0) {
-    return await attempts.attempt(first, label, send, timeoutMs, signal);
-  }
-  const controllers = [new AbortController(), new AbortController()];
-  const signals = controllers.map((c) =>
-    signal === undefined ? c.signal : AbortSignal.any([signal, c.signal])
+  const { first, others, label, send, timeoutMs, signal, latencies } = call;
+  const primary = attempts.attempt(
+    first,
+    label,
+    send,
+    timeoutMs,
+    signal,
+    latencies,
   );
-  const primary = attempts.attempt(first, label, send, timeoutMs, signals[0]);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const hedgeDue = new Promise<"hedge">((resolve) => {
-    timer = setTimeout(() => resolve("hedge"), delay);
-  });
-  const early = await Promise.race([primary, hedgeDue]);
-  clearTimeout(timer);
+  if (delayMs >= timeoutMs) return await primary;
+  const clock = clockOf(latencies ?? attempts);
+  let early: Outcome | "hedge";
+  try {
+    early = await new Promise<Outcome | "hedge">((wake) => {
+      clock.arm(delayMs, wake);
+      primary.then(wake);
+    });
+  } finally {
+    clock.ended();
+  }
   if (early !== "hedge") return early;
   if (
     attempts.context.closed?.aborted ||
+    !others.some((c) => c !== first) ||
     (budget !== null && !budget.tryWithdraw())
   ) {
     return await primary;
   }
   const second = attempts.choose(
-    others,
+    others.filter((c) => c !== first),
     { ...call.info, tried: [...call.tried] },
     label,
   );
@@ -76,36 +91,44 @@ export async function hedged(
     second,
     label,
     send,
-    Math.max(1, timeoutMs - delay),
-    signals[1],
+    Math.max(1, timeoutMs - delayMs),
+    signal,
+    latencies,
   );
-  return await firstSuccess([primary, backup], controllers);
+  return await firstSuccess(primary, backup);
 }
 
-/** The first success of two attempts (aborting the other), or, when both fail, the ambiguous failure if the first to fail was. */
+const CLOCKS = new WeakMap<object, HedgeClock>();
+
+/** The hedge clock of a method's `latencies` (or of a stub's attempts, for a method that has none). */
+function clockOf(key: object): HedgeClock {
+  let clock = CLOCKS.get(key);
+  if (clock === undefined) {
+    clock = new HedgeClock();
+    CLOCKS.set(key, clock);
+  }
+  return clock;
+}
+
+/** The first success of two attempts, or, when both fail, the ambiguous failure if the first to fail was. */
 function firstSuccess(
-  attempts: Promise<Outcome>[],
-  controllers: AbortController[],
+  primary: Promise<Outcome>,
+  backup: Promise<Outcome>,
 ): Promise<Outcome> {
-  return new Promise<Outcome>((resolve) => {
-    let failures = 0;
+  return new Promise<Outcome>((resolve, reject) => {
     let lastFailure: Outcome | null = null;
-    attempts.forEach((attempt, i) =>
-      attempt.then((outcome) => {
-        if (outcome.ok) {
-          controllers[1 - i].abort();
-          resolve(outcome);
-        } else if (++failures === 2) {
-          resolve(
-            lastFailure !== null && lastFailure.ok === false &&
-              lastFailure.kind === "ambiguous"
-              ? lastFailure
-              : outcome,
-          );
-        } else {
-          lastFailure = outcome;
-        }
-      })
-    );
+    const settle = (outcome: Outcome) => {
+      if (outcome.ok) resolve(outcome);
+      else if (lastFailure === null) lastFailure = outcome;
+      else {
+        resolve(
+          lastFailure.ok === false && lastFailure.kind === "ambiguous"
+            ? lastFailure
+            : outcome,
+        );
+      }
+    };
+    primary.then(settle, reject);
+    backup.then(settle, reject);
   });
 }

@@ -13,7 +13,13 @@ import type { RpcConnection } from "../../rpc/client/connection.ts";
 import type { CallInfo, Candidate } from "../distributors/distributor.ts";
 import type { AmbiguousError, NotSentError } from "./call_errors.ts";
 import type { Attempts, Send } from "./attempt.ts";
-import { hedged, type HedgeOptions } from "./hedge.ts";
+import { hedged } from "./hedge.ts";
+import {
+  type HedgeOptions,
+  type Latencies,
+  LATENCY_TIMEOUT,
+  latencyTimeoutMs,
+} from "./latencies.ts";
 import {
   type Cancelled,
   cancelled,
@@ -69,6 +75,8 @@ export class CallState {
   readonly signal: AbortSignal | undefined;
   /** The call's own attempt timeout, ms. */
   readonly attemptTimeoutMs: number | undefined;
+  /** The method's latencies on the cluster (its answers are sampled there). */
+  latencies: Latencies | null = null;
   /** The endpoints tried so far (made at the first retry). */
   tried: string[] | null = null;
   /** The current attempt, as the distributor sees it. */
@@ -192,7 +200,8 @@ export interface RetrySettings {
   maxAttempts: number;
   attemptTimeoutMs: number | undefined;
   budget: RetryBudget | null;
-  hedge: HedgeOptions | undefined;
+  /** How idempotent calls hedge; null: they do not. */
+  hedge: HedgeOptions | null;
 }
 
 /** The loop of one stub's calls. */
@@ -235,9 +244,9 @@ export class RetryLoop {
       const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
       this.#ensureLive(options.signal, method, null);
       if (rule.timed) settings.budget?.deposit(calledAt);
-      const hedging = idempotent && settings.hedge !== undefined &&
-        settings.maxAttempts > 1;
-      if (!rule.timed || hedging || deadlineMs <= 0 || map.needsLookup()) {
+      // An idempotent call's attempt timeout and hedge follow the
+      // method's latency: the loop sets them.
+      if (!rule.timed || idempotent || deadlineMs <= 0 || map.needsLookup()) {
         return this.#loop(
           rule,
           this.#state(
@@ -323,12 +332,12 @@ export class RetryLoop {
   ): Promise<R> {
     const { attempts, settings } = this;
     const deadlineMs = options.deadlineMs ?? settings.deadlineMs;
+    // Not idempotent (run() sends the others to the loop): the time left,
+    // unless an attempt timeout is given.
     const sending = this.#sending(
-      this.#timeoutMs(
-        options.attemptTimeoutMs,
-        idempotent,
-        settings.maxAttempts,
+      Math.min(
         deadlineMs,
+        options.attemptTimeoutMs ?? settings.attemptTimeoutMs ?? deadlineMs,
       ),
       options.signal,
     );
@@ -341,7 +350,7 @@ export class RetryLoop {
       value = await (send === null
         ? open.call(method, params, sending)
         : send(open, sending));
-      attempts.answered(health, sentAt);
+      attempts.answered(health, sentAt, attempts.latencies(method));
     } catch (error) {
       call = this.#firstState(
         method,
@@ -429,14 +438,11 @@ export class RetryLoop {
         call.attempted = [endpoint];
       }
       const left = max + call.moves - attempt;
-      const timeoutMs = this.#timeoutMs(
-        call.attemptTimeoutMs,
-        idempotent,
-        left,
-        remaining,
-      );
-      const hedging = idempotent && settings.hedge !== undefined && left > 1;
-      const inline = !hedging && rule.timed;
+      const timeoutMs = this.#timeoutMs(call, left, remaining);
+      const hedgeMs = idempotent && left > 1
+        ? this.#hedgeMs(call, timeoutMs)
+        : null;
+      const inline = hedgeMs === null && rule.timed;
       const sentAt = inline ? performance.now() : 0;
       const open = inline ? pool.ready(endpoint.url, sentAt) : undefined;
       let outcome: Outcome | undefined;
@@ -452,7 +458,7 @@ export class RetryLoop {
           value = await (call.send === null
             ? open.call(method, params, sending)
             : call.send(open, sending));
-          attempts.answered(health, sentAt);
+          attempts.answered(health, sentAt, call.latencies);
         } catch (error) {
           (call.tried ??= []).push(endpoint.id);
           // The attempt's start in wall-clock ms, as classify takes it.
@@ -467,9 +473,9 @@ export class RetryLoop {
       } else {
         const tried = (call.tried ??= []);
         tried.push(endpoint.id);
-        if (hedging) {
+        if (hedgeMs !== null) {
           const mark = tried.length;
-          outcome = await this.#hedged(call, endpoint, timeoutMs);
+          outcome = await this.#hedged(call, endpoint, timeoutMs, hedgeMs);
           // The hedge's second attempt went to another endpoint too.
           for (let i = mark; i < tried.length; i++) {
             const other = candidates.find((c) => c.id === tried[i]);
@@ -536,7 +542,7 @@ export class RetryLoop {
     deadlineMs: number,
     calledAt: number,
   ): CallState {
-    return new CallState(
+    const call = new CallState(
       method,
       params,
       idempotent,
@@ -546,6 +552,8 @@ export class RetryLoop {
       deadlineMs,
       calledAt,
     );
+    call.latencies = this.attempts.latencies(method);
+    return call;
   }
 
   /**
@@ -621,39 +629,59 @@ export class RetryLoop {
   }
 
   /**
-   * An attempt's timeout: the call's or the stub's, else for an idempotent
-   * call the time left divided by the attempts left, for the others the
-   * time left.
+   * An attempt's timeout, capped by the time left: the call's or the
+   * stub's; else, for an idempotent call that has another attempt left
+   * and a retry in the budget, `max(100, 3 × p99)` of the method's
+   * latency on the cluster (the time left divided by the attempts left
+   * before 20 answers were sampled); else (not idempotent, the last
+   * attempt, no retry in the budget) the time left: a timed-out attempt
+   * that cannot be retried would only turn a late answer into a failure.
    */
-  #timeoutMs(
-    attemptTimeoutMs: number | undefined,
-    idempotent: boolean,
-    attemptsLeft: number,
-    remaining: number,
-  ): number {
-    return Math.min(
-      remaining,
-      attemptTimeoutMs ?? this.settings.attemptTimeoutMs ??
-        (idempotent ? Math.max(remaining / attemptsLeft, 1) : remaining),
-    );
+  #timeoutMs(call: CallState, attemptsLeft: number, remaining: number): number {
+    const given = call.attemptTimeoutMs ?? this.settings.attemptTimeoutMs;
+    if (given !== undefined) return Math.min(remaining, given);
+    if (!call.idempotent || attemptsLeft <= 1) return remaining;
+    const p99 = call.latencies?.quantile(LATENCY_TIMEOUT.quantile) ?? null;
+    if (p99 === null) {
+      return Math.min(remaining, Math.max(remaining / attemptsLeft, 1));
+    }
+    const { budget } = this.settings;
+    if (budget !== null && budget.balance < 1) return remaining;
+    return Math.min(remaining, latencyTimeoutMs(p99));
   }
 
-  /** A hedged attempt of an idempotent call. */
+  /**
+   * The hedge delay of an idempotent call's attempt timed out after
+   * `timeoutMs`, ms, or null when it is not hedged: the stub does not
+   * hedge, there is no other endpoint to hedge on, too few latencies
+   * were sampled, or the delay is not shorter than the timeout.
+   */
+  #hedgeMs(call: CallState, timeoutMs: number): number | null {
+    const { hedge } = this.settings;
+    if (hedge === null || call.untried.length < 2) return null;
+    const delay = hedge.delayMs ??
+      call.latencies?.quantile(hedge.percentile ?? 0.99) ?? null;
+    return delay === null || delay >= timeoutMs ? null : delay;
+  }
+
+  /** A hedged attempt of an idempotent call, hedged after `delayMs`. */
   #hedged(
     call: CallState,
     endpoint: Candidate,
     timeoutMs: number,
+    delayMs: number,
   ): Promise<Outcome> {
     const { settings } = this;
-    return hedged(this.attempts, settings.hedge!, settings.budget, {
+    return hedged(this.attempts, delayMs, settings.budget, {
       first: endpoint,
-      others: call.untried.filter((c) => c !== endpoint),
+      others: call.untried,
       label: call.label,
       send: call.sender(),
       timeoutMs,
       signal: call.signal,
       info: call.info!,
       tried: call.tried!,
+      latencies: call.latencies,
     });
   }
 

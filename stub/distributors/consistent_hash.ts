@@ -39,6 +39,9 @@ const encoder = new TextEncoder();
  * - Retries: a retry of a call goes to the highest-scoring endpoint that
  *   call has not tried (`call.tried`), the same one every client picks.
  *
+ * Its calls are not hedged (`hedge: false`): a hedge would run one off
+ * its key's owner, unless the stub is given a `hedge` option.
+ *
  * `keyOf` may read any part of the call; whatever it returns is turned into
  * a string (a missing param gives "undefined": all such calls share an
  * endpoint). What it throws, the call throws.
@@ -82,6 +85,8 @@ export function consistentHash(
     return seed;
   };
   return {
+    // A hedge would run the call off its key's owner.
+    hedge: false,
     choose(endpoints, call) {
       const pool = untried(endpoints, call);
       if (pool.length === 0) return undefined;

@@ -160,6 +160,16 @@ export interface Distributor {
    */
   pick?(endpoints: readonly Candidate[]): Candidate | undefined;
   /**
+   * Whether the stub hedges the idempotent calls this distributor places
+   * by default (a second attempt on another endpoint when the first is
+   * slow; see the stub's `hedge` option). `false` for a distributor whose
+   * choice is where a call belongs (a session, a key's owner): a hedge
+   * would run it elsewhere, and would move a distributor that follows its
+   * last pick. `sticky` and `consistentHash` say `false`; a stub given an
+   * explicit `hedge` option hedges anyway. @default true
+   */
+  readonly hedge?: boolean;
+  /**
    * Decides after a failed attempt. Default (or when it returns
    * undefined): `"retry"` when `safeToRetry` and the failure is not a
    * server's error answer, else `"throw"`.

@@ -29,7 +29,8 @@ export interface StickyOptions {
  * connection failure (`notSent` or `ambiguous`), even while that endpoint
  * is still listed; an error answer from the server (`server`) does not
  * move it. It returns undefined: the stub's own rules decide whether the
- * call is retried (a retry then goes to the next endpoint).
+ * call is retried (a retry then goes to the next endpoint). Its calls are
+ * not hedged (`hedge: false`) unless the stub is given a `hedge` option.
  *
  * @example
  * ```ts
@@ -88,6 +89,8 @@ export function sticky(options: StickyOptions = {}): Distributor {
   return {
     choose: pick,
     pick,
+    // A hedge would run the call off its endpoint, and move the pick.
+    hedge: false,
     onError(_error, failure) {
       if (failure.endpoint.id === current && failure.kind !== "server") {
         leave = true;
