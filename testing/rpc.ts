@@ -368,3 +368,52 @@ export function fakeStream(): FakeStream {
     },
   };
 }
+
+/** A listener that accepts and then never reads; see {@linkcode silentServer}. */
+export interface SilentServer {
+  /** Its `tcp://127.0.0.1:port` URL. */
+  url: string;
+  /** How many connections it accepted so far. */
+  accepted(): number;
+  /** Stops listening and closes every accepted connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP server on 127.0.0.1 that accepts connections and then never reads
+ * or answers, as a stopped (SIGSTOPped) process does: calls and pings sent
+ * to it just wait.
+ */
+export function silentServer(): SilentServer {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  const done = (async () => {
+    for await (const conn of listener) conns.push(conn);
+  })();
+  return {
+    url: `tcp://127.0.0.1:${listener.addr.port}`,
+    accepted: () => conns.length,
+    close: () => closeListening(listener, conns, done),
+  };
+}
+
+/**
+ * Stops a test server: closes `listener` and every connection in `conns`
+ * (those already closed are skipped), then waits for its accept loop
+ * (`done`) to end.
+ */
+export async function closeListening(
+  listener: Deno.Listener,
+  conns: Iterable<Deno.Conn>,
+  done: Promise<unknown>,
+): Promise<void> {
+  listener.close();
+  for (const conn of conns) {
+    try {
+      conn.close();
+    } catch {
+      // Already closed.
+    }
+  }
+  await done;
+}

@@ -7,6 +7,7 @@ import type { Response } from "../message.ts";
 import { type CallContext, withContext } from "../server/method.ts";
 import { serve } from "../../adapter/deno/serve.ts";
 import {
+  closeListening,
   exchange,
   fakeStream,
   RawClient,
@@ -265,17 +266,7 @@ function plainServer() {
   return {
     url: `tcp://127.0.0.1:${listener.addr.port}`,
     received,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // Closed by the client already.
-        }
-      }
-      await done;
-    },
+    close: () => closeListening(listener, conns, done),
   };
 }
 

@@ -29,6 +29,7 @@ import { connect, type RafterClient } from "../client.ts";
 import type { Distributor, FailureInfo } from "../distributors/distributor.ts";
 import { roundRobin } from "../distributors/round_robin.ts";
 import { RetryBudget } from "./retry_budget.ts";
+import { closeListening, silentServer } from "../../testing/rpc.ts";
 
 /** A server bound in the test's registry, counting the calls it runs. */
 interface TestServer {
@@ -177,44 +178,7 @@ function lineThenClose() {
   return {
     url: `tcp://127.0.0.1:${port}`,
     lines,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // Already closed.
-        }
-      }
-      await done;
-    },
-  };
-}
-
-/**
- * A TCP server that accepts connections and then never reads or answers,
- * as a stopped (SIGSTOPped) process does: calls and pings just wait.
- */
-function silent() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns: Deno.Conn[] = [];
-  const done = (async () => {
-    for await (const conn of listener) conns.push(conn);
-  })();
-  return {
-    url: `tcp://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    accepted: () => conns.length,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // Already closed.
-        }
-      }
-      await done;
-    },
+    close: () => closeListening(listener, conns, done),
   };
 }
 
@@ -824,7 +788,7 @@ Deno.test("the deadline also bounds opening the connection", async () => {
 });
 
 Deno.test("a hung server costs an idempotent call one attempt timeout; after two it is ejected, and its probe keeps it out", async () => {
-  const hung = silent();
+  const hung = silentServer();
   try {
     await withEnv(async (env) => {
       await env.admin.bind("hello", { id: "hung", url: hung.url });
@@ -867,7 +831,7 @@ Deno.test("a hung server costs an idempotent call one attempt timeout; after two
 });
 
 Deno.test("a call that is not idempotent is not retried after its attempt timed out: AmbiguousError names the server", async () => {
-  const hung = silent();
+  const hung = silentServer();
   try {
     await withEnv(async (env) => {
       await env.admin.bind("hello", { id: "hung", url: hung.url });

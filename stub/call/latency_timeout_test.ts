@@ -17,6 +17,7 @@ import { consistentHash } from "../distributors/consistent_hash.ts";
 import { ClusterStub, type StubOptions } from "./cluster_stub.ts";
 import type { StubContext } from "./attempt.ts";
 import { fixedMap } from "./_test_util.ts";
+import { silentServer } from "../../testing/rpc.ts";
 
 /** A server whose methods record the ms left of the deadline each call was sent. */
 function deadlineServer() {
@@ -54,32 +55,6 @@ function context(name: string, urls: string[]) {
     close() {
       map.close();
       pool.close();
-    },
-  };
-}
-
-/**
- * A TCP server that accepts connections and never reads or answers, as a
- * stopped (SIGSTOPped) process does.
- */
-function frozen() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns: Deno.Conn[] = [];
-  const done = (async () => {
-    for await (const conn of listener) conns.push(conn);
-  })();
-  return {
-    url: `tcp://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    async close() {
-      listener.close();
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch {
-          // Already closed.
-        }
-      }
-      await done;
     },
   };
 }
@@ -172,7 +147,7 @@ async function frozenAndGood(
     urls: { frozen: string; good: string },
   ) => Promise<void>,
 ) {
-  const stuck = frozen();
+  const stuck = silentServer();
   const good = whoServer("good");
   const env = context(name, [stuck.url, good.server.url]);
   try {
