@@ -27,7 +27,7 @@ import { ServerError } from "./call_errors.ts";
 import { RetryBudget, type RetryBudgetOptions } from "./retry_budget.ts";
 import { roundRobin } from "../distributors/round_robin.ts";
 import { Attempts, type StubContext } from "./attempt.ts";
-import { DEFAULT_HEDGE, type HedgeOptions } from "./latencies.ts";
+import { DEFAULT_HEDGE, type HedgeOptions, hedgeProblem } from "./latencies.ts";
 import type { StubCallOptions } from "./call_options.ts";
 import { NOTIFICATION } from "./notification_rule.ts";
 import { CALL } from "./call_rule.ts";
@@ -213,6 +213,8 @@ export class ClusterStub {
         `maxAttempts must be a positive integer, got ${maxAttempts}`,
       );
     }
+    const problem = hedgeProblem(options.hedge);
+    if (problem !== null) throw new TypeError(problem);
     const distributor = options.distributor ?? roundRobin();
     // A distributor that places calls where they belong is not hedged
     // unless the stub asks for it.

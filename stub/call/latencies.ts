@@ -43,6 +43,55 @@ export const LATENCY_TIMEOUT = Object.freeze({
   floorMs: 100,
 });
 
+/**
+ * How an idempotent attempt is timed while its method has answered fewer
+ * than {@link MIN_LATENCY_SAMPLES} times (but at least once): `max(floorMs,
+ * factor × the slowest answer so far)`, capped by the time left split over
+ * the attempts left (the rule with no answer yet), so that a fresh client
+ * does not give a frozen server a share of the deadline.
+ */
+export const WARMUP_TIMEOUT = Object.freeze({
+  /** The timeout is this many times the slowest answer so far… */
+  factor: 10,
+  /** …and never shorter than this, ms. */
+  floorMs: 1_000,
+});
+
+/**
+ * Why `hedge` is not a stub's hedge option (`false`, `{ delayMs }` with a
+ * positive delay, or `{ percentile }` strictly between 0 and 1), or null.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { hedgeProblem } from "./latencies.ts";
+ * assert.equal(hedgeProblem({ delayMs: 20 }), null);
+ * assert.match(hedgeProblem({ percentile: 2 })!, /between 0 and 1/);
+ * ```
+ */
+export function hedgeProblem(hedge: unknown): string | null {
+  if (hedge === undefined || hedge === false) return null;
+  if (typeof hedge !== "object" || hedge === null || Array.isArray(hedge)) {
+    return `hedge must be false or an object such as { percentile: 0.99 } or { delayMs: 20 }, got ${
+      JSON.stringify(hedge)
+    }`;
+  }
+  const { delayMs, percentile } = hedge as HedgeOptions;
+  if (
+    delayMs !== undefined &&
+    !(typeof delayMs === "number" && Number.isFinite(delayMs) && delayMs > 0)
+  ) {
+    return `hedge.delayMs must be a positive number of ms (a hedge after that long), got ${delayMs}`;
+  }
+  if (
+    percentile !== undefined &&
+    !(typeof percentile === "number" && percentile > 0 && percentile < 1)
+  ) {
+    return `hedge.percentile must be between 0 and 1, exclusive (0.99: hedge the slowest 1 %), got ${percentile}`;
+  }
+  return null;
+}
+
 /** Samples each method keeps (the latest answered attempts). */
 export const LATENCY_SAMPLES = 512;
 /** Samples a method needs before its quantiles are used. */
@@ -97,6 +146,15 @@ export class Latencies {
   /** Samples held (at most 512). */
   get count(): number {
     return this.#count;
+  }
+
+  /** The slowest sample held, ms (0 with none). */
+  get max(): number {
+    let max = 0;
+    for (let i = 0; i < this.#count; i++) {
+      if (this.#ring[i] > max) max = this.#ring[i];
+    }
+    return max;
   }
 
   /** Records one latency, replacing the oldest once the ring is full. */

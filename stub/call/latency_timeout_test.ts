@@ -60,7 +60,7 @@ function context(name: string, urls: string[]) {
 }
 
 // The server sees its deadline in whole ms, rounded up: up to 2 ms over.
-Deno.test("without an attempt timeout, an idempotent attempt's is max(100 ms, 3 × p99) of its method's latency on the cluster once 20 answers were sampled; before, the time left ÷ the attempts left; not idempotent, the time left", async () => {
+Deno.test("without an attempt timeout, an idempotent attempt's is max(100 ms, 3 × p99) of its method's latency on the cluster once 20 answers were sampled; before, max(1 s, 10 × the slowest answer), or with none the time left ÷ the attempts left; not idempotent, the time left", async () => {
   const { server, left } = deadlineServer();
   const env = context("timeouts", [server.url]);
   try {
@@ -71,10 +71,17 @@ Deno.test("without an attempt timeout, an idempotent attempt's is max(100 ms, 3 
       assert.equal(await s.call("fast"), "fast");
       took.push(performance.now() - started);
     };
-    // Before 20 answers: 30 s ÷ 5 attempts.
+    // No answer yet: 30 s ÷ 5 attempts.
     await fast();
     assert.ok(left.fast[0] > 5_000 && left.fast[0] <= 6_002, `${left.fast}`);
-    for (let i = 0; i < 24; i++) await fast();
+    // Warming up (1 to 19 answers): max(1 s, 10 × the slowest answer).
+    await fast();
+    const warm = Math.min(6_000, Math.max(1_000, 10 * took[0]));
+    assert.ok(
+      left.fast[1] > 900 && left.fast[1] <= warm + 2,
+      `${left.fast[1]} of ${warm} ms`,
+    );
+    for (let i = 0; i < 23; i++) await fast();
     await fast();
     // The method's p99 is at most the slowest call seen by the caller.
     const expected = Math.max(100, 3 * Math.max(...took));
@@ -115,6 +122,70 @@ Deno.test("without an attempt timeout, an idempotent attempt's is max(100 ms, 3 
   } finally {
     env.close();
     await server.close();
+  }
+});
+
+Deno.test("a fresh stub does not give a frozen server a share of the deadline: after one answer, an attempt on it times out after max(1 s, 10 × that answer), then the call is retried elsewhere", async () => {
+  const stuck = silentServer();
+  const good = whoServer("good");
+  const env = context("warm-up", [stuck.url, good.server.url]);
+  try {
+    const prefer = { id: "b" };
+    const stub = new ClusterStub("warm-up", env.ctx, {
+      idempotent: true,
+      distributor: preferring(prefer),
+    });
+    const first = performance.now();
+    assert.equal(await stub.call("who"), "good");
+    const answerMs = performance.now() - first;
+    prefer.id = "a";
+    const started = performance.now();
+    assert.equal(await stub.call("who"), "good");
+    const tookMs = performance.now() - started;
+    console.log(
+      `measured: first answer ${
+        answerMs.toFixed(1)
+      } ms; the call on the frozen server answered after ${
+        tookMs.toFixed(0)
+      } ms (30 s ÷ 5 = 6,000 ms before)`,
+    );
+    // The attempt's timeout, then the retry; far from the split's 6 s.
+    assert.ok(tookMs >= 950, `${tookMs} ms`);
+    assert.ok(tookMs < Math.max(1_000, 10 * answerMs) + 3_000, `${tookMs} ms`);
+    assert.equal(stuck.accepted(), 1);
+  } finally {
+    env.close();
+    await good.server.close();
+    await stuck.close();
+  }
+});
+
+Deno.test("hedge options are checked: a delay that is not positive, a percentile outside (0, 1) or a hedge that is not false or an object throws a TypeError saying what to give", () => {
+  const { ctx, close } = context("hedges", ["tcp://127.0.0.1:1"]);
+  try {
+    for (
+      const [hedge, pattern] of [
+        [{ delayMs: 0 }, /delayMs must be a positive number/],
+        [{ delayMs: -1 }, /delayMs must be a positive number/],
+        [{ delayMs: Infinity }, /delayMs must be a positive number/],
+        [{ percentile: 0 }, /between 0 and 1/],
+        [{ percentile: 2 }, /between 0 and 1/],
+        [true, /hedge must be false or an object/],
+      ] as const
+    ) {
+      assert.throws(
+        () =>
+          new ClusterStub("hedges", ctx, {
+            hedge: hedge as unknown as StubOptions["hedge"],
+          }),
+        (error) => error instanceof TypeError && pattern.test(error.message),
+        JSON.stringify(hedge),
+      );
+    }
+    new ClusterStub("hedges", ctx, { hedge: { delayMs: 5, percentile: 0.9 } });
+    new ClusterStub("hedges", ctx, { hedge: false });
+  } finally {
+    close();
   }
 });
 

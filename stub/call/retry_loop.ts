@@ -19,6 +19,7 @@ import {
   type Latencies,
   LATENCY_TIMEOUT,
   latencyTimeoutMs,
+  WARMUP_TIMEOUT,
 } from "./latencies.ts";
 import {
   type Cancelled,
@@ -643,7 +644,15 @@ export class RetryLoop {
     if (!call.idempotent || attemptsLeft <= 1) return remaining;
     const p99 = call.latencies?.quantile(LATENCY_TIMEOUT.quantile) ?? null;
     if (p99 === null) {
-      return Math.min(remaining, Math.max(remaining / attemptsLeft, 1));
+      const split = Math.max(remaining / attemptsLeft, 1);
+      // Warming up: a few answers tell more than the deadline does.
+      const slowest = call.latencies?.max ?? 0;
+      if (slowest === 0) return Math.min(remaining, split);
+      return Math.min(
+        remaining,
+        split,
+        Math.max(WARMUP_TIMEOUT.floorMs, WARMUP_TIMEOUT.factor * slowest),
+      );
     }
     const { budget } = this.settings;
     if (budget !== null && budget.balance < 1) return remaining;
