@@ -81,6 +81,9 @@ export const MAY_IMPORT: Readonly<
   stub: ["rpc", "protocol", "internal"],
   raft: ["rpc", "internal"],
   registry: ["raft", "rpc", "protocol", "internal"],
+  // A user's service as a Raft state machine: the Raft driver, served
+  // over RPC (it names the registry's error codes, not its modules).
+  replicated: ["raft", "rpc", "internal"],
   "mod.ts": ["rpc", "stub", "protocol", "internal"],
   // `adapter/deno` may get `raft`/`registry` if it ever serves them; today it needs neither.
   // Both serve and dial TLS with `adapter/tls` (`node:tls`, which Deno has
@@ -120,6 +123,8 @@ export const ENTRY_ADAPTERS: Readonly<Record<string, string>> = {
   "registry/main.ts": "adapter/deno",
   // `@rafter/rpc/raft/deno`: the Deno driver, its peer port on Deno's listener.
   "raft/deno.ts": "adapter/deno",
+  // `@rafter/rpc/replicated`: a replica's ports on Deno's listener.
+  "replicated/mod.ts": "adapter/deno",
 };
 
 /** Layers that are not published code, so they may use `testing/`. */

@@ -9,6 +9,7 @@
 import { checkName } from "../args.ts";
 import type { Command, Context } from "../context.ts";
 import { EXIT, UsageError } from "../errors.ts";
+import { leader } from "../../stub/distributors/leader.ts";
 
 /** The spec of `rafter call`. */
 export const callCommand: Command = {
@@ -51,10 +52,15 @@ export async function call(
   idempotent: boolean,
 ): Promise<number> {
   const { client, globals, out } = context;
-  const result = await client.call(name, method, params, {
+  // leader(): a replica of a replicated service that answers NOT_LEADER
+  // (it did not run the call) sends it on to the leader; any other
+  // service answers the first try.
+  const stub = client.stub<Record<string, never>>(name, {
+    distributor: leader(),
     deadlineMs: globals.timeoutMs,
     idempotent,
   });
+  const result = await stub.$call(method, params);
   out(JSON.stringify(result ?? null, null, 2));
   return EXIT.ok;
 }

@@ -43,6 +43,11 @@ export {
 export { BATCH_METHOD } from "../call/cluster_stub.ts";
 export { consistentHash } from "./consistent_hash.ts";
 export { firstAvailable } from "./first_available.ts";
+export {
+  leader,
+  type LeaderDistributor,
+  type LeaderOptions,
+} from "./leader.ts";
 export { leastInFlight, type LeastInFlightOptions } from "./least_in_flight.ts";
 export { leastLoaded, type LeastLoadedOptions } from "./least_loaded.ts";
 export { p2cEwma, type P2cEwmaOptions } from "./p2c_ewma.ts";

@@ -1,0 +1,116 @@
+/**
+ * One replica of the replicated counter ({@link counter}): run three, each
+ * with its own id and data folder and the same `--peers` list and secret;
+ * each binds itself in the registry under `counter`.
+ *
+ * ```sh
+ * export RAFTER_SERVICE_SECRET=$(openssl rand -hex 32)   # the same for all three
+ * P=c1=127.0.0.1:7301,c2=127.0.0.1:7302,c3=127.0.0.1:7303
+ * deno run -A examples/replicated/replica.ts --id c1 --peers $P --data data-c1 &
+ * deno run -A examples/replicated/replica.ts --id c2 --peers $P --data data-c2 &
+ * deno run -A examples/replicated/replica.ts --id c3 --peers $P --data data-c3 &
+ * ```
+ *
+ * The registry URLs come from `--registry`, else `$RAFTER_REGISTRY`, else
+ * `tcp://127.0.0.1:7001`; `--no-bind` serves without binding. The client
+ * port is `--port` (default: a free one), printed in the `ready` line.
+ * SIGINT/SIGTERM unbind (draining) and stop; the data folder stays, and a
+ * replica started again on it catches up from the others.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { DEFAULT_REGISTRY_URL } from "../../mod.ts";
+import { connect } from "../../adapter/deno/mod.ts";
+import { startReplica } from "../../replicated/mod.ts";
+import { counter } from "./counter.ts";
+
+const USAGE =
+  `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=URL,... --data DIR [options]
+
+  --id ID          this replica's id (one of --peers)
+  --peers LIST     every replica's peer address: id=host:port, comma-separated
+  --data DIR       this replica's data folder
+  --port N         client port (default: a free one)
+  --registry URLS  registry nodes (default $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
+  --name NAME      name to bind under (default counter)
+  --no-bind        do not bind in a registry
+  --tick-ms N      Raft tick (default 100)
+
+The replicas' shared secret (32+ characters) comes from $RAFTER_SERVICE_SECRET.`;
+
+const { values } = parseArgs({
+  options: {
+    id: { type: "string" },
+    peers: { type: "string" },
+    data: { type: "string" },
+    port: { type: "string", default: "0" },
+    registry: { type: "string" },
+    name: { type: "string", default: "counter" },
+    "no-bind": { type: "boolean", default: false },
+    "tick-ms": { type: "string", default: "100" },
+    "watch-stdin": { type: "boolean", default: false },
+    help: { type: "boolean", default: false },
+  },
+});
+
+function fail(message: string): never {
+  console.error(`error: ${message}\n\n${USAGE}`);
+  Deno.exit(2);
+}
+
+if (values.help) {
+  console.log(USAGE);
+  Deno.exit(0);
+}
+const id = values.id ?? fail("--id is required");
+const dataDir = values.data ?? fail("--data is required");
+const peers: Record<string, string> = {};
+for (const item of (values.peers ?? fail("--peers is required")).split(",")) {
+  const [peer, address] = item.split("=");
+  const url = address?.startsWith("tcp://") ? address : `tcp://${address}`;
+  if (!peer || !address || !/^tcp:\/\/[^/:]+:\d+$/.test(url)) {
+    fail(`--peers: ${JSON.stringify(item)} is not id=host:port`);
+  }
+  peers[peer] = url;
+}
+const secret = Deno.env.get("RAFTER_SERVICE_SECRET") ??
+  fail(
+    "set RAFTER_SERVICE_SECRET (e.g. $(openssl rand -hex 32)), the same for every replica",
+  );
+const registry = (values.registry ?? Deno.env.get("RAFTER_REGISTRY") ??
+  DEFAULT_REGISTRY_URL).split(",");
+const client = values["no-bind"] ? undefined : connect(registry);
+
+const replica = await startReplica({
+  id,
+  peers,
+  dataDir,
+  clusterSecret: secret,
+  port: Number(values.port),
+  tickMs: Number(values["tick-ms"]),
+  service: counter,
+  bind: client === undefined
+    ? undefined
+    : { client, name: values.name, ttlMs: 3_000 },
+}).catch((error) => {
+  console.error(`error: ${id}: ${error.message}`);
+  client?.close();
+  Deno.exit(1);
+});
+console.log(`${id} ready on ${replica.url} (peer port ${replica.peerUrl})`);
+
+const stop = Promise.withResolvers<void>();
+Deno.addSignalListener("SIGTERM", () => stop.resolve());
+Deno.addSignalListener("SIGINT", () => stop.resolve());
+if (values["watch-stdin"]) {
+  (async () => {
+    for await (const _ of Deno.stdin.readable) { /* until EOF */ }
+    stop.resolve();
+  })();
+}
+await stop.promise;
+await replica.close();
+client?.close();
+Deno.exit(0);

@@ -1,0 +1,79 @@
+/**
+ * Replicated services (`@rafter/rpc/replicated`): a service whose state is
+ * a Raft-replicated state machine, so it survives the loss of any
+ * minority of its replicas with every acknowledged write. Define the
+ * service as plain functions ({@link ServiceDefinition}: its initial
+ * state, its writes, its reads), start one replica per process with
+ * {@link startReplica}, and call it through a stub with the `leader()`
+ * distributor (`@rafter/rpc/distributors`), which sends writes to the
+ * leader and follows `NOT_LEADER` answers. See docs/replicated.md.
+ *
+ * This entry runs on Deno (it listens with Deno's TCP server and keeps
+ * its log in files with fsync).
+ *
+ * @example A one-replica counter
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { startReplica } from "./mod.ts";
+ * import { dial } from "../adapter/deno/mod.ts";
+ * const dataDir = await Deno.makeTempDir();
+ * const replica = await startReplica({
+ *   id: "c1",
+ *   peers: { c1: "tcp://127.0.0.1:0" },
+ *   dataDir,
+ *   clusterSecret: "an example secret of at least 32 characters",
+ *   tickMs: 10,
+ *   service: {
+ *     initial: () => ({ value: 0 }),
+ *     writes: { add: (state: { value: number }, by: number) => (state.value += by) },
+ *     reads: { get: (state: { value: number }) => state.value },
+ *   },
+ * });
+ * const conn = await dial(replica.url);
+ * assert.equal(await conn.call("add", [2]), 2);
+ * assert.equal(await conn.call("add", [3]), 5);
+ * assert.equal(await conn.call("get", []), 5);
+ * conn.close();
+ * await replica.close();
+ * await Deno.remove(dataDir, { recursive: true });
+ * ```
+ *
+ * @module
+ */
+
+import { serve } from "../adapter/deno/serve.ts";
+import { type ReplicaOptions, ReplicatedService } from "./service.ts";
+
+export {
+  MAX_REQUEST_ID_LENGTH,
+  type ReadMethod,
+  requestIdOf,
+  type ServiceDefinition,
+  snapshotProblem,
+  StateMachine,
+  type StateMachineOptions,
+  type WriteMethod,
+  type WriteOutcome,
+} from "./machine.ts";
+export {
+  NOT_LEADER,
+  type NotLeaderData,
+  type ReplicaBinding,
+  type ReplicaOptions,
+  type ReplicaStatus,
+  ReplicatedService,
+  UNAVAILABLE,
+  type UnavailableData,
+} from "./service.ts";
+
+/**
+ * Starts one replica of a replicated service on Deno: see
+ * {@link ReplicatedService.start}.
+ *
+ * @throws {TypeError} when the definition or the options are wrong.
+ */
+export function startReplica<S>(
+  options: ReplicaOptions<S>,
+): Promise<ReplicatedService<S>> {
+  return ReplicatedService.start(options, serve);
+}

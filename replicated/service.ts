@@ -1,0 +1,564 @@
+/**
+ * A replicated service on one replica: the service's {@link StateMachine}
+ * on a {@link RaftNode}, its peer port (the other replicas, authenticated
+ * by the cluster secret), and its client port, where the service's
+ * methods are JSON-RPC methods any stub can call:
+ *
+ * - a **write** is proposed on the leader and answered once it is
+ *   committed and applied (on every replica, in log order); a follower
+ *   answers `NOT_LEADER` (-32001) with the leader's id and URL in its
+ *   data (it proposes nothing, so the write did not run), which the
+ *   `leader()` distributor follows. While no leader is known, or the one
+ *   it knew is gone, a follower waits for the election (within the call's
+ *   deadline) before it answers, so a call rides through a fail-over;
+ * - a **read** runs after a ReadIndex barrier (Raft dissertation §6.4) on
+ *   whichever replica it reached: linearizable; a **local read** runs at
+ *   once on the replica's state;
+ * - `replica.status` tells the replica's role, term, leader and indexes.
+ *
+ * Each replica can bind itself in a Rafter registry under the service's
+ * name (with its replica id as the endpoint id), so stubs find every
+ * replica and follow the leader.
+ *
+ * @module
+ */
+
+import { RaftNode } from "../raft/node.ts";
+import { RaftUnavailableError } from "../raft/driver.ts";
+import { NotLeaderError, type SoftState } from "../raft/core.ts";
+import { ClusterKey } from "../raft/peer_auth.ts";
+import { readDataDirMeta } from "../raft/data_dir.ts";
+import { PeerDirectory } from "../raft/peer_directory.ts";
+import { PeerTransport } from "../raft/peer_transport.ts";
+import { peerUrlsOf } from "../raft/node.ts";
+import {
+  type PeerServer,
+  type ServeFunction,
+  servePeersOn,
+} from "../raft/peer_server.ts";
+import type { Message, NodeId } from "../raft/types.ts";
+import type { RpcServer } from "../rpc/server/server.ts";
+import type { Methods } from "../rpc/server/method.ts";
+import { type CallContext, withContext } from "../rpc/server/method.ts";
+import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import {
+  requestIdOf,
+  type ServiceDefinition,
+  snapshotProblem,
+  StateMachine,
+  type WriteOutcome,
+} from "./machine.ts";
+
+/** The registry's code for an endpoint id bound by another live lease. */
+const ID_IN_USE = -32015;
+
+/** JSON-RPC code of a write sent to a follower (the registry's NOT_LEADER). */
+export const NOT_LEADER: -32001 = -32001;
+/** JSON-RPC code of a call no leader could take in time (the registry's UNAVAILABLE). */
+export const UNAVAILABLE: -32006 = -32006;
+
+/** Data of a {@link NOT_LEADER} error: where the write goes. */
+export interface NotLeaderData {
+  /** The leader's replica id (its endpoint id in the registry), or null when unknown. */
+  leaderId: string | null;
+  /** The leader's client URL, or null when unknown. */
+  leaderUrl: string | null;
+}
+
+/**
+ * Data of an {@link UNAVAILABLE} error: whether the write may still be
+ * applied (it was proposed, and the outcome is unknown: retry it only with
+ * the same `requestId`).
+ */
+export interface UnavailableData {
+  /** `true`: it may have been applied; `false`: it was not. */
+  mayHaveApplied: boolean;
+}
+
+/** What `replica.status` answers. */
+export interface ReplicaStatus {
+  /** This replica's id. */
+  id: string;
+  /** Its role in the current term. */
+  role: SoftState["role"];
+  /** The current term. */
+  term: number;
+  /** The leader's id, or null during an election. */
+  leaderId: string | null;
+  /** The leader's client URL, when known. */
+  leaderUrl: string | null;
+  /** Highest log index known committed. */
+  commitIndex: number;
+  /** Highest log index applied to the service's state here. */
+  appliedIndex: number;
+  /** Index of the newest snapshot, 0 for none. */
+  snapshotIndex: number;
+}
+
+/**
+ * Where a replica binds itself: a Rafter client's `bindServer` (e.g. a
+ * `connect(...)` client), under the service's name.
+ */
+export interface ReplicaBinding {
+  /** A client with `bindServer`, such as `connect({ registry })`'s. */
+  client: {
+    bindServer(
+      name: string,
+      server: { url: string },
+      options?: {
+        id?: string;
+        ttlMs?: number;
+        zone?: string;
+        attrs?: Record<string, string>;
+      },
+    ): Promise<{ close(): Promise<void> }>;
+  };
+  /** The service's name in the registry. */
+  name: string;
+  /** Lease TTL, ms. @default the client's default (10 s) */
+  ttlMs?: number;
+  /** This replica's zone (for `preferLocal` reads). */
+  zone?: string;
+  /** Extra attributes of the binding. */
+  attrs?: Record<string, string>;
+}
+
+/** Settings of a replica. */
+export interface ReplicaOptions<S> {
+  /** This replica's id: a key of `peers`, and its endpoint id in the registry. */
+  id: string;
+  /**
+   * Every replica's id → its peer URL (`tcp://host:port`), this one
+   * included: the cluster's voters when the data folder is new (later, the
+   * configuration in the log).
+   */
+  peers: Readonly<Record<string, string>>;
+  /** The replica's own folder for its log and snapshots (created if missing). */
+  dataDir: string;
+  /**
+   * The secret every replica shares (at least 32 characters): peers prove
+   * it before their messages count. Keep it out of the code (an env var,
+   * a file only the service's user can read).
+   */
+  clusterSecret: string;
+  /** The service. */
+  service: ServiceDefinition<S>;
+  /** Client port's interface. @default "127.0.0.1" */
+  hostname?: string;
+  /** Client port; 0 picks a free one. @default 0 */
+  port?: number;
+  /** Bind this replica in a Rafter registry once it serves. */
+  bind?: ReplicaBinding;
+  /** Take a snapshot (and compact the log) every this many entries. @default 10_000 */
+  snapshotEntries?: number;
+  /** How many write request ids are remembered (see `StateMachineOptions`). @default 10_000 */
+  maxRequestIds?: number;
+  /** Milliseconds per Raft tick. @default 100 */
+  tickMs?: number;
+  /** Election timeout, ticks. @default 10 */
+  electionTicks?: number;
+  /** Where log lines go. @default console.error */
+  log?(line: string): void;
+}
+
+/** How long a write waits for its entry to commit at most, ms. */
+const MAX_PROPOSE_MS = 10_000;
+
+/**
+ * One running replica of a replicated service. Start it with
+ * `startReplica` (`@rafter/rpc/replicated`).
+ */
+export class ReplicatedService<S> {
+  /** This replica's id. */
+  readonly id: string;
+  readonly #options: ReplicaOptions<S>;
+  readonly #machine: StateMachine<S>;
+  readonly #directory: PeerDirectory;
+  readonly #log: (line: string) => void;
+  #raft: RaftNode<WriteOutcome | null> | undefined;
+  #transport: PeerTransport | undefined;
+  #peerServer: PeerServer | undefined;
+  #server: RpcServer | undefined;
+  #binding: { close(): Promise<void> } | undefined;
+  /** Woken when the role or leader changes. */
+  #softWaiters: (() => void)[] = [];
+  #closed = false;
+
+  /**
+   * Starts a replica: reloads its log into the service's state, connects to
+   * the other replicas, serves the peer port (at its URL in `peers`) and the
+   * client port, then binds itself if asked.
+   *
+   * @throws {TypeError} when the service definition or options are wrong.
+   */
+  static async start<S>(
+    options: ReplicaOptions<S>,
+    serve: ServeFunction,
+  ): Promise<ReplicatedService<S>> {
+    const replica = new ReplicatedService(options);
+    try {
+      const key = await ClusterKey.fromSecret(options.clusterSecret).catch(
+        (error) => {
+          throw new TypeError(
+            `clusterSecret: ${error.message} (make one with \`openssl rand -hex 32\` and give every replica the same)`,
+          );
+        },
+      );
+      await replica.#openLog();
+      await replica.#connect(key);
+      replica.#listen(serve, key);
+      await replica.#bind();
+    } catch (error) {
+      await replica.close();
+      throw error;
+    }
+    return replica;
+  }
+
+  private constructor(options: ReplicaOptions<S>) {
+    if (!Object.hasOwn(options.peers, options.id)) {
+      throw new TypeError(
+        `replica id ${JSON.stringify(options.id)} is not one of the peers (${
+          Object.keys(options.peers).join(", ")
+        }): list every replica, this one included`,
+      );
+    }
+    this.id = options.id;
+    this.#options = options;
+    this.#log = options.log ?? ((line) => console.error(line));
+    this.#machine = new StateMachine(options.service, {
+      maxRequestIds: options.maxRequestIds,
+      onInternalError: (error, method) =>
+        this.#log(`${options.id}: write ${method} threw: ${error}`),
+    });
+    this.#directory = new PeerDirectory(options.id, options.peers);
+  }
+
+  /** The service's state on this replica now (do not change it). */
+  get state(): S {
+    return this.#machine.state;
+  }
+
+  /** The client port's URL (`tcp://host:port`). */
+  get url(): string {
+    return this.#server!.url;
+  }
+
+  /** The peer port's URL. */
+  get peerUrl(): string {
+    return this.#peerServer!.url;
+  }
+
+  /** The Raft node underneath (status, membership changes, leadership transfer). */
+  get raft(): RaftNode<WriteOutcome | null> {
+    return this.#raft!;
+  }
+
+  /** This replica's role, term, leader and indexes. */
+  status(): ReplicaStatus {
+    const status = this.raft.status;
+    const leaderId = status.leader;
+    return {
+      id: this.id,
+      role: status.role,
+      term: status.term,
+      leaderId,
+      leaderUrl: leaderId === null ? null : this.#clientUrl(leaderId),
+      commitIndex: status.commitIndex,
+      appliedIndex: status.appliedIndex,
+      snapshotIndex: status.snapshotIndex,
+    };
+  }
+
+  /**
+   * Unbinds (draining first), stops serving, and stops the Raft node. The
+   * data folder stays: start again on it to rejoin. Safe to call twice.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wakeSoftWaiters();
+    await this.#binding?.close();
+    await this.#server?.close();
+    await this.#peerServer?.close();
+    if (this.#raft !== undefined) await this.#raft.stop();
+    else this.#transport?.close();
+  }
+
+  async #openLog(): Promise<void> {
+    const options = this.#options;
+    const machine = this.#machine;
+    this.#raft = await RaftNode.start<WriteOutcome | null>({
+      id: options.id,
+      peers: options.peers,
+      dataDir: options.dataDir,
+      tickMs: options.tickMs,
+      electionTicks: options.electionTicks,
+      // Messages go out through the peer transport, made once the log
+      // told the cluster id.
+      transport: {
+        send: (messages: readonly Message[]) => this.#transport?.send(messages),
+        close: () => this.#transport?.close(),
+        updateMembers: (peers) => this.#transport?.updateMembers(peers),
+        onConnectionLost: (listener) => this.#lostListeners.push(listener),
+      },
+      apply: (entry) => machine.apply(entry.data),
+      restore: (snapshot) => machine.restoreJson(snapshot.data),
+      checkSnapshot: snapshotProblem,
+      snapshot: {
+        take: () => machine.snapshotJson(),
+        everyEntries: options.snapshotEntries ?? 10_000,
+        trailingEntries: Math.min(5_000, options.snapshotEntries ?? 10_000),
+      },
+      onSoftState: () => this.#wakeSoftWaiters(),
+      onFatal: (error) => {
+        this.#log(`${options.id}: the replica stopped: ${error}`);
+        this.#wakeSoftWaiters();
+      },
+    });
+  }
+
+  readonly #lostListeners: ((id: NodeId) => void)[] = [];
+
+  async #connect(key: ClusterKey): Promise<void> {
+    const options = this.#options;
+    const raft = this.raft;
+    const clusterId = (await readDataDirMeta(options.dataDir))!.clusterId;
+    const transport = new PeerTransport({
+      id: options.id,
+      peers: options.peers,
+      key,
+      clusterId,
+      directory: this.#directory,
+      clientUrl: () => this.#directory.clientUrl(options.id),
+    });
+    this.#transport = transport;
+    transport.onConnectionLost((peer) => {
+      for (const listener of this.#lostListeners) listener(peer);
+      // A follower waiting on this leader looks again.
+      this.#wakeSoftWaiters();
+    });
+    const current = raft.configuration;
+    transport.updateMembers(
+      current.voters.length === 0
+        ? options.peers
+        : peerUrlsOf(current, options.peers),
+    );
+    this.#clusterIdForPeers = clusterId;
+  }
+
+  #clusterIdForPeers = "";
+
+  #listen(serve: ServeFunction, key: ClusterKey): void {
+    const options = this.#options;
+    const peerUrl = new URL(
+      options.peers[options.id].replace(/^tcp:/, "http:"),
+    );
+    this.#peerServer = servePeersOn(serve, {
+      hostname: peerUrl.hostname.replace(/^\[|\]$/g, ""),
+      port: Number(peerUrl.port),
+      id: options.id,
+      key,
+      clusterId: this.#clusterIdForPeers,
+      directory: this.#directory,
+      clientUrl: () => this.#directory.clientUrl(options.id),
+      onStep: (messages) => this.raft.step(messages),
+      log: (line) => this.#log(`${options.id}: peer port: ${line}`),
+    });
+    this.#server = serve({
+      hostname: options.hostname ?? "127.0.0.1",
+      port: options.port ?? 0,
+      methods: this.#methods(),
+    });
+    this.#directory.setClientUrl(options.id, this.#server.url);
+    this.#transport!.start();
+  }
+
+  async #bind(): Promise<void> {
+    const bind = this.#options.bind;
+    if (bind === undefined) return;
+    // A replica started again after a crash finds its old binding still
+    // held by the dead process's lease (at another port) until that lease
+    // expires: its id is its own, so it waits for it rather than failing.
+    const until = Date.now() + (bind.ttlMs ?? 10_000) + 5_000;
+    for (let round = 0;; round++) {
+      try {
+        this.#binding = await bind.client.bindServer(
+          bind.name,
+          this.#server!,
+          {
+            id: this.id,
+            ttlMs: bind.ttlMs,
+            zone: bind.zone,
+            attrs: bind.attrs,
+          },
+        );
+        return;
+      } catch (error) {
+        const inUse = error instanceof RpcError && error.code === ID_IN_USE;
+        if (!inUse || Date.now() >= until || round >= 200 || this.#closed) {
+          throw error;
+        }
+        if (round === 0) {
+          this.#log(
+            `${this.id}: its binding under ${bind.name} is still held by an earlier process's lease; waiting for that lease to expire`,
+          );
+        }
+        await new Promise((wake) => setTimeout(wake, 250));
+      }
+    }
+  }
+
+  /** The client port's method table: the service's methods and `replica.status`. */
+  #methods(): Methods {
+    const methods: Methods = {
+      "replica.status": () => this.status(),
+    };
+    for (const name of this.#machine.writes) {
+      methods[name] = withContext((context: CallContext, ...args: unknown[]) =>
+        this.#write(context, name, args)
+      );
+    }
+    for (const name of this.#machine.reads) {
+      methods[name] = withContext(
+        async (context: CallContext, ...args: unknown[]) => {
+          await this.#barrier(context);
+          return this.#machine.read(name, args);
+        },
+      );
+    }
+    for (const name of this.#machine.localReads) {
+      methods[name] = (...args: unknown[]) => this.#machine.read(name, args);
+    }
+    return methods;
+  }
+
+  /** A write: proposed here when leading, else NOT_LEADER with where to go. */
+  async #write(
+    context: CallContext,
+    method: string,
+    args: unknown[],
+  ): Promise<unknown> {
+    let requestId: string | undefined;
+    try {
+      requestId = requestIdOf(args);
+    } catch (error) {
+      throw new RpcError(INVALID_PARAMS, (error as Error).message);
+    }
+    // A retry of a write that was applied: its first outcome, at once.
+    const earlier = requestId === undefined
+      ? undefined
+      : this.#machine.outcomeOf(requestId);
+    const outcome = earlier ?? await this.#propose(
+      context,
+      StateMachine.encode(method, args, requestId),
+    );
+    if (outcome === null) throw new TypeError("a write applied as a no-op");
+    if (outcome.ok) return outcome.value;
+    const { code, message, data } = outcome.error;
+    throw new RpcError(code, message, data);
+  }
+
+  async #propose(
+    context: CallContext,
+    data: string,
+  ): Promise<WriteOutcome | null> {
+    const until = Math.min(
+      context.deadline ?? Infinity,
+      Date.now() + MAX_PROPOSE_MS,
+    );
+    await this.#untilLeaderKnown(until, context.signal);
+    const raft = this.raft;
+    if (raft.status.role !== "leader") throw this.#notLeader();
+    try {
+      return await raft.propose(data, {
+        timeoutMs: Math.max(1, until - Date.now()),
+      });
+    } catch (error) {
+      if (error instanceof NotLeaderError) throw this.#notLeader();
+      if (error instanceof RaftUnavailableError) {
+        const mayHaveApplied = error.applied !== false;
+        throw new RpcError(
+          UNAVAILABLE,
+          mayHaveApplied
+            ? `the write may or may not be applied: ${error.message}; retry it with the same requestId to be sure it is applied once`
+            : `the write was not applied: ${error.message}; retry it`,
+          { mayHaveApplied } satisfies UnavailableData,
+        );
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Waits (within `until`) while this replica is not the leader and knows
+   * of no leader it can reach: during an election, and after the leader's
+   * connection was lost, a NOT_LEADER hint would send the caller nowhere.
+   */
+  async #untilLeaderKnown(until: number, signal: AbortSignal): Promise<void> {
+    for (let round = 0; round < 1_000; round++) {
+      if (this.#closed || signal.aborted) return;
+      const { role, leader } = this.raft.status;
+      if (role === "leader") return;
+      if (leader !== null && this.#reachable(leader)) return;
+      const left = until - Date.now();
+      if (left <= 0) return;
+      await new Promise<void>((wake) => {
+        const timer = setTimeout(wake, Math.min(left, 100));
+        this.#softWaiters.push(() => {
+          clearTimeout(timer);
+          wake();
+        });
+      });
+    }
+  }
+
+  /** Whether this replica's connection to `peer` is open (or it is this one). */
+  #reachable(peer: string): boolean {
+    if (peer === this.id) return true;
+    return this.#directory.status().some((member) =>
+      member.id === peer && member.reachable
+    );
+  }
+
+  async #barrier(context: CallContext): Promise<void> {
+    const until = Math.min(context.deadline ?? Infinity, Date.now() + 5_000);
+    try {
+      await this.raft.readBarrier({
+        timeoutMs: Math.max(1, until - Date.now()),
+      });
+    } catch (error) {
+      if (error instanceof RaftUnavailableError) {
+        throw new RpcError(
+          UNAVAILABLE,
+          `no leader confirmed the read in time (${error.message}): this replica may be cut off from the others; retry on another`,
+        );
+      }
+      throw error;
+    }
+  }
+
+  #notLeader(): RpcError {
+    const leaderId = this.raft.status.leader;
+    const leaderUrl = leaderId === null ? null : this.#clientUrl(leaderId);
+    return new RpcError(
+      NOT_LEADER,
+      leaderId === null
+        ? `replica ${this.id} is not the leader and knows of none yet (an election is under way): retry shortly`
+        : `replica ${this.id} is not the leader: send writes to ${leaderId}${
+          leaderUrl === null ? "" : ` at ${leaderUrl}`
+        }`,
+      { leaderId, leaderUrl } satisfies NotLeaderData,
+    );
+  }
+
+  #clientUrl(id: string): string | null {
+    return this.#directory.clientUrl(id);
+  }
+
+  #wakeSoftWaiters(): void {
+    const waiters = this.#softWaiters;
+    this.#softWaiters = [];
+    for (const wake of waiters) wake();
+  }
+}
