@@ -33,6 +33,7 @@ const USAGE =
   --peers LIST     every replica's peer address: id=host:port, comma-separated
   --data DIR       this replica's data folder
   --port N         client port (default: a free one)
+  --host ADDR      client port's address (default 127.0.0.1)
   --registry URLS  registry nodes (default $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
   --name NAME      name to bind under (default counter)
   --no-bind        do not bind in a registry
@@ -46,6 +47,7 @@ const { values } = parseArgs({
     peers: { type: "string" },
     data: { type: "string" },
     port: { type: "string", default: "0" },
+    host: { type: "string", default: "127.0.0.1" },
     registry: { type: "string" },
     name: { type: "string", default: "counter" },
     "no-bind": { type: "boolean", default: false },
@@ -88,6 +90,7 @@ const replica = await startReplica({
   peers,
   dataDir,
   clusterSecret: secret,
+  hostname: values.host,
   port: Number(values.port),
   tickMs: Number(values["tick-ms"]),
   service: counter,
