@@ -64,6 +64,18 @@ export {
 } from "./cluster_map/endpoint_health.ts";
 export { RetryBudget, type RetryBudgetOptions } from "./call/retry_budget.ts";
 export {
+  CLOSE_METHOD,
+  OPEN_METHOD,
+  REPLICATE_METHOD,
+  SESSION_NOT_FOUND,
+  type SessionAnswer,
+  type SessionMethod,
+  type SessionPeers,
+  type SessionRoute,
+  SessionStore,
+  type SessionStoreOptions,
+} from "./sessions/session_store.ts";
+export {
   DEFAULT_EDGE_MAX_STALE_MS,
   DEFAULT_EDGE_SHARE_WAIT_MS,
   DEFAULT_EDGE_TTL_MS,

@@ -19,6 +19,7 @@
 import { parseArgs } from "node:util";
 import { connect } from "../stub/client.ts";
 import { serve } from "../adapter/deno/serve.ts";
+import { untilStopped } from "../examples/until_stopped.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -89,16 +90,7 @@ const binding = values["no-lease"]
     load: () => inFlight,
   });
 console.log(`${id} ready on ${server.url} lease ${binding.leaseId}`);
-const stop = Promise.withResolvers<void>();
-Deno.addSignalListener("SIGTERM", () => stop.resolve());
-Deno.addSignalListener("SIGINT", () => stop.resolve());
-if (values["watch-stdin"]) {
-  (async () => {
-    for await (const _ of Deno.stdin.readable) { /* until EOF */ }
-    stop.resolve();
-  })();
-}
-await stop.promise;
+await untilStopped(values["watch-stdin"]);
 await binding.close();
 client.close();
 Deno.exit(0);

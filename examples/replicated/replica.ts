@@ -25,6 +25,7 @@ import { DEFAULT_REGISTRY_URL } from "../../mod.ts";
 import { connect } from "../../adapter/deno/mod.ts";
 import { startReplica } from "../../replicated/mod.ts";
 import { counter } from "./counter.ts";
+import { untilStopped } from "../until_stopped.ts";
 
 const USAGE =
   `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=URL,... --data DIR [options]
@@ -104,16 +105,7 @@ const replica = await startReplica({
 });
 console.log(`${id} ready on ${replica.url} (peer port ${replica.peerUrl})`);
 
-const stop = Promise.withResolvers<void>();
-Deno.addSignalListener("SIGTERM", () => stop.resolve());
-Deno.addSignalListener("SIGINT", () => stop.resolve());
-if (values["watch-stdin"]) {
-  (async () => {
-    for await (const _ of Deno.stdin.readable) { /* until EOF */ }
-    stop.resolve();
-  })();
-}
-await stop.promise;
+await untilStopped(values["watch-stdin"]);
 await replica.close();
 client?.close();
 Deno.exit(0);

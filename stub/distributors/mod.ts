@@ -53,6 +53,12 @@ export { leastLoaded, type LeastLoadedOptions } from "./least_loaded.ts";
 export { p2cEwma, type P2cEwmaOptions } from "./p2c_ewma.ts";
 export { random, type RandomOptions } from "./random.ts";
 export { roundRobin, type RoundRobinOptions } from "./round_robin.ts";
+export {
+  session,
+  type SessionDistributor,
+  type SessionOptions,
+  type SessionPlacement,
+} from "./session.ts";
 export { sticky, type StickyOptions } from "./sticky.ts";
 export {
   weightedRoundRobin,
