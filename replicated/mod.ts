@@ -42,6 +42,7 @@
  */
 
 import { serve } from "../adapter/deno/serve.ts";
+import { dial } from "../adapter/deno/mod.ts";
 import { type ReplicaOptions, ReplicatedService } from "./service.ts";
 
 export {
@@ -56,6 +57,7 @@ export {
   type WriteOutcome,
 } from "./machine.ts";
 export {
+  type DialFunction,
   NOT_LEADER,
   type NotLeaderData,
   type ReplicaBinding,
@@ -75,5 +77,5 @@ export {
 export function startReplica<S>(
   options: ReplicaOptions<S>,
 ): Promise<ReplicatedService<S>> {
-  return ReplicatedService.start(options, serve);
+  return ReplicatedService.start(options, serve, (url) => dial(url));
 }

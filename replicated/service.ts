@@ -38,9 +38,10 @@ import {
 } from "../raft/peer_server.ts";
 import type { Message, NodeId } from "../raft/types.ts";
 import type { RpcServer } from "../rpc/server/server.ts";
+import type { RpcConnection } from "../rpc/client/connection.ts";
 import type { Methods } from "../rpc/server/method.ts";
 import { type CallContext, withContext } from "../rpc/server/method.ts";
-import { INVALID_PARAMS, RpcError } from "../rpc/errors.ts";
+import { INVALID_PARAMS, PERMISSION_DENIED, RpcError } from "../rpc/errors.ts";
 import {
   requestIdOf,
   type ServiceDefinition,
@@ -93,7 +94,16 @@ export interface ReplicaStatus {
   appliedIndex: number;
   /** Index of the newest snapshot, 0 for none. */
   snapshotIndex: number;
+  /** The cluster's id (16 hex digits): what a joining replica needs. */
+  clusterId: string;
+  /** Every member's peer URL by id (voters and learners). */
+  members: Record<string, string>;
+  /** The members that are learners (catching up; promoted when caught up). */
+  learners: string[];
 }
+
+/** Dials a replica's client port (`dial` of the runtime's entry). */
+export type DialFunction = (url: string) => Promise<RpcConnection>;
 
 /**
  * Where a replica binds itself: a Rafter client's `bindServer` (e.g. a
@@ -149,6 +159,16 @@ export interface ReplicaOptions<S> {
   port?: number;
   /** Bind this replica in a Rafter registry once it serves. */
   bind?: ReplicaBinding;
+  /**
+   * Joins a running service (Raft dissertation §4.2.1) instead of
+   * bootstrapping with `peers`: `via` are client URLs of its replicas (one
+   * is enough). The replica starts with an empty log, asks the leader to
+   * add it as a learner (proving the cluster secret), catches up from the
+   * leader's log or snapshot, and is promoted to voter once caught up.
+   * `peers` then only needs this replica's own peer URL. Ignored when the
+   * data folder already belongs to the cluster (a restart).
+   */
+  join?: { via: readonly string[] };
   /** Take a snapshot (and compact the log) every this many entries. @default 10_000 */
   snapshotEntries?: number;
   /** How many write request ids are remembered (see `StateMachineOptions`). @default 10_000 */
@@ -159,6 +179,13 @@ export interface ReplicaOptions<S> {
   electionTicks?: number;
   /** Where log lines go. @default console.error */
   log?(line: string): void;
+}
+
+/** The service a new replica joins, as a member told it. */
+interface JoinTarget {
+  clusterId: string;
+  members: Record<string, string>;
+  via: readonly string[];
 }
 
 /** How long a write waits for its entry to commit at most, ms. */
@@ -183,6 +210,13 @@ export class ReplicatedService<S> {
   /** Woken when the role or leader changes. */
   #softWaiters: (() => void)[] = [];
   #closed = false;
+  #dial: DialFunction | undefined;
+  #key: ClusterKey | undefined;
+  #clusterId = "";
+  /** Learners added through replica.add, promoted once caught up (on the leader). */
+  readonly #promoteWhenCaughtUp = new Set<string>();
+  #promoting = false;
+  #promoter: ReturnType<typeof setInterval> | undefined;
 
   /**
    * Starts a replica: reloads its log into the service's state, connects to
@@ -194,8 +228,10 @@ export class ReplicatedService<S> {
   static async start<S>(
     options: ReplicaOptions<S>,
     serve: ServeFunction,
+    dial?: DialFunction,
   ): Promise<ReplicatedService<S>> {
     const replica = new ReplicatedService(options);
+    replica.#dial = dial;
     try {
       const key = await ClusterKey.fromSecret(options.clusterSecret).catch(
         (error) => {
@@ -204,9 +240,12 @@ export class ReplicatedService<S> {
           );
         },
       );
-      await replica.#openLog();
+      const joining = await replica.#joinTarget();
+      replica.#key = key;
+      await replica.#openLog(joining);
       await replica.#connect(key);
       replica.#listen(serve, key);
+      if (joining !== null) await replica.#askToJoin(key, joining);
       await replica.#bind();
     } catch (error) {
       await replica.close();
@@ -267,6 +306,9 @@ export class ReplicatedService<S> {
       commitIndex: status.commitIndex,
       appliedIndex: status.appliedIndex,
       snapshotIndex: status.snapshotIndex,
+      clusterId: this.#clusterId,
+      members: peerUrlsOf(this.raft.configuration, this.#options.peers),
+      learners: [...this.raft.configuration.learners],
     };
   }
 
@@ -277,6 +319,7 @@ export class ReplicatedService<S> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#promoter);
     this.#wakeSoftWaiters();
     await this.#binding?.close();
     await this.#server?.close();
@@ -285,12 +328,16 @@ export class ReplicatedService<S> {
     else this.#transport?.close();
   }
 
-  async #openLog(): Promise<void> {
+  async #openLog(joining: JoinTarget | null): Promise<void> {
     const options = this.#options;
     const machine = this.#machine;
     this.#raft = await RaftNode.start<WriteOutcome | null>({
       id: options.id,
-      peers: options.peers,
+      peers: joining === null
+        ? options.peers
+        : { ...joining.members, [options.id]: options.peers[options.id] },
+      join: joining !== null,
+      clusterId: joining?.clusterId,
       dataDir: options.dataDir,
       tickMs: options.tickMs,
       electionTicks: options.electionTicks,
@@ -344,10 +391,8 @@ export class ReplicatedService<S> {
         ? options.peers
         : peerUrlsOf(current, options.peers),
     );
-    this.#clusterIdForPeers = clusterId;
+    this.#clusterId = clusterId;
   }
-
-  #clusterIdForPeers = "";
 
   #listen(serve: ServeFunction, key: ClusterKey): void {
     const options = this.#options;
@@ -359,10 +404,13 @@ export class ReplicatedService<S> {
       port: Number(peerUrl.port),
       id: options.id,
       key,
-      clusterId: this.#clusterIdForPeers,
+      clusterId: this.#clusterId,
       directory: this.#directory,
       clientUrl: () => this.#directory.clientUrl(options.id),
       onStep: (messages) => this.raft.step(messages),
+      // A replica being added (its change not in this log yet), or a
+      // leader this joining replica has not heard of: answer it.
+      onNewPeer: (peer, peerUrl) => this.#transport!.admitPeer(peer, peerUrl),
       log: (line) => this.#log(`${options.id}: peer port: ${line}`),
     });
     this.#server = serve({
@@ -372,6 +420,10 @@ export class ReplicatedService<S> {
     });
     this.#directory.setClientUrl(options.id, this.#server.url);
     this.#transport!.start();
+    this.#promoter = setInterval(
+      () => this.#promoteCaughtUp(),
+      options.tickMs ?? 100,
+    );
   }
 
   async #bind(): Promise<void> {
@@ -413,6 +465,7 @@ export class ReplicatedService<S> {
   #methods(): Methods {
     const methods: Methods = {
       "replica.status": () => this.status(),
+      "replica.add": (params: unknown) => this.#add(params),
     };
     for (const name of this.#machine.writes) {
       methods[name] = withContext((context: CallContext, ...args: unknown[]) =>
@@ -535,6 +588,186 @@ export class ReplicatedService<S> {
         );
       }
       throw error;
+    }
+  }
+
+  /** Where a new replica joins, asked of one of `join.via`; null when not joining. */
+  async #joinTarget(): Promise<JoinTarget | null> {
+    const { join, dataDir, id } = this.#options;
+    if (join === undefined) return null;
+    if ((await readDataDirMeta(dataDir)) !== null) return null; // a restart
+    const status = await this.#askAny<ReplicaStatus>(
+      join.via,
+      "replica.status",
+      undefined,
+    );
+    if (Object.hasOwn(status.members, id)) {
+      throw new TypeError(
+        `replica ${id} is a member of the service already, with an empty data folder here: remove it from the service first, or give this replica its old folder`,
+      );
+    }
+    return {
+      clusterId: status.clusterId,
+      members: status.members,
+      via: join.via,
+    };
+  }
+
+  /** Asks the leader (through `via`, following NOT_LEADER) to add this replica as a learner. */
+  async #askToJoin(key: ClusterKey, joining: JoinTarget): Promise<void> {
+    const { id } = this.#options;
+    const peerUrl = this.#options.peers[id];
+    const clientUrl = this.url;
+    const proof = await key.prove("dialer", {
+      cluster: joining.clusterId,
+      from: id,
+      to: "replica.add",
+      dialerNonce: peerUrl,
+      acceptorNonce: clientUrl,
+    });
+    await this.#askAny(joining.via, "replica.add", {
+      id,
+      peerUrl,
+      clientUrl,
+      proof,
+    });
+    this.#log(`${id}: added to the service as a learner; catching up`);
+  }
+
+  /**
+   * Calls `method` on the first of `urls` that answers, following
+   * NOT_LEADER hints and waiting out elections, within 30 s.
+   */
+  async #askAny<T>(
+    urls: readonly string[],
+    method: string,
+    params: Record<string, unknown> | undefined,
+  ): Promise<T> {
+    const dial = this.#dial;
+    if (dial === undefined) {
+      throw new TypeError(
+        "joining needs a dial function (startReplica passes one)",
+      );
+    }
+    const until = Date.now() + 30_000;
+    let targets = [...urls];
+    let last: unknown = null;
+    for (let round = 0; round < 200 && Date.now() < until; round++) {
+      const url = targets[round % targets.length];
+      let connection: RpcConnection | undefined;
+      try {
+        connection = await dial(url);
+        return await connection.call(method, params, { timeoutMs: 5_000 }) as T;
+      } catch (error) {
+        last = error;
+        // Refused for good: no other replica will say otherwise.
+        if (
+          error instanceof RpcError &&
+          (error.code === PERMISSION_DENIED || error.code === INVALID_PARAMS)
+        ) throw error;
+        const hint = error instanceof RpcError && error.code === NOT_LEADER
+          ? (error.data as NotLeaderData | undefined)?.leaderUrl
+          : null;
+        if (hint) targets = [hint, ...urls];
+        else await new Promise((wake) => setTimeout(wake, 250));
+      } finally {
+        connection?.close();
+      }
+    }
+    throw new RpcError(
+      UNAVAILABLE,
+      `no replica at ${urls.join(", ")} answered ${method} within 30 s (last: ${
+        (last as Error)?.message
+      }): check the URLs and that the service has a leader`,
+    );
+  }
+
+  /** `replica.add` on the leader: a learner that proved the cluster secret. */
+  async #add(params: unknown): Promise<{ added: string; learners: string[] }> {
+    const { id, peerUrl, clientUrl, proof } = (params ?? {}) as Record<
+      string,
+      unknown
+    >;
+    if (
+      typeof id !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(id) ||
+      typeof peerUrl !== "string" || !peerUrl.startsWith("tcp://") ||
+      typeof clientUrl !== "string" || typeof proof !== "string"
+    ) {
+      throw new RpcError(
+        INVALID_PARAMS,
+        "Invalid params: replica.add takes { id, peerUrl, clientUrl, proof } (startReplica({ join }) sends it)",
+      );
+    }
+    const key = this.#key!;
+    const proven = await key.verify("dialer", {
+      cluster: this.#clusterId,
+      from: id,
+      to: "replica.add",
+      dialerNonce: peerUrl,
+      acceptorNonce: clientUrl,
+    }, proof);
+    if (!proven) {
+      throw new RpcError(
+        PERMISSION_DENIED,
+        `replica.add: the proof for ${id} does not match this service's cluster secret: start the new replica with the same RAFTER_SERVICE_SECRET`,
+      );
+    }
+    const raft = this.raft;
+    if (raft.status.role !== "leader") throw this.#notLeader();
+    const configuration = raft.configuration;
+    if (
+      !configuration.voters.includes(id) && !configuration.learners.includes(id)
+    ) {
+      try {
+        await raft.proposeConfChange(
+          { type: "addLearner", node: id, peerUrl, clientUrl },
+          { timeoutMs: 5_000 },
+        );
+      } catch (error) {
+        if (error instanceof NotLeaderError) throw this.#notLeader();
+        throw new RpcError(
+          UNAVAILABLE,
+          `replica.add: adding ${id} failed (${
+            (error as Error).message
+          }): retry`,
+        );
+      }
+      this.#log(`${this.id}: added ${id} (${peerUrl}) as a learner`);
+    }
+    this.#promoteWhenCaughtUp.add(id);
+    return { added: id, learners: [...raft.configuration.learners] };
+  }
+
+  /** On the leader: promotes a learner added by replica.add once it has caught up (one change at a time). */
+  #promoteCaughtUp(): void {
+    const raft = this.#raft;
+    if (
+      raft === undefined || this.#promoting ||
+      this.#promoteWhenCaughtUp.size === 0 || raft.status.role !== "leader"
+    ) return;
+    const { commitIndex } = raft.status;
+    const progress = raft.progress();
+    for (const learner of this.#promoteWhenCaughtUp) {
+      const known = progress.get(learner);
+      if (known === undefined) continue;
+      if (!known.learner) {
+        this.#promoteWhenCaughtUp.delete(learner);
+        continue;
+      }
+      if (known.match < commitIndex) continue;
+      this.#promoting = true;
+      raft.proposeConfChange({ type: "promote", node: learner }, {
+        timeoutMs: 3_000,
+      }).then(
+        () => {
+          this.#promoteWhenCaughtUp.delete(learner);
+          this.#log(
+            `${this.id}: promoted ${learner} to voter (caught up at index ${known.match})`,
+          );
+        },
+        () => {/* tried again on a later tick */},
+      ).finally(() => this.#promoting = false);
+      return;
     }
   }
 
