@@ -171,6 +171,12 @@ export interface ReplicaOptions<S> {
   join?: { via: readonly string[] };
   /** Take a snapshot (and compact the log) every this many entries. @default 10_000 */
   snapshotEntries?: number;
+  /**
+   * Log entries kept behind a snapshot, so a follower slightly behind
+   * catches up from the log rather than a whole snapshot.
+   * @default min(5_000, snapshotEntries)
+   */
+  snapshotTrailingEntries?: number;
   /** How many write request ids are remembered (see `StateMachineOptions`). @default 10_000 */
   maxRequestIds?: number;
   /** Milliseconds per Raft tick. @default 100 */
@@ -350,12 +356,18 @@ export class ReplicatedService<S> {
         onConnectionLost: (listener) => this.#lostListeners.push(listener),
       },
       apply: (entry) => machine.apply(entry.data),
-      restore: (snapshot) => machine.restoreJson(snapshot.data),
+      restore: (snapshot) => {
+        machine.restoreJson(snapshot.data);
+        this.#log(
+          `${options.id}: restored the service's state from the snapshot at index ${snapshot.index}`,
+        );
+      },
       checkSnapshot: snapshotProblem,
       snapshot: {
         take: () => machine.snapshotJson(),
         everyEntries: options.snapshotEntries ?? 10_000,
-        trailingEntries: Math.min(5_000, options.snapshotEntries ?? 10_000),
+        trailingEntries: options.snapshotTrailingEntries ??
+          Math.min(5_000, options.snapshotEntries ?? 10_000),
       },
       onSoftState: () => this.#wakeSoftWaiters(),
       onFatal: (error) => {

@@ -72,6 +72,35 @@ Deno.test("a session with 1,000 acknowledged changes survives the SIGKILL of its
     assert.equal(all.length, 1_000);
     assert.deepEqual(all, Array.from({ length: 1_000 }, (_, i) => i + 1));
     assert.equal(await notes.count(id), 1_000);
+    // The opener comes back: a new client, routed by the session id to
+    // it, is told SESSION_NOT_FOUND there and finds the session on.
+    await waitFor(
+      async () =>
+        !(await rafter!.registry.lookup("notes")).endpoints.some((e) =>
+          e.id === killed
+        ),
+      `${killed}'s lease to expire`,
+      20_000,
+    );
+    await startServer(killed);
+    const fresh = connect(cluster.registryUrls);
+    try {
+      const again = fresh.stub<NotesService>("notes", {
+        distributor: session(),
+        idempotent: ["notes", "count"],
+      });
+      await waitFor(
+        async () =>
+          (await fresh.registry.lookup("notes")).endpoints.some((e) =>
+            e.id === killed && e.state === "serving"
+          ),
+        `${killed} to be bound again`,
+        20_000,
+      );
+      assert.equal(await again.count(id), 1_000);
+    } finally {
+      fresh.close();
+    }
     // The new server has a backup of its own: closing works, and the
     // session is gone after.
     assert.equal(await notes["session.close"](id), true);

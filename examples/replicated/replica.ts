@@ -28,7 +28,7 @@ import { counter } from "./counter.ts";
 import { untilStopped } from "../until_stopped.ts";
 
 const USAGE =
-  `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=URL,... --data DIR [options]
+  `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=HOST:PORT,... --data DIR [options]
 
   --id ID          this replica's id (one of --peers)
   --peers LIST     every replica's peer address: id=host:port, comma-separated
@@ -38,30 +38,40 @@ const USAGE =
   --registry URLS  registry nodes (default $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
   --name NAME      name to bind under (default counter)
   --no-bind        do not bind in a registry
+  --join URLS      join the running service one of whose replicas serves
+                   RPC at URL (comma-separated); --peers then lists only
+                   this replica
   --tick-ms N      Raft tick (default 100)
 
 The replicas' shared secret (32+ characters) comes from $RAFTER_SERVICE_SECRET.`;
-
-const { values } = parseArgs({
-  options: {
-    id: { type: "string" },
-    peers: { type: "string" },
-    data: { type: "string" },
-    port: { type: "string", default: "0" },
-    host: { type: "string", default: "127.0.0.1" },
-    registry: { type: "string" },
-    name: { type: "string", default: "counter" },
-    "no-bind": { type: "boolean", default: false },
-    "tick-ms": { type: "string", default: "100" },
-    "watch-stdin": { type: "boolean", default: false },
-    help: { type: "boolean", default: false },
-  },
-});
 
 function fail(message: string): never {
   console.error(`error: ${message}\n\n${USAGE}`);
   Deno.exit(2);
 }
+
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      id: { type: "string" },
+      peers: { type: "string" },
+      data: { type: "string" },
+      port: { type: "string", default: "0" },
+      host: { type: "string", default: "127.0.0.1" },
+      registry: { type: "string" },
+      name: { type: "string", default: "counter" },
+      "no-bind": { type: "boolean", default: false },
+      join: { type: "string" },
+      "tick-ms": { type: "string", default: "100" },
+      "watch-stdin": { type: "boolean", default: false },
+      help: { type: "boolean", default: false },
+    },
+  });
+} catch (error) {
+  fail((error as Error).message);
+}
+const { values } = parsed;
 
 if (values.help) {
   console.log(USAGE);
@@ -95,6 +105,7 @@ const replica = await startReplica({
   port: Number(values.port),
   tickMs: Number(values["tick-ms"]),
   service: counter,
+  join: values.join === undefined ? undefined : { via: values.join.split(",") },
   bind: client === undefined
     ? undefined
     : { client, name: values.name, ttlMs: 3_000 },
@@ -103,7 +114,9 @@ const replica = await startReplica({
   client?.close();
   Deno.exit(1);
 });
-console.log(`${id} ready on ${replica.url} (peer port ${replica.peerUrl})`);
+console.log(
+  `${id} ready on ${replica.url} (peer port ${replica.peerUrl}, pid ${Deno.pid})`,
+);
 
 await untilStopped(values["watch-stdin"]);
 await replica.close();

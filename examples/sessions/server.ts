@@ -86,7 +86,9 @@ if (import.meta.main) {
     Deno.exit(1);
   });
   store.bound(client, values.name, binding.id);
-  console.log(`${id} ready on ${server.url} bound as ${values.name}`);
+  console.log(
+    `${id} ready on ${server.url} bound as ${values.name} (pid ${Deno.pid})`,
+  );
   await untilStopped(values["watch-stdin"]);
   await binding.close();
   await server.close();

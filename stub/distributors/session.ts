@@ -12,6 +12,10 @@ import type {
   FailureInfo,
 } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
+import { RpcError } from "../../rpc/errors.ts";
+
+/** The session store's code for a session a server does not hold (see `SessionStore`). */
+const SESSION_NOT_FOUND = -32016;
 
 /** Where a session lives, as its last answer said. */
 export interface SessionPlacement {
@@ -39,8 +43,12 @@ export interface SessionDistributor extends Distributor {
  * its copy, which then takes the session over. It learns both from the
  * answers (a session server answers `{ value, session: { id, primary,
  * backup } }`; this distributor hands the caller `value`), and from the
- * session id itself (`<server id>.<uuid>`, so a new client finds the
- * server that opened it). `session.open` goes to the servers in turn.
+ * session id itself (`<server id>.<uuid>`, so a new client tries the
+ * server that opened it first). A server that answers SESSION_NOT_FOUND
+ * (-32016) ran nothing, so the call moves on to the next server: a new
+ * client finds a session that moved after a fail-over. `session.open`
+ * goes to the servers in turn. {@link SessionDistributor.placementOf}
+ * tells where a session lives as far as this client knows.
  *
  * It does not hedge. A change that may have run on a failed server is
  * retried on the backup only for methods the stub declares idempotent:
@@ -121,7 +129,12 @@ export function session(options: SessionOptions = {}): SessionDistributor {
       }
       return answer.value ?? null;
     },
-    onError(_error: unknown, failure: FailureInfo) {
+    onError(error: unknown, failure: FailureInfo) {
+      // A server that does not hold the session ran nothing: another may
+      // (the session moved after a fail-over, and its opener is back).
+      if (error instanceof RpcError && error.code === SESSION_NOT_FOUND) {
+        return "retry";
+      }
       // The server is gone or cut off: its backup is the session's best
       // place (the retry's list leaves the failed one out).
       const id = sessionOf(failure);

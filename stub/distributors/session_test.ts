@@ -56,8 +56,9 @@ Deno.test("session(): a failure on the session's server makes its backup the pla
 Deno.test("session(): open spreads, close forgets, results without a session pass through unchanged, and placements are bounded", () => {
   const distributor = session({ maxSessions: 2 });
   const open = call("session.open", []);
+  // In turn, from wherever the round-robin starts.
   assert.deepEqual(
-    [1, 2, 3].map(() => distributor.choose([s1, s2, s3], open)!.id),
+    [1, 2, 3].map(() => distributor.choose([s1, s2, s3], open)!.id).sort(),
     ["s1", "s2", "s3"],
   );
   assert.equal(
@@ -84,4 +85,23 @@ Deno.test("session(): open spreads, close forgets, results without a session pas
   assert.equal(distributor.placementOf("s1.z"), undefined);
   // Unknown session, opener gone: any server.
   assert.ok(distributor.choose([s2, s3], call("note", ["s1.q", 1])));
+});
+
+Deno.test("session(): SESSION_NOT_FOUND is retried elsewhere (the session moved; its opener came back), other error answers are not", () => {
+  const distributor = session();
+  const read = call("notes", ["s1.m"]);
+  const failure = {
+    ...read,
+    endpoint: s1,
+    kind: "server" as const,
+    safeToRetry: false,
+  };
+  assert.equal(
+    distributor.onError!(new RpcError(-32016, "not held here"), failure),
+    "retry",
+  );
+  assert.equal(
+    distributor.onError!(new RpcError(-32602, "bad params"), failure),
+    undefined,
+  );
 });

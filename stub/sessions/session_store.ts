@@ -147,6 +147,7 @@ export class SessionStore<S> {
   readonly #now: () => number;
   readonly #ttlMs: number;
   #self: string | null = null;
+  #name = "";
   #backups: Stub<Record<string, never>> | null = null;
   /** Sessions whose backup is being chosen: session id → wanted backup id. */
   readonly #wanted = new Map<string, string | null>();
@@ -190,6 +191,7 @@ export class SessionStore<S> {
    */
   bound(peers: SessionPeers, name: string, self: string): void {
     this.#self = self;
+    this.#name = name;
     this.#backups = peers.stub<Record<string, never>>(name, {
       distributor: this.#backupDistributor(),
       deadlineMs: this.#options.replicateTimeoutMs ?? 2_000,
@@ -363,11 +365,14 @@ export class SessionStore<S> {
       );
       held.peer = this.#wanted.get(sessionId) ?? null;
     } catch (error) {
+      // The distributor found no server but this one (a TypeError from
+      // the stub: choose() returned none).
+      const why = error instanceof TypeError
+        ? `no other server is bound under "${this.#name}" to hold a copy`
+        : (error as Error).message;
       throw new RpcError(
         UNAVAILABLE,
-        `no backup server took session ${sessionId}'s change (${
-          (error as Error).message
-        }); the change was not made: retry, or start another server under the name`,
+        `no backup server took session ${sessionId}'s change (${why}); the change was not made: retry, or start another server under "${this.#name}"`,
         { mayHaveApplied: false },
       );
     } finally {
