@@ -8,19 +8,11 @@
  */
 
 import assert from "node:assert/strict";
-// The only user of playwright-core: pinned here, not in deno.json.
+// Pinned here (and in whiteboard_e2e_test.ts), not in deno.json.
 // deno-lint-ignore no-import-prefix
 import { chromium } from "npm:playwright-core@1.65.1";
 import { withLocalCluster } from "../testing/cluster.ts";
-
-function chromiumPath(): string | null {
-  for (const path of ["/usr/bin/chromium", "/usr/bin/chromium-browser"]) {
-    try {
-      if (Deno.statSync(path).isFile) return path;
-    } catch { /* not there */ }
-  }
-  return null;
-}
+import { chromiumPath } from "../testing/chromium.ts";
 
 const executablePath = chromiumPath();
 if (executablePath === null) {

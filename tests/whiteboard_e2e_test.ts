@@ -17,15 +17,7 @@ import { LocalCluster } from "../testing/cluster.ts";
 import { freePorts } from "../testing/ports.ts";
 import { connect } from "../stub/client.ts";
 import type { ReplicaStatus } from "../replicated/mod.ts";
-
-function chromiumPath(): string | null {
-  for (const path of ["/usr/bin/chromium", "/usr/bin/chromium-browser"]) {
-    try {
-      if (Deno.statSync(path).isFile) return path;
-    } catch { /* not there */ }
-  }
-  return null;
-}
+import { chromiumPath } from "../testing/chromium.ts";
 
 const executablePath = chromiumPath();
 if (executablePath === null) {

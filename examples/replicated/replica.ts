@@ -26,6 +26,7 @@ import { connect } from "../../adapter/deno/mod.ts";
 import { startReplica } from "../../replicated/mod.ts";
 import { counter } from "./counter.ts";
 import { untilStopped } from "../until_stopped.ts";
+import { replicaArgs } from "./args.ts";
 
 const USAGE =
   `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=HOST:PORT,... --data DIR [options]
@@ -77,23 +78,7 @@ if (values.help) {
   console.log(USAGE);
   Deno.exit(0);
 }
-const id = values.id ?? fail("--id is required");
-const dataDir = values.data ?? fail("--data is required");
-const peers: Record<string, string> = {};
-for (const item of (values.peers ?? fail("--peers is required")).split(",")) {
-  const [peer, address] = item.split("=");
-  const url = address?.startsWith("tcp://") ? address : `tcp://${address}`;
-  if (!peer || !address || !/^tcp:\/\/[^/:]+:\d+$/.test(url)) {
-    fail(`--peers: ${JSON.stringify(item)} is not id=host:port`);
-  }
-  peers[peer] = url;
-}
-const secret = Deno.env.get("RAFTER_SERVICE_SECRET") ??
-  fail(
-    "set RAFTER_SERVICE_SECRET (e.g. $(openssl rand -hex 32)), the same for every replica",
-  );
-const registry = (values.registry ?? Deno.env.get("RAFTER_REGISTRY") ??
-  DEFAULT_REGISTRY_URL).split(",");
+const { id, dataDir, peers, secret, registry } = replicaArgs(values, fail);
 const client = values["no-bind"] ? undefined : connect(registry);
 
 const replica = await startReplica({

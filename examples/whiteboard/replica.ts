@@ -30,6 +30,7 @@ import {
 } from "./board.ts";
 import { pageHtml } from "./page.ts";
 import { untilStopped } from "../until_stopped.ts";
+import { replicaArgs } from "../replicated/args.ts";
 
 const USAGE =
   `usage: deno run -A examples/whiteboard/replica.ts --id ID --peers ID=HOST:PORT,... --data DIR [options]
@@ -80,22 +81,7 @@ if (values.help) {
   console.log(USAGE);
   Deno.exit(0);
 }
-const id = values.id ?? fail("--id is required");
-const dataDir = values.data ?? fail("--data is required");
-const peers: Record<string, string> = {};
-for (const item of (values.peers ?? fail("--peers is required")).split(",")) {
-  const [peer, address] = item.split("=");
-  if (!peer || !address) {
-    fail(`--peers: ${JSON.stringify(item)} is not id=host:port`);
-  }
-  peers[peer] = address.startsWith("tcp://") ? address : `tcp://${address}`;
-}
-const secret = Deno.env.get("RAFTER_SERVICE_SECRET") ??
-  fail(
-    "set RAFTER_SERVICE_SECRET (e.g. $(openssl rand -hex 32)), the same for every replica",
-  );
-const registry = (values.registry ?? Deno.env.get("RAFTER_REGISTRY") ??
-  DEFAULT_REGISTRY_URL).split(",");
+const { id, dataDir, peers, secret, registry } = replicaArgs(values, fail);
 const client = connect(registry);
 
 // The pages listening, and what each applied change tells them.

@@ -1,0 +1,62 @@
+/**
+ * What the replica programs (the counter's and the whiteboard's) read
+ * from their command line and environment alike.
+ *
+ * @module
+ */
+
+import { DEFAULT_REGISTRY_URL } from "../../mod.ts";
+
+/** The common settings of a replica program. */
+export interface ReplicaArgs {
+  id: string;
+  dataDir: string;
+  /** Replica id → `tcp://host:port` of its peer port. */
+  peers: Record<string, string>;
+  /** The replicas' shared secret, from `$RAFTER_SERVICE_SECRET`. */
+  secret: string;
+  /** The registry's URLs. */
+  registry: string[];
+}
+
+/**
+ * Reads `--id`, `--data`, `--peers` (`id=host:port,…`), `--registry` (else
+ * `$RAFTER_REGISTRY`, else the default) and `$RAFTER_SERVICE_SECRET`;
+ * `fail` is told what is missing or wrong.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { replicaArgs } from "./args.ts";
+ * Deno.env.set("RAFTER_SERVICE_SECRET", "x".repeat(32));
+ * const args = replicaArgs(
+ *   { id: "c1", data: "d1", peers: "c1=127.0.0.1:7301,c2=tcp://127.0.0.1:7302" },
+ *   (m) => { throw new Error(m); },
+ * );
+ * assert.deepEqual(args.peers, { c1: "tcp://127.0.0.1:7301", c2: "tcp://127.0.0.1:7302" });
+ * assert.throws(() => replicaArgs({ id: "c1", data: "d", peers: "c1" }, (m) => { throw new Error(m); }), /is not id=host:port/);
+ * ```
+ */
+export function replicaArgs(
+  values: { id?: string; data?: string; peers?: string; registry?: string },
+  fail: (message: string) => never,
+): ReplicaArgs {
+  const id = values.id ?? fail("--id is required");
+  const dataDir = values.data ?? fail("--data is required");
+  const peers: Record<string, string> = {};
+  for (const item of (values.peers ?? fail("--peers is required")).split(",")) {
+    const [peer, address] = item.split("=");
+    const url = address?.startsWith("tcp://") ? address : `tcp://${address}`;
+    if (!peer || !address || !/^tcp:\/\/[^/:]+:\d+$/.test(url)) {
+      fail(`--peers: ${JSON.stringify(item)} is not id=host:port`);
+    }
+    peers[peer] = url;
+  }
+  const secret = Deno.env.get("RAFTER_SERVICE_SECRET") ??
+    fail(
+      "set RAFTER_SERVICE_SECRET (e.g. $(openssl rand -hex 32)), the same for every replica",
+    );
+  const registry = (values.registry ?? Deno.env.get("RAFTER_REGISTRY") ??
+    DEFAULT_REGISTRY_URL).split(",");
+  return { id, dataDir, peers, secret, registry };
+}
