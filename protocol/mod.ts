@@ -30,6 +30,7 @@ export {
   type EndpointLoad,
   type EndpointSpec,
   type EndpointState,
+  type FederationStatus,
   type HealthCheck,
   ID_IN_USE,
   type IdInUseData,

@@ -812,6 +812,23 @@ export interface RegistryStatus {
    * means a broken or hostile member (see {@link PeerSecurityStatus}).
    */
   security: PeerSecurityStatus;
+  /**
+   * The domain this registry cluster belongs to, and its siblings (other
+   * registry clusters, each its own consensus group) with their client
+   * URLs: what a client needs to reach a service in another cluster
+   * (`name@cluster`, or fail-over); null when not federated.
+   */
+  federation?: FederationStatus | null;
+}
+
+/** A registry cluster's place in a federation (`--domain`, `--cluster-name`, `--siblings`). */
+export interface FederationStatus {
+  /** The domain's name. */
+  domain: string;
+  /** This cluster's name within the domain. */
+  cluster: string;
+  /** Every other cluster of the domain → its registry client URLs. */
+  siblings: Record<string, string[]>;
 }
 
 /**

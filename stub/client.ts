@@ -25,6 +25,7 @@ import {
   type ClusterMapOptions,
   type EndpointStatus,
 } from "./cluster_map/cluster_map.ts";
+import { FailoverMap } from "./cluster_map/failover_map.ts";
 import {
   ClusterStub,
   type Stub,
@@ -112,6 +113,16 @@ export interface ConnectOptions
    * Without it, endpoints on one of `localHosts` are local.
    */
   zone?: string;
+  /**
+   * Sibling registry clusters of a federation (each its own consensus
+   * group) → their registry client URLs: `stub("name@b")` calls the
+   * servers bound under `name` in cluster `b`, and a stub with
+   * `failover: true` turns to them when this cluster has no serving
+   * endpoint of the name. Default: what this cluster's registry tells in
+   * `registry.status` (`--domain`, `--cluster-name`, `--siblings`), asked
+   * once when first needed.
+   */
+  clusters?: Readonly<Record<string, readonly string[]>>;
   /** Hosts that count as this client's own. @default ["127.0.0.1", "::1", "localhost"] */
   localHosts?: readonly string[];
   /** Connections per endpoint, idle close, reconnect back-off. */
@@ -215,6 +226,13 @@ export class RafterClient {
   readonly #poolOptions: ConnectionPoolOptions;
   readonly #maps = new Map<string, ClusterMap>();
   readonly #stubs = new Map<string, ClusterStub>();
+  /** Sibling clusters' registry and watch clients, made when first used. */
+  readonly #siblings = new Map<
+    string,
+    { registry: RegistryClient; watches: WatchClient }
+  >();
+  /** The sibling clusters' URLs: the option's, or those the registry told. */
+  #clusters: Promise<Domain> | null = null;
 
   /** Use {@link connect}. */
   constructor(registryUrls: readonly string[], options: ConnectOptions = {}) {
@@ -328,8 +346,100 @@ export class RafterClient {
    * with positional params on a server chosen by the distributor.
    * `name?key=value` only uses the servers with those attributes.
    */
-  stub<T>(name: string, options: StubOptions = {}): Stub<T> {
-    return new ClusterStub(name, this.#stubContext(name), options).proxy<T>();
+  stub<T>(
+    name: string,
+    options: StubOptions & { failover?: boolean } = {},
+  ): Stub<T> {
+    const { failover, ...stubOptions } = options;
+    const context = this.#stubContext(name);
+    if (failover === true) context.map = this.#failoverMap(name);
+    return new ClusterStub(name, context, stubOptions).proxy<T>();
+  }
+
+  /**
+   * The federation's sibling clusters and their registry URLs: the
+   * `clusters` option, or what this cluster's registry tells (asked once;
+   * empty when it is not federated).
+   */
+  async clusters(): Promise<Readonly<Record<string, readonly string[]>>> {
+    return (await this.#domain()).siblings;
+  }
+
+  /** This cluster's name (null when not told) and its siblings. */
+  #domain(): Promise<Domain> {
+    if (this.#clusters === null) {
+      const given = this.#options.clusters;
+      this.#clusters = given !== undefined
+        ? Promise.resolve({ cluster: null, siblings: given })
+        : this.registry.status().then((status) => ({
+          cluster: status.federation?.cluster ?? null,
+          siblings: status.federation?.siblings ?? {},
+        }));
+      // A failed ask is asked again next time.
+      this.#clusters.catch(() => this.#clusters = null);
+    }
+    return this.#clusters;
+  }
+
+  /** `name` (its own map) in this cluster, then in each sibling, for a fail-over stub. */
+  #failoverMap(name: string): FailoverMap {
+    return new FailoverMap(this.#map(name), async () => {
+      const clusters = await this.clusters();
+      return Object.keys(clusters).map((cluster) => ({
+        cluster,
+        map: this.#map(`${name}@${cluster}`),
+      }));
+    });
+  }
+
+  /** The registry and watch clients of sibling `cluster` (made once). */
+  #sibling(
+    cluster: string,
+    urls: readonly string[],
+  ): { registry: RegistryClient; watches: WatchClient } {
+    let sibling = this.#siblings.get(cluster);
+    if (sibling === undefined) {
+      const options = this.#options;
+      const registry = new RegistryClient(urls, this.#registryPool, options);
+      const watches = new WatchClient(registry, {
+        dialer: options.dialer,
+        connectTimeoutMs: options.connectTimeoutMs ??
+          DEFAULT_CONNECT_TIMEOUT_MS,
+        codec: options.codec,
+        callTimeoutMs: options.attemptTimeoutMs,
+        token: options.token,
+      });
+      sibling = { registry, watches };
+      this.#siblings.set(cluster, sibling);
+    }
+    return sibling;
+  }
+
+  /**
+   * Where `name` is looked up: `name@cluster` with a sibling `cluster`
+   * goes to that cluster's registry (the base name); any other name
+   * (including one whose `@…` is not a sibling) to this cluster's.
+   */
+  async #placeOf(name: string): Promise<Place> {
+    const at = clusterSuffix(name);
+    if (at !== null) {
+      const domain = await this.#domain().catch((): Domain => ({
+        cluster: null,
+        siblings: {},
+      }));
+      const urls = domain.siblings[at.cluster];
+      if (urls !== undefined) {
+        return { name: at.base, ...this.#sibling(at.cluster, urls) };
+      }
+      if (at.cluster === domain.cluster) {
+        return {
+          name: at.base,
+          registry: this.registry,
+          watches: this.watches,
+        };
+      }
+    }
+    return { name, registry: this.registry, watches: this.watches };
   }
 
   /**
@@ -396,6 +506,10 @@ export class RafterClient {
   close(): void {
     this.registry.close();
     this.watches.close();
+    for (const sibling of this.#siblings.values()) {
+      sibling.registry.close();
+      sibling.watches.close();
+    }
     for (const map of this.#maps.values()) map.close();
     this.#pool.close();
     this.#registryPool.close();
@@ -444,20 +558,32 @@ export class RafterClient {
       let looked = false;
       const localHosts = this.#options.localHosts ?? DEFAULT_LOCAL_HOSTS;
       const zone = this.#options.zone;
-      map = new ClusterMap(name, {
-        lookup: edge === undefined ? () => this.#lookupForMap(name) : () => {
-          // A request's first lookup takes the isolate's list (fresh,
-          // stale while refreshed, or another request's lookup); any
-          // later one (everything in play failed) asks.
-          const io = this.#edgeIo(name);
-          if (looked) return edge.lookUp(name, io);
-          looked = true;
-          return edge.read(name, io);
-        },
+      // A sibling cluster's name: its registry, once the domain is known
+      // (the watch starts after the first lookup, so it is by then).
+      let place: Place | null = null;
+      const federated = clusterSuffix(name) !== null;
+      const placed = async () => place ??= await this.#placeOf(name);
+      map = new ClusterMap(federated ? clusterSuffix(name)!.base : name, {
+        lookup: federated
+          ? async () => {
+            const where = await placed();
+            return this.#lookupForMap(where.name, where.registry);
+          }
+          : edge === undefined
+          ? () => this.#lookupForMap(name)
+          : () => {
+            // A request's first lookup takes the isolate's list (fresh,
+            // stale while refreshed, or another request's lookup); any
+            // later one (everything in play failed) asks.
+            const io = this.#edgeIo(name);
+            if (looked) return edge.lookUp(name, io);
+            looked = true;
+            return edge.read(name, io);
+          },
         watch: watch
           ? (fromRevision, onUpdate, onLoads) =>
-            this.watches.watch(
-              name.split("?")[0],
+            (place?.watches ?? this.watches).watch(
+              (place?.name ?? name).split("?")[0],
               {
                 fromRevision,
                 onLoads: (this.#options.watchLoads ?? true)
@@ -576,4 +702,31 @@ export function connect(
 ): RafterClient {
   const urls = typeof registryUrls === "string" ? [registryUrls] : registryUrls;
   return new RafterClient(urls, options);
+}
+
+/** This client's cluster (null when not told) and its siblings' registry URLs. */
+interface Domain {
+  cluster: string | null;
+  siblings: Readonly<Record<string, readonly string[]>>;
+}
+
+/** Where a cluster map's name is looked up and watched. */
+interface Place {
+  /** The name there. */
+  name: string;
+  registry: RegistryClient;
+  watches: WatchClient;
+}
+
+/**
+ * `name@cluster` split into its base name and the cluster (a simple name:
+ * letters, digits, `_ . -`), or null when `name` has no such suffix.
+ */
+function clusterSuffix(name: string): { base: string; cluster: string } | null {
+  const at = name.lastIndexOf("@");
+  if (at <= 0) return null;
+  const cluster = name.slice(at + 1);
+  return /^[A-Za-z0-9_.-]{1,64}$/.test(cluster)
+    ? { base: name.slice(0, at), cluster }
+    : null;
 }

@@ -220,6 +220,9 @@ const NODE_COMPANIONS: Record<string, string[]> = {
   "peer-tls-cert": ["--peer-tls-key", "k.pem", "--peer-tls-ca", "ca.pem"],
   "peer-tls-key": ["--peer-tls-cert", "c.pem", "--peer-tls-ca", "ca.pem"],
   "peer-tls-ca": ["--peer-tls-cert", "c.pem", "--peer-tls-key", "k.pem"],
+  domain: ["--cluster-name", "a"],
+  "cluster-name": ["--domain", "acme"],
+  siblings: ["--domain", "acme", "--cluster-name", "a"],
 };
 /** Values tried for a string option, until one is accepted and counts. */
 const CANDIDATES = [
@@ -228,6 +231,7 @@ const CANDIDATES = [
   "127.0.0.1:7009",
   "n7=127.0.0.1:7107",
   "tcp://127.0.0.1:7001",
+  "b=tcp://127.0.0.1:7011",
   "json",
   "text",
 ];

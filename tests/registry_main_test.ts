@@ -20,6 +20,7 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     dataDir: "./data/n1",
     tickMs: 100,
     electionTicks: 10,
+    federation: undefined,
     historyEvents: 10_000,
     metricsListen: undefined,
     dashboardListen: undefined,
@@ -100,6 +101,12 @@ Deno.test("parseRegistryArgs: every option", () => {
       "--insecure",
       "--log-format",
       "json",
+      "--domain",
+      "acme",
+      "--cluster-name",
+      "eu",
+      "--siblings",
+      "us=tcp://10.1.0.1:7001|tcp://10.1.0.2:7001;ap=tls://10.2.0.1:7001",
     ]),
     {
       id: "n2",
@@ -117,6 +124,14 @@ Deno.test("parseRegistryArgs: every option", () => {
       dataDir: "/var/lib/rafter",
       tickMs: 20,
       electionTicks: 5,
+      federation: {
+        domain: "acme",
+        cluster: "eu",
+        siblings: {
+          us: ["tcp://10.1.0.1:7001", "tcp://10.1.0.2:7001"],
+          ap: ["tls://10.2.0.1:7001"],
+        },
+      },
       historyEvents: 500,
       metricsListen: { hostname: "0.0.0.0", port: 9464 },
       dashboardListen: undefined,
@@ -143,6 +158,29 @@ Deno.test("parseRegistryArgs: every option", () => {
       insecure: true,
       logFormat: "json",
     },
+  );
+});
+
+Deno.test("parseRegistryArgs: the federation flags are checked, saying what is wrong", () => {
+  refuses(
+    ["--cluster-name", "eu"],
+    "--cluster-name and --siblings need --domain: name the federation too",
+  );
+  refuses(
+    ["--domain", "acme"],
+    "--cluster-name is needed with --domain (1 to 64 letters, digits, _ . -): this cluster's name in acme",
+  );
+  refuses(
+    ["--domain", "acme", "--cluster-name", "eu", "--siblings", "us"],
+    '--siblings: "us" is not name=tcp://host:port|tcp://host:port',
+  );
+  refuses(
+    ["--domain", "acme", "--cluster-name", "eu", "--siblings", "eu=tcp://h:1"],
+    "--siblings lists eu, this cluster's own name",
+  );
+  refuses(
+    ["--domain", "acme", "--cluster-name", "eu", "--siblings", "us=http://h:1"],
+    '--siblings: "http://h:1" (of us) is not tcp://host:port',
   );
 });
 

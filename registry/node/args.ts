@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { FederationStatus } from "../../protocol/registry.ts";
 import { parseArgs } from "node:util";
 import { dirname } from "node:path";
 import {
@@ -56,6 +57,15 @@ prove the cluster secret).
                      joined node restarts without it (its folder and log
                      know the cluster); a folder of another cluster is
                      refused
+  --domain NAME      the federation this registry cluster belongs to (with
+                     --cluster-name and --siblings): told to clients in
+                     registry.status, so they reach services in the other
+                     clusters (name@cluster, fail-over); the same on every
+                     member of this cluster
+  --cluster-name NAME
+                     this cluster's name within the domain
+  --siblings LIST    the other clusters of the domain and their registry
+                     client URLs: b=tcp://h:7001|tcp://h2:7001;c=tcp://...
   --cluster-token TOKEN
                      part of the cluster id the members compute when they
                      first start (like etcd's --initial-cluster-token): the
@@ -167,6 +177,8 @@ export interface RegistryArgs {
   clusterSecretFile: string;
   /** The cluster token (part of the cluster id), or "" for none. */
   clusterToken: string;
+  /** The federation (`--domain`, `--cluster-name`, `--siblings`), or undefined. */
+  federation: FederationStatus | undefined;
   /** This node's data folder. */
   dataDir: string;
   /** Milliseconds per Raft tick. */
@@ -224,6 +236,9 @@ export const REGISTRY_OPTIONS = {
   advertise: { type: "string" },
   "cluster-secret-file": { type: "string" },
   "cluster-token": { type: "string" },
+  domain: { type: "string" },
+  "cluster-name": { type: "string" },
+  siblings: { type: "string" },
   peers: { type: "string" },
   join: { type: "string" },
   data: { type: "string" },
@@ -483,6 +498,7 @@ export function parseRegistryArgs(
     clusterSecretFile: values["cluster-secret-file"] ??
       `${dataDir}/cluster_secret`,
     clusterToken: values["cluster-token"] ?? "",
+    federation: federationOf(values),
     dataDir,
     tickMs: positiveInteger(values["tick-ms"], label("tick-ms"), 100),
     // At least 2: a leader heartbeats every tick, more often than the
@@ -617,6 +633,7 @@ export function nodeOptionsOf(
     clusterSecret: start.clusterSecret,
     dataDir: args.dataDir,
     clusterToken: args.clusterToken,
+    federation: args.federation,
     tickMs: args.tickMs,
     electionTicks: args.electionTicks,
     historyEvents: args.historyEvents,
@@ -671,4 +688,60 @@ function positiveInteger(
     );
   }
   return value;
+}
+
+/** `--domain`, `--cluster-name` and `--siblings`, checked; undefined without `--domain`. */
+function federationOf(
+  values: { domain?: string; "cluster-name"?: string; siblings?: string },
+): FederationStatus | undefined {
+  const { domain } = values;
+  const cluster = values["cluster-name"];
+  if (domain === undefined) {
+    if (cluster !== undefined || values.siblings !== undefined) {
+      throw new Error(
+        "--cluster-name and --siblings need --domain: name the federation too",
+      );
+    }
+    return undefined;
+  }
+  const simple = /^[A-Za-z0-9_.-]{1,64}$/;
+  if (!simple.test(domain)) {
+    throw new Error(
+      `--domain ${JSON.stringify(domain)}: use 1 to 64 letters, digits, _ . -`,
+    );
+  }
+  if (cluster === undefined || !simple.test(cluster)) {
+    throw new Error(
+      `--cluster-name is needed with --domain (1 to 64 letters, digits, _ . -): this cluster's name in ${domain}`,
+    );
+  }
+  const siblings: Record<string, string[]> = {};
+  for (
+    const item of (values.siblings ?? "").split(";").filter((i) => i !== "")
+  ) {
+    const eq = item.indexOf("=");
+    const name = item.slice(0, eq);
+    const urls = item.slice(eq + 1).split("|").filter((u) => u !== "");
+    if (eq <= 0 || !simple.test(name) || urls.length === 0) {
+      throw new Error(
+        `--siblings: ${
+          JSON.stringify(item)
+        } is not name=tcp://host:port|tcp://host:port`,
+      );
+    }
+    if (name === cluster) {
+      throw new Error(`--siblings lists ${name}, this cluster's own name`);
+    }
+    for (const url of urls) {
+      if (!/^(tcp|tls):\/\/[^/]+:\d+$/.test(url)) {
+        throw new Error(
+          `--siblings: ${
+            JSON.stringify(url)
+          } (of ${name}) is not tcp://host:port`,
+        );
+      }
+    }
+    siblings[name] = urls;
+  }
+  return { domain, cluster, siblings };
 }

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { FederationStatus } from "../../protocol/registry.ts";
 import {
   type Dialer,
   formatTcpUrl,
@@ -45,6 +46,13 @@ export interface RegistryNodeOptions {
    * (`0.0.0.0`, `::`). @default the address listened on
    */
   advertise?: string;
+  /**
+   * This registry cluster's place in a federation: the domain, this
+   * cluster's name, and its siblings' client URLs, told to clients in
+   * `registry.status` (each cluster stays its own consensus group; clients
+   * reach the siblings themselves). @default not federated
+   */
+  federation?: FederationStatus;
   /**
    * Every voter's id → its PEER URL (`tcp://host:port` of its peer port),
    * this node included. Omit for a single-node registry.

@@ -69,6 +69,7 @@ export function statusOf(sources: StatusSources): RegistryStatus {
     minTtlMs: settings.minTtlMs,
     members: membersOf(directory, peerUrl),
     security: securityOf(sources),
+    federation: settings.options.federation ?? null,
   };
 }
 

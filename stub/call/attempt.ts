@@ -24,10 +24,16 @@ import { NotSentError } from "./call_errors.ts";
 import { cancelled, classify, deadlineError, type Outcome } from "./outcome.ts";
 import { type Latencies, type LatencyBook, latencyBook } from "./latencies.ts";
 
+/** What a stub asks of its name's endpoints: a cluster map, or several (fail-over). */
+export type StubMap = Pick<
+  ClusterMap,
+  "candidates" | "needsLookup" | "endpoints" | "close"
+>;
+
 /** What a stub needs from its client. */
 export interface StubContext {
   /** The name's cluster map. */
-  map: ClusterMap;
+  map: StubMap;
   /** The client's connections. */
   pool: ConnectionPool;
   /** The client's records of every server. */
