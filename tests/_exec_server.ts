@@ -33,6 +33,7 @@ const { values } = parseArgs({
     weight: { type: "string" },
     "extra-delay-ms": { type: "string", default: "0" },
     port: { type: "string", default: "0" },
+    host: { type: "string", default: "127.0.0.1" },
     "watch-stdin": { type: "boolean", default: false },
     "no-lease": { type: "boolean", default: false },
   },
@@ -49,7 +50,7 @@ const log = values.log;
 const encoder = new TextEncoder();
 let inFlight = 0;
 const server = serve({
-  hostname: "127.0.0.1",
+  hostname: values.host,
   port: Number(values.port),
   methods: {
     exec: async (callId: string, delayMs = 0) => {
