@@ -301,12 +301,20 @@ export class RafterClient {
     return this.registry.unbind(name, id, options);
   }
 
-  /** The stubs list of `name`; see {@link RegistryClient.lookup}. */
-  lookup(
+  /**
+   * The stubs list of `name` (in sibling cluster `c` for `name@c`); see
+   * {@link RegistryClient.lookup}.
+   */
+  async lookup(
     name: string,
     options?: Parameters<RegistryClient["lookup"]>[1],
   ): Promise<LookupResult> {
-    return this.registry.lookup(name, options);
+    // name@cluster: that sibling cluster's registry (see `clusters`).
+    if (clusterSuffix(name) === null) {
+      return await this.registry.lookup(name, options);
+    }
+    const place = await this.#placeOf(name);
+    return await place.registry.lookup(place.name, options);
   }
 
   /** Names under `prefix`; see {@link RegistryClient.list}. */

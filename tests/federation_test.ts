@@ -60,6 +60,26 @@ Deno.test("federation: a service only in cluster b is found from a, by name@b an
     // Named: exec@b is b's "exec".
     const inB = client.stub<Exec>("exec@b", { idempotent: true });
     assert.equal((await inB.exec("c1")).server, "x1");
+    // A lookup, and the CLI's, of exec@b: b's registry answers.
+    assert.deepEqual(
+      (await client.lookup("exec@b")).endpoints.map((e) => e.id),
+      ["x1"],
+    );
+    const cli = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "cli/main.ts",
+        "--registry",
+        a.registryUrls.join(","),
+        "lookup",
+        "exec@b",
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(cli.code, 0, new TextDecoder().decode(cli.stderr));
+    assert.match(new TextDecoder().decode(cli.stdout), /^x1\s/m);
     // Fail-over: a has no "exec", so b's.
     const anywhere = client.stub<Exec>("exec", {
       failover: true,
