@@ -145,6 +145,7 @@ Deno.test("a follower answers writes with NOT_LEADER naming the leader's learnt 
       leases: 0,
       watchers: 0,
       electionTimeoutMs: 10_000,
+      federation: null,
       minTtlMs: 15_000,
       members: [],
       // The one heartbeat from n2, nothing dropped.

@@ -30,6 +30,7 @@ Deno.test("registry.status reports consensus, revision, leases, watches and the 
       leases: 1,
       watchers: 1,
       electionTimeoutMs: 50,
+      federation: null,
       minTtlMs: 75,
       members: [{
         id: "n1",
