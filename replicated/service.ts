@@ -319,6 +319,41 @@ export class ReplicatedService<S> {
   }
 
   /**
+   * Takes this replica out of the service for good (dissertation §4.1;
+   * the leader itself may leave, §4.2.2): asks the leader to remove it
+   * (`replica.remove`, proving the cluster secret), waits for the change
+   * to commit, then {@link close}s. The others go on without it; its data
+   * folder belongs to a member that left (start it again only with a new
+   * folder and `join`).
+   *
+   * @throws {RpcError} when no leader removed it within 30 s (it is then
+   * still a member; it has not closed).
+   */
+  async leave(): Promise<void> {
+    const key = this.#key!;
+    const { id } = this.#options;
+    const peerUrl = this.#options.peers[id] ?? "";
+    const proof = await key.prove("dialer", {
+      cluster: this.#clusterId,
+      from: id,
+      to: "replica.remove",
+      dialerNonce: peerUrl,
+      acceptorNonce: "",
+    });
+    const urls = Object.keys(this.status().members)
+      .filter((member) => member !== id)
+      .map((member) => this.#clientUrl(member))
+      .filter((url): url is string => url !== null);
+    if (this.raft.status.role === "leader" || urls.length === 0) {
+      await this.#remove({ id, proof });
+    } else {
+      await this.#askAny(urls, "replica.remove", { id, proof });
+    }
+    this.#log(`${id}: left the service`);
+    await this.close();
+  }
+
+  /**
    * Unbinds (draining first), stops serving, and stops the Raft node. The
    * data folder stays: start again on it to rejoin. Safe to call twice.
    */
@@ -478,6 +513,7 @@ export class ReplicatedService<S> {
     const methods: Methods = {
       "replica.status": () => this.status(),
       "replica.add": (params: unknown) => this.#add(params),
+      "replica.remove": (params: unknown) => this.#remove(params),
     };
     for (const name of this.#machine.writes) {
       methods[name] = withContext((context: CallContext, ...args: unknown[]) =>
@@ -748,6 +784,59 @@ export class ReplicatedService<S> {
     }
     this.#promoteWhenCaughtUp.add(id);
     return { added: id, learners: [...raft.configuration.learners] };
+  }
+
+  /**
+   * `replica.remove` on the leader: a member taken out, asked by itself
+   * (`leave()`, proving the cluster secret over its id and peer URL).
+   */
+  async #remove(params: unknown): Promise<{ removed: string }> {
+    const { id, proof } = (params ?? {}) as Record<string, unknown>;
+    if (typeof id !== "string" || typeof proof !== "string") {
+      throw new RpcError(
+        INVALID_PARAMS,
+        "Invalid params: replica.remove takes { id, proof } (ReplicatedService.leave() sends it)",
+      );
+    }
+    const raft = this.raft;
+    const configuration = raft.configuration;
+    const peerUrl = peerUrlsOf(configuration, this.#options.peers)[id];
+    if (peerUrl === undefined) {
+      throw new RpcError(
+        INVALID_PARAMS,
+        `replica.remove: ${id} is not a member of this service`,
+      );
+    }
+    const proven = await this.#key!.verify("dialer", {
+      cluster: this.#clusterId,
+      from: id,
+      to: "replica.remove",
+      dialerNonce: peerUrl,
+      acceptorNonce: "",
+    }, proof);
+    if (!proven) {
+      throw new RpcError(
+        PERMISSION_DENIED,
+        `replica.remove: the proof for ${id} does not match this service's cluster secret: only the replica itself (ReplicatedService.leave()) can ask`,
+      );
+    }
+    if (raft.status.role !== "leader") throw this.#notLeader();
+    try {
+      await raft.proposeConfChange({ type: "remove", node: id }, {
+        timeoutMs: 5_000,
+      });
+    } catch (error) {
+      if (error instanceof NotLeaderError) throw this.#notLeader();
+      throw new RpcError(
+        UNAVAILABLE,
+        `replica.remove: removing ${id} failed (${
+          (error as Error).message
+        }): retry`,
+      );
+    }
+    this.#promoteWhenCaughtUp.delete(id);
+    this.#log(`${this.id}: removed ${id} from the service`);
+    return { removed: id };
   }
 
   /** On the leader: promotes a learner added by replica.add once it has caught up (one change at a time). */

@@ -18,7 +18,7 @@ import { counter, type Counters } from "../examples/replicated/counter.ts";
 
 const SECRET = "join-test-secret-0123456789abcdef0123";
 
-Deno.test("a new replica joins through a snapshot, is promoted once caught up, and counts for the quorum; a wrong secret is refused", async () => {
+Deno.test("a new replica joins through a snapshot, is promoted once caught up, and counts for the quorum; a wrong secret is refused; it leaves again, and only it can ask", async () => {
   const ports = freePorts(5);
   const peers: Record<string, string> = {};
   ["r1", "r2", "r3"].forEach((id, i) =>
@@ -122,6 +122,29 @@ Deno.test("a new replica joins through a snapshot, is promoted once caught up, a
       `measured: r4 joined through a snapshot at index ${r4.status().snapshotIndex}, caught up to 200 adds and was promoted; with ${
         others[0].id
       } stopped, 3 of 4 voters committed 10 more`,
+    );
+    // Nobody but the replica itself can take it out…
+    const survivor = replicas.find((r) => r !== r4 && r !== others[0])!;
+    const asked = await dial(survivor.url);
+    try {
+      await assert.rejects(
+        asked.call("replica.remove", { id: "r4", proof: "forged" }),
+        /does not match this service's cluster secret/,
+      );
+    } finally {
+      asked.close();
+    }
+    // …and it can: it leaves, and the others go on without it.
+    await r4.leave();
+    await waitFor(
+      () => !Object.hasOwn(survivor.status().members, "r4"),
+      "r4 to be out of the configuration",
+      20_000,
+    );
+    console.log(
+      `measured: r4 left; members now ${
+        Object.keys(survivor.status().members).sort()
+      }`,
     );
     connection.close();
   } finally {

@@ -39,6 +39,7 @@ const USAGE =
   --registry URLS  registry nodes (default $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
   --name NAME      name to bind under (default counter)
   --no-bind        do not bind in a registry
+  --leave          leave the service for good when stopped (SIGINT/SIGTERM)
   --join URLS      join the running service one of whose replicas serves
                    RPC at URL (comma-separated); --peers then lists only
                    this replica
@@ -64,6 +65,7 @@ try {
       name: { type: "string", default: "counter" },
       "no-bind": { type: "boolean", default: false },
       join: { type: "string" },
+      leave: { type: "boolean", default: false },
       "tick-ms": { type: "string", default: "100" },
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
@@ -104,6 +106,11 @@ console.log(
 );
 
 await untilStopped(values["watch-stdin"]);
+if (values.leave) {
+  await replica.leave().catch((error) => {
+    console.error(`error: ${id}: could not leave: ${error.message}`);
+  });
+}
 await replica.close();
 client?.close();
 Deno.exit(0);
