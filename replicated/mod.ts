@@ -43,7 +43,11 @@
 
 import { serve } from "../adapter/deno/serve.ts";
 import { dial } from "../adapter/deno/mod.ts";
-import { type ReplicaOptions, ReplicatedService } from "./service.ts";
+import {
+  removeReplica as removeReplicaOn,
+  type ReplicaOptions,
+  ReplicatedService,
+} from "./service.ts";
 
 export {
   MAX_REQUEST_ID_LENGTH,
@@ -78,4 +82,19 @@ export function startReplica<S>(
   options: ReplicaOptions<S>,
 ): Promise<ReplicatedService<S>> {
   return ReplicatedService.start(options, serve, (url) => dial(url));
+}
+
+/**
+ * Takes a dead replica out of a running service, on Deno: see
+ * the runtime-free `removeReplica` of `service.ts`, which takes the dial
+ * function.
+ *
+ * @throws {RpcError} PERMISSION_DENIED for a wrong secret, INVALID_PARAMS
+ * for a replica that is not a member, UNAVAILABLE when no leader removed
+ * it within 30 s.
+ */
+export function removeReplica(
+  options: { via: readonly string[]; id: string; clusterSecret: string },
+): Promise<void> {
+  return removeReplicaOn(options, (url: string) => dial(url));
 }

@@ -216,6 +216,8 @@ export class ReplicatedService<S> {
   /** Woken when the role or leader changes. */
   #softWaiters: (() => void)[] = [];
   #closed = false;
+  #lastRole: SoftState["role"] | null = null;
+  #lastLeader: string | null = null;
   #dial: DialFunction | undefined;
   #key: ClusterKey | undefined;
   #clusterId = "";
@@ -404,7 +406,20 @@ export class ReplicatedService<S> {
         trailingEntries: options.snapshotTrailingEntries ??
           Math.min(5_000, options.snapshotEntries ?? 10_000),
       },
-      onSoftState: () => this.#wakeSoftWaiters(),
+      onSoftState: (soft) => {
+        if (soft.role !== this.#lastRole || soft.leader !== this.#lastLeader) {
+          this.#lastRole = soft.role;
+          this.#lastLeader = soft.leader;
+          this.#log(
+            soft.role === "leader"
+              ? `${options.id}: leader in term ${soft.term}`
+              : soft.leader === null
+              ? `${options.id}: ${soft.role} in term ${soft.term}, no leader known`
+              : `${options.id}: follower of ${soft.leader} in term ${soft.term}`,
+          );
+        }
+        this.#wakeSoftWaiters();
+      },
       onFatal: (error) => {
         this.#log(`${options.id}: the replica stopped: ${error}`);
         this.#wakeSoftWaiters();
@@ -682,11 +697,8 @@ export class ReplicatedService<S> {
     this.#log(`${id}: added to the service as a learner; catching up`);
   }
 
-  /**
-   * Calls `method` on the first of `urls` that answers, following
-   * NOT_LEADER hints and waiting out elections, within 30 s.
-   */
-  async #askAny<T>(
+  /** {@link askAny} with this replica's dial function. */
+  #askAny<T>(
     urls: readonly string[],
     method: string,
     params: Record<string, unknown> | undefined,
@@ -694,40 +706,10 @@ export class ReplicatedService<S> {
     const dial = this.#dial;
     if (dial === undefined) {
       throw new TypeError(
-        "joining needs a dial function (startReplica passes one)",
+        "joining and leaving need a dial function (startReplica passes one)",
       );
     }
-    const until = Date.now() + 30_000;
-    let targets = [...urls];
-    let last: unknown = null;
-    for (let round = 0; round < 200 && Date.now() < until; round++) {
-      const url = targets[round % targets.length];
-      let connection: RpcConnection | undefined;
-      try {
-        connection = await dial(url);
-        return await connection.call(method, params, { timeoutMs: 5_000 }) as T;
-      } catch (error) {
-        last = error;
-        // Refused for good: no other replica will say otherwise.
-        if (
-          error instanceof RpcError &&
-          (error.code === PERMISSION_DENIED || error.code === INVALID_PARAMS)
-        ) throw error;
-        const hint = error instanceof RpcError && error.code === NOT_LEADER
-          ? (error.data as NotLeaderData | undefined)?.leaderUrl
-          : null;
-        if (hint) targets = [hint, ...urls];
-        else await new Promise((wake) => setTimeout(wake, 250));
-      } finally {
-        connection?.close();
-      }
-    }
-    throw new RpcError(
-      UNAVAILABLE,
-      `no replica at ${urls.join(", ")} answered ${method} within 30 s (last: ${
-        (last as Error)?.message
-      }): check the URLs and that the service has a leader`,
-    );
+    return askAny<T>(dial, urls, method, params);
   }
 
   /** `replica.add` on the leader: a learner that proved the cluster secret. */
@@ -788,7 +770,8 @@ export class ReplicatedService<S> {
 
   /**
    * `replica.remove` on the leader: a member taken out, asked by itself
-   * (`leave()`, proving the cluster secret over its id and peer URL).
+   * (`leave()`) or by an operator ({@link removeReplica}), proving the
+   * cluster secret over its id and peer URL.
    */
   async #remove(params: unknown): Promise<{ removed: string }> {
     const { id, proof } = (params ?? {}) as Record<string, unknown>;
@@ -817,7 +800,7 @@ export class ReplicatedService<S> {
     if (!proven) {
       throw new RpcError(
         PERMISSION_DENIED,
-        `replica.remove: the proof for ${id} does not match this service's cluster secret: only the replica itself (ReplicatedService.leave()) can ask`,
+        `replica.remove: the proof for ${id} does not match this service's cluster secret: only the replica itself (leave()) or an operator with the secret (removeReplica()) can ask`,
       );
     }
     if (raft.status.role !== "leader") throw this.#notLeader();
@@ -895,4 +878,91 @@ export class ReplicatedService<S> {
     this.#softWaiters = [];
     for (const wake of waiters) wake();
   }
+}
+
+/**
+ * Calls `method` on the first replica of `urls` that answers, following
+ * NOT_LEADER hints and waiting out elections, within 30 s; a refusal
+ * (PERMISSION_DENIED, INVALID_PARAMS) is thrown at once.
+ */
+async function askAny<T>(
+  dial: DialFunction,
+  urls: readonly string[],
+  method: string,
+  params: Record<string, unknown> | undefined,
+): Promise<T> {
+  const until = Date.now() + 30_000;
+  let targets = [...urls];
+  let last: unknown = null;
+  for (let round = 0; round < 200 && Date.now() < until; round++) {
+    const url = targets[round % targets.length];
+    let connection: RpcConnection | undefined;
+    try {
+      connection = await dial(url);
+      return await connection.call(method, params, { timeoutMs: 5_000 }) as T;
+    } catch (error) {
+      last = error;
+      if (
+        error instanceof RpcError &&
+        (error.code === PERMISSION_DENIED || error.code === INVALID_PARAMS)
+      ) throw error;
+      const hint = error instanceof RpcError && error.code === NOT_LEADER
+        ? (error.data as NotLeaderData | undefined)?.leaderUrl
+        : null;
+      if (hint) targets = [hint, ...urls];
+      else await new Promise((wake) => setTimeout(wake, 250));
+    } finally {
+      connection?.close();
+    }
+  }
+  throw new RpcError(
+    UNAVAILABLE,
+    `no replica at ${urls.join(", ")} answered ${method} within 30 s (last: ${
+      (last as Error)?.message
+    }): check the URLs and that the service has a leader`,
+  );
+}
+
+/**
+ * Takes replica `id` out of a running service (an operator's step for a
+ * replica that died for good and cannot {@link ReplicatedService.leave}):
+ * asks the service at `via` (client URLs of live replicas) for the
+ * cluster and the member, and the leader to remove it, proving
+ * `clusterSecret` (the replicas' shared secret).
+ *
+ * @throws {RpcError} PERMISSION_DENIED for a wrong secret, INVALID_PARAMS
+ * for a replica that is not a member, UNAVAILABLE when no leader removed
+ * it within 30 s.
+ */
+export async function removeReplica(
+  options: { via: readonly string[]; id: string; clusterSecret: string },
+  dial: DialFunction,
+): Promise<void> {
+  const key = await ClusterKey.fromSecret(options.clusterSecret);
+  const status = await askAny<ReplicaStatus>(
+    dial,
+    options.via,
+    "replica.status",
+    undefined,
+  );
+  const peerUrl = status.members[options.id];
+  if (peerUrl === undefined) {
+    throw new RpcError(
+      INVALID_PARAMS,
+      `${options.id} is not a member of the service (members: ${
+        Object.keys(status.members).join(", ")
+      })`,
+    );
+  }
+  const proof = await key.prove("dialer", {
+    cluster: status.clusterId,
+    from: options.id,
+    to: "replica.remove",
+    dialerNonce: peerUrl,
+    acceptorNonce: "",
+  });
+  await askAny(dial, options.via, "replica.remove", {
+    id: options.id,
+    proof,
+  });
 }

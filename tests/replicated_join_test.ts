@@ -10,6 +10,7 @@ import { dial } from "../adapter/deno/mod.ts";
 import { freePorts } from "../testing/ports.ts";
 import { waitFor } from "../testing/time.ts";
 import {
+  removeReplica,
   type ReplicaOptions,
   type ReplicatedService,
   startReplica,
@@ -141,8 +142,30 @@ Deno.test("a new replica joins through a snapshot, is promoted once caught up, a
       "r4 to be out of the configuration",
       20_000,
     );
+    // The stopped replica is gone for good: an operator with the secret
+    // takes it out (a wrong secret cannot).
+    const dead = others[0].id;
+    await assert.rejects(
+      removeReplica({
+        via: [survivor.url],
+        id: dead,
+        clusterSecret: "not the secret, but 32 characters long",
+      }),
+      /does not match this service's cluster secret/,
+    );
+    await removeReplica({
+      via: [survivor.url],
+      id: dead,
+      clusterSecret: SECRET,
+    });
+    await waitFor(
+      () => !Object.hasOwn(survivor.status().members, dead),
+      `${dead} to be out of the configuration`,
+      20_000,
+    );
+    await add(5);
     console.log(
-      `measured: r4 left; members now ${
+      `measured: r4 left; ${dead} removed by the operator; members now ${
         Object.keys(survivor.status().members).sort()
       }`,
     );

@@ -274,7 +274,7 @@ async function main(): Promise<number> {
   }
   id = binding.id;
   console.log(
-    `${id} serving on ${server.url}, bound as "${name}" with lease ${binding.leaseId} (ttl ${ttlMs} ms)`,
+    `${id} serving on ${server.url}, bound as "${name}" with lease ${binding.leaseId} (ttl ${ttlMs} ms, pid ${Deno.pid})`,
   );
 
   const stopped = Promise.withResolvers<void>();

@@ -18,22 +18,36 @@ import { connect } from "../../adapter/deno/mod.ts";
 import { leader } from "../../stub/distributors/mod.ts";
 import type { WhiteboardService } from "./board.ts";
 
-const USAGE =
-  `usage: deno run -A examples/whiteboard/cli.ts [--registry URLS] COMMAND
+const USAGE = `usage: deno run -A examples/whiteboard/cli.ts [options] COMMAND
 
   list                    print the strokes (seq, colour, points)
   draw X,Y X,Y ... [--color #RGB]
                           add a stroke through those points
-  clear                   wipe the board`;
+  clear                   wipe the board
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    registry: { type: "string" },
-    color: { type: "string", default: "#222" },
-    json: { type: "boolean", default: false },
-  },
-});
+  --registry URLS         registry nodes (default $RAFTER_REGISTRY, else ${DEFAULT_REGISTRY_URL})
+  --json                  list: print the strokes as JSON`;
+
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: {
+      registry: { type: "string" },
+      color: { type: "string", default: "#222" },
+      json: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+} catch (error) {
+  console.error(`error: ${(error as Error).message}\n\n${USAGE}`);
+  Deno.exit(2);
+}
+const { values, positionals } = parsed;
+if (values.help) {
+  console.log(USAGE);
+  Deno.exit(0);
+}
 const [command, ...rest] = positionals;
 if (command === undefined || !["list", "draw", "clear"].includes(command)) {
   console.error(USAGE);
