@@ -314,7 +314,10 @@ export class RafterClient {
       return await this.registry.lookup(name, options);
     }
     const place = await this.#placeOf(name);
-    return await place.registry.lookup(place.name, options);
+    return await inCluster(
+      place,
+      place.registry.lookup(place.name, options),
+    );
   }
 
   /** Names under `prefix`; see {@link RegistryClient.list}. */
@@ -437,7 +440,11 @@ export class RafterClient {
       }));
       const urls = domain.siblings[at.cluster];
       if (urls !== undefined) {
-        return { name: at.base, ...this.#sibling(at.cluster, urls) };
+        return {
+          name: at.base,
+          cluster: at.cluster,
+          ...this.#sibling(at.cluster, urls),
+        };
       }
       if (at.cluster === domain.cluster) {
         return {
@@ -575,7 +582,10 @@ export class RafterClient {
         lookup: federated
           ? async () => {
             const where = await placed();
-            return this.#lookupForMap(where.name, where.registry);
+            return await inCluster(
+              where,
+              this.#lookupForMap(where.name, where.registry),
+            );
           }
           : edge === undefined
           ? () => this.#lookupForMap(name)
@@ -724,6 +734,27 @@ interface Place {
   name: string;
   registry: RegistryClient;
   watches: WatchClient;
+  /** The sibling cluster, or undefined for this client's own. */
+  cluster?: string;
+}
+
+/**
+ * `lookup`, its failure saying which sibling cluster's registry failed
+ * (its URLs are not the ones this client was given).
+ */
+async function inCluster<T>(place: Place, lookup: Promise<T>): Promise<T> {
+  try {
+    return await lookup;
+  } catch (error) {
+    if (place.cluster === undefined || !(error instanceof RpcError)) {
+      throw error;
+    }
+    throw new RpcError(
+      error.code,
+      `${error.message} (looking up "${place.name}" in sibling cluster ${place.cluster}, whose registry this cluster's registry named)`,
+      error.data,
+    );
+  }
 }
 
 /**

@@ -109,6 +109,11 @@ Deno.test("federation: a service only in cluster b is found from a, by name@b an
         /x1|127\.0\.0\.1/.test(error.message) &&
         /no answer|did not get an answer|Deadline/.test(error.message),
     );
+    // A lookup of b's name says it was b's registry that did not answer.
+    await assert.rejects(
+      client.lookup("exec@b", { deadlineMs: 1_500 }),
+      /in sibling cluster b, whose registry/,
+    );
     const states = client.endpointStates("exec@b");
     assert.ok(
       states.some((s) => s.id === "x1" && s.state !== "serving"),

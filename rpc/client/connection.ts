@@ -238,7 +238,7 @@ export class RpcConnection {
           DEADLINE_EXCEEDED,
           `Deadline exceeded: no response to ${
             JSON.stringify(String(call.method))
-          } within ${call.timeoutMs} ms`,
+          } within ${Math.round(call.timeoutMs)} ms`,
           { timeoutMs: call.timeoutMs, written: true },
         ),
       );
@@ -554,7 +554,9 @@ export class RpcConnection {
           giveUp(
             new RpcError(
               DEADLINE_EXCEEDED,
-              `Deadline exceeded: no response to ${name} within ${timeoutMs} ms`,
+              `Deadline exceeded: no response to ${name} within ${
+                Math.round(timeoutMs)
+              } ms`,
               { timeoutMs, written: true },
             ),
           );

@@ -11,6 +11,7 @@ import {
   exchange,
   fakeStream,
   RawClient,
+  silentServer,
   withRawServer,
 } from "../../testing/rpc.ts";
 import { delay, within } from "../../testing/time.ts";
@@ -804,5 +805,24 @@ Deno.test("the server never gives up on a call before the client's deadline: it 
   assert.deepEqual(early, []);
   for (const reply of replies) {
     assert.match(reply!, /"code":-32003,.*"started":true/);
+  }
+});
+
+Deno.test("a deadline's message rounds its ms (a timeout left over from a deadline is fractional); the error's data keeps it exact", async () => {
+  const server = silentServer();
+  const connection = await dial(server.url);
+  try {
+    await assert.rejects(
+      connection.call("slow", [], { timeoutMs: 40.637 }),
+      (error: RpcError) => {
+        assert.equal(error.code, DEADLINE_EXCEEDED);
+        assert.match(error.message, /within 41 ms$/);
+        assert.equal((error.data as { timeoutMs: number }).timeoutMs, 40.637);
+        return true;
+      },
+    );
+  } finally {
+    connection.close();
+    await server.close();
   }
 });
