@@ -15,7 +15,7 @@
  * ```ts
  * import assert from "node:assert/strict";
  * import { startReplica } from "./mod.ts";
- * import { dial } from "../adapter/deno/mod.ts";
+ * import { denoDialer, dial } from "../adapter/deno/mod.ts";
  * const dataDir = await Deno.makeTempDir();
  * const replica = await startReplica({
  *   id: "c1",
@@ -42,7 +42,7 @@
  */
 
 import { serve } from "../adapter/deno/serve.ts";
-import { dial } from "../adapter/deno/mod.ts";
+import { denoDialer, dial } from "../adapter/deno/mod.ts";
 import {
   removeReplica as removeReplicaOn,
   type ReplicaOptions,
@@ -81,7 +81,13 @@ export {
 export function startReplica<S>(
   options: ReplicaOptions<S>,
 ): Promise<ReplicatedService<S>> {
-  return ReplicatedService.start(options, serve, (url) => dial(url));
+  const caFile = options.tlsCaFile;
+  return ReplicatedService.start(
+    options,
+    serve,
+    (url) => dial(url, caFile === undefined ? {} : { tls: { caFile } }),
+    (tls) => denoDialer(tls),
+  );
 }
 
 /**
@@ -94,7 +100,17 @@ export function startReplica<S>(
  * it within 30 s.
  */
 export function removeReplica(
-  options: { via: readonly string[]; id: string; clusterSecret: string },
+  options: {
+    via: readonly string[];
+    id: string;
+    clusterSecret: string;
+    /** The CA of `tls://` client ports in `via`. */
+    tlsCaFile?: string;
+  },
 ): Promise<void> {
-  return removeReplicaOn(options, (url: string) => dial(url));
+  const caFile = options.tlsCaFile;
+  return removeReplicaOn(
+    options,
+    (url: string) => dial(url, caFile === undefined ? {} : { tls: { caFile } }),
+  );
 }

@@ -39,6 +39,11 @@ import {
 import type { Message, NodeId } from "../raft/types.ts";
 import type { RpcServer } from "../rpc/server/server.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
+import type {
+  TlsClientOptions,
+  TlsServerOptions,
+} from "../rpc/transport/tls.ts";
+import type { Dialer } from "../rpc/transport/transport.ts";
 import type { Methods } from "../rpc/server/method.ts";
 import { type CallContext, withContext } from "../rpc/server/method.ts";
 import { INVALID_PARAMS, PERMISSION_DENIED, RpcError } from "../rpc/errors.ts";
@@ -105,6 +110,9 @@ export interface ReplicaStatus {
 /** Dials a replica's client port (`dial` of the runtime's entry). */
 export type DialFunction = (url: string) => Promise<RpcConnection>;
 
+/** Makes a TLS dialer (the runtime entry's, e.g. `denoDialer(tls)`). */
+export type TlsDialerFactory = (tls: TlsClientOptions) => Dialer;
+
 /**
  * Where a replica binds itself: a Rafter client's `bindServer` (e.g. a
  * `connect(...)` client), under the service's name.
@@ -157,6 +165,23 @@ export interface ReplicaOptions<S> {
   hostname?: string;
   /** Client port; 0 picks a free one. @default 0 */
   port?: number;
+  /**
+   * TLS on the client port (`certFile`, `keyFile`; `caFile` and
+   * `clientCert` to ask clients for certificates): its URL is then
+   * `tls://…`. @default plain TCP
+   */
+  tls?: TlsServerOptions;
+  /**
+   * Mutual TLS between the replicas: this replica's certificate and key,
+   * and the CA every replica's certificate chains to. Each replica's
+   * certificate must name it (SAN `URI:rafter://member/<id>`, as `rafter
+   * cert member` makes), so a certificate of the CA cannot speak for
+   * another replica; the cluster secret is still proven on top.
+   * @default plain TCP (peers prove the cluster secret only)
+   */
+  peerTls?: { certFile: string; keyFile: string; caFile: string };
+  /** The CA to trust when this replica dials other replicas' `tls://` client ports (join, leave). */
+  tlsCaFile?: string;
   /** Bind this replica in a Rafter registry once it serves. */
   bind?: ReplicaBinding;
   /**
@@ -219,6 +244,7 @@ export class ReplicatedService<S> {
   #lastRole: SoftState["role"] | null = null;
   #lastLeader: string | null = null;
   #dial: DialFunction | undefined;
+  #peerDialer: Dialer | undefined;
   #key: ClusterKey | undefined;
   #clusterId = "";
   /** Learners added through replica.add, promoted once caught up (on the leader). */
@@ -237,9 +263,21 @@ export class ReplicatedService<S> {
     options: ReplicaOptions<S>,
     serve: ServeFunction,
     dial?: DialFunction,
+    tlsDialer?: TlsDialerFactory,
   ): Promise<ReplicatedService<S>> {
     const replica = new ReplicatedService(options);
     replica.#dial = dial;
+    if (options.peerTls !== undefined) {
+      if (tlsDialer === undefined) {
+        throw new TypeError(
+          "peerTls needs a TLS dialer: start the replica with startReplica of @rafter/rpc/replicated",
+        );
+      }
+      const peer = tlsDialer({ ...options.peerTls });
+      // Peer URLs are written tcp:// in peers and the log: dial them with TLS.
+      replica.#peerDialer = (url, dialOptions) =>
+        peer(url.replace(/^tcp:\/\//, "tls://"), dialOptions);
+    }
     try {
       const key = await ClusterKey.fromSecret(options.clusterSecret).catch(
         (error) => {
@@ -434,6 +472,8 @@ export class ReplicatedService<S> {
     const raft = this.raft;
     const clusterId = (await readDataDirMeta(options.dataDir))!.clusterId;
     const transport = new PeerTransport({
+      dialer: this.#peerDialer,
+      requirePeerCertificates: options.peerTls !== undefined,
       id: options.id,
       peers: options.peers,
       key,
@@ -461,7 +501,12 @@ export class ReplicatedService<S> {
     const peerUrl = new URL(
       options.peers[options.id].replace(/^tcp:/, "http:"),
     );
+    const peerTls = options.peerTls;
     this.#peerServer = servePeersOn(serve, {
+      serveOptions: peerTls === undefined ? undefined : {
+        tls: { ...peerTls, clientCert: "require" },
+      },
+      requirePeerCertificates: peerTls !== undefined,
       hostname: peerUrl.hostname.replace(/^\[|\]$/g, ""),
       port: Number(peerUrl.port),
       id: options.id,
@@ -478,6 +523,7 @@ export class ReplicatedService<S> {
     this.#server = serve({
       hostname: options.hostname ?? "127.0.0.1",
       port: options.port ?? 0,
+      tls: options.tls,
       methods: this.#methods(),
     });
     this.#directory.setClientUrl(options.id, this.#server.url);
