@@ -53,7 +53,7 @@
 import { Buffer } from "node:buffer";
 import { Etcd3 } from "etcd3";
 import { benchArgs, usageError } from "./_args.ts";
-import { EtcdCluster, findEtcd } from "./_etcd.ts";
+import { EtcdCluster, findEtcd } from "../testing/etcd.ts";
 import {
   LEASE_TTL_MS,
   type LoadCommand,

@@ -18,7 +18,7 @@
  * (in-process `runCli`: the leader's barrier and snapshot, the chunked
  * fetch, the SHA-256 check and the atomic write of the file; median of 3)
  * and `rafter snapshot status` of the file. Beside it, etcd's equivalent:
- * a 3-member etcd (`bench/_etcd.ts`: Debian's `etcd-server`, installed with
+ * a 3-member etcd (`testing/etcd.ts`: Debian's `etcd-server`, installed with
  * apt-get when missing and this process may) holding as many keys, each
  * the JSON of the same binding, and `etcdctl snapshot save FILE` (Debian's
  * `etcd-client`, installed the same way) against its leader, the rounds
@@ -43,7 +43,7 @@ import { connect, type RafterClient } from "../mod.ts";
 import { runCli } from "../cli/main.ts";
 import { Buffer } from "node:buffer";
 import { Etcd3 } from "etcd3";
-import { EtcdCluster, findEtcd, findEtcdctl, run } from "./_etcd.ts";
+import { EtcdCluster, findEtcd, findEtcdctl, run } from "../testing/etcd.ts";
 import { median, ratio } from "./report.ts";
 import { readSnapshotFile } from "../registry/snapshot_file.ts";
 import { SNAPSHOT_CHUNK_BYTES } from "../registry/service/snapshot.ts";

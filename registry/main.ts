@@ -192,10 +192,65 @@ export async function runRegistry(
     if (noTls) logger.line(`${args.id}: ${NOTHING_TO_RELOAD}`, "info");
   });
   try {
-    return await runNode(args, logger);
+    return args.engine === "etcd"
+      ? await runEtcdFront(args, logger)
+      : await runNode(args, logger);
   } finally {
     stopHangups();
   }
+}
+
+/**
+ * `--engine etcd`: a front serving the registry API over an etcd cluster
+ * (`registry/etcd/front.ts`, loaded only then), until stopped.
+ */
+async function runEtcdFront(
+  args: RegistryArgs,
+  logger: ReturnType<typeof nodeLogger>,
+): Promise<number> {
+  const log = (line: string, level?: "info" | "warn" | "error") =>
+    logger.line(line, level ?? "info");
+  // Computed, so that the registry's module graph (and deno.lock) leave
+  // out etcd3 and its gRPC stack: only --engine etcd loads them.
+  const frontModule = new URL("./etcd/front.ts", import.meta.url).href;
+  const { EtcdFront } = await import(frontModule) as {
+    EtcdFront: {
+      start(
+        options: {
+          endpoints: readonly string[];
+          hostname: string;
+          port: number;
+          log(line: string): void;
+        },
+        serveFn: typeof serve,
+      ): Promise<{ url: string; close(): Promise<void> }>;
+    };
+  };
+  let front;
+  try {
+    front = await EtcdFront.start({
+      endpoints: args.etcdEndpoints,
+      hostname: args.listen.hostname,
+      port: args.listen.port,
+      log: (line) => log(line, "warn"),
+    }, serve);
+  } catch (error) {
+    log(
+      `registry ${args.id}: cannot start: ${(error as Error).message}`,
+      "error",
+    );
+    return 1;
+  }
+  log(
+    `registry ${args.id} listening on ${front.url}, over etcd at ${
+      args.etcdEndpoints.join(", ")
+    }`,
+  );
+  const stopped = Promise.withResolvers<void>();
+  await untilStopped(args.watchStdin, stopped);
+  await front.close();
+  log(`registry ${args.id} stopped`);
+  return 0;
 }
 
 /** The line a node without TLS files logs on SIGHUP. */
@@ -343,17 +398,7 @@ async function runNode(
         if (why !== null) stopped.resolve();
       },
     );
-  Deno.addSignalListener("SIGINT", stop);
-  Deno.addSignalListener("SIGTERM", stop);
-  if (args.watchStdin) {
-    (async () => {
-      for await (const _ of Deno.stdin.readable) { /* wait for EOF */ }
-      stop();
-    })();
-  }
-  await stopped.promise;
-  Deno.removeSignalListener("SIGINT", stop);
-  Deno.removeSignalListener("SIGTERM", stop);
+  await untilStopped(args.watchStdin, stopped, stop);
   // A graceful stop: a leader hands over first (Raft dissertation §3.10).
   // Not after a storage failure, when the Raft node is already stopped.
   await keepAsking;
@@ -388,6 +433,28 @@ async function runNode(
   }
   log(`registry ${args.id} stopped`);
   return 0;
+}
+
+/**
+ * Waits for `stopped`, which SIGINT, SIGTERM and (with `watchStdin`) the
+ * end of stdin resolve through `stop` (default: resolving it).
+ */
+async function untilStopped(
+  watchStdin: boolean,
+  stopped: PromiseWithResolvers<void>,
+  stop: () => void = () => stopped.resolve(),
+): Promise<void> {
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+  if (watchStdin) {
+    (async () => {
+      for await (const _ of Deno.stdin.readable) { /* wait for EOF */ }
+      stop();
+    })();
+  }
+  await stopped.promise;
+  Deno.removeSignalListener("SIGINT", stop);
+  Deno.removeSignalListener("SIGTERM", stop);
 }
 
 if (import.meta.main) {

@@ -220,6 +220,8 @@ const NODE_COMPANIONS: Record<string, string[]> = {
   "peer-tls-cert": ["--peer-tls-key", "k.pem", "--peer-tls-ca", "ca.pem"],
   "peer-tls-key": ["--peer-tls-cert", "c.pem", "--peer-tls-ca", "ca.pem"],
   "peer-tls-ca": ["--peer-tls-cert", "c.pem", "--peer-tls-key", "k.pem"],
+  engine: ["--etcd-endpoints", "http://127.0.0.1:2379"],
+  "etcd-endpoints": ["--engine", "etcd"],
   domain: ["--cluster-name", "a"],
   "cluster-name": ["--domain", "acme"],
   siblings: ["--domain", "acme", "--cluster-name", "a"],
@@ -232,6 +234,8 @@ const CANDIDATES = [
   "n7=127.0.0.1:7107",
   "tcp://127.0.0.1:7001",
   "b=tcp://127.0.0.1:7011",
+  "etcd",
+  "http://127.0.0.1:2379",
   "json",
   "text",
 ];

@@ -21,6 +21,8 @@ Deno.test("parseRegistryArgs: no options is a single node n1 on 127.0.0.1:7001, 
     tickMs: 100,
     electionTicks: 10,
     federation: undefined,
+    engine: "raft",
+    etcdEndpoints: [],
     historyEvents: 10_000,
     metricsListen: undefined,
     dashboardListen: undefined,
@@ -124,6 +126,8 @@ Deno.test("parseRegistryArgs: every option", () => {
       dataDir: "/var/lib/rafter",
       tickMs: 20,
       electionTicks: 5,
+      engine: "raft",
+      etcdEndpoints: [],
       federation: {
         domain: "acme",
         cluster: "eu",
@@ -158,6 +162,33 @@ Deno.test("parseRegistryArgs: every option", () => {
       insecure: true,
       logFormat: "json",
     },
+  );
+});
+
+Deno.test("parseRegistryArgs: --engine etcd takes --etcd-endpoints, checked", () => {
+  const args = parseRegistryArgs([
+    "--engine",
+    "etcd",
+    "--etcd-endpoints",
+    "http://127.0.0.1:2379,http://10.0.0.2:2379",
+  ]);
+  assert.equal(args.engine, "etcd");
+  assert.deepEqual(args.etcdEndpoints, [
+    "http://127.0.0.1:2379",
+    "http://10.0.0.2:2379",
+  ]);
+  refuses(["--engine", "zookeeper"], '--engine "zookeeper": use raft or etcd');
+  refuses(
+    ["--engine", "etcd"],
+    "--engine etcd needs --etcd-endpoints: the etcd cluster's client URLs (http://host:2379,...)",
+  );
+  refuses(
+    ["--etcd-endpoints", "http://h:2379"],
+    "--etcd-endpoints needs --engine etcd",
+  );
+  refuses(
+    ["--engine", "etcd", "--etcd-endpoints", "h:2379"],
+    '--etcd-endpoints: "h:2379" is not http://host:port',
   );
 });
 

@@ -57,6 +57,12 @@ prove the cluster secret).
                      joined node restarts without it (its folder and log
                      know the cluster); a folder of another cluster is
                      refused
+  --engine raft|etcd the store: raft (default; this node is a member of a
+                     Raft cluster) or etcd (a front that serves the same
+                     registry API over the etcd cluster of --etcd-endpoints;
+                     the Raft options are then unused)
+  --etcd-endpoints URLS
+                     etcd client URLs, comma-separated (http://host:2379)
   --domain NAME      the federation this registry cluster belongs to (with
                      --cluster-name and --siblings): told to clients in
                      registry.status, so they reach services in the other
@@ -179,6 +185,13 @@ export interface RegistryArgs {
   clusterToken: string;
   /** The federation (`--domain`, `--cluster-name`, `--siblings`), or undefined. */
   federation: FederationStatus | undefined;
+  /**
+   * The store: `raft` (this node is a Raft member), or an existing etcd
+   * cluster at `etcdEndpoints` (`--engine etcd`: a front over etcd).
+   */
+  engine: "raft" | "etcd";
+  /** etcd's client URLs, with `--engine etcd`. */
+  etcdEndpoints: string[];
   /** This node's data folder. */
   dataDir: string;
   /** Milliseconds per Raft tick. */
@@ -236,6 +249,8 @@ export const REGISTRY_OPTIONS = {
   advertise: { type: "string" },
   "cluster-secret-file": { type: "string" },
   "cluster-token": { type: "string" },
+  engine: { type: "string" },
+  "etcd-endpoints": { type: "string" },
   domain: { type: "string" },
   "cluster-name": { type: "string" },
   siblings: { type: "string" },
@@ -499,6 +514,7 @@ export function parseRegistryArgs(
       `${dataDir}/cluster_secret`,
     clusterToken: values["cluster-token"] ?? "",
     federation: federationOf(values),
+    ...engineOf(values),
     dataDir,
     tickMs: positiveInteger(values["tick-ms"], label("tick-ms"), 100),
     // At least 2: a leader heartbeats every tick, more often than the
@@ -744,4 +760,33 @@ function federationOf(
     siblings[name] = urls;
   }
   return { domain, cluster, siblings };
+}
+
+/** `--engine` and `--etcd-endpoints`, checked. */
+function engineOf(
+  values: { engine?: string; "etcd-endpoints"?: string },
+): { engine: "raft" | "etcd"; etcdEndpoints: string[] } {
+  const engine = values.engine ?? "raft";
+  if (engine !== "raft" && engine !== "etcd") {
+    throw new Error(`--engine ${JSON.stringify(engine)}: use raft or etcd`);
+  }
+  const endpoints = (values["etcd-endpoints"] ?? "").split(",").filter((u) =>
+    u !== ""
+  );
+  if (engine === "etcd" && endpoints.length === 0) {
+    throw new Error(
+      "--engine etcd needs --etcd-endpoints: the etcd cluster's client URLs (http://host:2379,...)",
+    );
+  }
+  if (engine === "raft" && endpoints.length > 0) {
+    throw new Error("--etcd-endpoints needs --engine etcd");
+  }
+  for (const url of endpoints) {
+    if (!/^https?:\/\/[^/]+:\d+$/.test(url)) {
+      throw new Error(
+        `--etcd-endpoints: ${JSON.stringify(url)} is not http://host:port`,
+      );
+    }
+  }
+  return { engine, etcdEndpoints: endpoints };
 }

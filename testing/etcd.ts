@@ -13,7 +13,7 @@
  * @module
  */
 
-import { freePorts } from "../testing/ports.ts";
+import { freePorts } from "./ports.ts";
 
 /** Where etcd is, or why it cannot be used (a row's `skipped` text). */
 export type EtcdBinary = { path: string; version: string } | {

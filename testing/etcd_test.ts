@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { EtcdCluster, onPath } from "./_etcd.ts";
+import { EtcdCluster, onPath } from "./etcd.ts";
 
 const etcd = onPath("etcd");
 
