@@ -21,6 +21,10 @@ const PROGRAMS = [
   "bench/stub.ts",
   "bench/registry_etcd.ts",
   "bench/scale.ts",
+  "bench/engines.ts",
+  "examples/replicated/replica.ts",
+  "examples/whiteboard/replica.ts",
+  "examples/whiteboard/cli.ts",
 ];
 
 async function run(script: string, args: string[]) {
