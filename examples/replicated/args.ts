@@ -17,7 +17,27 @@ export interface ReplicaArgs {
   secret: string;
   /** The registry's URLs. */
   registry: string[];
+  /**
+   * `--tls-cert`, `--tls-key`, `--tls-ca`: this replica's certificate
+   * (naming it: `rafter cert member <id>`) and the replicas' CA, for TLS on
+   * its client port and mutual TLS between the replicas; undefined without.
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string };
 }
+
+/** The TLS options of a replica program, for `parseArgs`. */
+export const TLS_OPTIONS = {
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "tls-ca": { type: "string" },
+} as const;
+
+/** The usage lines of {@link TLS_OPTIONS}. */
+export const TLS_USAGE =
+  `  --tls-cert FILE  this replica's certificate (rafter cert member ID), with
+  --tls-key FILE   its key, and
+  --tls-ca FILE    the replicas' CA: TLS on the client port, mutual TLS
+                   between the replicas (all three, or none)`;
 
 /**
  * Reads `--id`, `--data`, `--peers` (`id=host:port,…`), `--registry` (else
@@ -38,7 +58,15 @@ export interface ReplicaArgs {
  * ```
  */
 export function replicaArgs(
-  values: { id?: string; data?: string; peers?: string; registry?: string },
+  values: {
+    id?: string;
+    data?: string;
+    peers?: string;
+    registry?: string;
+    "tls-cert"?: string;
+    "tls-key"?: string;
+    "tls-ca"?: string;
+  },
   fail: (message: string) => never,
 ): ReplicaArgs {
   const id = values.id ?? fail("--id is required");
@@ -58,5 +86,31 @@ export function replicaArgs(
     );
   const registry = (values.registry ?? Deno.env.get("RAFTER_REGISTRY") ??
     DEFAULT_REGISTRY_URL).split(",");
-  return { id, dataDir, peers, secret, registry };
+  const tlsFiles = [values["tls-cert"], values["tls-key"], values["tls-ca"]];
+  const given = tlsFiles.filter((f) => f !== undefined).length;
+  if (given !== 0 && given !== 3) {
+    fail("give --tls-cert, --tls-key and --tls-ca together (or none)");
+  }
+  const tls = given === 3
+    ? {
+      certFile: values["tls-cert"]!,
+      keyFile: values["tls-key"]!,
+      caFile: values["tls-ca"]!,
+    }
+    : undefined;
+  return { id, dataDir, peers, secret, registry, tls };
+}
+
+/** The `startReplica` TLS options of {@link ReplicaArgs.tls}. */
+export function replicaTls(tls: ReplicaArgs["tls"]): {
+  tls?: { certFile: string; keyFile: string };
+  peerTls?: { certFile: string; keyFile: string; caFile: string };
+  tlsCaFile?: string;
+} {
+  if (tls === undefined) return {};
+  return {
+    tls: { certFile: tls.certFile, keyFile: tls.keyFile },
+    peerTls: tls,
+    tlsCaFile: tls.caFile,
+  };
 }

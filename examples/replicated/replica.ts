@@ -26,7 +26,7 @@ import { connect } from "../../adapter/deno/mod.ts";
 import { startReplica } from "../../replicated/mod.ts";
 import { counter } from "./counter.ts";
 import { untilStopped } from "../until_stopped.ts";
-import { replicaArgs } from "./args.ts";
+import { replicaArgs, replicaTls, TLS_OPTIONS, TLS_USAGE } from "./args.ts";
 
 const USAGE =
   `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=HOST:PORT,... --data DIR [options]
@@ -44,6 +44,8 @@ const USAGE =
                    RPC at URL (comma-separated); --peers then lists only
                    this replica
   --tick-ms N      Raft tick (default 100)
+
+${TLS_USAGE}
 
 The replicas' shared secret (32+ characters) comes from $RAFTER_SERVICE_SECRET.`;
 
@@ -67,6 +69,7 @@ try {
       join: { type: "string" },
       leave: { type: "boolean", default: false },
       "tick-ms": { type: "string", default: "100" },
+      ...TLS_OPTIONS,
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -80,7 +83,10 @@ if (values.help) {
   console.log(USAGE);
   Deno.exit(0);
 }
-const { id, dataDir, peers, secret, registry } = replicaArgs(values, fail);
+const { id, dataDir, peers, secret, registry, tls } = replicaArgs(
+  values,
+  fail,
+);
 const client = values["no-bind"] ? undefined : connect(registry);
 
 const replica = await startReplica({
@@ -88,6 +94,7 @@ const replica = await startReplica({
   peers,
   dataDir,
   clusterSecret: secret,
+  ...replicaTls(tls),
   hostname: values.host,
   port: Number(values.port),
   tickMs: Number(values["tick-ms"]),

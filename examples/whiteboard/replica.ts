@@ -30,7 +30,12 @@ import {
 } from "./board.ts";
 import { pageHtml } from "./page.ts";
 import { untilStopped } from "../until_stopped.ts";
-import { replicaArgs } from "../replicated/args.ts";
+import {
+  replicaArgs,
+  replicaTls,
+  TLS_OPTIONS,
+  TLS_USAGE,
+} from "../replicated/args.ts";
 
 const USAGE =
   `usage: deno run -A examples/whiteboard/replica.ts --id ID --peers ID=HOST:PORT,... --data DIR [options]
@@ -46,6 +51,8 @@ const USAGE =
   --snapshot-entries N  take a snapshot every N strokes (default 10000)
   --snapshot-trailing N log entries kept behind a snapshot (default min(5000, N))
   --tick-ms N           Raft tick (default 100)
+
+${TLS_USAGE}
 
 The replicas' shared secret (32+ characters) comes from $RAFTER_SERVICE_SECRET.`;
 
@@ -68,6 +75,7 @@ try {
       "snapshot-entries": { type: "string", default: "10000" },
       "snapshot-trailing": { type: "string" },
       "tick-ms": { type: "string", default: "100" },
+      ...TLS_OPTIONS,
       "watch-stdin": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
@@ -81,7 +89,10 @@ if (values.help) {
   console.log(USAGE);
   Deno.exit(0);
 }
-const { id, dataDir, peers, secret, registry } = replicaArgs(values, fail);
+const { id, dataDir, peers, secret, registry, tls } = replicaArgs(
+  values,
+  fail,
+);
 const client = connect(registry);
 
 // The pages listening, and what each applied change tells them.
@@ -113,6 +124,7 @@ const replica = await startReplica({
   peers,
   dataDir,
   clusterSecret: secret,
+  ...replicaTls(tls),
   port: Number(values.port),
   tickMs: Number(values["tick-ms"]),
   snapshotEntries: Number(values["snapshot-entries"]),
