@@ -27,6 +27,7 @@ import { RaftNode } from "../raft/node.ts";
 import { RaftUnavailableError } from "../raft/driver.ts";
 import { NotLeaderError, type SoftState } from "../raft/core.ts";
 import { ClusterKey } from "../raft/peer_auth.ts";
+import { LearnerPromotion } from "../raft/learner_promotion.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";
 import { PeerDirectory } from "../raft/peer_directory.ts";
 import { PeerTransport } from "../raft/peer_transport.ts";
@@ -248,8 +249,11 @@ export class ReplicatedService<S> {
   #key: ClusterKey | undefined;
   #clusterId = "";
   /** Learners added through replica.add, promoted once caught up (on the leader). */
-  readonly #promoteWhenCaughtUp = new Set<string>();
-  #promoting = false;
+  readonly #promotion = new LearnerPromotion((learner, match) =>
+    this.#log(
+      `${this.id}: promoted ${learner} to voter (caught up at index ${match})`,
+    )
+  );
   #promoter: ReturnType<typeof setInterval> | undefined;
 
   /**
@@ -529,7 +533,7 @@ export class ReplicatedService<S> {
     this.#directory.setClientUrl(options.id, this.#server.url);
     this.#transport!.start();
     this.#promoter = setInterval(
-      () => this.#promoteCaughtUp(),
+      () => this.#raft !== undefined && this.#promotion.tick(this.#raft),
       options.tickMs ?? 100,
     );
   }
@@ -810,7 +814,7 @@ export class ReplicatedService<S> {
       }
       this.#log(`${this.id}: added ${id} (${peerUrl}) as a learner`);
     }
-    this.#promoteWhenCaughtUp.add(id);
+    this.#promotion.pending.add(id);
     return { added: id, learners: [...raft.configuration.learners] };
   }
 
@@ -863,42 +867,9 @@ export class ReplicatedService<S> {
         }): retry`,
       );
     }
-    this.#promoteWhenCaughtUp.delete(id);
+    this.#promotion.pending.delete(id);
     this.#log(`${this.id}: removed ${id} from the service`);
     return { removed: id };
-  }
-
-  /** On the leader: promotes a learner added by replica.add once it has caught up (one change at a time). */
-  #promoteCaughtUp(): void {
-    const raft = this.#raft;
-    if (
-      raft === undefined || this.#promoting ||
-      this.#promoteWhenCaughtUp.size === 0 || raft.status.role !== "leader"
-    ) return;
-    const { commitIndex } = raft.status;
-    const progress = raft.progress();
-    for (const learner of this.#promoteWhenCaughtUp) {
-      const known = progress.get(learner);
-      if (known === undefined) continue;
-      if (!known.learner) {
-        this.#promoteWhenCaughtUp.delete(learner);
-        continue;
-      }
-      if (known.match < commitIndex) continue;
-      this.#promoting = true;
-      raft.proposeConfChange({ type: "promote", node: learner }, {
-        timeoutMs: 3_000,
-      }).then(
-        () => {
-          this.#promoteWhenCaughtUp.delete(learner);
-          this.#log(
-            `${this.id}: promoted ${learner} to voter (caught up at index ${known.match})`,
-          );
-        },
-        () => {/* tried again on a later tick */},
-      ).finally(() => this.#promoting = false);
-      return;
-    }
   }
 
   #notLeader(): RpcError {

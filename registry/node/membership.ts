@@ -9,6 +9,7 @@
 
 import type { Configuration } from "../../raft/configuration.ts";
 import type { RaftNode } from "../../raft/node.ts";
+import { LearnerPromotion } from "../../raft/learner_promotion.ts";
 import type { PeerDirectory } from "../../raft/peer_directory.ts";
 import type { PeerTransport } from "../../raft/peer_transport.ts";
 import type { ApplyResult } from "../state.ts";
@@ -19,8 +20,6 @@ export const MEMBER_REMOVED_METHOD = "registry.memberRemoved";
 
 /** One node's view of the cluster's membership. */
 export class Membership {
-  /** Learners the leader promotes once caught up (added by --join). */
-  readonly promoteWhenCaughtUp = new Set<string>();
   readonly #id: string;
   readonly #directory: PeerDirectory;
   readonly #log: LogLine;
@@ -29,7 +28,7 @@ export class Membership {
    * gets no more appends, so its own log may never say so).
    */
   #removedNotice: { leader: string; term: number } | null = null;
-  #promoting = false;
+  readonly #promotion: LearnerPromotion;
 
   constructor(
     id: string,
@@ -39,6 +38,16 @@ export class Membership {
     this.#id = id;
     this.#directory = directory;
     this.#log = log;
+    this.#promotion = new LearnerPromotion((learner, match) =>
+      log(
+        `${id}: promoted learner ${learner} to voter (caught up at index ${match})`,
+      )
+    );
+  }
+
+  /** Learners the leader promotes once caught up (added by --join). */
+  get promoteWhenCaughtUp(): Set<string> {
+    return this.#promotion.pending;
   }
 
   /** Whether the leader told this node it is no member any more. */
@@ -115,34 +124,10 @@ export class Membership {
   }
 
   /**
-   * The --join promotion policy (dissertation §4.2.1: a new server catches
-   * up as a learner before it counts towards quorums): a learner added with
-   * `promoteWhenCaughtUp` is promoted to voter once its match index reaches
-   * the leader's commit index, checked on every leader tick, one change at
-   * a time (a refused or failed promotion is tried again on a later tick).
+   * The --join promotion policy (dissertation §4.2.1), on every leader
+   * tick: see {@link LearnerPromotion}.
    */
   promoteCaughtUp(raft: RaftNode<ApplyResult>): void {
-    const learners = this.promoteWhenCaughtUp;
-    if (this.#promoting || learners.size === 0) return;
-    const { commitIndex, id } = raft.status;
-    const progress = raft.progress();
-    for (const learner of learners) {
-      const known = progress.get(learner);
-      if (known === undefined || !known.learner) continue;
-      if (known.match < commitIndex) continue;
-      this.#promoting = true;
-      raft.proposeConfChange({ type: "promote", node: learner }, {
-        timeoutMs: 3_000,
-      }).then(
-        () => {
-          learners.delete(learner);
-          this.#log(
-            `${id}: promoted learner ${learner} to voter (caught up at index ${known.match})`,
-          );
-        },
-        () => {/* retried on a later tick */},
-      ).finally(() => this.#promoting = false);
-      return;
-    }
+    this.#promotion.tick(raft);
   }
 }
