@@ -26,7 +26,7 @@
 import { RaftNode } from "../raft/node.ts";
 import { RaftUnavailableError } from "../raft/driver.ts";
 import { NotLeaderError, type SoftState } from "../raft/core.ts";
-import { ClusterKey } from "../raft/peer_auth.ts";
+import { ClusterKey, type HandshakeSubject } from "../raft/peer_auth.ts";
 import { LearnerPromotion } from "../raft/learner_promotion.ts";
 import { readDataDirMeta } from "../raft/data_dir.ts";
 import { PeerDirectory } from "../raft/peer_directory.ts";
@@ -38,6 +38,7 @@ import {
   servePeersOn,
 } from "../raft/peer_server.ts";
 import type { Message, NodeId } from "../raft/types.ts";
+import type { ConfChange } from "../raft/configuration.ts";
 import type { RpcServer } from "../rpc/server/server.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
 import type {
@@ -49,6 +50,12 @@ import type { Methods } from "../rpc/server/method.ts";
 import { type CallContext, withContext } from "../rpc/server/method.ts";
 import { INVALID_PARAMS, PERMISSION_DENIED, RpcError } from "../rpc/errors.ts";
 import {
+  ID_IN_USE,
+  NOT_LEADER,
+  type NotLeaderData,
+  UNAVAILABLE,
+} from "../protocol/registry.ts";
+import {
   requestIdOf,
   type ServiceDefinition,
   snapshotProblem,
@@ -56,21 +63,10 @@ import {
   type WriteOutcome,
 } from "./machine.ts";
 
-/** The registry's code for an endpoint id bound by another live lease. */
-const ID_IN_USE = -32015;
-
-/** JSON-RPC code of a write sent to a follower (the registry's NOT_LEADER). */
-export const NOT_LEADER: -32001 = -32001;
-/** JSON-RPC code of a call no leader could take in time (the registry's UNAVAILABLE). */
-export const UNAVAILABLE: -32006 = -32006;
-
-/** Data of a {@link NOT_LEADER} error: where the write goes. */
-export interface NotLeaderData {
-  /** The leader's replica id (its endpoint id in the registry), or null when unknown. */
-  leaderId: string | null;
-  /** The leader's client URL, or null when unknown. */
-  leaderUrl: string | null;
-}
+// A replica answers with the registry's codes: NOT_LEADER (-32001, data
+// NotLeaderData: the leader's replica id and client URL), UNAVAILABLE
+// (-32006), and it meets ID_IN_USE (-32015) when it binds itself.
+export { NOT_LEADER, type NotLeaderData, UNAVAILABLE };
 
 /**
  * Data of an {@link UNAVAILABLE} error: whether the write may still be
@@ -377,13 +373,15 @@ export class ReplicatedService<S> {
     const key = this.#key!;
     const { id } = this.#options;
     const peerUrl = this.#options.peers[id] ?? "";
-    const proof = await key.prove("dialer", {
-      cluster: this.#clusterId,
-      from: id,
-      to: "replica.remove",
-      dialerNonce: peerUrl,
-      acceptorNonce: "",
-    });
+    const proof = await key.prove(
+      "dialer",
+      membershipProof(
+        this.#clusterId,
+        "remove",
+        id,
+        peerUrl,
+      ),
+    );
     const urls = Object.keys(this.status().members)
       .filter((member) => member !== id)
       .map((member) => this.#clientUrl(member))
@@ -731,13 +729,16 @@ export class ReplicatedService<S> {
     const { id } = this.#options;
     const peerUrl = this.#options.peers[id];
     const clientUrl = this.url;
-    const proof = await key.prove("dialer", {
-      cluster: joining.clusterId,
-      from: id,
-      to: "replica.add",
-      dialerNonce: peerUrl,
-      acceptorNonce: clientUrl,
-    });
+    const proof = await key.prove(
+      "dialer",
+      membershipProof(
+        joining.clusterId,
+        "add",
+        id,
+        peerUrl,
+        clientUrl,
+      ),
+    );
     await this.#askAny(joining.via, "replica.add", {
       id,
       peerUrl,
@@ -779,13 +780,17 @@ export class ReplicatedService<S> {
       );
     }
     const key = this.#key!;
-    const proven = await key.verify("dialer", {
-      cluster: this.#clusterId,
-      from: id,
-      to: "replica.add",
-      dialerNonce: peerUrl,
-      acceptorNonce: clientUrl,
-    }, proof);
+    const proven = await key.verify(
+      "dialer",
+      membershipProof(
+        this.#clusterId,
+        "add",
+        id,
+        peerUrl,
+        clientUrl,
+      ),
+      proof,
+    );
     if (!proven) {
       throw new RpcError(
         PERMISSION_DENIED,
@@ -798,20 +803,10 @@ export class ReplicatedService<S> {
     if (
       !configuration.voters.includes(id) && !configuration.learners.includes(id)
     ) {
-      try {
-        await raft.proposeConfChange(
-          { type: "addLearner", node: id, peerUrl, clientUrl },
-          { timeoutMs: 5_000 },
-        );
-      } catch (error) {
-        if (error instanceof NotLeaderError) throw this.#notLeader();
-        throw new RpcError(
-          UNAVAILABLE,
-          `replica.add: adding ${id} failed (${
-            (error as Error).message
-          }): retry`,
-        );
-      }
+      await this.#changeMembers(
+        { type: "addLearner", node: id, peerUrl, clientUrl },
+        `replica.add: adding ${id}`,
+      );
       this.#log(`${this.id}: added ${id} (${peerUrl}) as a learner`);
     }
     this.#promotion.pending.add(id);
@@ -840,13 +835,16 @@ export class ReplicatedService<S> {
         `replica.remove: ${id} is not a member of this service`,
       );
     }
-    const proven = await this.#key!.verify("dialer", {
-      cluster: this.#clusterId,
-      from: id,
-      to: "replica.remove",
-      dialerNonce: peerUrl,
-      acceptorNonce: "",
-    }, proof);
+    const proven = await this.#key!.verify(
+      "dialer",
+      membershipProof(
+        this.#clusterId,
+        "remove",
+        id,
+        peerUrl,
+      ),
+      proof,
+    );
     if (!proven) {
       throw new RpcError(
         PERMISSION_DENIED,
@@ -854,22 +852,29 @@ export class ReplicatedService<S> {
       );
     }
     if (raft.status.role !== "leader") throw this.#notLeader();
+    await this.#changeMembers(
+      { type: "remove", node: id },
+      `replica.remove: removing ${id}`,
+    );
+    this.#promotion.pending.delete(id);
+    this.#log(`${this.id}: removed ${id} from the service`);
+    return { removed: id };
+  }
+
+  /**
+   * Proposes a membership change on this leader: NOT_LEADER if it lost
+   * leadership, UNAVAILABLE (retryable) for any other refusal.
+   */
+  async #changeMembers(change: ConfChange, what: string): Promise<void> {
     try {
-      await raft.proposeConfChange({ type: "remove", node: id }, {
-        timeoutMs: 5_000,
-      });
+      await this.raft.proposeConfChange(change, { timeoutMs: 5_000 });
     } catch (error) {
       if (error instanceof NotLeaderError) throw this.#notLeader();
       throw new RpcError(
         UNAVAILABLE,
-        `replica.remove: removing ${id} failed (${
-          (error as Error).message
-        }): retry`,
+        `${what} failed (${(error as Error).message}): retry`,
       );
     }
-    this.#promotion.pending.delete(id);
-    this.#log(`${this.id}: removed ${id} from the service`);
-    return { removed: id };
   }
 
   #notLeader(): RpcError {
@@ -971,15 +976,39 @@ export async function removeReplica(
       })`,
     );
   }
-  const proof = await key.prove("dialer", {
-    cluster: status.clusterId,
-    from: options.id,
-    to: "replica.remove",
-    dialerNonce: peerUrl,
-    acceptorNonce: "",
-  });
+  const proof = await key.prove(
+    "dialer",
+    membershipProof(
+      status.clusterId,
+      "remove",
+      options.id,
+      peerUrl,
+    ),
+  );
   await askAny(dial, options.via, "replica.remove", {
     id: options.id,
     proof,
   });
+}
+
+/**
+ * What a replica.add or replica.remove request proves with the cluster
+ * secret (an HMAC over the cluster, the member, the action and its URLs),
+ * in the peer handshake's subject shape under its own `to` (no member is
+ * named `replica.add`).
+ */
+function membershipProof(
+  cluster: string,
+  action: "add" | "remove",
+  id: string,
+  peerUrl: string,
+  clientUrl = "",
+): HandshakeSubject {
+  return {
+    cluster,
+    from: id,
+    to: `replica.${action}`,
+    dialerNonce: peerUrl,
+    acceptorNonce: clientUrl,
+  };
 }

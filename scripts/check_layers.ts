@@ -82,8 +82,8 @@ export const MAY_IMPORT: Readonly<
   raft: ["rpc", "internal"],
   registry: ["raft", "rpc", "protocol", "internal"],
   // A user's service as a Raft state machine: the Raft driver, served
-  // over RPC (it names the registry's error codes, not its modules).
-  replicated: ["raft", "rpc", "internal"],
+  // over RPC, answering with the registry's error codes (`protocol/`).
+  replicated: ["raft", "rpc", "protocol", "internal"],
   "mod.ts": ["rpc", "stub", "protocol", "internal"],
   // `adapter/deno` may get `raft`/`registry` if it ever serves them; today it needs neither.
   // Both serve and dial TLS with `adapter/tls` (`node:tls`, which Deno has

@@ -13,9 +13,7 @@ import type {
 } from "./distributor.ts";
 import { roundRobin } from "./round_robin.ts";
 import { RpcError } from "../../rpc/errors.ts";
-
-/** The session store's code for a session a server does not hold (see `SessionStore`). */
-const SESSION_NOT_FOUND = -32016;
+import { SESSION_NOT_FOUND } from "../sessions/session_store.ts";
 
 /** Where a session lives, as its last answer said. */
 export interface SessionPlacement {
