@@ -18,7 +18,7 @@
 import { parseArgs } from "node:util";
 import { LocalCluster } from "../testing/cluster.ts";
 import { freePorts } from "../testing/ports.ts";
-import { EtcdCluster, findEtcd } from "../testing/etcd.ts";
+import { EtcdCluster, etcdFrontArgs, findEtcd } from "../testing/etcd.ts";
 import { waitFor } from "../testing/time.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 import type { WatchEvent } from "../protocol/registry.ts";
@@ -131,19 +131,7 @@ try {
   await etcd.start(3);
   const [port] = freePorts(1);
   front = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--config",
-      "deno.dev.json",
-      "-A",
-      "registry/main.ts",
-      "--engine",
-      "etcd",
-      "--etcd-endpoints",
-      etcd.clientUrls.join(","),
-      "--listen",
-      `127.0.0.1:${port}`,
-    ],
+    args: etcdFrontArgs(etcd.clientUrls, `127.0.0.1:${port}`),
     stdout: "null",
     stderr: "null",
   }).spawn();

@@ -423,3 +423,36 @@ export class EtcdCluster {
     }
   }
 }
+
+/**
+ * The `deno` arguments of a registry front over etcd at `endpoints`
+ * (`registry/main.ts --engine etcd`) listening on `listen`, run with the
+ * development config, so that etcd3 stays out of deno.lock (the
+ * registry's own lock), as for a user who never runs that engine.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { etcdFrontArgs } from "./etcd.ts";
+ * const args = etcdFrontArgs(["http://127.0.0.1:2379"], "127.0.0.1:7001");
+ * assert.deepEqual(args.slice(-6), ["--engine", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379", "--listen", "127.0.0.1:7001"]);
+ * ```
+ */
+export function etcdFrontArgs(
+  endpoints: readonly string[],
+  listen: string,
+): string[] {
+  return [
+    "run",
+    "--config",
+    "deno.dev.json",
+    "-A",
+    "registry/main.ts",
+    "--engine",
+    "etcd",
+    "--etcd-endpoints",
+    endpoints.join(","),
+    "--listen",
+    listen,
+  ];
+}

@@ -16,7 +16,7 @@ import { waitFor } from "../testing/time.ts";
 import { connect, type RafterClient } from "../stub/client.ts";
 import { serve } from "../adapter/deno/serve.ts";
 import type { WatchEvent } from "../protocol/registry.ts";
-import { EtcdCluster, findEtcd } from "../testing/etcd.ts";
+import { EtcdCluster, etcdFrontArgs, findEtcd } from "../testing/etcd.ts";
 import { RpcError } from "../rpc/errors.ts";
 
 const etcd = await findEtcd(() => {});
@@ -24,27 +24,6 @@ if ("skipped" in etcd) {
   console.log(
     `registry_engines_test.ts: the etcd half skipped: ${etcd.skipped}`,
   );
-}
-
-/**
- * `deno run` of a front over etcd at `endpoints` on `listen`, with the
- * development config: etcd3 stays out of deno.lock (the registry's own
- * lock), as for a user who never runs the engine.
- */
-function frontArgs(endpoints: readonly string[], listen: string): string[] {
-  return [
-    "run",
-    "--config",
-    "deno.dev.json",
-    "-A",
-    "registry/main.ts",
-    "--engine",
-    "etcd",
-    "--etcd-endpoints",
-    endpoints.join(","),
-    "--listen",
-    listen,
-  ];
 }
 
 /** The scenario, on a registry at `urls`; what it saw, for the log. */
@@ -162,7 +141,7 @@ Deno.test({
       await members.start(3);
       const [port] = freePorts(1);
       const front = new Deno.Command(Deno.execPath(), {
-        args: frontArgs(members.clientUrls, `127.0.0.1:${port}`),
+        args: etcdFrontArgs(members.clientUrls, `127.0.0.1:${port}`),
         stdout: "piped",
         stderr: "piped",
       }).spawn();
@@ -195,7 +174,7 @@ Deno.test("--engine etcd with an etcd that cannot be reached exits 1, saying whe
   const [port] = freePorts(1);
   const out = await new Deno.Command(Deno.execPath(), {
     // A loopback port nobody listens on: refused at once.
-    args: frontArgs([`http://127.0.0.1:${port}`], "127.0.0.1:0"),
+    args: etcdFrontArgs([`http://127.0.0.1:${port}`], "127.0.0.1:0"),
     stdout: "piped",
     stderr: "piped",
   }).output();

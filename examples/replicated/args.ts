@@ -32,6 +32,31 @@ export const TLS_OPTIONS = {
   "tls-ca": { type: "string" },
 } as const;
 
+/** The options every replica program takes, for `parseArgs`. */
+export const REPLICA_OPTIONS = {
+  id: { type: "string" },
+  peers: { type: "string" },
+  data: { type: "string" },
+  join: { type: "string" },
+  port: { type: "string", default: "0" },
+  registry: { type: "string" },
+  "tick-ms": { type: "string", default: "100" },
+  ...TLS_OPTIONS,
+  "watch-stdin": { type: "boolean", default: false },
+  help: { type: "boolean", default: false },
+} as const;
+
+/**
+ * What a replica program does with a bad option or setting: prints what
+ * was wrong and `usage`, and exits 2.
+ */
+export function failWith(usage: string): (message: string) => never {
+  return (message) => {
+    console.error(`error: ${message}\n\n${usage}`);
+    Deno.exit(2);
+  };
+}
+
 /** The usage lines of {@link TLS_OPTIONS}. */
 export const TLS_USAGE =
   `  --tls-cert FILE  this replica's certificate (rafter cert member ID), with

@@ -26,7 +26,13 @@ import { connect } from "../../adapter/deno/mod.ts";
 import { startReplica } from "../../replicated/mod.ts";
 import { counter } from "./counter.ts";
 import { untilStopped } from "../until_stopped.ts";
-import { replicaArgs, replicaTls, TLS_OPTIONS, TLS_USAGE } from "./args.ts";
+import {
+  failWith,
+  REPLICA_OPTIONS,
+  replicaArgs,
+  replicaTls,
+  TLS_USAGE,
+} from "./args.ts";
 
 const USAGE =
   `usage: deno run -A examples/replicated/replica.ts --id ID --peers ID=HOST:PORT,... --data DIR [options]
@@ -49,36 +55,22 @@ ${TLS_USAGE}
 
 The replicas' shared secret (32+ characters) comes from $RAFTER_SERVICE_SECRET.`;
 
-function fail(message: string): never {
-  console.error(`error: ${message}\n\n${USAGE}`);
-  Deno.exit(2);
-}
-
+const fail: (message: string) => never = failWith(USAGE);
 let parsed;
 try {
   parsed = parseArgs({
     options: {
-      id: { type: "string" },
-      peers: { type: "string" },
-      data: { type: "string" },
-      port: { type: "string", default: "0" },
+      ...REPLICA_OPTIONS,
       host: { type: "string", default: "127.0.0.1" },
-      registry: { type: "string" },
       name: { type: "string", default: "counter" },
       "no-bind": { type: "boolean", default: false },
-      join: { type: "string" },
       leave: { type: "boolean", default: false },
-      "tick-ms": { type: "string", default: "100" },
-      ...TLS_OPTIONS,
-      "watch-stdin": { type: "boolean", default: false },
-      help: { type: "boolean", default: false },
     },
   });
 } catch (error) {
   fail((error as Error).message);
 }
 const { values } = parsed;
-
 if (values.help) {
   console.log(USAGE);
   Deno.exit(0);

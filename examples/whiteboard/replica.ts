@@ -31,9 +31,10 @@ import {
 import { pageHtml } from "./page.ts";
 import { untilStopped } from "../until_stopped.ts";
 import {
+  failWith,
+  REPLICA_OPTIONS,
   replicaArgs,
   replicaTls,
-  TLS_OPTIONS,
   TLS_USAGE,
 } from "../replicated/args.ts";
 
@@ -56,35 +57,21 @@ ${TLS_USAGE}
 
 The replicas' shared secret (32+ characters) comes from $RAFTER_SERVICE_SECRET.`;
 
-function fail(message: string): never {
-  console.error(`error: ${message}\n\n${USAGE}`);
-  Deno.exit(2);
-}
-
+const fail: (message: string) => never = failWith(USAGE);
 let parsed;
 try {
   parsed = parseArgs({
     options: {
-      id: { type: "string" },
-      peers: { type: "string" },
-      data: { type: "string" },
-      join: { type: "string" },
+      ...REPLICA_OPTIONS,
       "web-port": { type: "string", default: "8080" },
-      port: { type: "string", default: "0" },
-      registry: { type: "string" },
       "snapshot-entries": { type: "string", default: "10000" },
       "snapshot-trailing": { type: "string" },
-      "tick-ms": { type: "string", default: "100" },
-      ...TLS_OPTIONS,
-      "watch-stdin": { type: "boolean", default: false },
-      help: { type: "boolean", default: false },
     },
   });
 } catch (error) {
   fail((error as Error).message);
 }
 const { values } = parsed;
-
 if (values.help) {
   console.log(USAGE);
   Deno.exit(0);
