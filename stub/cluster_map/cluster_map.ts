@@ -252,10 +252,19 @@ export class ClusterMap {
       changes: health.changes,
       candidates,
       healthy: inPlay.length,
+      serving,
       ejected,
     };
     this.#inPlay = view;
     return view;
+  }
+
+  /**
+   * How many endpoints the registry lists as serving (whatever this
+   * client thinks of them), from the cached view: no walk of the map.
+   */
+  get servingCount(): number {
+    return this.#view().serving;
   }
 
   /**
@@ -546,6 +555,8 @@ interface InPlay {
   candidates: readonly Candidate[];
   /** Serving endpoints this client has not ejected. */
   healthy: number;
+  /** Endpoints the registry lists as serving (ejected ones included). */
+  serving: number;
   /** URLs of serving endpoints this client ejected (probed when due). */
   ejected: readonly string[];
 }

@@ -102,7 +102,7 @@ export class FailoverMap {
   }
 }
 
-/** Whether `map` was looked up and lists a serving endpoint. */
+/** Whether `map` was looked up and lists a serving endpoint (per call: no copy of the map). */
 function hasServing(map: ClusterMap): boolean {
-  return map.updatedAt !== null && map.all.some((e) => e.state === "serving");
+  return map.updatedAt !== null && map.servingCount > 0;
 }
