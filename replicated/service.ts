@@ -50,7 +50,6 @@ import type { Methods } from "../rpc/server/method.ts";
 import { type CallContext, withContext } from "../rpc/server/method.ts";
 import { INVALID_PARAMS, PERMISSION_DENIED, RpcError } from "../rpc/errors.ts";
 import {
-  ID_IN_USE,
   NOT_LEADER,
   type NotLeaderData,
   UNAVAILABLE,
@@ -125,6 +124,8 @@ export interface ReplicaBinding {
         ttlMs?: number;
         zone?: string;
         attrs?: Record<string, string>;
+        waitForIdMs?: number;
+        onIdInUse?(error: RpcError): void;
       },
     ): Promise<{ close(): Promise<void> }>;
   };
@@ -542,33 +543,17 @@ export class ReplicatedService<S> {
     // A replica started again after a crash finds its old binding still
     // held by the dead process's lease (at another port) until that lease
     // expires: its id is its own, so it waits for it rather than failing.
-    const until = Date.now() + (bind.ttlMs ?? 10_000) + 5_000;
-    for (let round = 0;; round++) {
-      try {
-        this.#binding = await bind.client.bindServer(
-          bind.name,
-          this.#server!,
-          {
-            id: this.id,
-            ttlMs: bind.ttlMs,
-            zone: bind.zone,
-            attrs: bind.attrs,
-          },
-        );
-        return;
-      } catch (error) {
-        const inUse = error instanceof RpcError && error.code === ID_IN_USE;
-        if (!inUse || Date.now() >= until || round >= 200 || this.#closed) {
-          throw error;
-        }
-        if (round === 0) {
-          this.#log(
-            `${this.id}: its binding under ${bind.name} is still held by an earlier process's lease; waiting for that lease to expire`,
-          );
-        }
-        await new Promise((wake) => setTimeout(wake, 250));
-      }
-    }
+    this.#binding = await bind.client.bindServer(bind.name, this.#server!, {
+      id: this.id,
+      ttlMs: bind.ttlMs,
+      zone: bind.zone,
+      attrs: bind.attrs,
+      waitForIdMs: (bind.ttlMs ?? 10_000) + 5_000,
+      onIdInUse: () =>
+        this.#log(
+          `${this.id}: its binding under ${bind.name} is still held by an earlier process's lease; waiting for that lease to expire`,
+        ),
+    });
   }
 
   /** The client port's method table: the service's methods and `replica.status`. */

@@ -18,6 +18,7 @@ import {
   type Endpoint,
   type EndpointSpec,
   type HealthCheck,
+  ID_IN_USE,
   LEASE_NOT_FOUND,
   type Scope,
 } from "../../protocol/registry.ts";
@@ -70,6 +71,16 @@ export interface BindServerOptions {
   drainMs?: number;
   /** Passed to the server's own `drain()` on close, ms. @default 5_000 */
   serverGraceMs?: number;
+  /**
+   * When the id is held by another live lease (ID_IN_USE: typically this
+   * server's previous process, which died without unbinding), bind again
+   * every 250 ms for up to this long, as that lease runs out, instead of
+   * failing at once. For servers whose id is their own (a replica, a
+   * fixed instance name). @default 0 (fail at once)
+   */
+  waitForIdMs?: number;
+  /** Told of the first ID_IN_USE refusal while waiting (`waitForIdMs`). */
+  onIdInUse?(error: RpcError): void;
   /** Told what happens (bound, lost and bound again, keep-alive trouble), for logs. */
   onEvent?(event: BindServerEvent): void;
 }
@@ -118,7 +129,7 @@ export interface ServerBinding {
  * @throws {RpcError} INVALID_PARAMS for a bad name, URL or TTL, or a
  * wildcard server address (listen with `advertise`); ID_IN_USE (-32015)
  * when another live server holds `options.id` under `name` at another URL
- * (its one-line message names that server's URL and lease, and what to
+ * (past `options.waitForIdMs`; its one-line message names that server's URL and lease, and what to
  * do; a restart at the same URL takes the binding over instead); the
  * registry's errors (UNAVAILABLE…) when the first bind fails.
  *
@@ -176,7 +187,18 @@ export async function bindServer(
     ...options,
     ttlMs,
   });
-  await binding.bind(undefined);
+  const until = Date.now() + (options.waitForIdMs ?? 0);
+  for (let round = 0;; round++) {
+    try {
+      await binding.bind(undefined);
+      break;
+    } catch (error) {
+      const inUse = error instanceof RpcError && error.code === ID_IN_USE;
+      if (!inUse || Date.now() >= until || round >= 10_000) throw error;
+      if (round === 0) options.onIdInUse?.(error);
+      await abortableSleep(250);
+    }
+  }
   binding.keepAlive();
   return binding;
 }

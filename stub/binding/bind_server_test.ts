@@ -98,3 +98,58 @@ Deno.test("a local bind refused with ID_IN_USE rejects with the registry's error
     await registryServer.close();
   }
 });
+
+Deno.test("waitForIdMs: an id held by another live lease is bound again until that lease runs out (onIdInUse told once); past it, ID_IN_USE", async () => {
+  let refusals = 2;
+  let binds = 0;
+  const registryServer = serve({
+    methods: {
+      "registry.bind": () => {
+        binds++;
+        if (refusals-- > 0) {
+          throw new RpcError(ID_IN_USE, "Id in use: endpoint s1", {
+            name: "svc",
+            id: "s1",
+          });
+        }
+        return {
+          revision: 1,
+          name: "svc",
+          endpoint: endpoint("s1", 9),
+          leaseId: "L1",
+          ttlMs: 3_000,
+        };
+      },
+      "lease.keepAlive": () => ({ id: "L1", ttlMs: 3_000 }),
+      "lease.revoke": () => ({ revision: 2, removed: 1 }),
+    },
+  });
+  const pool = new ConnectionPool();
+  const registry = new RegistryClient([registryServer.url], pool);
+  try {
+    const told: string[] = [];
+    const binding = await bindServer(registry, "svc", "tcp://127.0.0.1:9", {
+      id: "s1",
+      ttlMs: 3_000,
+      drainMs: 0,
+      waitForIdMs: 10_000,
+      onIdInUse: (error) => told.push(error.message),
+    });
+    assert.equal(binds, 3);
+    assert.deepEqual(told, ["Id in use: endpoint s1"]);
+    await binding.close();
+    refusals = 1_000;
+    await assert.rejects(
+      bindServer(registry, "svc", "tcp://127.0.0.1:9", {
+        id: "s1",
+        ttlMs: 3_000,
+        waitForIdMs: 300,
+      }),
+      (error: unknown) => error instanceof RpcError && error.code === ID_IN_USE,
+    );
+  } finally {
+    registry.close();
+    pool.close();
+    await registryServer.close();
+  }
+});
