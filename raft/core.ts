@@ -750,6 +750,22 @@ export class RaftCore {
     return this.#configuration;
   }
   /**
+   * Where {@link configuration} comes from: the index and term of the
+   * latest config entry in the log (committed or not), or, when there is
+   * none (a bootstrap configuration, or the entry is compacted), the
+   * snapshot point, at which that configuration was in force. By Log
+   * Matching (§5.3) one point never stands for two configurations, and
+   * once a change is committed every leader's point is past those told
+   * before it. Two nodes may tell different points for one configuration
+   * (one compacted its entry), and compaction moves the point too.
+   */
+  get configurationPoint(): SnapshotPoint {
+    const entry = this.#configEntries.at(-1);
+    return entry === undefined
+      ? this.#log.snapshot
+      : { index: entry.index, term: entry.term };
+  }
+  /**
    * On a leader, what it knows of every other member's log (voters and
    * learners), for a driver deciding whether a learner has caught up
    * (dissertation §4.2.1); empty on any other node.

@@ -28,7 +28,13 @@ import {
 import type { MemberProgress } from "./core.ts";
 import type { SnapshotPolicy } from "./driver.ts";
 import { SnapshotStore, type StoredSnapshot } from "./snapshot_store.ts";
-import type { Entry, Message, NodeId, Snapshot } from "./types.ts";
+import type {
+  Entry,
+  Message,
+  NodeId,
+  Snapshot,
+  SnapshotPoint,
+} from "./types.ts";
 import { Wal, type WalOptions, type WalSnapshotMarker } from "./wal.ts";
 
 export { RaftUnavailableError };
@@ -500,6 +506,15 @@ export class RaftNode<R = unknown> {
    */
   get configuration(): Configuration {
     return this.#driver.core.configuration;
+  }
+
+  /**
+   * Where {@link configuration} comes from (see
+   * `RaftCore.configurationPoint`): the index and term of its config
+   * entry, or the snapshot point when that entry is compacted.
+   */
+  get configurationPoint(): SnapshotPoint {
+    return this.#driver.core.configurationPoint;
   }
 
   /**

@@ -95,9 +95,10 @@ export function startReplica<S>(
  * the runtime-free `removeReplica` of `service.ts`, which takes the dial
  * function.
  *
- * @throws {RpcError} PERMISSION_DENIED for a wrong secret, INVALID_PARAMS
- * for a replica that is not a member, UNAVAILABLE when no leader removed
- * it within 30 s.
+ * @throws {RpcError} PERMISSION_DENIED for a wrong secret (or when the
+ * membership changed again while it asked once more, its proof being over
+ * the membership it was told), INVALID_PARAMS for a replica that is not a
+ * member, UNAVAILABLE when no leader removed it within 30 s.
  */
 export function removeReplica(
   options: {

@@ -37,7 +37,7 @@ import {
   type ServeFunction,
   servePeersOn,
 } from "../raft/peer_server.ts";
-import type { Message, NodeId } from "../raft/types.ts";
+import type { Message, NodeId, SnapshotPoint } from "../raft/types.ts";
 import type { ConfChange } from "../raft/configuration.ts";
 import type { RpcServer } from "../rpc/server/server.ts";
 import type { RpcConnection } from "../rpc/client/connection.ts";
@@ -48,7 +48,12 @@ import type {
 import type { Dialer } from "../rpc/transport/transport.ts";
 import type { Methods } from "../rpc/server/method.ts";
 import { type CallContext, withContext } from "../rpc/server/method.ts";
-import { INVALID_PARAMS, PERMISSION_DENIED, RpcError } from "../rpc/errors.ts";
+import {
+  INVALID_PARAMS,
+  PERMISSION_DENIED,
+  type PermissionDeniedData,
+  RpcError,
+} from "../rpc/errors.ts";
 import {
   NOT_LEADER,
   type NotLeaderData,
@@ -101,6 +106,30 @@ export interface ReplicaStatus {
   members: Record<string, string>;
   /** The members that are learners (catching up; promoted when caught up). */
   learners: string[];
+  /**
+   * Index of the log entry that made the current membership (or of this
+   * replica's snapshot, when that entry is compacted; 0 for the bootstrap
+   * membership): a `replica.add` or `replica.remove` proves the cluster
+   * secret over it and {@link configTerm}, so its proof is good until the
+   * next membership change only.
+   */
+  configIndex: number;
+  /** Term of the entry at {@link configIndex}. */
+  configTerm: number;
+}
+
+/**
+ * `data` of the PERMISSION_DENIED a `replica.add` or `replica.remove`
+ * gets when the membership changed since its proof was made: the current
+ * one, for a proof made again.
+ */
+export interface MembershipChangedData extends PermissionDeniedData {
+  /** `"current-membership"`: the proof must be over the current membership. */
+  permission: "current-membership";
+  /** The leader's {@link ReplicaStatus.configIndex} now. */
+  configIndex: number;
+  /** The leader's {@link ReplicaStatus.configTerm} now. */
+  configTerm: number;
 }
 
 /** Dials a replica's client port (`dial` of the runtime's entry). */
@@ -214,6 +243,8 @@ export interface ReplicaOptions<S> {
 interface JoinTarget {
   clusterId: string;
   members: Record<string, string>;
+  /** The membership it was told, which the `replica.add` proof is over. */
+  point: SnapshotPoint;
   via: readonly string[];
 }
 
@@ -343,6 +374,7 @@ export class ReplicatedService<S> {
   /** This replica's role, term, leader and indexes. */
   status(): ReplicaStatus {
     const status = this.raft.status;
+    const point = this.raft.configurationPoint;
     const leaderId = status.leader;
     return {
       id: this.id,
@@ -356,6 +388,8 @@ export class ReplicatedService<S> {
       clusterId: this.#clusterId,
       members: peerUrlsOf(this.raft.configuration, this.#options.peers),
       learners: [...this.raft.configuration.learners],
+      configIndex: point.index,
+      configTerm: point.term,
     };
   }
 
@@ -374,24 +408,27 @@ export class ReplicatedService<S> {
     const key = this.#key!;
     const { id } = this.#options;
     const peerUrl = this.#options.peers[id] ?? "";
-    const proof = await key.prove(
-      "dialer",
-      membershipProof(
-        this.#clusterId,
-        "remove",
-        id,
-        peerUrl,
-      ),
-    );
     const urls = Object.keys(this.status().members)
       .filter((member) => member !== id)
       .map((member) => this.#clientUrl(member))
       .filter((url): url is string => url !== null);
-    if (this.raft.status.role === "leader" || urls.length === 0) {
-      await this.#remove({ id, proof });
-    } else {
-      await this.#askAny(urls, "replica.remove", { id, proof });
-    }
+    await withFreshProof(
+      this.raft.configurationPoint,
+      async (point) => {
+        const params = await removeParams(
+          key,
+          this.#clusterId,
+          id,
+          peerUrl,
+          point,
+        );
+        if (this.raft.status.role === "leader" || urls.length === 0) {
+          await this.#remove(params);
+        } else {
+          await this.#askAny(urls, "replica.remove", params);
+        }
+      },
+    );
     this.#log(`${id}: left the service`);
     await this.close();
   }
@@ -705,6 +742,7 @@ export class ReplicatedService<S> {
     return {
       clusterId: status.clusterId,
       members: status.members,
+      point: { index: status.configIndex, term: status.configTerm },
       via: join.via,
     };
   }
@@ -714,21 +752,26 @@ export class ReplicatedService<S> {
     const { id } = this.#options;
     const peerUrl = this.#options.peers[id];
     const clientUrl = this.url;
-    const proof = await key.prove(
-      "dialer",
-      membershipProof(
-        joining.clusterId,
-        "add",
+    await withFreshProof(joining.point, async (point) => {
+      const proof = await key.prove(
+        "dialer",
+        membershipProof(
+          joining.clusterId,
+          "add",
+          id,
+          point,
+          peerUrl,
+          clientUrl,
+        ),
+      );
+      await this.#askAny(joining.via, "replica.add", {
         id,
         peerUrl,
         clientUrl,
-      ),
-    );
-    await this.#askAny(joining.via, "replica.add", {
-      id,
-      peerUrl,
-      clientUrl,
-      proof,
+        configIndex: point.index,
+        configTerm: point.term,
+        proof,
+      });
     });
     this.#log(`${id}: added to the service as a learner; catching up`);
   }
@@ -748,20 +791,25 @@ export class ReplicatedService<S> {
     return askAny<T>(dial, urls, method, params);
   }
 
-  /** `replica.add` on the leader: a learner that proved the cluster secret. */
+  /**
+   * `replica.add` on the leader: a learner that proved the cluster secret
+   * in the current membership.
+   */
   async #add(params: unknown): Promise<{ added: string; learners: string[] }> {
     const { id, peerUrl, clientUrl, proof } = (params ?? {}) as Record<
       string,
       unknown
     >;
+    const point = pointOf(params);
     if (
       typeof id !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(id) ||
       typeof peerUrl !== "string" || !peerUrl.startsWith("tcp://") ||
-      typeof clientUrl !== "string" || typeof proof !== "string"
+      typeof clientUrl !== "string" || typeof proof !== "string" ||
+      point === null
     ) {
       throw new RpcError(
         INVALID_PARAMS,
-        "Invalid params: replica.add takes { id, peerUrl, clientUrl, proof } (startReplica({ join }) sends it)",
+        "Invalid params: replica.add takes { id, peerUrl, clientUrl, configIndex, configTerm, proof } (startReplica({ join }) sends it; configIndex and configTerm from replica.status)",
       );
     }
     const key = this.#key!;
@@ -771,6 +819,7 @@ export class ReplicatedService<S> {
         this.#clusterId,
         "add",
         id,
+        point,
         peerUrl,
         clientUrl,
       ),
@@ -784,6 +833,7 @@ export class ReplicatedService<S> {
     }
     const raft = this.raft;
     if (raft.status.role !== "leader") throw this.#notLeader();
+    this.#checkCurrent("replica.add", id, point);
     const configuration = raft.configuration;
     if (
       !configuration.voters.includes(id) && !configuration.learners.includes(id)
@@ -801,14 +851,15 @@ export class ReplicatedService<S> {
   /**
    * `replica.remove` on the leader: a member taken out, asked by itself
    * (`leave()`) or by an operator ({@link removeReplica}), proving the
-   * cluster secret over its id and peer URL.
+   * cluster secret over its id and peer URL in the current membership.
    */
   async #remove(params: unknown): Promise<{ removed: string }> {
     const { id, proof } = (params ?? {}) as Record<string, unknown>;
-    if (typeof id !== "string" || typeof proof !== "string") {
+    const point = pointOf(params);
+    if (typeof id !== "string" || typeof proof !== "string" || point === null) {
       throw new RpcError(
         INVALID_PARAMS,
-        "Invalid params: replica.remove takes { id, proof } (ReplicatedService.leave() sends it)",
+        "Invalid params: replica.remove takes { id, configIndex, configTerm, proof } (ReplicatedService.leave() and removeReplica() send it; configIndex and configTerm from replica.status)",
       );
     }
     const raft = this.raft;
@@ -826,6 +877,7 @@ export class ReplicatedService<S> {
         this.#clusterId,
         "remove",
         id,
+        point,
         peerUrl,
       ),
       proof,
@@ -837,6 +889,7 @@ export class ReplicatedService<S> {
       );
     }
     if (raft.status.role !== "leader") throw this.#notLeader();
+    this.#checkCurrent("replica.remove", id, point);
     await this.#changeMembers(
       { type: "remove", node: id },
       `replica.remove: removing ${id}`,
@@ -844,6 +897,26 @@ export class ReplicatedService<S> {
     this.#promotion.pending.delete(id);
     this.#log(`${this.id}: removed ${id} from the service`);
     return { removed: id };
+  }
+
+  /**
+   * Refuses (PERMISSION_DENIED, with the current membership in its data) a
+   * proof made over another membership than this leader's: one made
+   * before a change since, such as a request captured and sent again.
+   */
+  #checkCurrent(method: string, id: string, point: SnapshotPoint): void {
+    const now = this.raft.configurationPoint;
+    if (now.index === point.index && now.term === point.term) return;
+    throw new RpcError(
+      PERMISSION_DENIED,
+      `${method}: the membership changed since this proof for ${id} was made (it is over configIndex ${point.index}, configTerm ${point.term}; the membership now is configIndex ${now.index}, configTerm ${now.term}): ask again, with a proof over the current membership (replica.status tells it)`,
+      {
+        method,
+        permission: "current-membership",
+        configIndex: now.index,
+        configTerm: now.term,
+      } satisfies MembershipChangedData,
+    );
   }
 
   /**
@@ -934,12 +1007,13 @@ async function askAny<T>(
  * Takes replica `id` out of a running service (an operator's step for a
  * replica that died for good and cannot {@link ReplicatedService.leave}):
  * asks the service at `via` (client URLs of live replicas) for the
- * cluster and the member, and the leader to remove it, proving
- * `clusterSecret` (the replicas' shared secret).
+ * cluster, the member and the membership, and the leader to remove it,
+ * proving `clusterSecret` (the replicas' shared secret) over them.
  *
- * @throws {RpcError} PERMISSION_DENIED for a wrong secret, INVALID_PARAMS
- * for a replica that is not a member, UNAVAILABLE when no leader removed
- * it within 30 s.
+ * @throws {RpcError} PERMISSION_DENIED for a wrong secret (or when the
+ * membership changed again while it asked once more, its proof being over
+ * the membership it was told), INVALID_PARAMS for a replica that is not a
+ * member, UNAVAILABLE when no leader removed it within 30 s.
  */
 export async function removeReplica(
   options: { via: readonly string[]; id: string; clusterSecret: string },
@@ -961,38 +1035,92 @@ export async function removeReplica(
       })`,
     );
   }
+  await withFreshProof(
+    { index: status.configIndex, term: status.configTerm },
+    async (point) =>
+      await askAny(
+        dial,
+        options.via,
+        "replica.remove",
+        await removeParams(key, status.clusterId, options.id, peerUrl, point),
+      ),
+  );
+}
+
+/** The params of a `replica.remove` of `id` (at `peerUrl`), proven over `point`. */
+async function removeParams(
+  key: ClusterKey,
+  cluster: string,
+  id: string,
+  peerUrl: string,
+  point: SnapshotPoint,
+): Promise<Record<string, unknown>> {
   const proof = await key.prove(
     "dialer",
-    membershipProof(
-      status.clusterId,
-      "remove",
-      options.id,
-      peerUrl,
-    ),
+    membershipProof(cluster, "remove", id, point, peerUrl),
   );
-  await askAny(dial, options.via, "replica.remove", {
-    id: options.id,
-    proof,
-  });
+  return { id, configIndex: point.index, configTerm: point.term, proof };
+}
+
+/**
+ * Runs `ask` with a proof over `point`, the membership the requester was
+ * told; if the leader answers that the membership changed since (it was
+ * told by a replica behind the leader, or a change raced the request),
+ * asks once more over the leader's current one.
+ */
+async function withFreshProof<T>(
+  point: SnapshotPoint,
+  ask: (point: SnapshotPoint) => Promise<T>,
+): Promise<T> {
+  try {
+    return await ask(point);
+  } catch (error) {
+    const current = error instanceof RpcError &&
+        error.code === PERMISSION_DENIED &&
+        (error.data as MembershipChangedData | undefined)?.permission ===
+          "current-membership"
+      ? pointOf(error.data)
+      : null;
+    if (current === null) throw error;
+    return await ask(current);
+  }
+}
+
+/** `{ configIndex, configTerm }` of `params` as a point, or null when either is not a whole number ≥ 0. */
+function pointOf(params: unknown): SnapshotPoint | null {
+  const { configIndex, configTerm } = (params ?? {}) as Record<
+    string,
+    unknown
+  >;
+  return Number.isSafeInteger(configIndex) && (configIndex as number) >= 0 &&
+      Number.isSafeInteger(configTerm) && (configTerm as number) >= 0
+    ? { index: configIndex as number, term: configTerm as number }
+    : null;
 }
 
 /**
  * What a replica.add or replica.remove request proves with the cluster
- * secret (an HMAC over the cluster, the member, the action and its URLs),
- * in the peer handshake's subject shape under its own `to` (no member is
- * named `replica.add`).
+ * secret (an HMAC over the cluster, the member, the action, the
+ * membership it is made in and the member's URLs), in the peer
+ * handshake's subject shape under its own `to` (no member is named
+ * `replica.add@…`). The membership (`point`: the index and term of the
+ * entry that made it) is what keeps a proof from being replayed: the
+ * leader takes it only while its membership is that one, so a request
+ * captured on the wire is dead after the next membership change (such as
+ * the one it asked for).
  */
 function membershipProof(
   cluster: string,
   action: "add" | "remove",
   id: string,
+  point: SnapshotPoint,
   peerUrl: string,
   clientUrl = "",
 ): HandshakeSubject {
   return {
     cluster,
     from: id,
-    to: `replica.${action}`,
+    to: `replica.${action}@config:${point.index}:${point.term}`,
     dialerNonce: peerUrl,
     acceptorNonce: clientUrl,
   };

@@ -128,8 +128,14 @@ Deno.test("a new replica joins through a snapshot, is promoted once caught up, a
     const survivor = replicas.find((r) => r !== r4 && r !== others[0])!;
     const asked = await dial(survivor.url);
     try {
+      const { configIndex, configTerm } = survivor.status();
       await assert.rejects(
-        asked.call("replica.remove", { id: "r4", proof: "forged" }),
+        asked.call("replica.remove", {
+          id: "r4",
+          configIndex,
+          configTerm,
+          proof: "forged",
+        }),
         /does not match this service's cluster secret/,
       );
     } finally {
