@@ -8,6 +8,7 @@
  */
 
 import type { RafterClient } from "../stub/client.ts";
+import type { ClusterTarget } from "./cluster_target.ts";
 import type { Dialer } from "../rpc/transport/transport.ts";
 import { denoDialer } from "../adapter/deno/tcp.ts";
 
@@ -54,6 +55,13 @@ export interface Context {
   signal: AbortSignal | undefined;
   /** The command's name, e.g. `lookup` or `lease grant`. */
   command: string;
+  /**
+   * The cluster the command's `NAME@CLUSTER` reaches, set by the command
+   * (`lookup`, `call`) once the local registry told its siblings: the
+   * hints of its errors then name that cluster's registry, not the local
+   * one. Unset for a name without `@CLUSTER`.
+   */
+  cluster?: ClusterTarget | null;
 }
 
 /** How `node:util`'s parseArgs reads one option. */

@@ -30,6 +30,7 @@ import {
   type UnavailableData,
 } from "../protocol/registry.ts";
 import type { Context, Out } from "./context.ts";
+import { notASiblingLine, siblingRegistryFlag } from "./cluster_target.ts";
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -207,24 +208,63 @@ export function exitCodeOf(error: unknown): number {
   }
 }
 
-/** What to try next after `error`: a line to print after its message. */
+/**
+ * What to try next after `error`: lines to print after its message; for a
+ * `NAME@CLUSTER` whose cluster is no sibling, a line saying so too (not
+ * after a server's own answer: the name reached a server).
+ */
 function hintFor(error: unknown, context: Context): string {
+  const hint = registryHint(error, context);
+  const notSibling = context.cluster === undefined ||
+      context.cluster === null || error instanceof ServerError
+    ? null
+    : notASiblingLine(
+      context.cluster,
+      context.cluster.kind === "misplaced"
+        ? context.cluster.base
+        : `${context.cluster.base}@${context.cluster.cluster}`,
+      context.globals.registry,
+    );
+  return notSibling === null ? hint : `${hint}\n${notSibling}`;
+}
+
+/**
+ * What to try next after `error`: a line to print after its message. The
+ * registry it names is the sibling cluster's when the command's
+ * `NAME@CLUSTER` reached one ({@link Context.cluster}): its URLs, as the
+ * local registry named them, and how to ask it.
+ */
+function registryHint(error: unknown, context: Context): string {
   if (!(error instanceof RpcError)) return "";
+  const { globals, command } = context;
+  const sibling = context.cluster?.kind === "sibling" ? context.cluster : null;
   const chain = causeChain(error);
   if (isTlsTrustProblem(chain)) return `\n${TLS_TRUST_HINT}`;
-  if (mayBeTlsPort(chain, context.globals.registry)) {
+  if (mayBeTlsPort(chain, sibling?.urls ?? globals.registry)) {
     return `\n${TLS_SCHEME_HINT}`;
   }
   if (error.code === UNAUTHENTICATED || error.code === PERMISSION_DENIED) {
     return accessHint(error, context);
   }
-  const { globals, command } = context;
   const stale = command === "ls" || command === "lookup"
     ? " Without a quorum, --serializable answers from one node (possibly stale)."
     : "";
-  const urls = `${
-    globals.registry.join(", ")
-  } (from ${globals.registrySource})`;
+  // Whose registry failed: the sibling's (named by the local registry),
+  // or the local one.
+  const urls = sibling === null
+    ? `Registry URLs: ${
+      globals.registry.join(", ")
+    } (from ${globals.registrySource})`
+    : `Cluster ${sibling.cluster}'s registry URLs: ${
+      sibling.urls.join(", ")
+    } (the registry at ${
+      globals.registry.join(", ")
+    } names them for its sibling ${sibling.cluster})`;
+  const statusCommand = sibling === null
+    ? "rafter status shows which members answer"
+    : `rafter status --registry ${
+      siblingRegistryFlag(sibling)
+    } shows which of cluster ${sibling.cluster}'s members answer`;
   if (error.code === UNAVAILABLE) {
     const applied = (error.data as UnavailableData | undefined)?.applied;
     if (applied === "unknown") {
@@ -234,9 +274,14 @@ function hintFor(error: unknown, context: Context): string {
       return `\nThe write was not applied: running it again is safe once the registry has a leader (rafter status).`;
     }
     const tried = (error.data as UnavailableData | undefined)?.tried;
+    if (sibling !== null) {
+      return tried === undefined
+        ? `\nCluster ${sibling.cluster}'s registry has no quorum now; ${statusCommand}.${stale}\n${urls}.`
+        : `\n${urls}; ${statusCommand}.`;
+    }
     return tried === undefined
-      ? `\nThe registry has no quorum now; rafter status shows which members answer.${stale}`
-      : `\nRegistry URLs: ${urls}.`;
+      ? `\nThe registry has no quorum now; ${statusCommand}.${stale}`
+      : `\n${urls}.`;
   }
   if (error.code === ID_IN_USE) {
     const data = error.data as Partial<IdInUseData> | undefined;
@@ -260,7 +305,7 @@ function hintFor(error: unknown, context: Context): string {
         named === "" ? "The server" : named
       } did not answer in time: check that its server runs and is not stopped (SIGSTOP) or overloaded; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).`;
     }
-    return `\nRegistry URLs: ${urls}. rafter status shows which members answer; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
+    return `\n${urls}. ${statusCommand}; --timeout-ms N allows more time (now ${globals.timeoutMs} ms).${stale}`;
   }
   return "";
 }

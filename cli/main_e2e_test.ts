@@ -562,7 +562,7 @@ Deno.test("rafter against a 3-node cluster with a bound hello server: every comm
         assert.equal(empty.stdout, "");
         assert.match(
           empty.stderr,
-          /^rafter: nothing is bound under "hello" matching version=9 \(revision \d+\); rafter ls lists the names bound, --all includes unhealthy endpoints\n$/,
+          /^rafter: 1 endpoint is bound under "hello" but it does not match the query version=9 \(revision \d+\); it has no attributes; rafter lookup hello lists it\n$/,
         );
         const emptyJson = await run("lookup", "nothing", "--json");
         expectCode(emptyJson, 4);

@@ -760,8 +760,11 @@ async function inCluster<T>(place: Place, lookup: Promise<T>): Promise<T> {
 /**
  * `name@cluster` split into its base name and the cluster (a simple name:
  * letters, digits, `_ . -`), or null when `name` has no such suffix.
+ * Exported for the CLI's messages (no entry point re-exports it).
  */
-function clusterSuffix(name: string): { base: string; cluster: string } | null {
+export function clusterSuffix(
+  name: string,
+): { base: string; cluster: string } | null {
   const at = name.lastIndexOf("@");
   if (at <= 0) return null;
   const cluster = name.slice(at + 1);

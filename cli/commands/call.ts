@@ -1,7 +1,9 @@
 /**
  * `rafter call NAME METHOD [PARAMS-JSON]`: calls METHOD on a server bound
  * under NAME through a cluster stub, as grpcurl does, and prints the
- * result as JSON; exit 1 for an error answer, 4 when nothing is bound.
+ * result as JSON; exit 1 for an error answer, 4 when no endpoint serves
+ * NAME (saying why: nothing bound, none with the query's attributes, or
+ * those failing their health check).
  *
  * @module
  */
@@ -9,6 +11,14 @@
 import { checkName } from "../args.ts";
 import type { Command, Context } from "../context.ts";
 import { EXIT, UsageError } from "../errors.ts";
+import { clusterTarget } from "../cluster_target.ts";
+import {
+  describeNoEndpoints,
+  printNoEndpoints,
+  whyNoEndpoints,
+} from "../no_endpoints.ts";
+import { NO_ENDPOINTS } from "../../protocol/registry.ts";
+import { RpcError } from "../../rpc/errors.ts";
 import { leader } from "../../stub/distributors/leader.ts";
 
 /** The spec of `rafter call`. */
@@ -52,6 +62,9 @@ export async function call(
   idempotent: boolean,
 ): Promise<number> {
   const { client, globals, out } = context;
+  // NAME@CLUSTER: the cluster's registry, as the local one names it (its
+  // errors' hints name that registry).
+  context.cluster = await clusterTarget(client, name);
   // leader(): a replica of a replicated service that answers NOT_LEADER
   // (it did not run the call) sends it on to the leader; any other
   // service answers the first try.
@@ -60,9 +73,47 @@ export async function call(
     deadlineMs: globals.timeoutMs,
     idempotent,
   });
-  const result = await stub.$call(method, params);
+  let result: unknown;
+  try {
+    result = await stub.$call(method, params);
+  } catch (error) {
+    if (error instanceof RpcError && error.code === NO_ENDPOINTS) {
+      return await noEndpoints(context, name, error);
+    }
+    throw error;
+  }
   out(JSON.stringify(result ?? null, null, 2));
   return EXIT.ok;
+}
+
+/**
+ * No endpoint to call: says why (nothing bound under the name, none with
+ * the query's attributes, or those failing their health check), exit 4;
+ * the stub's own error when the registry cannot tell.
+ */
+async function noEndpoints(
+  context: Context,
+  name: string,
+  error: RpcError,
+): Promise<number> {
+  let why;
+  try {
+    why = await whyNoEndpoints(context, name);
+  } catch {
+    throw error;
+  }
+  printNoEndpoints(describeNoEndpoints(why, context, { all: false }), context, {
+    code: error.code,
+    data: {
+      ...(error.data as Record<string, unknown> | undefined),
+      base: why.base,
+      query: why.query,
+      cluster: why.cluster,
+      bound: why.bound.length,
+      matching: why.matching.length,
+    },
+  });
+  return EXIT.notFound;
 }
 
 /** PARAMS-JSON as params: a JSON array or object; none when not given. */

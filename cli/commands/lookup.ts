@@ -1,17 +1,21 @@
 /**
- * `rafter lookup NAME[?key=value&...]`: the endpoints bound under NAME, in
- * binding order, optionally only those whose attributes match the query;
- * exit 4 (saying why) when none match.
+ * `rafter lookup NAME[?key=value&...][@CLUSTER]`: the endpoints bound
+ * under NAME (in sibling cluster CLUSTER), in binding order, optionally
+ * only those whose attributes match the query; exit 4 when none match,
+ * saying why (nothing bound, none with the query's attributes, or those
+ * failing their health check).
  *
  * @module
  */
 
-import {
-  type Endpoint,
-  formatName,
-  type LookupResult,
-} from "../../protocol/registry.ts";
+import type { Endpoint } from "../../protocol/registry.ts";
 import { checkName, optionalInteger } from "../args.ts";
+import { clusterTarget } from "../cluster_target.ts";
+import {
+  describeNoEndpoints,
+  printNoEndpoints,
+  whyNoEndpoints,
+} from "../no_endpoints.ts";
 import type { Command, Context } from "../context.ts";
 import { EXIT } from "../errors.ts";
 import { formatTable } from "../table.ts";
@@ -59,8 +63,12 @@ export async function lookup(
   options: LookupOptions,
 ): Promise<number> {
   const { client, globals, out } = context;
+  // NAME@CLUSTER: the cluster's registry, as the local one names it (its
+  // errors' hints name that registry).
+  context.cluster = await clusterTarget(client, name);
+  const consistency = options.serializable ? "serializable" : "linearizable";
   const result = await client.lookup(name, {
-    consistency: options.serializable ? "serializable" : "linearizable",
+    consistency,
     includeUnhealthy: options.all,
     // People compare one lookup with the next: keep the binding order.
     rotate: false,
@@ -75,43 +83,15 @@ export async function lookup(
       : "";
     out(`revision ${result.revision}${shown}`);
   } else {
-    await reportNothingFound(context, name, options, result);
+    // Why none: nothing bound, none with the query's attributes, or
+    // those that have them fail their health check.
+    const why = await whyNoEndpoints(context, name, consistency);
+    printNoEndpoints(
+      describeNoEndpoints(why, context, { all: options.all }),
+      context,
+    );
   }
   return result.endpoints.length === 0 ? EXIT.notFound : EXIT.ok;
-}
-
-/**
- * Says that nothing matched, or, when endpoints are bound but all fail
- * their health checks, that they do.
- */
-async function reportNothingFound(
-  context: Context,
-  name: string,
-  options: LookupOptions,
-  result: LookupResult,
-): Promise<void> {
-  const { client, err } = context;
-  const query = Object.keys(result.query).length === 0
-    ? ""
-    : ` matching ${formatName("", result.query).slice(1)}`;
-  const unhealthy = options.all ? 0 : (await client.lookup(name, {
-    consistency: "serializable",
-    includeUnhealthy: true,
-    rotate: false,
-  })).endpoints.filter((e) => e.state === "unhealthy").length;
-  err(
-    unhealthy > 0
-      ? `rafter: ${unhealthy} endpoint(s) ${
-        unhealthy === 1 ? "is" : "are"
-      } bound under "${result.name}"${query} but failing ${
-        unhealthy === 1 ? "its" : "their"
-      } health check (revision ${result.revision}); --all shows ${
-        unhealthy === 1 ? "it" : "them"
-      }`
-      : `rafter: nothing is bound under "${result.name}"${query} (revision ${result.revision}); rafter ls lists the names bound${
-        options.all ? "" : ", --all includes unhealthy endpoints"
-      }`,
-  );
 }
 
 function endpointTable(endpoints: readonly Endpoint[]): string {
