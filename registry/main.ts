@@ -220,6 +220,7 @@ async function runEtcdFront(
           endpoints: readonly string[];
           hostname: string;
           port: number;
+          id: string;
           log(line: string): void;
         },
         serveFn: typeof serve,
@@ -232,6 +233,7 @@ async function runEtcdFront(
       endpoints: args.etcdEndpoints,
       hostname: args.listen.hostname,
       port: args.listen.port,
+      id: args.id,
       log: (line) => log(line, "warn"),
     }, serve);
   } catch (error) {

@@ -26,6 +26,39 @@ if ("skipped" in etcd) {
   );
 }
 
+/** Starts a front (`--engine etcd`) as a child process, its output collected. */
+function spawnFront(endpoints: string[], listen: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: etcdFrontArgs(endpoints, listen),
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const lines: string[] = [];
+  const read = async (stream: ReadableStream<Uint8Array>) => {
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      lines.push(chunk);
+    }
+  };
+  const reading = Promise.all([read(child.stdout), read(child.stderr)]);
+  return {
+    child,
+    lines,
+    listening: () =>
+      waitFor(
+        () => /listening on/.test(lines.join("")),
+        "the front to listen",
+        30_000,
+      ),
+    /** SIGTERM, then its exit code once its output is read. */
+    async stop(): Promise<number> {
+      child.kill("SIGTERM");
+      const { code } = await child.status;
+      await reading;
+      return code;
+    },
+  };
+}
+
 /** The scenario, on a registry at `urls`; what it saw, for the log. */
 async function scenario(urls: string[]): Promise<string> {
   const client: RafterClient = connect(urls);
@@ -72,6 +105,30 @@ async function scenario(urls: string[]): Promise<string> {
       "svc/b's lease to expire",
       15_000,
     );
+    // A server restarted at its URL takes its id over with a new lease:
+    // a new instance (a new createRevision), so that clients forget the
+    // old one's failures; bound again on the same lease, the same one.
+    const before = await client.bind("svc/r", {
+      id: "r1",
+      url: "tcp://127.0.0.1:9105",
+    }, { grant: { ttlMs: 3_000 } });
+    const again = await client.bind("svc/r", {
+      id: "r1",
+      url: "tcp://127.0.0.1:9105",
+    }, { leaseId: before.leaseId! });
+    assert.equal(again.endpoint.createRevision, before.endpoint.createRevision);
+    const restarted = await client.bind("svc/r", {
+      id: "r1",
+      url: "tcp://127.0.0.1:9105",
+    }, { grant: { ttlMs: 3_000 } });
+    assert.ok(
+      restarted.endpoint.createRevision > before.endpoint.createRevision,
+      JSON.stringify([before.endpoint, restarted.endpoint]),
+    );
+    const looked = (await client.lookup("svc/r")).endpoints[0];
+    assert.equal(looked.createRevision, restarted.endpoint.createRevision);
+    await client.registry.revokeLease(restarted.leaseId!);
+    await client.registry.revokeLease(before.leaseId!);
     // A stub calls a server bound with bindServer.
     const binding = await client.bindServer("svc/hello", hello, {
       id: "h1",
@@ -106,9 +163,15 @@ async function scenario(urls: string[]): Promise<string> {
       "put svc/c/c1 serving",
       "delete svc/c/c1 (unbound)",
       "delete svc/b/b1 (leaseExpired)",
+      "put svc/r/r1 serving",
+      // (bound again on the same lease: nothing changed, no event)
+      "put svc/r/r1 serving",
+      "delete svc/r/r1 (leaseRevoked)",
+      "put svc/hello/h1 serving",
+      "put svc/hello/h1 draining",
+      "delete svc/hello/h1 (leaseRevoked)",
     ];
-    assert.deepEqual(seen.slice(0, expected.length), expected);
-    assert.ok(seen.includes("put svc/hello/h1 serving"), seen.join("; "));
+    assert.deepEqual(seen, expected);
     return seen.join("; ");
   } finally {
     watch.close();
@@ -140,29 +203,12 @@ Deno.test({
     try {
       await members.start(3);
       const [port] = freePorts(1);
-      const front = new Deno.Command(Deno.execPath(), {
-        args: etcdFrontArgs(members.clientUrls, `127.0.0.1:${port}`),
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const lines: string[] = [];
-      const read = async (stream: ReadableStream<Uint8Array>) => {
-        for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-          lines.push(chunk);
-        }
-      };
-      const reading = Promise.all([read(front.stdout), read(front.stderr)]);
+      const front = spawnFront(members.clientUrls, `127.0.0.1:${port}`);
       try {
-        await waitFor(
-          () => /listening on/.test(lines.join("")),
-          "the front to listen",
-          30_000,
-        );
+        await front.listening();
         console.log(`etcd: ${await scenario([`tcp://127.0.0.1:${port}`])}`);
       } finally {
-        front.kill("SIGTERM");
-        await front.status;
-        await reading;
+        await front.stop();
       }
     } finally {
       await members.stop();
@@ -170,21 +216,43 @@ Deno.test({
   },
 });
 
-Deno.test("--engine etcd with an etcd that cannot be reached exits 1, saying where it looked and what to check", async () => {
-  const [port] = freePorts(1);
-  const out = await new Deno.Command(Deno.execPath(), {
-    // A loopback port nobody listens on: refused at once.
-    args: etcdFrontArgs([`http://127.0.0.1:${port}`], "127.0.0.1:0"),
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout) +
-    new TextDecoder().decode(out.stderr);
-  assert.equal(out.code, 1, text);
-  assert.match(
-    text,
-    new RegExp(
-      `cannot start: etcd at http://127\\.0\\.0\\.1:${port} cannot be reached .*check --etcd-endpoints and that etcd runs`,
-    ),
+Deno.test("--engine etcd with an etcd that cannot be reached serves UNAVAILABLE, saying where it looked and what to check, and stops on SIGTERM", async () => {
+  const [port, etcdPort] = freePorts(2);
+  // A loopback port nobody listens on: refused at once.
+  const front = spawnFront(
+    [`http://127.0.0.1:${etcdPort}`],
+    `127.0.0.1:${port}`,
   );
+  const lines = front.lines;
+  try {
+    // As a Raft node serves before it has a leader, the front listens and
+    // says why it cannot answer yet.
+    await front.listening();
+    assert.match(
+      lines.join(""),
+      new RegExp(
+        `etcd at http://127\\.0\\.0\\.1:${etcdPort} cannot be reached .*check --etcd-endpoints and that etcd runs; answering UNAVAILABLE and trying again every 1 s`,
+      ),
+    );
+    const client = connect([`tcp://127.0.0.1:${port}`], { deadlineMs: 1_500 });
+    try {
+      await assert.rejects(
+        client.lookup("svc"),
+        (error: unknown) => {
+          assert.ok(error instanceof RpcError, String(error));
+          assert.match(
+            error.message,
+            new RegExp(
+              `has not reached etcd at http://127\\.0\\.0\\.1:${etcdPort} yet .*check --etcd-endpoints`,
+            ),
+          );
+          return true;
+        },
+      );
+    } finally {
+      client.close();
+    }
+  } finally {
+    assert.equal(await front.stop(), 0, lines.join(""));
+  }
 });

@@ -27,8 +27,8 @@
 // deno-lint-ignore no-import-prefix
 import { Etcd3, type IKeyValue, type Watcher } from "npm:etcd3@1.1.2";
 import {
-  type Attributes,
   type BindResult,
+  COMPACTED,
   type DeleteReason,
   type Endpoint,
   ID_IN_USE,
@@ -38,9 +38,16 @@ import {
   makeEndpoint,
   REGISTRY_METHODS,
   UNAVAILABLE,
+  WATCH_CANCELLED,
+  WATCH_CANCELLED_NOTIFICATION,
+  WATCH_EVENTS_NOTIFICATION,
+  WATCH_LOADS_NOTIFICATION,
   type WatchEvent,
 } from "../../protocol/registry.ts";
-import { REGISTRY_PARAMS } from "../../protocol/registry_params.ts";
+import {
+  minTtlProblem,
+  REGISTRY_PARAMS,
+} from "../../protocol/registry_params.ts";
 import { method } from "../../rpc/server/method.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
 import type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
@@ -50,6 +57,18 @@ import {
   RpcError,
 } from "../../rpc/errors.ts";
 import { withDeadline } from "../../internal/timing.ts";
+import { LeaseRenewer } from "./keep_alive.ts";
+import {
+  bindingFields,
+  bindingOf,
+  createRevisionOf,
+  EtcdMirror,
+  keyParts,
+  type Mirrored,
+  parseStored,
+  type Stored,
+} from "./mirror.ts";
+import { EtcdHealth } from "./health.ts";
 
 /** Settings of an etcd front. */
 export interface EtcdFrontOptions {
@@ -63,19 +82,34 @@ export interface EtcdFrontOptions {
   port?: number;
   /** Where log lines go. @default console.error */
   log?(line: string): void;
+  /** The front's name in `registry.status` (`--id`). @default "etcd" */
+  id?: string;
+  /** Largest frame a client may send, bytes. @default 8 MiB, as a node's */
+  maxFrameBytes?: number;
 }
 
-/** What a binding's etcd value holds. */
-interface Stored {
-  url: string;
-  attrs: Attributes;
-  weight: number;
-  zone: string | null;
-  state: "serving" | "draining";
-  leaseId: string | null;
-}
+/** How long one etcd call may take before the client tries another member, ms. */
+const ETCD_CALL_TIMEOUT_MS = 2_000;
+/** Pause between two attempts to reach etcd at start, ms. */
+const CONNECT_RETRY_MS = 1_000;
+
+/**
+ * Shortest lease TTL, ms: etcd's own floor for a cluster with the
+ * registry's default timing (1.5 × an election timeout of 1 s), and what
+ * whole seconds allow.
+ */
+const MIN_TTL_MS = 1_000;
 
 const M = REGISTRY_METHODS;
+
+/** A watch a client opened on this front. */
+interface OpenWatch {
+  watcher: Watcher | null;
+  prefix: string;
+  loads: boolean;
+  /** The last revision delivered (to resume from after a failure). */
+  delivered: number;
+}
 
 /** A registry front over etcd, serving clients on its port. */
 export class EtcdFront {
@@ -83,8 +117,9 @@ export class EtcdFront {
   readonly #etcd: Etcd3;
   readonly #prefix: string;
   readonly #log: (line: string) => void;
-  /** Loads servers reported with their keep-alives, by lease (volatile). */
-  readonly #loads = new Map<string, number>();
+  readonly #renewer: LeaseRenewer;
+  #mirror: EtcdMirror | undefined;
+  #health: EtcdHealth | undefined;
   /** Leases this front revoked lately (for the reason of their deletes). */
   readonly #revoked = new Set<string>();
   /** Keys this front unbound lately (for the reason of their deletes). */
@@ -92,19 +127,44 @@ export class EtcdFront {
   #server: RpcServer | undefined;
   #rotation = new Map<string, number>();
   #watchIds = 0;
+  #watchCount = 0;
+  #closed = false;
+  #connecting: Promise<void> = Promise.resolve();
+  /** Resolves once the mirror is read (or the front closes first). */
+  readonly #ready = Promise.withResolvers<void>();
+  /** Why etcd has not been reached yet (for UNAVAILABLE answers). */
+  #unreachable = "";
 
   private constructor(options: EtcdFrontOptions) {
     this.#options = options;
-    this.#etcd = new Etcd3({ hosts: [...options.endpoints] });
+    this.#etcd = new Etcd3({
+      hosts: [...options.endpoints],
+      dialTimeout: ETCD_CALL_TIMEOUT_MS,
+      // A member that stops answering (paused, cut off) costs a call this
+      // long; etcd3 then retries it on another member.
+      defaultCallOptions: (context) =>
+        context.isStream ? {} : { deadline: Date.now() + ETCD_CALL_TIMEOUT_MS },
+      // Streams (watches, keep-alives) notice a silent member by pings
+      // (etcd refuses pings more often than every 5 s by default).
+      grpcOptions: {
+        "grpc.keepalive_time_ms": 5_000,
+        "grpc.keepalive_timeout_ms": 2_000,
+        "grpc.keepalive_permit_without_calls": 1,
+      },
+    });
     this.#prefix = options.prefix ?? "/rafter/";
     this.#log = options.log ?? ((line) => console.error(line));
+    this.#renewer = new LeaseRenewer(this.#etcd);
   }
 
   /**
-   * Checks that etcd answers, then serves the registry API on the client
-   * port with `serve`.
+   * Serves the registry API on the client port with `serve`, and reads
+   * the bindings from etcd: waits up to 5 s for that, then goes on
+   * trying every second while it answers UNAVAILABLE (saying why), as a
+   * Raft node serves before it has a leader. Once etcd answered, it takes
+   * part in the election of the front that runs health checks.
    *
-   * @throws {RpcError} UNAVAILABLE when etcd does not answer within 5 s.
+   * @throws {Error} when the client port cannot be listened on.
    */
   static async start(
     options: EtcdFrontOptions,
@@ -112,30 +172,63 @@ export class EtcdFront {
   ): Promise<EtcdFront> {
     const front = new EtcdFront(options);
     try {
-      const where = options.endpoints.join(", ");
-      await withTimeout(
-        front.#etcd.getAll().prefix(front.#prefix).keys(),
-        5_000,
-        `etcd at ${where} did not answer within 5 s: check --etcd-endpoints and that etcd runs`,
-      ).catch((error) => {
-        if (error instanceof RpcError) throw error;
-        throw new RpcError(
-          UNAVAILABLE,
-          `etcd at ${where} cannot be reached (${
-            String((error as Error).message).split(". ")[0]
-          }): check --etcd-endpoints and that etcd runs`,
-        );
-      });
       front.#server = serve({
         hostname: options.hostname ?? "127.0.0.1",
         port: options.port ?? 7001,
+        maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
         methods: (session: RpcSession) => front.#methods(session),
       });
     } catch (error) {
       front.#etcd.close();
       throw error;
     }
+    front.#connecting = front.#connect();
+    await Promise.race([
+      front.#connecting,
+      new Promise((resolve) => setTimeout(resolve, 5_000)),
+    ]);
     return front;
+  }
+
+  /** Reads the bindings (retrying until etcd answers), then starts health checks. */
+  async #connect(): Promise<void> {
+    const where = this.#options.endpoints.join(", ");
+    for (let attempt = 1; !this.#closed; attempt++) {
+      try {
+        const mirror = await withTimeout(
+          EtcdMirror.start(this.#etcd, this.#prefix, this.#log),
+          5_000,
+          `etcd at ${where} did not answer within 5 s`,
+        );
+        if (this.#closed) {
+          await mirror.close().catch(() => {});
+          return;
+        }
+        this.#mirror = mirror;
+        this.#health = new EtcdHealth(
+          this.#etcd,
+          mirror,
+          this.#prefix,
+          this.url,
+          this.#log,
+        );
+        this.#ready.resolve();
+        if (attempt > 1) this.#log(`etcd at ${where} answers: serving`);
+        return;
+      } catch (error) {
+        const why = String((error as Error).message).split(". ")[0];
+        this.#unreachable =
+          `this front has not reached etcd at ${where} yet (${why}): check --etcd-endpoints and that a quorum of etcd's members runs; it keeps trying`;
+        if (attempt === 1) {
+          this.#log(
+            `etcd at ${where} cannot be reached (${why}): check --etcd-endpoints and that etcd runs; answering UNAVAILABLE and trying again every ${
+              CONNECT_RETRY_MS / 1000
+            } s`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, CONNECT_RETRY_MS));
+      }
+    }
   }
 
   /** The client port's URL. */
@@ -143,9 +236,20 @@ export class EtcdFront {
     return this.#server!.url;
   }
 
+  /** Whether this front runs the health checks now (it won their election). */
+  get checksHealth(): boolean {
+    return this.#health?.running ?? false;
+  }
+
   /** Stops serving and closes the etcd client. */
   async close(): Promise<void> {
+    this.#closed = true;
+    this.#ready.resolve();
     await this.#server?.close();
+    await this.#connecting;
+    await this.#health?.close();
+    await this.#mirror?.close().catch(() => {});
+    this.#renewer.close();
     this.#etcd.close();
   }
 
@@ -153,36 +257,56 @@ export class EtcdFront {
     return `${this.#prefix}b/${name}/${id}`;
   }
 
-  #endpoint(kv: IKeyValue, id: string): Endpoint {
-    const stored = JSON.parse(kv.value.toString()) as Stored;
-    return makeEndpoint({
-      id,
-      url: stored.url,
-      attrs: stored.attrs,
-      weight: stored.weight,
-      zone: stored.zone,
-      state: stored.state,
-      leaseId: stored.leaseId,
-      createRevision: Number(kv.create_revision),
-      modRevision: Number(kv.mod_revision),
-      load: stored.leaseId === null
-        ? null
-        : this.#loads.get(stored.leaseId) ?? null,
-    });
+  #load(leaseId: string | null): number | null {
+    return leaseId === null ? null : this.#mirror!.loads.get(leaseId) ?? null;
   }
 
-  /** The key's name and id (`<prefix>b/<name>/<id>`; names may hold `/`). */
-  #parts(key: string): { name: string; id: string } {
-    const rest = key.slice(this.#prefix.length + 2);
-    const slash = rest.lastIndexOf("/");
-    return { name: rest.slice(0, slash), id: rest.slice(slash + 1) };
+  /** The endpoint a mirrored binding is. */
+  #endpoint(binding: Mirrored): Endpoint {
+    const { name: _, ...fields } = bindingFields(binding);
+    return makeEndpoint({ ...fields, load: this.#load(fields.leaseId) });
+  }
+
+  /** A key-value read from etcd as a mirrored binding (null: not one). */
+  #binding(kv: IKeyValue): Mirrored | null {
+    return bindingOf(this.#prefix, kv);
+  }
+
+  /** The bindings of `name` in creation order, read as `consistency` asks. */
+  async #bindingsOf(
+    name: string,
+    consistency: "linearizable" | "serializable",
+  ): Promise<{ bindings: Mirrored[]; revision: number }> {
+    if (consistency === "serializable") {
+      return {
+        bindings: this.#mirror!.bindingsOf(name),
+        revision: this.#mirror!.revision,
+      };
+    }
+    // etcd's default range is linearizable (a ReadIndex on its leader).
+    const answer = await this.#etcd.getAll().prefix(this.#key(name)).exec();
+    const bindings = answer.kvs.map((kv) => this.#binding(kv)).filter((
+      b,
+    ): b is Mirrored => b !== null && b.name === name);
+    bindings.sort((a, b) => a.createRevision - b.createRevision);
+    return { bindings, revision: Number(answer.header.revision) };
   }
 
   #methods(session: RpcSession): Methods {
     const etcd = this.#etcd;
-    const watches = new Map<string, Watcher>();
+    const watches = new Map<string, OpenWatch>();
+    let stopLoads = () => {};
+    this.#ready.promise.then(() => {
+      if (this.#mirror === undefined || session.signal.aborted) return;
+      stopLoads = this.#mirror.listen((change) => {
+        if (change.kind !== "load") return;
+        this.#notifyLoads(session, watches, change.leaseId, change.load);
+      });
+    });
     session.signal.addEventListener("abort", () => {
-      for (const watcher of watches.values()) void watcher.cancel();
+      stopLoads();
+      for (const watch of watches.values()) this.#endWatch(watch);
+      watches.clear();
     });
     const notServed = (name: string) => () => {
       throw new RpcError(
@@ -190,12 +314,18 @@ export class EtcdFront {
         `${name} is not served by a registry over etcd (--engine etcd): use etcd's own tools (etcdctl) for members, snapshots and auth`,
       );
     };
+    const grant = async (ttlMs: number, field: string) => {
+      const problem = minTtlProblem(ttlMs, field, MIN_TTL_MS);
+      if (problem !== null) throw new RpcError(INVALID_PARAMS, problem);
+      return await etcd.leaseClient.leaseGrant({
+        TTL: Math.ceil(ttlMs / 1000),
+        ID: 0,
+      });
+    };
     const methods: Methods = {
       [M.leaseGrant]: method(REGISTRY_PARAMS[M.leaseGrant], async (p) => {
-        const granted = await etcd.leaseClient.leaseGrant({
-          TTL: Math.max(1, Math.ceil(p.ttlMs / 1000)),
-          ID: 0,
-        });
+        this.#needEtcd();
+        const granted = await grant(p.ttlMs, "ttlMs");
         return {
           id: granted.ID,
           ttlMs: p.ttlMs,
@@ -205,16 +335,22 @@ export class EtcdFront {
       [M.leaseKeepAlive]: method(
         REGISTRY_PARAMS[M.leaseKeepAlive],
         async (p) => {
-          const ttl = await this.#keepAlive(p.id);
-          if (p.load !== undefined) this.#loads.set(p.id, p.load);
+          this.#needEtcd();
+          const ttl = await withTimeout(
+            this.#renewer.renew(p.id),
+            5_000,
+            `etcd did not renew lease ${p.id} within 5 s`,
+          );
+          if (ttl <= 0) throw leaseNotFound(p.id);
+          if (p.load !== undefined) await this.#reportLoad(p.id, p.load);
           return { id: p.id, ttlMs: ttl * 1000 };
         },
       ),
       [M.leaseRevoke]: method(REGISTRY_PARAMS[M.leaseRevoke], async (p) => {
+        this.#needEtcd();
         const info = await this.#timeToLive(p.id);
         this.#revoked.add(p.id);
         const revoked = await etcd.leaseClient.leaseRevoke({ ID: p.id });
-        this.#loads.delete(p.id);
         return {
           revision: Number(revoked.header.revision),
           removed: info.bindings.length,
@@ -222,9 +358,27 @@ export class EtcdFront {
       }),
       [M.leaseTimeToLive]: method(
         REGISTRY_PARAMS[M.leaseTimeToLive],
-        (p) => this.#timeToLive(p.id),
+        (p) => {
+          this.#needEtcd();
+          return this.#timeToLive(p.id);
+        },
       ),
+      [M.leaseList]: method(REGISTRY_PARAMS[M.leaseList], async () => {
+        this.#needEtcd();
+        const listed = await etcd.leaseClient.leaseLeases();
+        const leases: LeaseInfo[] = [];
+        for (const { ID } of listed.leases ?? []) {
+          try {
+            leases.push(await this.#timeToLive(String(ID)));
+          } catch (error) {
+            // Gone since it was listed.
+            if (!(error instanceof RpcError)) throw error;
+          }
+        }
+        return { leases };
+      }),
       [M.bind]: method(REGISTRY_PARAMS[M.bind], async (p) => {
+        this.#needEtcd();
         const { base } = p.name;
         if (p.scope === "local") {
           notServed("a local-scope bind")();
@@ -232,11 +386,7 @@ export class EtcdFront {
         let leaseId = p.leaseId ?? null;
         let ttlMs: number | undefined;
         if (p.grant !== undefined) {
-          const granted = await etcd.leaseClient.leaseGrant({
-            TTL: Math.max(1, Math.ceil(p.grant.ttlMs / 1000)),
-            ID: 0,
-          });
-          leaseId = granted.ID;
+          leaseId = (await grant(p.grant.ttlMs, "grant.ttlMs")).ID;
           ttlMs = p.grant.ttlMs;
         } else if (leaseId !== null) {
           await this.#timeToLive(leaseId); // LEASE_NOT_FOUND when gone
@@ -244,11 +394,11 @@ export class EtcdFront {
         const endpoint = p.endpoint;
         const key = this.#key(base, endpoint.id);
         const existing = (await etcd.get(key).exec()).kvs[0];
-        if (existing !== undefined) {
-          const held = JSON.parse(existing.value.toString()) as Stored;
+        const held = existing === undefined ? null : parseStored(existing);
+        if (held !== null) {
           if (
-            held.url !== endpoint.url && held.leaseId !== null &&
-            held.leaseId !== leaseId
+            held !== null && held.url !== endpoint.url &&
+            held.leaseId !== null && held.leaseId !== leaseId
           ) {
             throw new RpcError(
               ID_IN_USE,
@@ -269,7 +419,33 @@ export class EtcdFront {
           zone: endpoint.zone,
           state: "serving",
           leaseId,
+          check: endpoint.check ?? null,
         };
+        // The same instance bound again keeps its createRevision; another
+        // lease at this id is a new instance (a server restarted at its
+        // URL), as on a Raft registry, so clients forget the old one's
+        // failures.
+        if (held !== null) {
+          stored.born = held.leaseId === leaseId
+            ? createRevisionOf(held, existing!)
+            : "put";
+        }
+        if (
+          held !== null && held.leaseId === leaseId &&
+          JSON.stringify({ ...held, born: stored.born }) ===
+            JSON.stringify(stored)
+        ) {
+          // Bound again as it is: nothing changes (no revision, no event),
+          // as on a Raft registry.
+          const result: BindResult = {
+            revision: Number(existing!.mod_revision),
+            name: base,
+            endpoint: this.#endpoint(this.#binding(existing!)!),
+            leaseId,
+          };
+          if (ttlMs !== undefined) result.ttlMs = ttlMs;
+          return result;
+        }
         const put = etcd.put(key).value(JSON.stringify(stored));
         if (leaseId !== null) put.lease(leaseId);
         // Only over what was read: a concurrent bind of the id loses.
@@ -287,86 +463,157 @@ export class EtcdFront {
           );
         }
         const revision = Number(committed.header.revision);
-        const after = (await etcd.get(key).exec()).kvs[0];
         const result: BindResult = {
           revision,
           name: base,
-          endpoint: this.#endpoint(after, endpoint.id),
+          endpoint: this.#endpoint({
+            name: base,
+            id: endpoint.id,
+            stored,
+            createRevision: stored.born === undefined || stored.born === "put"
+              ? revision
+              : stored.born,
+            modRevision: revision,
+          }),
           leaseId,
         };
         if (ttlMs !== undefined) result.ttlMs = ttlMs;
         return result;
       }),
       [M.unbind]: method(REGISTRY_PARAMS[M.unbind], async (p) => {
+        this.#needEtcd();
+        if (p.scope === "local") notServed("a local-scope unbind")();
         const key = this.#key(p.name, p.id);
         this.#unbound.add(key);
+        if (p.leaseId !== undefined) {
+          // Only the binding this lease holds (a server's own unbind must
+          // not remove the binding of a successor with the same id).
+          const done = await etcd.if(key, "Lease", "==", p.leaseId).then(
+            etcd.delete().key(key),
+          ).commit();
+          const removed = done.succeeded
+            ? Number(done.responses[0]?.response_delete_range?.deleted ?? 0)
+            : 0;
+          if (removed === 0) this.#unbound.delete(key);
+          return { revision: Number(done.header.revision), removed };
+        }
         const deleted = await etcd.delete().key(key).exec();
+        if (Number(deleted.deleted) === 0) this.#unbound.delete(key);
         return {
           revision: Number(deleted.header.revision),
           removed: Number(deleted.deleted),
         };
       }),
       [M.setState]: method(REGISTRY_PARAMS[M.setState], async (p) => {
+        this.#needEtcd();
+        if (p.scope === "local") notServed("a local-scope setState")();
         const key = this.#key(p.name, p.id);
         const existing = (await etcd.get(key).exec()).kvs[0];
-        if (existing === undefined) {
+        const stored = existing === undefined ? null : parseStored(existing);
+        if (
+          stored === null ||
+          (p.leaseId !== undefined && stored.leaseId !== p.leaseId)
+        ) {
           throw new RpcError(
             INVALID_PARAMS,
-            `nothing is bound as "${p.id}" under "${p.name}"`,
+            `no endpoint ${JSON.stringify(p.id)} is bound under ${
+              JSON.stringify(p.name)
+            }${p.leaseId === undefined ? "" : ` with lease ${p.leaseId}`}`,
           );
         }
-        const stored = JSON.parse(existing.value.toString()) as Stored;
-        stored.state = p.state;
-        const put = etcd.put(key).value(JSON.stringify(stored));
+        // Serving again after draining; an unhealthy endpoint stays
+        // unhealthy until its checks pass, unless it drains.
+        const state = p.state === "draining"
+          ? "draining"
+          : stored.state === "draining"
+          ? "serving"
+          : stored.state;
+        if (state === stored.state) {
+          return { revision: Number(existing!.mod_revision) };
+        }
+        const put = etcd.put(key).value(
+          JSON.stringify({
+            ...stored,
+            state,
+            born: createRevisionOf(stored, existing!),
+          }),
+        );
         if (stored.leaseId !== null) put.lease(stored.leaseId);
-        const done = await put.exec();
+        const done = await etcd.if(
+          key,
+          "Mod",
+          "==",
+          Number(existing!.mod_revision),
+        ).then(put).commit();
+        if (!done.succeeded) {
+          throw new RpcError(
+            UNAVAILABLE,
+            `endpoint "${p.id}" of "${p.name}" changed while its state was set: set it again`,
+            { applied: false },
+          );
+        }
         return { revision: Number(done.header.revision) };
       }),
       [M.lookup]: method(REGISTRY_PARAMS[M.lookup], async (p) => {
+        this.#needEtcd();
         const { base, query } = p.name;
-        // Linearizable (etcd's default range); serializable is a local read
-        // of the etcd member asked.
-        const answer = await etcd.getAll().prefix(this.#key(base)).exec();
-        const matching = answer.kvs.map((kv) =>
-          this.#endpoint(kv, this.#parts(kv.key.toString()).id)
-        ).filter((e) =>
-          Object.entries(query).every(([k, v]) => e.attrs[k] === v)
+        const { bindings, revision } = await this.#bindingsOf(
+          base,
+          p.consistency,
         );
-        const serving = matching.filter((e) => e.state === "serving");
-        const draining = matching.filter((e) => e.state === "draining");
+        const matching = bindings.filter((b) =>
+          Object.entries(query).every(([k, v]) => b.stored.attrs[k] === v)
+        );
+        const serving = matching.filter((b) => b.stored.state === "serving");
+        const draining = matching.filter((b) => b.stored.state === "draining");
+        const unhealthy = p.includeUnhealthy
+          ? matching.filter((b) => b.stored.state === "unhealthy")
+          : [];
         let shift = 0;
         if (p.rotate && serving.length > 1) {
           const turn = this.#rotation.get(base) ?? 0;
-          this.#rotation.set(base, turn + 1);
+          this.#rotation.set(base, (turn + 1) % Number.MAX_SAFE_INTEGER);
           shift = turn % serving.length;
         }
         const ordered = [
           ...serving.slice(shift),
           ...serving.slice(0, shift),
           ...draining,
+          ...unhealthy,
         ];
         const result: LookupResult = {
           name: base,
           query,
-          endpoints: ordered.slice(0, p.limit ?? ordered.length),
+          endpoints: ordered.slice(0, p.limit ?? ordered.length).map((b) =>
+            this.#endpoint(b)
+          ),
           total: ordered.length,
-          revision: Number(answer.header.revision),
+          revision,
         };
         return result;
       }),
       [M.list]: method(REGISTRY_PARAMS[M.list], async (p) => {
-        const answer = await etcd.getAll().prefix(
-          `${this.#prefix}b/${p.prefix ?? ""}`,
-        ).exec();
+        this.#needEtcd();
+        const answer = p.consistency === "serializable" ? null : await etcd
+          .getAll().prefix(`${this.#prefix}b/${p.prefix ?? ""}`).exec();
+        const all = answer === null
+          ? [...this.#mirror!.bindings.values()].filter((b) =>
+            b.name.startsWith(p.prefix ?? "")
+          )
+          : answer.kvs.map((kv) => this.#binding(kv)).filter((
+            b,
+          ): b is Mirrored => b !== null);
+        all.sort((a, b) => a.createRevision - b.createRevision);
         const byName = new Map<string, Endpoint[]>();
-        for (const kv of answer.kvs) {
-          const { name, id } = this.#parts(kv.key.toString());
-          const list = byName.get(name) ?? [];
-          list.push(this.#endpoint(kv, id));
-          byName.set(name, list);
+        for (const binding of all) {
+          const list = byName.get(binding.name) ?? [];
+          list.push(this.#endpoint(binding));
+          byName.set(binding.name, list);
         }
         return {
-          revision: Number(answer.header.revision),
+          revision: answer === null
+            ? this.#mirror!.revision
+            : Number(answer.header.revision),
           names: [...byName].sort(([a], [b]) => a < b ? -1 : 1).map((
             [name, endpoints],
           ) => ({
@@ -377,66 +624,60 @@ export class EtcdFront {
         };
       }),
       [M.watch]: method(REGISTRY_PARAMS[M.watch], async (p) => {
+        this.#needEtcd();
         const watchId = p.watchId ?? `w${++this.#watchIds}`;
         const current = Number(
           (await etcd.get(`${this.#prefix}`).exec()).header.revision,
         );
         // fromRevision is the first to deliver (inclusive), as etcd's start.
         const from = p.fromRevision ?? current + 1;
-        const builder = etcd.watch().prefix(`${this.#prefix}b/${p.prefix}`)
-          .withPreviousKV().startRevision(String(from));
-        const watcher = await builder.create();
-        watches.set(watchId, watcher);
+        if (from <= current) await this.#checkNotCompacted(from, current);
+        const watch: OpenWatch = {
+          watcher: null,
+          prefix: p.prefix,
+          loads: p.loads,
+          delivered: from - 1,
+        };
+        const watcher = await etcd.watch().prefix(
+          `${this.#prefix}b/${p.prefix}`,
+        ).withPreviousKV().startRevision(String(from)).create();
+        watch.watcher = watcher;
+        watches.set(watchId, watch);
+        this.#watchCount++;
         watcher.on("data", (response) => {
-          const events: WatchEvent[] = [];
-          for (const event of response.events) {
-            const { name, id } = this.#parts(event.kv.key.toString());
-            const revision = Number(event.kv.mod_revision);
-            if (event.type === "Put") {
-              events.push({
-                type: "put",
-                name,
-                endpoint: this.#endpoint(event.kv, id),
-                revision,
-              });
-            } else if (event.prev_kv) {
-              const endpoint = this.#endpoint(event.prev_kv, id);
-              const key = event.kv.key.toString();
-              const reason: DeleteReason = this.#unbound.delete(key)
-                ? "unbound"
-                : endpoint.leaseId !== null &&
-                    this.#revoked.has(endpoint.leaseId)
-                ? "leaseRevoked"
-                : "leaseExpired";
-              events.push({
-                type: "delete",
-                name,
-                endpoint: { ...endpoint, modRevision: revision },
-                revision,
-                reason,
-              });
-            }
-          }
+          const events = this.#events(response.events);
+          watch.delivered = Number(response.header.revision);
           if (events.length > 0) {
-            session.notify("registry.events", {
+            session.notify(WATCH_EVENTS_NOTIFICATION, {
               watchId,
-              revision: Number(response.header.revision),
+              revision: watch.delivered,
               events,
             } as unknown as Record<string, unknown>);
           }
         });
-        watcher.on(
-          "error",
-          (error: Error) =>
-            this.#log(`etcd watch ${watchId}: ${error.message}`),
-        );
+        watcher.on("error", (error: Error) => {
+          // etcd ended the watch: the client watches again from where it
+          // stopped (on this front or another), missing nothing.
+          this.#log(`etcd watch ${watchId}: ${error.message}`);
+          if (watches.get(watchId) !== watch) return;
+          watches.delete(watchId);
+          this.#endWatch(watch);
+          session.notify(WATCH_CANCELLED_NOTIFICATION, {
+            watchId,
+            code: WATCH_CANCELLED,
+            message:
+              `etcd ended this watch (${error.message}): watch again from resumeRevision`,
+            resumeRevision: watch.delivered + 1,
+          });
+        });
         return { watchId, revision: current, compactRevision: 0 };
       }),
       [M.unwatch]: method(REGISTRY_PARAMS[M.unwatch], async (p) => {
-        const watcher = watches.get(p.watchId);
+        this.#needEtcd();
+        const watch = watches.get(p.watchId);
         watches.delete(p.watchId);
-        if (watcher !== undefined) await watcher.cancel();
-        return { cancelled: watcher !== undefined };
+        if (watch !== undefined) await this.#endWatch(watch);
+        return { cancelled: watch !== undefined };
       }),
       [M.status]: () => this.#status(),
     };
@@ -447,7 +688,6 @@ export class EtcdFront {
         M.memberAdd,
         M.memberPromote,
         M.memberRemove,
-        M.leaseList,
         M.snapshot,
         M.snapshotChunk,
       ]
@@ -457,27 +697,138 @@ export class EtcdFront {
     return methods;
   }
 
-  /** Renews lease `id` once; its TTL in seconds. */
-  async #keepAlive(id: string): Promise<number> {
-    const stream = await this.#etcd.leaseClient.leaseKeepAlive();
+  /** Throws UNAVAILABLE, saying why, until etcd answered once. */
+  #needEtcd(): void {
+    if (this.#mirror === undefined) {
+      throw new RpcError(UNAVAILABLE, `Unavailable: ${this.#unreachable}`);
+    }
+  }
+
+  /** Registry events of a response of an etcd watch on the bindings. */
+  #events(
+    etcdEvents: readonly {
+      type: string;
+      kv: IKeyValue;
+      prev_kv?: IKeyValue;
+    }[],
+  ): WatchEvent[] {
+    const events: WatchEvent[] = [];
+    for (const event of etcdEvents) {
+      const revision = Number(event.kv.mod_revision);
+      if (event.type === "Put") {
+        const binding = this.#binding(event.kv);
+        if (binding === null) continue;
+        events.push({
+          type: "put",
+          name: binding.name,
+          endpoint: this.#endpoint(binding),
+          revision,
+        });
+      } else if (event.prev_kv) {
+        const binding = this.#binding(event.prev_kv);
+        if (binding === null) continue;
+        const endpoint = this.#endpoint(binding);
+        const key = event.kv.key.toString();
+        const reason: DeleteReason = this.#unbound.delete(key)
+          ? "unbound"
+          : endpoint.leaseId !== null && this.#revoked.has(endpoint.leaseId)
+          ? "leaseRevoked"
+          : "leaseExpired";
+        events.push({
+          type: "delete",
+          name: binding.name,
+          endpoint: { ...endpoint, modRevision: revision },
+          revision,
+          reason,
+        });
+      }
+    }
+    return events;
+  }
+
+  /** Sends a load change to this session's watches that asked for loads. */
+  #notifyLoads(
+    session: RpcSession,
+    watches: ReadonlyMap<string, OpenWatch>,
+    leaseId: string,
+    load: number | null,
+  ): void {
+    const bound = [...this.#mirror!.bindings.values()].filter((b) =>
+      b.stored.leaseId === leaseId
+    );
+    for (const [watchId, watch] of watches) {
+      if (!watch.loads) continue;
+      const loads = bound.filter((b) => b.name.startsWith(watch.prefix)).map((
+        b,
+      ) => ({ name: b.name, id: b.id, load }));
+      if (loads.length > 0) {
+        session.notify(WATCH_LOADS_NOTIFICATION, { watchId, loads });
+      }
+    }
+  }
+
+  /** Stores a load a server reported, when it changed (etcd carries it to every front). */
+  async #reportLoad(leaseId: string, load: number): Promise<void> {
+    if (this.#mirror!.loads.get(leaseId) === load) return;
+    this.#mirror!.setLoad(leaseId, load);
+    await this.#etcd.put(`${this.#prefix}load/${leaseId}`).value(String(load))
+      .lease(leaseId).exec();
+  }
+
+  async #endWatch(watch: OpenWatch): Promise<void> {
+    const watcher = watch.watcher;
+    watch.watcher = null;
+    if (watcher === null) return;
+    this.#watchCount--;
+    await watcher.cancel().catch(() => {});
+  }
+
+  /**
+   * Throws COMPACTED when etcd no longer holds revision `from`, with the
+   * oldest revision it holds (etcd says so to a watch from `from`).
+   */
+  async #checkNotCompacted(from: number, current: number): Promise<void> {
     try {
-      const answer = await withTimeout(
-        new Promise<{ TTL: string }>((resolve, reject) => {
-          stream.on("data", resolve);
+      await this.#etcd.get(this.#prefix).revision(from).exec();
+      return;
+    } catch (error) {
+      if (!/compacted/i.test(String((error as Error).message))) throw error;
+    }
+    const compactRevision = await this.#compactRevision(from);
+    throw new RpcError(
+      COMPACTED,
+      `Compacted: revision ${from} is older than the oldest revision etcd holds (${compactRevision}): list again (registry.list) and watch from the revision it returns`,
+      { compactRevision, revision: current },
+    );
+  }
+
+  /** The compact revision etcd reports to a watch from `from`. */
+  async #compactRevision(from: number): Promise<number> {
+    const stream = await this.#etcd.watchClient.watch();
+    try {
+      return await withTimeout(
+        new Promise<number>((resolve, reject) => {
+          stream.on("data", (response: { compact_revision?: string }) => {
+            const compacted = Number(response.compact_revision ?? 0);
+            if (compacted > 0) resolve(compacted);
+          });
           stream.on("error", reject);
-          stream.write({ ID: id });
+          stream.write({
+            create_request: {
+              key: Buffer.from(this.#prefix),
+              start_revision: String(from),
+            },
+          });
         }),
         5_000,
-        `etcd did not renew lease ${id} within 5 s`,
+        `etcd did not say which revisions it compacted within 5 s`,
       );
-      const ttl = Number(answer.TTL);
-      if (ttl <= 0) throw leaseNotFound(id);
-      return ttl;
     } finally {
       stream.end();
     }
   }
 
+  /** Lease `id` as `lease.timeToLive` reports it. */
   async #timeToLive(id: string): Promise<LeaseInfo> {
     const info = await this.#etcd.leaseClient.leaseTimeToLive({
       ID: id,
@@ -485,39 +836,46 @@ export class EtcdFront {
     });
     const remaining = Number(info.TTL);
     if (remaining < 0) throw leaseNotFound(id);
+    const bindingsPrefix = `${this.#prefix}b/`;
     return {
       id,
       ttlMs: Number(info.grantedTTL) * 1000,
       remainingMs: remaining * 1000,
       bindings: (info.keys ?? []).map((key) =>
-        this.#parts(Buffer.from(key as unknown as string, "base64").toString())
+        Buffer.from(key as unknown as string, "base64").toString()
+      ).filter((key) => key.startsWith(bindingsPrefix)).map((key) =>
+        keyParts(this.#prefix, key)
       ),
     };
   }
 
   #status(): Record<string, unknown> {
     return {
-      id: "etcd",
+      id: this.#options.id ?? "etcd",
       url: this.url,
       peerUrl: "",
       term: 0,
       role: "leader",
       kind: "voter",
-      leader: "etcd",
+      leader: this.#options.id ?? "etcd",
       leaderUrl: this.url,
       commitIndex: 0,
       appliedIndex: 0,
       snapshotIndex: 0,
-      revision: 0,
+      revision: this.#mirror?.revision ?? 0,
       compactRevision: 0,
       leases: 0,
-      watchers: 0,
+      watchers: this.#watchCount,
       electionTimeoutMs: 0,
-      minTtlMs: 1_000,
+      minTtlMs: MIN_TTL_MS,
       members: [],
       security: null,
       federation: null,
-      engine: { kind: "etcd", endpoints: [...this.#options.endpoints] },
+      engine: {
+        kind: "etcd",
+        endpoints: [...this.#options.endpoints],
+        checksHealth: this.checksHealth,
+      },
     };
   }
 }
