@@ -120,7 +120,11 @@ async function round(
   }
 }
 
-const raft = new LocalCluster({ tickMs: 100, electionTicks: 10 });
+const raft = new LocalCluster({ // engine pinned: this compares the two
+  engine: "raft",
+  tickMs: 100,
+  electionTicks: 10,
+});
 const etcd = new EtcdCluster(etcdBinary.path, {
   heartbeatMs: 100,
   electionMs: 1_000,

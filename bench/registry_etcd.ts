@@ -267,6 +267,7 @@ const METRICS_PORTS = new Map<string, number>(
 );
 
 const rafter = new LocalCluster({
+  engine: "raft", // the Raft registry against etcd, whatever RAFTER_TEST_ENGINE says
   tickMs: TICK_MS,
   electionTicks: ELECTION_TICKS,
   childEnv: (name) => {

@@ -21,6 +21,16 @@
  * {@link LocalCluster.adminToken}, {@link LocalCluster.createToken} and
  * {@link LocalCluster.dialNode} give tests and the demo what they need.
  *
+ * With `engine: "etcd"` (or `RAFTER_TEST_ENGINE=etcd` in the environment)
+ * the registry runs on the etcd engine instead, so that a test written
+ * against this class runs on both engines: registry node `n1` is then a
+ * pair, an etcd member (child `n1-etcd`, data in {@link LocalCluster.dataDirOf})
+ * and a front (`registry/main.ts --engine etcd` over every member, child
+ * `n1`, on the node's client URL). Killing, pausing or resuming `n1` acts
+ * on both; its leader is the node whose member leads etcd. etcd members
+ * cannot watch stdin, so each has a guard (`sh`, holding a pipe from this
+ * process) that SIGKILLs it if this process ends without stopping it.
+ *
  * @module
  */
 
@@ -35,6 +45,16 @@ import type { RafterClient } from "../stub/client.ts";
 import type { Permission, TokenCreateResult } from "../protocol/auth.ts";
 import { type CertifiedKey, createCa, createCert } from "../cli/pki.ts";
 import { waitFor } from "./time.ts";
+import { type TestEngine, testEngine } from "./engine.ts";
+import {
+  agreedEtcdLeader,
+  etcdFrontArgs,
+  etcdMemberArgs,
+  type EtcdMemberPlace,
+  type EtcdMemberStatus,
+  etcdMemberStatus,
+  findEtcd,
+} from "./etcd.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -133,19 +153,39 @@ export interface Child {
 interface ChildState extends Omit<Child, "exited" | "running"> {
   exited: Promise<number>;
   process: Deno.ChildProcess;
+  /** For a child that cannot watch stdin: what kills it when this process ends. */
+  guard: Deno.ChildProcess | null;
   running: boolean;
   waiters: Array<{ pattern: RegExp; resolve(line: string): void }>;
 }
 
 /** Settings of a {@link LocalCluster}. */
 export interface LocalClusterOptions {
+  /**
+   * The registry's engine: `raft` (registry nodes form a Raft cluster) or
+   * `etcd` (each node an etcd member and a front over all members; see
+   * the module's notes; not with `secure`, joiners or rejoined nodes).
+   * Default: this test run's, `RAFTER_TEST_ENGINE` (`testEngine()` of
+   * `engine.ts`: `raft` when unset).
+   */
+  engine?: TestEngine;
   /** Folder for the nodes' data; default a fresh temporary folder, removed by `stop()`. */
   dataDir?: string;
-  /** Raft tick of the registry nodes, ms. Default 50. */
+  /**
+   * Raft tick of the registry nodes, ms (on etcd: the members'
+   * `--heartbeat-interval`). Default 50.
+   */
   tickMs?: number;
-  /** Election timeout of the registry nodes in ticks. Default 10. */
+  /**
+   * Election timeout of the registry nodes in ticks (on etcd: the members'
+   * `--election-timeout` is `tickMs` times this; etcd wants 5 or more).
+   * Default 10.
+   */
   electionTicks?: number;
-  /** Extra options for every registry node (e.g. `["--history-events", "50"]`). */
+  /**
+   * Extra options for every registry node (e.g. `["--history-events",
+   * "50"]`; on etcd, for every front).
+   */
   nodeArgs?: string[];
   /** Receives each line a child prints, prefixed with its name. */
   onOutput?(name: string, line: string): void;
@@ -176,6 +216,14 @@ export interface LocalClusterOptions {
    * `FAKETIME` to run one node under libfaketime. Default none.
    */
   childEnv?(name: string): Record<string, string> | undefined;
+}
+
+/** How {@link LocalCluster.startNode} starts a node (see there). */
+export interface StartNodeOptions {
+  secretFile?: string;
+  args?: string[];
+  join?: string;
+  ready?: RegExp;
 }
 
 /** What every certificate of a secure cluster is valid for: this host, one day. */
@@ -209,10 +257,19 @@ export class LocalCluster {
   /** The data folder, made on first use when the cluster owns it. */
   #dataDir: Promise<string> | null;
   readonly #ownsDataDir: boolean;
-  /** Registry node id → client URL. */
+  /** Registry node id → client URL (on etcd: its front's). */
   readonly registry = new Map<string, string>();
-  /** Registry node id → peer URL (where the other nodes reach it). */
+  /** Registry node id → peer URL (where the other nodes reach it; empty on etcd). */
   readonly peers = new Map<string, string>();
+  /** The registry's engine ({@link LocalClusterOptions.engine}). */
+  readonly engine: TestEngine;
+  /**
+   * On etcd: registry node id → its etcd member (its `--name`, the node
+   * id, and its client and peer URLs). Empty on Raft.
+   */
+  readonly etcdMembers = new Map<string, Omit<EtcdMemberPlace, "dataDir">>();
+  /** The etcd binary, found (or installed) on first use. */
+  #etcdBinary: Promise<string> | null = null;
   /** Nodes planned with {@link planJoiner}. */
   readonly #joiners = new Set<string>();
   /** Bootstrap nodes that came back as new members ({@link markRejoined}). */
@@ -239,6 +296,8 @@ export class LocalCluster {
       : Promise.resolve(options.dataDir);
     this.#ownsDataDir = options.dataDir === undefined;
     this.secure = options.secure === true;
+    this.engine = options.engine ?? testEngine();
+    if (this.secure) this.#raftOnly("secure: true");
   }
 
   /** Registry URLs, in node order. */
@@ -253,7 +312,7 @@ export class LocalCluster {
     return child;
   }
 
-  /** The folder node `id` keeps its log in. */
+  /** The folder node `id` keeps its log in (on etcd: its member's data). */
   async dataDirOf(id: string): Promise<string> {
     return `${await this.#root()}/${id}`;
   }
@@ -265,9 +324,26 @@ export class LocalCluster {
 
   /**
    * Picks free ports for `count` registry nodes n1..nN (a client port and a
-   * peer port each) without starting them; {@link startNode} starts one.
+   * peer port each; on etcd, the front's client port and the member's
+   * client and peer ports) without starting them; {@link startNode}
+   * starts one.
    */
   planRegistry(count: number): void {
+    if (this.engine === "etcd") {
+      const ports = freePorts(3 * count);
+      for (let i = 0; i < count; i++) {
+        const id = `n${i + 1}`;
+        this.registry.set(id, this.#url(ports[3 * i], id));
+        const member = (port: number) =>
+          this.#url(port, id).replace(/^[a-z]+:/, "http:");
+        this.etcdMembers.set(id, {
+          name: id,
+          clientUrl: member(ports[3 * i + 1]),
+          peerUrl: member(ports[3 * i + 2]),
+        });
+      }
+      return;
+    }
     const ports = freePorts(2 * count);
     for (let i = 0; i < count; i++) {
       const id = `n${i + 1}`;
@@ -282,6 +358,7 @@ export class LocalCluster {
    * `--join` (when given) and its own ports.
    */
   planJoiner(id: string): void {
+    this.#raftOnly("planJoiner");
     const [client, peer] = freePorts(2);
     this.registry.set(id, this.#url(client, id));
     this.peers.set(id, this.#url(peer, id));
@@ -297,6 +374,7 @@ export class LocalCluster {
    * were bootstrapped with it).
    */
   markRejoined(id: string): void {
+    this.#raftOnly("markRejoined");
     if (!this.registry.has(id)) throw new Error(`no registry node ${id}`);
     this.#rejoined.add(id);
   }
@@ -304,6 +382,9 @@ export class LocalCluster {
   /**
    * Starts `count` registry nodes n1..nN on free ports (a client port and a
    * peer port each) and waits until each listens.
+   *
+   * @throws {Error} on etcd, when there is no etcd binary and none could
+   * be installed (saying how to install it).
    */
   async startRegistry(count: number): Promise<void> {
     this.planRegistry(count);
@@ -329,6 +410,7 @@ export class LocalCluster {
    * left for the test to start with `--join`.
    */
   async startWithJoiners(count: number, ...joiners: string[]): Promise<void> {
+    this.#raftOnly("startWithJoiners");
     this.planRegistry(count);
     for (const joiner of joiners) this.planJoiner(joiner);
     await Promise.all(
@@ -348,35 +430,38 @@ export class LocalCluster {
    * joined earlier).
    * @param options.ready the output line to wait for (default
    * `listening on`).
+   *
+   * On etcd, starts node `id`'s member first unless it runs (from its data
+   * folder when it has one) and waits until it listens, then its front
+   * (with `options.args`). A front starts only once etcd answers it (it
+   * gives up after 5 s), which needs a quorum of members: start the nodes
+   * of a fresh or wholly stopped registry together, as
+   * {@link startRegistry} does. `secretFile` and `join` are not supported
+   * there.
    */
   async startNode(
     id: string,
-    options: {
-      secretFile?: string;
-      args?: string[];
-      join?: string;
-      ready?: RegExp;
-    } = {},
+    options: StartNodeOptions = {},
   ): Promise<Child> {
-    const address = (url: string) => url.replace(/^[a-z]+:\/\//, "");
+    if (this.engine === "etcd") return await this.#startEtcdNode(id, options);
     const membership = this.#joiners.has(id) || this.#rejoined.has(id)
       ? [
         ...(options.join === undefined ? [] : ["--join", options.join]),
         "--peer-listen",
-        address(this.peers.get(id)!),
+        hostPort(this.peers.get(id)!),
       ]
       : [
         "--peers",
         [...this.peers]
           .filter(([peer]) => !this.#joiners.has(peer))
-          .map(([peer, url]) => `${peer}=${address(url)}`)
+          .map(([peer, url]) => `${peer}=${hostPort(url)}`)
           .join(","),
       ];
     const child = this.#spawn(id, "registry/main.ts", [
       "--id",
       id,
       "--listen",
-      address(this.registry.get(id)!),
+      hostPort(this.registry.get(id)!),
       ...membership,
       "--cluster-secret-file",
       options.secretFile ?? await this.secretFile(),
@@ -391,6 +476,156 @@ export class LocalCluster {
     ], await this.#joinEnv(options.join));
     await this.waitForLine(id, options.ready ?? /listening on/, 20_000);
     return child;
+  }
+
+  /** {@link startNode} on etcd: the node's member (unless it runs), then its front. */
+  async #startEtcdNode(
+    id: string,
+    options: StartNodeOptions,
+  ): Promise<Child> {
+    if (options.join !== undefined) this.#raftOnly("startNode with join");
+    if (options.secretFile !== undefined) {
+      this.#raftOnly("startNode with secretFile");
+    }
+    const url = this.registry.get(id);
+    if (url === undefined) throw new Error(`no registry node ${id}`);
+    if (this.#children.get(id)?.running) {
+      throw new Error(`${id} is already running`);
+    }
+    await this.#startMember(id);
+    const endpoints = [...this.etcdMembers.values()].map((m) => m.clientUrl);
+    const child = this.#start(id, [
+      Deno.execPath(),
+      ...etcdFrontArgs(endpoints, hostPort(url)),
+      "--id",
+      id,
+      ...(options.args ?? this.#options.nodeArgs ?? []),
+      "--watch-stdin",
+    ]);
+    try {
+      await this.waitForLine(id, options.ready ?? /listening on/, 20_000);
+    } catch (error) {
+      throw new Error(
+        `${
+          (error as Error).message
+        }\n(on etcd a front starts once etcd answers it, which needs a quorum of members: start a stopped registry's nodes together, as startRegistry does)`,
+      );
+    }
+    return child;
+  }
+
+  /**
+   * Starts node `id`'s etcd member (child `${id}-etcd`) unless it runs:
+   * `--initial-cluster-state new` on a fresh data folder, else from its
+   * data; resolves once its client port takes connections (it answers
+   * requests only once it has a quorum, as a Raft node elects only then).
+   *
+   * @throws {Error} with its output when it exits or does not listen
+   * within 20 s.
+   */
+  async #startMember(id: string): Promise<void> {
+    const name = `${id}-etcd`;
+    if (this.#children.get(name)?.running) return;
+    const member = this.etcdMembers.get(id)!;
+    const binary = await this.#etcd();
+    const dataDir = await this.dataDirOf(id);
+    const fresh = await Deno.stat(dataDir).then(() => false, () => true);
+    const tickMs = this.#options.tickMs ?? 50;
+    const child = this.#start(
+      name,
+      [
+        binary,
+        ...etcdMemberArgs({ ...member, dataDir }, [
+          ...this.etcdMembers.values(),
+        ], {
+          state: fresh ? "new" : "existing",
+          token: `rafter-${(await this.#root()).split("/").pop()}`,
+          timing: {
+            heartbeatMs: tickMs,
+            electionMs: tickMs * (this.#options.electionTicks ?? 10),
+          },
+        }),
+      ],
+      undefined,
+      true,
+    );
+    const timeoutMs = 20_000;
+    const deadline = Date.now() + timeoutMs;
+    const { hostname, port } = new URL(member.clientUrl);
+    let why = `did not listen on ${member.clientUrl} within ${timeoutMs} ms`;
+    while (Date.now() < deadline) {
+      if (!child.running) {
+        why = `exited with code ${await child.exited}`;
+        break;
+      }
+      const listening = await Deno.connect({ hostname, port: Number(port) })
+        .then((connection) => {
+          connection.close();
+          return true;
+        }, () => false);
+      if (listening) return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error(`${name}: ${why}; its output:\n${child.output.join("\n")}`);
+  }
+
+  /** The etcd binary's path, found (or installed) once. */
+  #etcd(): Promise<string> {
+    const log = (line: string) =>
+      this.#options.onOutput === undefined
+        ? console.error(line)
+        : this.#options.onOutput("etcd", line);
+    this.#etcdBinary ??= findEtcd(log).then((found) => {
+      if ("skipped" in found) {
+        throw new Error(
+          `LocalCluster: the etcd engine needs etcd, and it is unavailable: ${found.skipped}`,
+        );
+      }
+      return found.path;
+    });
+    return this.#etcdBinary;
+  }
+
+  /** What the etcd members say of themselves: the running ones that answer. */
+  async #memberStatuses(
+    timeoutMs = 500,
+  ): Promise<Array<{ id: string; status: EtcdMemberStatus }>> {
+    const answers = await Promise.all(
+      [...this.etcdMembers].map(async ([id, member]) => {
+        if (!this.#children.get(`${id}-etcd`)?.running) return null;
+        const status = await etcdMemberStatus(member.clientUrl, timeoutMs);
+        return status === null ? null : { id, status };
+      }),
+    );
+    return answers.filter((answer) => answer !== null);
+  }
+
+  /**
+   * On etcd: the node whose member leads, as every running member that
+   * answers says (the leader among them), or null.
+   */
+  async #etcdLeader(): Promise<string | null> {
+    const answers = await this.#memberStatuses();
+    const index = agreedEtcdLeader(answers.map((answer) => answer.status));
+    return index === -1 ? null : answers[index].id;
+  }
+
+  /** Throws, saying that the etcd engine does not support `what`, on etcd. */
+  #raftOnly(what: string): void {
+    if (this.engine !== "etcd") return;
+    const from = this.#options.engine === undefined
+      ? ", from RAFTER_TEST_ENGINE"
+      : "";
+    throw new Error(
+      `LocalCluster: ${what} is not supported by the etcd engine (this cluster's engine is etcd${from}); it needs the Raft engine`,
+    );
+  }
+
+  /** The children that are `name`: a registry node's front and member on etcd, else the child `name`. */
+  #partsOf(name: string): string[] {
+    return this.engine === "etcd" && this.etcdMembers.has(name)
+      ? [name, `${name}-etcd`]
+      : [name];
   }
 
   /**
@@ -469,14 +704,21 @@ export class LocalCluster {
     return child;
   }
 
-  /** Stops child `name` with SIGSTOP (it stays alive, frozen); {@link resume} undoes it. */
+  /**
+   * Stops child `name` with SIGSTOP (it stays alive, frozen); {@link resume}
+   * undoes it. On etcd, a registry node id freezes its front and member.
+   */
   pause(name: string): void {
-    this.#children.get(name)?.process.kill("SIGSTOP");
+    for (const part of this.#partsOf(name)) {
+      this.#children.get(part)?.process.kill("SIGSTOP");
+    }
   }
 
-  /** Lets a child stopped with {@link pause} run again (SIGCONT). */
+  /** Lets a child stopped with {@link pause} run again (SIGCONT); on etcd, a node's front and member. */
   resume(name: string): void {
-    this.#children.get(name)?.process.kill("SIGCONT");
+    for (const part of this.#partsOf(name)) {
+      this.#children.get(part)?.process.kill("SIGCONT");
+    }
   }
 
   /**
@@ -519,16 +761,24 @@ export class LocalCluster {
     });
   }
 
-  /** Sends `signal` to child `name` and waits until it has exited. */
+  /**
+   * Sends `signal` to child `name` and waits until it has exited. On etcd,
+   * a registry node id signals its front and its member (child
+   * `${id}-etcd` alone: the member only).
+   */
   async kill(name: string, signal: Deno.Signal = "SIGKILL"): Promise<void> {
-    const child = this.#children.get(name);
-    if (child === undefined || !child.running) return;
-    try {
-      child.process.kill(signal);
-    } catch {
-      // It exited in the meantime.
-    }
-    await child.exited;
+    await Promise.all(
+      this.#partsOf(name).map(async (part) => {
+        const child = this.#children.get(part);
+        if (child === undefined || !child.running) return;
+        try {
+          child.process.kill(signal);
+        } catch {
+          // It exited in the meantime.
+        }
+        await child.exited;
+      }),
+    );
   }
 
   /** `registry.status` of node `id`, or null when it does not answer within `timeoutMs`. */
@@ -556,8 +806,13 @@ export class LocalCluster {
     }
   }
 
-  /** The id of the leader all running nodes that know one agree on, or null. */
+  /**
+   * The id of the leader all running nodes that know one agree on, or
+   * null. On etcd: the node whose member leads etcd, as every running
+   * member that answers says.
+   */
   async leader(): Promise<string | null> {
+    if (this.engine === "etcd") return await this.#etcdLeader();
     const statuses = await Promise.all(
       [...this.registry.keys()].map((id) => this.status(id)),
     );
@@ -568,12 +823,19 @@ export class LocalCluster {
 
   /**
    * Polls until a single leader is known to every running node (each
-   * follower has heard from it, so it redirects writes there);
+   * follower has heard from it, so it redirects writes there; on etcd,
+   * {@link leader}: every member that answers names the leader's);
    * @throws {Error} after `timeoutMs`.
    */
   async waitForLeader(timeoutMs = 10_000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
+      if (this.engine === "etcd") {
+        const leader = await this.#etcdLeader();
+        if (leader !== null) return leader;
+        await new Promise((r) => setTimeout(r, 50));
+        continue;
+      }
       const statuses = (await Promise.all(
         [...this.registry.keys()].map((id) => this.status(id)),
       )).filter((s) => s !== null);
@@ -596,6 +858,9 @@ export class LocalCluster {
    * comparing with a later reading would wait for a quiet moment that may
    * never come).
    *
+   * On etcd, whose reads are linearizable anyway: once node `id`'s member
+   * answers its status and knows a leader (`sameTerm` is not looked at).
+   *
    * @param options.sameTerm also require `id` to be in the leader's term.
    * @param options.statusTimeoutMs how long each status call may take.
    * @throws {Error} after `timeoutMs` (default 10 s).
@@ -617,6 +882,14 @@ export class LocalCluster {
     } = options;
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
+      if (this.engine === "etcd") {
+        const own = (await this.#memberStatuses(statusTimeoutMs)).find((
+          answer,
+        ) => answer.id === id);
+        if (own !== undefined && own.status.leader !== "0") return;
+        await new Promise((r) => setTimeout(r, intervalMs));
+        continue;
+      }
       const leaderId = (await this.status(id, statusTimeoutMs))?.leader ?? null;
       const leader = leaderId === null
         ? null
@@ -913,26 +1186,44 @@ export class LocalCluster {
     return this.#dataDir;
   }
 
+  /** Runs repository script `script` with `deno run` as child `name`. */
   #spawn(
     name: string,
     script: string,
     args: string[],
     env?: Record<string, string>,
   ): ChildState {
+    return this.#start(name, [
+      Deno.execPath(),
+      "run",
+      "-A",
+      new URL(script, ROOT).pathname,
+      ...args,
+      "--watch-stdin",
+    ], env);
+  }
+
+  /**
+   * Runs `argv` (under child `name`'s wrapper) in the repository folder as
+   * child `name`. A program that cannot end with its stdin (`guarded`)
+   * gets a {@link guard}.
+   */
+  #start(
+    name: string,
+    argv: string[],
+    env?: Record<string, string>,
+    guarded = false,
+  ): ChildState {
     const existing = this.#children.get(name);
     if (existing?.running) throw new Error(`${name} is already running`);
     const extra = this.#options.childEnv?.(name);
     if (extra !== undefined) env = { ...env, ...extra };
-    const wrapper = this.#options.wrapperOf?.(name) ?? [];
-    const process = new Deno.Command(wrapper[0] ?? Deno.execPath(), {
-      args: [
-        ...(wrapper.length === 0 ? [] : [...wrapper.slice(1), Deno.execPath()]),
-        "run",
-        "-A",
-        new URL(script, ROOT).pathname,
-        ...args,
-        "--watch-stdin",
-      ],
+    const [program, ...args] = [
+      ...(this.#options.wrapperOf?.(name) ?? []),
+      ...argv,
+    ];
+    const process = new Deno.Command(program, {
+      args,
       cwd: new URL(".", ROOT).pathname,
       ...(env === undefined ? {} : { env }),
       stdin: "piped",
@@ -945,6 +1236,7 @@ export class LocalCluster {
       pid: process.pid,
       output,
       process,
+      guard: guarded ? guard(process.pid) : null,
       running: true,
       waiters: [],
       exited: Promise.resolve(0),
@@ -956,6 +1248,15 @@ export class LocalCluster {
       async ([status]) => {
         state.running = false;
         await process.stdin.close().catch(() => {});
+        if (state.guard !== null) {
+          // Killed before its stdin closes: it must not signal the PID,
+          // which another process may get now.
+          try {
+            state.guard.kill("SIGKILL");
+          } catch { /* already gone */ }
+          await state.guard.status;
+          await state.guard.stdin.close().catch(() => {});
+        }
         return status.code;
       },
     );
@@ -985,6 +1286,31 @@ export class LocalCluster {
     }
     if (rest !== "") onLine(rest);
   }
+}
+
+/** `host:port` of a `scheme://host:port` URL. */
+function hostPort(url: string): string {
+  return url.replace(/^[a-z]+:\/\//, "");
+}
+
+/**
+ * A guard of the child `pid`, for a child that cannot watch its stdin
+ * (etcd): `sh`, reading a pipe from this process; when this process ends,
+ * however it ends, the pipe closes and the guard SIGKILLs `pid`. Killed
+ * itself (SIGKILL, before its pipe is closed) once the child has exited.
+ */
+function guard(pid: number): Deno.ChildProcess {
+  return new Deno.Command("sh", {
+    args: [
+      "-c",
+      'read -r _; kill -KILL "$1" 2>/dev/null',
+      "rafter-guard",
+      String(pid),
+    ],
+    stdin: "piped",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
 }
 
 /** Writes `text` to a new file `path`, mode 0600. */

@@ -1,9 +1,12 @@
 /**
- * etcd for the registry benchmarks (private to `bench/`): finds the `etcd`
+ * etcd for the registry benchmarks and the tests: finds the `etcd`
  * binary and `etcdctl` (installing Debian's `etcd-server` / `etcd-client`
  * package when one is missing and this process may), and starts a 3-member etcd cluster on 127.0.0.1 as
  * child processes, each with its own data folder, killed and restarted by
- * PID.
+ * PID ({@link EtcdCluster}, for `bench/`). The member command line
+ * ({@link etcdMemberArgs}), a member's status ({@link etcdMemberStatus})
+ * and the leader the members agree on ({@link agreedEtcdLeader}) are
+ * shared with `LocalCluster`'s etcd engine (`cluster.ts`).
  *
  * The members run with etcd's defaults (every WAL append fsynced) except
  * the Raft timing, which is set to the Rafter registry's defaults
@@ -113,7 +116,7 @@ export async function findEtcdctl(
 }
 
 function installHint(what: { binary: string; pkg: string }): string {
-  return `install ${what.binary} (Debian/Ubuntu: \`sudo apt-get install -y ${what.pkg}\`) so \`${what.binary}\` is on PATH, then run the bench again`;
+  return `install ${what.binary} (Debian/Ubuntu: \`sudo apt-get install -y ${what.pkg}\`) so \`${what.binary}\` is on PATH, then run again`;
 }
 
 /**
@@ -181,14 +184,127 @@ async function findPackaged(
 /** Raft timing of the members, ms (etcd's flags of the same names). */
 export interface EtcdTiming {
   heartbeatMs: number;
+  /** At least 5 heartbeats: etcd refuses to start otherwise. */
   electionMs: number;
 }
 
-interface Member {
+/** Where one etcd member listens and keeps its data. */
+export interface EtcdMemberPlace {
+  /** Its `--name`, as `--initial-cluster` lists it. */
   name: string;
+  /** `http://host:port`: gRPC and the JSON gateway. */
   clientUrl: string;
+  /** `http://host:port`: where the other members reach it. */
   peerUrl: string;
   dataDir: string;
+}
+
+/**
+ * The command line (after the binary) of etcd member `member` of the
+ * cluster `members`: its URLs and data folder, `--initial-cluster` of
+ * every member, `state` (`new` the first time; etcd ignores the initial
+ * cluster flags when the data folder holds a member already), the
+ * cluster `token`, the Raft `timing`, and warnings only in its log.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { etcdMemberArgs } from "./etcd.ts";
+ * const e1 = { name: "e1", clientUrl: "http://127.0.0.1:1", peerUrl: "http://127.0.0.1:2", dataDir: "/d/e1" };
+ * const e2 = { name: "e2", clientUrl: "http://127.0.0.1:3", peerUrl: "http://127.0.0.1:4", dataDir: "/d/e2" };
+ * const args = etcdMemberArgs(e2, [e1, e2], {
+ *   state: "new",
+ *   token: "t",
+ *   timing: { heartbeatMs: 50, electionMs: 500 },
+ * });
+ * assert.equal(args[args.indexOf("--initial-cluster") + 1], "e1=http://127.0.0.1:2,e2=http://127.0.0.1:4");
+ * assert.equal(args[args.indexOf("--election-timeout") + 1], "500");
+ * ```
+ */
+export function etcdMemberArgs(
+  member: EtcdMemberPlace,
+  members: readonly Pick<EtcdMemberPlace, "name" | "peerUrl">[],
+  options: { state: "new" | "existing"; token: string; timing: EtcdTiming },
+): string[] {
+  return [
+    "--name",
+    member.name,
+    "--data-dir",
+    member.dataDir,
+    "--listen-client-urls",
+    member.clientUrl,
+    "--advertise-client-urls",
+    member.clientUrl,
+    "--listen-peer-urls",
+    member.peerUrl,
+    "--initial-advertise-peer-urls",
+    member.peerUrl,
+    "--initial-cluster",
+    members.map((m) => `${m.name}=${m.peerUrl}`).join(","),
+    "--initial-cluster-state",
+    options.state,
+    "--initial-cluster-token",
+    options.token,
+    "--heartbeat-interval",
+    String(options.timing.heartbeatMs),
+    "--election-timeout",
+    String(options.timing.electionMs),
+    "--logger",
+    "zap",
+    "--log-level",
+    "warn",
+  ];
+}
+
+/** What a member says of itself: its member id and the leader's ("0": none known). */
+export interface EtcdMemberStatus {
+  id: string;
+  leader: string;
+  raftIndex: string;
+}
+
+/**
+ * `POST /v3/maintenance/status` of the member at `clientUrl` through its
+ * JSON gateway: its member id and the leader it knows ("0": none); null
+ * when it does not answer within `timeoutMs`. (A member answers once the
+ * cluster has let it publish itself: a fresh one, once a quorum runs.)
+ */
+export async function etcdMemberStatus(
+  clientUrl: string,
+  timeoutMs = 500,
+): Promise<EtcdMemberStatus | null> {
+  try {
+    const response = await fetch(`${clientUrl}/v3/maintenance/status`, {
+      method: "POST",
+      body: "{}",
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const body = await response.json();
+    if (!response.ok) return null;
+    return {
+      id: String(body.header?.member_id ?? ""),
+      leader: String(body.leader ?? "0"),
+      raftIndex: String(body.raftIndex ?? "0"),
+    };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The index in `statuses` of the leader they all name, when it is one of
+ * them (so it answered too); -1 when they name none, disagree, or name a
+ * member not among them.
+ */
+export function agreedEtcdLeader(
+  statuses: readonly EtcdMemberStatus[],
+): number {
+  const leader = statuses[0]?.leader ?? "0";
+  if (leader === "0" || statuses.some((s) => s.leader !== leader)) return -1;
+  return statuses.findIndex((s) => s.id === leader);
+}
+
+interface Member extends EtcdMemberPlace {
   process: Deno.ChildProcess | null;
   exited: Promise<void>;
   /** The last lines it printed (its log), for errors. */
@@ -267,38 +383,12 @@ export class EtcdCluster {
   }
 
   #spawn(member: Member, state: "new" | "existing"): void {
-    const cluster = this.#members.map((m) => `${m.name}=${m.peerUrl}`).join(
-      ",",
-    );
     const child = new Deno.Command(this.#binary, {
-      args: [
-        "--name",
-        member.name,
-        "--data-dir",
-        member.dataDir,
-        "--listen-client-urls",
-        member.clientUrl,
-        "--advertise-client-urls",
-        member.clientUrl,
-        "--listen-peer-urls",
-        member.peerUrl,
-        "--initial-advertise-peer-urls",
-        member.peerUrl,
-        "--initial-cluster",
-        cluster,
-        "--initial-cluster-state",
+      args: etcdMemberArgs(member, this.#members, {
         state,
-        "--initial-cluster-token",
-        `rafter-bench-${Deno.pid}`,
-        "--heartbeat-interval",
-        String(this.#timing.heartbeatMs),
-        "--election-timeout",
-        String(this.#timing.electionMs),
-        "--logger",
-        "zap",
-        "--log-level",
-        "warn",
-      ],
+        token: `rafter-bench-${Deno.pid}`,
+        timing: this.#timing,
+      }),
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -351,35 +441,16 @@ export class EtcdCluster {
   }
 
   /**
-   * `POST /v3/maintenance/status` of member `name` through its JSON
-   * gateway: its member id and the leader it knows ("0": none); null when
-   * it does not answer within `timeoutMs`.
+   * {@link etcdMemberStatus} of member `name`; null while it is not
+   * running.
    */
   async status(
     name: string,
     timeoutMs = 500,
-  ): Promise<{ id: string; leader: string; raftIndex: string } | null> {
+  ): Promise<EtcdMemberStatus | null> {
     const member = this.#member(name);
     if (member.process === null) return null;
-    try {
-      const response = await fetch(
-        `${member.clientUrl}/v3/maintenance/status`,
-        {
-          method: "POST",
-          body: "{}",
-          signal: AbortSignal.timeout(timeoutMs),
-        },
-      );
-      const body = await response.json();
-      if (!response.ok) return null;
-      return {
-        id: String(body.header?.member_id ?? ""),
-        leader: String(body.leader ?? "0"),
-        raftIndex: String(body.raftIndex ?? "0"),
-      };
-    } catch {
-      return null;
-    }
+    return await etcdMemberStatus(member.clientUrl, timeoutMs);
   }
 
   /**
@@ -394,14 +465,8 @@ export class EtcdCluster {
         running.map((m) => this.status(m.name)),
       );
       if (statuses.every((s) => s !== null)) {
-        const leader = statuses[0]!.leader;
-        const index = statuses.findIndex((s) => s!.id === leader);
-        if (
-          leader !== "0" && index !== -1 &&
-          statuses.every((s) => s!.leader === leader)
-        ) {
-          return running[index].name;
-        }
+        const index = agreedEtcdLeader(statuses as EtcdMemberStatus[]);
+        if (index !== -1) return running[index].name;
       }
       await new Promise((r) => setTimeout(r, 50));
     }
