@@ -100,7 +100,12 @@ import {
   peerCertificateMismatch,
   portsFree,
 } from "./_start_checks.ts";
-import { exposureOf, exposureProblems } from "./node/exposure.ts";
+import {
+  exposureOf,
+  exposureProblems,
+  frontExposureProblems,
+  isLoopbackHost,
+} from "./node/exposure.ts";
 import { InsecureStartError, nodeDialers } from "./node/options.ts";
 import { VERSION, versionLine } from "../internal/version.ts";
 import { nodeLogger } from "./node/log.ts";
@@ -210,6 +215,52 @@ async function runEtcdFront(
 ): Promise<number> {
   const log = (line: string, level?: "info" | "warn" | "error") =>
     logger.line(line, level ?? "info");
+  // What a front does not do is refused, not ignored: a flag that seemed
+  // to protect or observe it must not pass silently.
+  const unserved = [
+    args.auth
+      ? "--auth (tokens are not served over etcd: use --tls-client-ca)"
+      : null,
+    args.peerTls !== undefined
+      ? "--peer-tls-* (a front has no peer port)"
+      : null,
+    args.join !== undefined
+      ? "--join (etcd's members join with etcdctl member add)"
+      : null,
+    args.metricsListen !== undefined
+      ? "--metrics-listen (not served by a front yet)"
+      : null,
+  ].filter((flag) => flag !== null);
+  if (unserved.length > 0) {
+    log(
+      `registry ${args.id}: --engine etcd does not serve ${
+        unserved.join(", ")
+      }: drop them, or run a Raft registry (--engine raft)`,
+      "error",
+    );
+    return 2;
+  }
+  // Secure by default, as a node: refused before etcd is dialed.
+  const problems = frontExposureProblems({
+    listen: args.listen,
+    tls: args.tls,
+    insecure: args.insecure,
+  });
+  if (problems.length > 0) {
+    log(
+      `registry ${args.id}: ${new InsecureStartError(problems).message}`,
+      "error",
+    );
+    return 2;
+  }
+  if (args.insecure && !isLoopbackHost(args.listen.hostname)) {
+    log(
+      `WARNING: started with --insecure: the client port listens on ${args.listen.hostname} without ${
+        args.tls === undefined ? "TLS or " : ""
+      }client certificates. Anyone who reaches it can read and change the registry.`,
+      "warn",
+    );
+  }
   // Computed, so that the registry's module graph (and deno.lock) leave
   // out etcd3 and its gRPC stack: only --engine etcd loads them.
   const frontModule = new URL("./etcd/front.ts", import.meta.url).href;
@@ -221,6 +272,15 @@ async function runEtcdFront(
           hostname: string;
           port: number;
           id: string;
+          advertise?: string;
+          tls?: {
+            certFile: string;
+            keyFile: string;
+            caFile?: string;
+            clientCert: "none" | "require";
+          };
+          federation?: unknown;
+          dashboardListen?: { hostname: string; port: number };
           log(line: string): void;
         },
         serveFn: typeof serve,
@@ -234,6 +294,13 @@ async function runEtcdFront(
       hostname: args.listen.hostname,
       port: args.listen.port,
       id: args.id,
+      advertise: args.advertise,
+      tls: args.tls === undefined ? undefined : {
+        ...args.tls,
+        clientCert: args.tls.caFile === undefined ? "none" : "require",
+      },
+      federation: args.federation,
+      dashboardListen: args.dashboardListen,
       log: (line) => log(line, "warn"),
     }, serve);
   } catch (error) {

@@ -18,6 +18,9 @@ import { serve } from "../adapter/deno/serve.ts";
 import type { WatchEvent } from "../protocol/registry.ts";
 import { EtcdCluster, etcdFrontArgs, findEtcd } from "../testing/etcd.ts";
 import { RpcError } from "../rpc/errors.ts";
+import { makeTestPki } from "../testing/certs.ts";
+import { withTempDir } from "../testing/temp.ts";
+import { denoDialer } from "../adapter/deno/tcp.ts";
 
 const etcd = await findEtcd(() => {});
 if ("skipped" in etcd) {
@@ -27,9 +30,9 @@ if ("skipped" in etcd) {
 }
 
 /** Starts a front (`--engine etcd`) as a child process, its output collected. */
-function spawnFront(endpoints: string[], listen: string) {
+function spawnFront(endpoints: string[], listen: string, extra: string[] = []) {
   const child = new Deno.Command(Deno.execPath(), {
-    args: etcdFrontArgs(endpoints, listen),
+    args: [...etcdFrontArgs(endpoints, listen), ...extra],
     stdout: "piped",
     stderr: "piped",
   }).spawn();
@@ -255,4 +258,150 @@ Deno.test("--engine etcd with an etcd that cannot be reached serves UNAVAILABLE,
   } finally {
     assert.equal(await front.stop(), 0, lines.join(""));
   }
+});
+
+Deno.test("--engine etcd refuses the flags a front does not serve, and an exposed client port without TLS and client certificates", async () => {
+  await withTempDir(async (dir) => {
+    const pki = await makeTestPki(dir, { others: ["front"] });
+    const { certFile, keyFile } = pki.certs.front;
+    const [etcdPort] = freePorts(1);
+    // Refused before etcd is dialed (nothing listens at etcdPort).
+    const refused = async (listen: string, extra: string[]) => {
+      const front = spawnFront([`http://127.0.0.1:${etcdPort}`], listen, [
+        // (a wildcard listen address needs one; nothing dials it here)
+        "--advertise",
+        "127.0.0.1",
+        ...extra,
+      ]);
+      const code = await front.child.status.then((s) => s.code);
+      await front.stop().catch(() => {});
+      return { code, text: front.lines.join("") };
+    };
+    const auth = await refused("127.0.0.1:0", ["--auth"]);
+    assert.equal(auth.code, 2, auth.text);
+    assert.match(
+      auth.text,
+      /--engine etcd does not serve --auth \(tokens are not served over etcd: use --tls-client-ca\).*drop them, or run a Raft registry/,
+    );
+    const open = await refused("0.0.0.0:0", []);
+    assert.equal(open.code, 2, open.text);
+    assert.match(
+      open.text,
+      /listens on 0\.0\.0\.0, which other hosts can reach, without TLS and without client certificates .*--tls-client-ca/,
+    );
+    const noClientCerts = await refused("0.0.0.0:0", [
+      "--tls-cert",
+      certFile,
+      "--tls-key",
+      keyFile,
+    ]);
+    assert.equal(noClientCerts.code, 2, noClientCerts.text);
+    assert.match(
+      noClientCerts.text,
+      /with TLS but without client certificates.*could revoke any lease: pass --tls-client-ca/,
+    );
+  });
+});
+
+Deno.test({
+  name:
+    "a front with TLS and client certificates refuses plaintext and certificate-less clients, serves one with a certificate, and its dashboard shows the bindings",
+  ignore: "skipped" in etcd,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await withTempDir(async (dir) => {
+      const pki = await makeTestPki(dir, { others: ["front", "client"] });
+      const members = new EtcdCluster((etcd as { path: string }).path, {
+        heartbeatMs: 100,
+        electionMs: 1_000,
+      });
+      try {
+        await members.start(1);
+        const [port, dashboardPort] = freePorts(2);
+        const front = spawnFront(members.clientUrls, `127.0.0.1:${port}`, [
+          "--tls-cert",
+          pki.certs.front.certFile,
+          "--tls-key",
+          pki.certs.front.keyFile,
+          "--tls-client-ca",
+          pki.caFile,
+          "--dashboard-listen",
+          `127.0.0.1:${dashboardPort}`,
+        ]);
+        try {
+          await front.listening();
+          const url = `tls://127.0.0.1:${port}`;
+          assert.match(front.lines.join(""), new RegExp(`listening on ${url}`));
+          const options = { deadlineMs: 3_000 };
+          // A plaintext client, and a TLS client with no certificate.
+          for (
+            const client of [
+              connect([`tcp://127.0.0.1:${port}`], options),
+              connect([url], {
+                ...options,
+                dialer: denoDialer({ caFile: pki.caFile }),
+              }),
+            ]
+          ) {
+            try {
+              await assert.rejects(client.lookup("svc"));
+            } finally {
+              client.close();
+            }
+          }
+          const client = connect([url], {
+            ...options,
+            dialer: denoDialer({
+              caFile: pki.caFile,
+              certFile: pki.certs.client.certFile,
+              keyFile: pki.certs.client.keyFile,
+            }),
+          });
+          try {
+            await client.bind("svc", { id: "s1", url: "tcp://127.0.0.1:9201" });
+            assert.deepEqual(
+              (await client.lookup("svc")).endpoints.map((e) => e.id),
+              ["s1"],
+            );
+            // The dashboard's event stream: its first view has the binding.
+            const response = await fetch(
+              `http://127.0.0.1:${dashboardPort}/events`,
+            );
+            assert.equal(response.status, 200);
+            const reader = response.body!.pipeThrough(new TextDecoderStream())
+              .getReader();
+            let text = "";
+            const deadline = Date.now() + 10_000;
+            while (!/\n\n/.test(text) && Date.now() < deadline) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              text += value;
+            }
+            await reader.cancel();
+            const view = JSON.parse(
+              text.split("\n").find((l) => l.startsWith("data: "))!.slice(6),
+            );
+            assert.deepEqual(
+              view.names.map((
+                n: { name: string; endpoints: { id: string }[] },
+              ) => [n.name, n.endpoints.map((e) => e.id)]),
+              [["svc", ["s1"]]],
+            );
+            console.log(
+              `measured: dashboard view of the front: ${
+                JSON.stringify(view.names)
+              }`,
+            );
+          } finally {
+            client.close();
+          }
+        } finally {
+          await front.stop();
+        }
+      } finally {
+        await members.stop();
+      }
+    });
+  },
 });

@@ -57,6 +57,13 @@ import {
   RpcError,
 } from "../../rpc/errors.ts";
 import { withDeadline } from "../../internal/timing.ts";
+import type { TcpAddress } from "../../rpc/transport/transport.ts";
+import type { RegistryStatus } from "../../protocol/registry.ts";
+import {
+  Dashboard,
+  type DashboardServer,
+  serveDashboard,
+} from "../node/dashboard.ts";
 import { LeaseRenewer } from "./keep_alive.ts";
 import {
   bindingFields,
@@ -86,6 +93,14 @@ export interface EtcdFrontOptions {
   id?: string;
   /** Largest frame a client may send, bytes. @default 8 MiB, as a node's */
   maxFrameBytes?: number;
+  /** The client URL to advertise (`--advertise`), if not the listen address. */
+  advertise?: string;
+  /** TLS on the client port (`--tls-cert/--tls-key`, `--tls-client-ca`). */
+  tls?: ServeOptions["tls"];
+  /** The federation this front's cluster is part of, for `registry.status`. */
+  federation?: unknown;
+  /** Where to serve the dashboard (`--dashboard-listen`), if anywhere. */
+  dashboardListen?: TcpAddress;
 }
 
 /** How long one etcd call may take before the client tries another member, ms. */
@@ -130,6 +145,24 @@ export class EtcdFront {
   #watchCount = 0;
   #closed = false;
   #connecting: Promise<void> = Promise.resolve();
+  /** The live page of `--dashboard-listen`: the bindings etcd holds. */
+  readonly #dashboard = new Dashboard({
+    status: () => this.#status() as unknown as RegistryStatus,
+    progress: () => new Map(),
+    lastIndex: () => 0,
+    state: {
+      names: () => this.#mirror?.names() ?? [],
+      bindings: (name: string) => this.#mirror?.bindingFieldsOf(name) ?? [],
+      verifyToken: () => Promise.resolve(undefined),
+      token: () => undefined,
+    },
+    leases: {
+      load: (id: string) => this.#load(id),
+      remainingTimes: () => [],
+    },
+    authEnforced: () => false,
+  });
+  #dashboardServer: DashboardServer | undefined;
   /** Resolves once the mirror is read (or the front closes first). */
   readonly #ready = Promise.withResolvers<void>();
   /** Why etcd has not been reached yet (for UNAVAILABLE answers). */
@@ -175,10 +208,20 @@ export class EtcdFront {
       front.#server = serve({
         hostname: options.hostname ?? "127.0.0.1",
         port: options.port ?? 7001,
+        advertise: options.advertise,
+        tls: options.tls,
         maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
         methods: (session: RpcSession) => front.#methods(session),
       });
+      if (options.dashboardListen !== undefined) {
+        front.#dashboardServer = serveDashboard(
+          options.dashboardListen,
+          front.#dashboard,
+        );
+        front.#log(`dashboard on ${front.#dashboardServer.url}`);
+      }
     } catch (error) {
+      await front.#server?.close();
       front.#etcd.close();
       throw error;
     }
@@ -213,6 +256,8 @@ export class EtcdFront {
           this.#log,
         );
         this.#ready.resolve();
+        mirror.listen(() => this.#dashboard.changed());
+        this.#dashboard.changed();
         if (attempt > 1) this.#log(`etcd at ${where} answers: serving`);
         return;
       } catch (error) {
@@ -245,6 +290,8 @@ export class EtcdFront {
   async close(): Promise<void> {
     this.#closed = true;
     this.#ready.resolve();
+    this.#dashboard.close();
+    await this.#dashboardServer?.close();
     await this.#server?.close();
     await this.#connecting;
     await this.#health?.close();
@@ -870,7 +917,7 @@ export class EtcdFront {
       minTtlMs: MIN_TTL_MS,
       members: [],
       security: null,
-      federation: null,
+      federation: this.#options.federation ?? null,
       engine: {
         kind: "etcd",
         endpoints: [...this.#options.endpoints],

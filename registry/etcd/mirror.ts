@@ -190,6 +190,22 @@ export class EtcdMirror {
     this.#emit({ kind: "load", leaseId, load });
   }
 
+  /** The names bound, in order, with their binding counts (as RegistryState's). */
+  names(): { name: string; count: number }[] {
+    const counts = new Map<string, number>();
+    for (const { name } of this.bindings.values()) {
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+    }
+    return [...counts].sort(([a], [b]) => a < b ? -1 : 1).map((
+      [name, count],
+    ) => ({ name, count }));
+  }
+
+  /** The bindings of `name` as the registry's state has them, in bind order. */
+  bindingFieldsOf(name: string): Binding[] {
+    return this.bindingsOf(name).map(bindingFields);
+  }
+
   /** Stops following etcd. */
   async close(): Promise<void> {
     this.#listeners.clear();

@@ -82,6 +82,16 @@ export interface DashboardView {
   names: { name: string; endpoints: DashboardEndpoint[] }[];
 }
 
+/**
+ * The part of the registry's state the dashboard reads (a node's
+ * {@link RegistryState}; an etcd front's copy of the bindings): the
+ * names with their bindings, and the tokens when auth is enforced.
+ */
+export type DashboardState = Pick<
+  RegistryState,
+  "names" | "bindings" | "verifyToken" | "token"
+>;
+
 /** What the dashboard reads from its node. */
 export interface DashboardSources {
   status(): RegistryStatus;
@@ -89,7 +99,7 @@ export interface DashboardSources {
   progress(): ReadonlyMap<string, { match: number }>;
   /** Index of the last entry of this node's log. */
   lastIndex(): number;
-  state: RegistryState;
+  state: DashboardState;
   leases: {
     load(id: string): number | null;
     remainingTimes(): [string, number][];

@@ -98,6 +98,43 @@ export function exposureProblems(exposure: Exposure): string[] {
 }
 
 /**
+ * What is missing for an etcd front (`--engine etcd`) to start safely, as
+ * {@link exposureProblems} for a node: a front on an address other hosts
+ * can reach needs TLS on its client port and, since tokens are not served
+ * over etcd, client certificates (`--tls-client-ca`: only clients holding
+ * a certificate of that CA connect); or `--insecure`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { frontExposureProblems } from "./exposure.ts";
+ * const listen = { hostname: "0.0.0.0", port: 7001 };
+ * assert.equal(frontExposureProblems({ listen, insecure: false }).length, 1);
+ * assert.deepEqual(frontExposureProblems({ listen, insecure: false, tls: { caFile: "ca.pem" } }), []);
+ * assert.deepEqual(frontExposureProblems({ listen: { hostname: "127.0.0.1", port: 7001 }, insecure: false }), []);
+ * ```
+ */
+export function frontExposureProblems(options: {
+  listen: TcpAddress;
+  tls?: { caFile?: string };
+  insecure: boolean;
+}): string[] {
+  const { listen, tls, insecure } = options;
+  if (insecure || isLoopbackHost(listen.hostname)) return [];
+  if (tls === undefined) {
+    return [
+      `the client port listens on ${listen.hostname}, which other hosts can reach, without TLS and without client certificates (an etcd front serves no tokens): pass --tls-cert, --tls-key and --tls-client-ca (rafter cert … makes them), or --insecure`,
+    ];
+  }
+  if (tls.caFile === undefined) {
+    return [
+      `the client port listens on ${listen.hostname} with TLS but without client certificates, and an etcd front serves no tokens, so anyone who reaches it could revoke any lease: pass --tls-client-ca (clients then need a certificate of that CA), or --insecure`,
+    ];
+  }
+  return [];
+}
+
+/**
  * The warning a node started with `--insecure` logs at every start, or
  * null when nothing it listens on is exposed without protection.
  */
