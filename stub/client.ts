@@ -56,7 +56,7 @@ import {
   type ServerBinding,
 } from "./binding/bind_server.ts";
 import {
-  type RegistryWatch,
+  RegistryWatch,
   WatchClient,
   type WatchOptions,
   type WatchUpdate,
@@ -330,14 +330,49 @@ export class RafterClient {
 
   /**
    * Watches every name under `prefix`, resuming through another registry
-   * node when one fails; see {@link WatchClient.watch}.
+   * node when one fails; see {@link WatchClient.watch}. `prefix@cluster`
+   * watches `prefix` in sibling cluster `cluster`, through its registry
+   * (as `lookup` and stubs of `name@cluster`); the updates name `b`'s
+   * names, without the suffix.
    */
   watch(
     prefix: string,
-    options?: WatchOptions,
+    options: WatchOptions = {},
     onUpdate?: (update: WatchUpdate) => void,
   ): RegistryWatch {
-    return this.watches.watch(prefix, options, onUpdate);
+    if (clusterSuffix(prefix) === null) {
+      return this.watches.watch(prefix, options, onUpdate);
+    }
+    // The sibling's registry is known once the domain is (a lookup away):
+    // this watch relays the one opened there.
+    let inner: RegistryWatch | null = null;
+    const outer = new RegistryWatch(
+      prefix,
+      options,
+      () => inner?.close(),
+      onUpdate,
+    );
+    const { signal, ...rest } = options;
+    signal?.addEventListener("abort", () => outer.close(), { once: true });
+    if (signal?.aborted) outer.close();
+    this.#placeOf(prefix).then((place) => {
+      if (outer.closed) return;
+      const opened = place.watches.watch(place.name, rest, (update) => {
+        outer.next = opened.next;
+        outer.deliver(update);
+      });
+      inner = opened;
+      opened.ended.then(() => {
+        if (opened.error !== null) outer.fail(opened.error);
+        else outer.close();
+      });
+    }, (error) =>
+      outer.fail(
+        error instanceof RpcError
+          ? error
+          : new RpcError(-32603, `watch ${prefix}: ${String(error)}`),
+      ));
+    return outer;
   }
 
   /**

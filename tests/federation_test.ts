@@ -14,6 +14,7 @@
 import assert from "node:assert/strict";
 import { LocalCluster } from "../testing/cluster.ts";
 import { connect } from "../stub/client.ts";
+import type { WatchUpdate } from "../stub/registry_client/watch.ts";
 import { waitFor } from "../testing/time.ts";
 
 interface Exec {
@@ -56,6 +57,46 @@ Deno.test("federation: a service only in cluster b is found from a, by name@b an
       cluster: "a",
       siblings: { b: b.registryUrls },
     });
+
+    // A watch can name b too: exec@b is watched through b's registry
+    // (listed first, then b's changes); a's own "exec" sees none of them.
+    const watchedInB: string[] = [];
+    const watchedInA: string[] = [];
+    const describe = (update: WatchUpdate) =>
+      update.kind === "reset"
+        ? `reset ${
+          update.names.flatMap((n) => (n.endpoints ?? []).map((e) => e.id))
+            .join(",")
+        }`
+        : update.events.map((e) => `${e.type} ${e.name}/${e.endpoint.id}`)
+          .join(",");
+    const watchB = client.watch("exec@b", { list: true }, (update) => {
+      watchedInB.push(describe(update));
+    });
+    const watchA = client.watch("exec", { list: true }, (update) => {
+      watchedInA.push(describe(update));
+    });
+    await waitFor(
+      () => watchedInB.length > 0 && watchedInA.length > 0,
+      "both listings",
+    );
+    assert.deepEqual(watchedInB, ["reset x1"]);
+    const bClient = connect(b.registryUrls);
+    try {
+      await bClient.bind("exec", { id: "x9", url: "tcp://127.0.0.1:9309" });
+      await bClient.unbind("exec", "x9");
+    } finally {
+      bClient.close();
+    }
+    await waitFor(
+      () => watchedInB.join(";").includes("delete exec/x9"),
+      "b's changes through exec@b",
+    );
+    assert.deepEqual(watchedInB, ["reset x1", "put exec/x9", "delete exec/x9"]);
+    assert.deepEqual(watchedInA, ["reset "]);
+    watchB.close();
+    watchA.close();
+    console.log(`measured: watch exec@b from a saw ${watchedInB.join("; ")}`);
 
     // Named: exec@b is b's "exec".
     const inB = client.stub<Exec>("exec@b", { idempotent: true });

@@ -127,6 +127,7 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
   watchId = "";
   /** Where its load changes go, if it asked for them. */
   readonly onLoads: ((loads: EndpointLoad[]) => void) | undefined;
+  readonly #ended = Promise.withResolvers<void>();
 
   /** Use {@link WatchClient.watch}. */
   constructor(
@@ -174,6 +175,12 @@ export class RegistryWatch implements AsyncIterable<WatchUpdate> {
     this.#closed = true;
     this.#close(this);
     this.#wake();
+    this.#ended.resolve();
+  }
+
+  /** Resolves once the watch is closed (then {@link error} says why, if it failed). */
+  get ended(): Promise<void> {
+    return this.#ended.promise;
   }
 
   /** Delivers an update (used by the {@link WatchClient}). */
