@@ -227,9 +227,6 @@ async function runEtcdFront(
     args.join !== undefined
       ? "--join (etcd's members join with etcdctl member add)"
       : null,
-    args.metricsListen !== undefined
-      ? "--metrics-listen (not served by a front yet)"
-      : null,
   ].filter((flag) => flag !== null);
   if (unserved.length > 0) {
     log(
@@ -281,6 +278,7 @@ async function runEtcdFront(
           };
           federation?: unknown;
           dashboardListen?: { hostname: string; port: number };
+          metricsListen?: { hostname: string; port: number };
           log(line: string): void;
         },
         serveFn: typeof serve,
@@ -301,6 +299,7 @@ async function runEtcdFront(
       },
       federation: args.federation,
       dashboardListen: args.dashboardListen,
+      metricsListen: args.metricsListen,
       log: (line) => log(line, "warn"),
     }, serve);
   } catch (error) {

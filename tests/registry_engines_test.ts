@@ -305,7 +305,7 @@ Deno.test("--engine etcd refuses the flags a front does not serve, and an expose
 
 Deno.test({
   name:
-    "a front with TLS and client certificates refuses plaintext and certificate-less clients, serves one with a certificate, and its dashboard shows the bindings",
+    "a front with TLS and client certificates refuses plaintext and certificate-less clients, serves one with a certificate, and its dashboard and metrics show the bindings",
   ignore: "skipped" in etcd,
   sanitizeResources: false,
   sanitizeOps: false,
@@ -318,7 +318,7 @@ Deno.test({
       });
       try {
         await members.start(1);
-        const [port, dashboardPort] = freePorts(2);
+        const [port, dashboardPort, metricsPort] = freePorts(3);
         const front = spawnFront(members.clientUrls, `127.0.0.1:${port}`, [
           "--tls-cert",
           pki.certs.front.certFile,
@@ -328,6 +328,8 @@ Deno.test({
           pki.caFile,
           "--dashboard-listen",
           `127.0.0.1:${dashboardPort}`,
+          "--metrics-listen",
+          `127.0.0.1:${metricsPort}`,
         ]);
         try {
           await front.listening();
@@ -392,6 +394,19 @@ Deno.test({
               `measured: dashboard view of the front: ${
                 JSON.stringify(view.names)
               }`,
+            );
+            // Prometheus metrics: the calls it served and what etcd holds.
+            const metrics = await (await fetch(
+              `http://127.0.0.1:${metricsPort}/metrics`,
+            )).text();
+            assert.match(metrics, /^rafter_etcd_reachable\{node="[^"]+"\} 1$/m);
+            assert.match(
+              metrics,
+              /^rafter_registry_bindings\{node="[^"]+"\} 1$/m,
+            );
+            assert.match(
+              metrics,
+              /^rafter_rpc_calls_total\{[^}]*method="registry\.bind"[^}]*outcome="ok"[^}]*\} 1$/m,
             );
           } finally {
             client.close();

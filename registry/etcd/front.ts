@@ -62,8 +62,17 @@ import type { RegistryStatus } from "../../protocol/registry.ts";
 import {
   Dashboard,
   type DashboardServer,
+  dashboardWarning,
   serveDashboard,
 } from "../node/dashboard.ts";
+import {
+  type Gauge,
+  type MetricsServer,
+  metricsWarning,
+  NodeMetrics,
+  serveMetrics,
+} from "../node/metrics.ts";
+import { processGauges } from "../../internal/metrics.ts";
 import { LeaseRenewer } from "./keep_alive.ts";
 import {
   bindingFields,
@@ -101,6 +110,11 @@ export interface EtcdFrontOptions {
   federation?: unknown;
   /** Where to serve the dashboard (`--dashboard-listen`), if anywhere. */
   dashboardListen?: TcpAddress;
+  /**
+   * Where to serve `GET /metrics` (and the dashboard, as a node does) in
+   * Prometheus's text format (`--metrics-listen`), if anywhere.
+   */
+  metricsListen?: TcpAddress;
 }
 
 /** How long one etcd call may take before the client tries another member, ms. */
@@ -163,6 +177,9 @@ export class EtcdFront {
     authEnforced: () => false,
   });
   #dashboardServer: DashboardServer | undefined;
+  /** RPC calls and writes, as a node counts them (`--metrics-listen`). */
+  readonly #metrics: NodeMetrics;
+  #metricsServer: MetricsServer | undefined;
   /** Resolves once the mirror is read (or the front closes first). */
   readonly #ready = Promise.withResolvers<void>();
   /** Why etcd has not been reached yet (for UNAVAILABLE answers). */
@@ -188,6 +205,7 @@ export class EtcdFront {
     this.#prefix = options.prefix ?? "/rafter/";
     this.#log = options.log ?? ((line) => console.error(line));
     this.#renewer = new LeaseRenewer(this.#etcd);
+    this.#metrics = new NodeMetrics(options.id ?? "etcd");
   }
 
   /**
@@ -211,13 +229,28 @@ export class EtcdFront {
         advertise: options.advertise,
         tls: options.tls,
         maxFrameBytes: options.maxFrameBytes ?? 8 * 1024 * 1024,
-        methods: (session: RpcSession) => front.#methods(session),
+        methods: (session: RpcSession) =>
+          front.#metrics.instrument(session, front.#methods(session)),
+        onCall: front.#metrics.onCall,
       });
+      if (options.metricsListen !== undefined) {
+        front.#metricsServer = serveMetrics(
+          options.metricsListen,
+          () => front.#metrics.render(() => front.#gauges()),
+          (request) => front.#dashboard.handle(request),
+        );
+        front.#metrics.startLagProbe();
+        const warning = metricsWarning(options.metricsListen);
+        if (warning !== null) front.#log(warning);
+        front.#log(`metrics on ${front.#metricsServer.url}`);
+      }
       if (options.dashboardListen !== undefined) {
         front.#dashboardServer = serveDashboard(
           options.dashboardListen,
           front.#dashboard,
         );
+        const warning = dashboardWarning(options.dashboardListen);
+        if (warning !== null) front.#log(warning);
         front.#log(`dashboard on ${front.#dashboardServer.url}`);
       }
     } catch (error) {
@@ -292,6 +325,8 @@ export class EtcdFront {
     this.#ready.resolve();
     this.#dashboard.close();
     await this.#dashboardServer?.close();
+    this.#metrics.stop();
+    await this.#metricsServer?.close();
     await this.#server?.close();
     await this.#connecting;
     await this.#health?.close();
@@ -742,6 +777,52 @@ export class EtcdFront {
       methods[name] = notServed(name);
     }
     return methods;
+  }
+
+  /** The gauges of one scrape: the bindings etcd holds, etcd's reach, the process. */
+  #gauges(): Gauge[] {
+    const mirror = this.#mirror;
+    return [
+      {
+        name: "rafter_etcd_reachable",
+        help:
+          "1 once this front has read the bindings from etcd, 0 while it has not reached etcd yet.",
+        value: mirror === undefined ? 0 : 1,
+      },
+      {
+        name: "rafter_etcd_health_checker",
+        help:
+          "1 while this front runs the health checks (it won their election through etcd), else 0.",
+        value: this.checksHealth ? 1 : 0,
+      },
+      {
+        name: "rafter_registry_revision",
+        help:
+          "etcd's revision this front's copy of the bindings is current to.",
+        value: mirror?.revision ?? 0,
+      },
+      {
+        name: "rafter_registry_names",
+        help: "Names with at least one binding.",
+        value: mirror?.names().length ?? 0,
+      },
+      {
+        name: "rafter_registry_bindings",
+        help: "Bindings (endpoints).",
+        value: mirror?.bindings.size ?? 0,
+      },
+      {
+        name: "rafter_registry_watchers",
+        help: "Watches clients have open on this front.",
+        value: this.#watchCount,
+      },
+      {
+        name: "rafter_rpc_open_connections",
+        help: "Client connections open on this front.",
+        value: this.#metrics.openConnections,
+      },
+      ...processGauges(this.#metrics.takeMaxLagSeconds()),
+    ];
   }
 
   /** Throws UNAVAILABLE, saying why, until etcd answered once. */
