@@ -279,7 +279,7 @@ async function runEtcdFront(
           federation?: unknown;
           dashboardListen?: { hostname: string; port: number };
           metricsListen?: { hostname: string; port: number };
-          log(line: string): void;
+          log(line: string, level?: "info" | "warn"): void;
         },
         serveFn: typeof serve,
       ): Promise<{ url: string; close(): Promise<void> }>;
@@ -300,7 +300,7 @@ async function runEtcdFront(
       federation: args.federation,
       dashboardListen: args.dashboardListen,
       metricsListen: args.metricsListen,
-      log: (line) => log(line, "warn"),
+      log: (line, level) => log(line, level ?? "info"),
     }, serve);
   } catch (error) {
     log(
@@ -309,10 +309,11 @@ async function runEtcdFront(
     );
     return 1;
   }
+  // Its pid, as a node's: the process to signal to stop it.
   log(
     `registry ${args.id} listening on ${front.url}, over etcd at ${
       args.etcdEndpoints.join(", ")
-    }`,
+    } (pid ${Deno.pid}, rafter ${VERSION}, deno ${Deno.version.deno})`,
   );
   const stopped = Promise.withResolvers<void>();
   await untilStopped(args.watchStdin, stopped);

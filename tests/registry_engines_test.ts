@@ -18,6 +18,8 @@ import { serve } from "../adapter/deno/serve.ts";
 import type { WatchEvent } from "../protocol/registry.ts";
 import { EtcdCluster, etcdFrontArgs, findEtcd } from "../testing/etcd.ts";
 import { RpcError } from "../rpc/errors.ts";
+import { dial } from "../rpc/transport/dial.ts";
+import { runCli } from "../cli/main.ts";
 import { makeTestPki } from "../testing/certs.ts";
 import { withTempDir } from "../testing/temp.ts";
 import { denoDialer } from "../adapter/deno/tcp.ts";
@@ -207,9 +209,60 @@ Deno.test({
       await members.start(3);
       const [port] = freePorts(1);
       const front = spawnFront(members.clientUrls, `127.0.0.1:${port}`);
+      const url = `tcp://127.0.0.1:${port}`;
       try {
         await front.listening();
-        console.log(`etcd: ${await scenario([`tcp://127.0.0.1:${port}`])}`);
+        assert.match(front.lines.join(""), /\(pid \d+, rafter /);
+        console.log(`etcd: ${await scenario([url])}`);
+        // rafter status on a front: its engine, no Raft members to judge.
+        const out: string[] = [];
+        const err: string[] = [];
+        const code = await runCli(["--registry", url, "status"], {
+          out: (line) => out.push(line),
+          err: (line) => err.push(line),
+          env: () => undefined,
+        });
+        assert.equal(
+          code,
+          0,
+          `out:\n${out.join("\n")}\nerr:\n${err.join("\n")}`,
+        );
+        console.log(`rafter status on a front:\n${out.join("\n")}`);
+        assert.match(
+          out.join("\n"),
+          /: front over etcd at http:\/\/127\.0\.0\.1:\d+.* \(--engine etcd\)/,
+        );
+        // etcd gone: the front says so (UNAVAILABLE, naming etcd), and
+        // logs it once, not a stack trace per call.
+        for (const name of members.names) await members.kill(name);
+        const connection = await dial(url);
+        try {
+          for (let i = 0; i < 3; i++) {
+            await assert.rejects(
+              connection.call("registry.lookup", { name: "svc/a" }, {
+                timeoutMs: 15_000,
+              }),
+              (error: unknown) => {
+                assert.ok(error instanceof RpcError, String(error));
+                assert.equal(error.code, -32006, error.message);
+                assert.match(
+                  error.message,
+                  /etcd did not serve this call \(.*\): check that a quorum of etcd's members at http:\/\/127\.0\.0\.1:\d+/,
+                );
+                return true;
+              },
+            );
+          }
+        } finally {
+          connection.close();
+        }
+        const logged = front.lines.join("");
+        assert.equal(
+          logged.match(/fails calls \(/g)?.length,
+          1,
+          logged,
+        );
+        assert.doesNotMatch(logged, / {4}at /, "no stack trace");
       } finally {
         await front.stop();
       }

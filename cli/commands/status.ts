@@ -112,6 +112,21 @@ export async function status(context: Context): Promise<number> {
           answered[0].status!.term
       }`;
     out(`${summary}; ${answeredSummary(nodes)}`);
+    // Fronts over etcd (--engine etcd) have no Raft of their own.
+    const engineOf = (status: unknown) =>
+      (status as { engine?: { kind?: string; endpoints?: string[] } })
+        .engine;
+    const fronts = answered.filter((n) => engineOf(n.status)?.kind === "etcd");
+    if (fronts.length > 0) {
+      const endpoints = engineOf(fronts[0].status)?.endpoints ?? [];
+      out(
+        `${fronts.map((n) => n.status!.id).join(", ")}: front${
+          fronts.length === 1 ? "" : "s"
+        } over etcd at ${
+          endpoints.join(", ")
+        } (--engine etcd): term and commit are etcd's to tell (etcdctl endpoint status)`,
+      );
+    }
   }
   return degraded ? EXIT.failed : EXIT.ok;
 }
@@ -340,8 +355,9 @@ function memberProblems(s: RegistryStatus): string[] {
  * of an older version, without the counters, shows nothing.
  */
 function securityProblems(s: RegistryStatus): string[] {
-  const security = s.security as RegistryStatus["security"] | undefined;
-  if (security === undefined) return [];
+  const security = s.security as RegistryStatus["security"] | null | undefined;
+  // An older node has none; an etcd front (--engine etcd) has no peers.
+  if (security === undefined || security === null) return [];
   const { peerServer, peerTransport, raft } = security;
   const problems: string[] = [];
   const count = (n: number, what: string) => {

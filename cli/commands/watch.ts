@@ -83,7 +83,9 @@ export async function watch(
               revision: update.revision,
               names: update.names,
             })
-            : `${update.revision} reset  ${update.names.length} names (the watch fell behind the registry's history; this is the whole prefix now)`,
+            : `${update.revision} reset  ${update.names.length} ${
+              update.names.length === 1 ? "name" : "names"
+            } (the watch fell behind the registry's history; this is the whole prefix now)`,
         );
         continue;
       }

@@ -96,8 +96,8 @@ export interface EtcdFrontOptions {
   hostname?: string;
   /** Client port. @default 7001 */
   port?: number;
-  /** Where log lines go. @default console.error */
-  log?(line: string): void;
+  /** Where log lines go, with their level. @default console.error */
+  log?(line: string, level?: "info" | "warn"): void;
   /** The front's name in `registry.status` (`--id`). @default "etcd" */
   id?: string;
   /** Largest frame a client may send, bytes. @default 8 MiB, as a node's */
@@ -145,7 +145,7 @@ export class EtcdFront {
   readonly #options: EtcdFrontOptions;
   readonly #etcd: Etcd3;
   readonly #prefix: string;
-  readonly #log: (line: string) => void;
+  readonly #log: (line: string, level?: "info" | "warn") => void;
   readonly #renewer: LeaseRenewer;
   #mirror: EtcdMirror | undefined;
   #health: EtcdHealth | undefined;
@@ -182,6 +182,8 @@ export class EtcdFront {
   #metricsServer: MetricsServer | undefined;
   /** Resolves once the mirror is read (or the front closes first). */
   readonly #ready = Promise.withResolvers<void>();
+  /** Why etcd calls fail since the last that succeeded, or null. */
+  #etcdFailing: string | null = null;
   /** Why etcd has not been reached yet (for UNAVAILABLE answers). */
   #unreachable = "";
 
@@ -194,12 +196,15 @@ export class EtcdFront {
       // long; etcd3 then retries it on another member.
       defaultCallOptions: (context) =>
         context.isStream ? {} : { deadline: Date.now() + ETCD_CALL_TIMEOUT_MS },
-      // Streams (watches, keep-alives) notice a silent member by pings
-      // (etcd refuses pings more often than every 5 s by default).
+      // Streams (watches, keep-alives) notice a silent member by pings,
+      // sent only while a stream is open and no more often than every
+      // 10 s: etcd answers pings more frequent than its
+      // --grpc-keepalive-min-time (5 s), or pings without a stream, with
+      // a GOAWAY, and Deno's HTTP/2 has been seen to abort the process on
+      // such a GOAWAY.
       grpcOptions: {
-        "grpc.keepalive_time_ms": 5_000,
-        "grpc.keepalive_timeout_ms": 2_000,
-        "grpc.keepalive_permit_without_calls": 1,
+        "grpc.keepalive_time_ms": 10_000,
+        "grpc.keepalive_timeout_ms": 3_000,
       },
     });
     this.#prefix = options.prefix ?? "/rafter/";
@@ -241,7 +246,7 @@ export class EtcdFront {
         );
         front.#metrics.startLagProbe();
         const warning = metricsWarning(options.metricsListen);
-        if (warning !== null) front.#log(warning);
+        if (warning !== null) front.#log(warning, "warn");
         front.#log(`metrics on ${front.#metricsServer.url}`);
       }
       if (options.dashboardListen !== undefined) {
@@ -250,7 +255,7 @@ export class EtcdFront {
           front.#dashboard,
         );
         const warning = dashboardWarning(options.dashboardListen);
-        if (warning !== null) front.#log(warning);
+        if (warning !== null) front.#log(warning, "warn");
         front.#log(`dashboard on ${front.#dashboardServer.url}`);
       }
     } catch (error) {
@@ -302,6 +307,7 @@ export class EtcdFront {
             `etcd at ${where} cannot be reached (${why}): check --etcd-endpoints and that etcd runs; answering UNAVAILABLE and trying again every ${
               CONNECT_RETRY_MS / 1000
             } s`,
+            "warn",
           );
         }
         await new Promise((resolve) => setTimeout(resolve, CONNECT_RETRY_MS));
@@ -376,6 +382,14 @@ export class EtcdFront {
 
   #methods(session: RpcSession): Methods {
     const etcd = this.#etcd;
+    // Every method but status: UNAVAILABLE until etcd answered once, and
+    // an etcd failure (unreachable, no quorum) as UNAVAILABLE saying so.
+    const served =
+      ((schema: unknown, run: (...args: unknown[]) => unknown) =>
+        method(
+          schema as Parameters<typeof method>[0],
+          (...args: unknown[]) => this.#etcdCall(() => run(...args)),
+        )) as typeof method;
     const watches = new Map<string, OpenWatch>();
     let stopLoads = () => {};
     this.#ready.promise.then(() => {
@@ -405,8 +419,7 @@ export class EtcdFront {
       });
     };
     const methods: Methods = {
-      [M.leaseGrant]: method(REGISTRY_PARAMS[M.leaseGrant], async (p) => {
-        this.#needEtcd();
+      [M.leaseGrant]: served(REGISTRY_PARAMS[M.leaseGrant], async (p) => {
         const granted = await grant(p.ttlMs, "ttlMs");
         return {
           id: granted.ID,
@@ -414,10 +427,9 @@ export class EtcdFront {
           revision: Number(granted.header.revision),
         };
       }),
-      [M.leaseKeepAlive]: method(
+      [M.leaseKeepAlive]: served(
         REGISTRY_PARAMS[M.leaseKeepAlive],
         async (p) => {
-          this.#needEtcd();
           const ttl = await withTimeout(
             this.#renewer.renew(p.id),
             5_000,
@@ -428,8 +440,7 @@ export class EtcdFront {
           return { id: p.id, ttlMs: ttl * 1000 };
         },
       ),
-      [M.leaseRevoke]: method(REGISTRY_PARAMS[M.leaseRevoke], async (p) => {
-        this.#needEtcd();
+      [M.leaseRevoke]: served(REGISTRY_PARAMS[M.leaseRevoke], async (p) => {
         const info = await this.#timeToLive(p.id);
         this.#revoked.add(p.id);
         const revoked = await etcd.leaseClient.leaseRevoke({ ID: p.id });
@@ -438,15 +449,11 @@ export class EtcdFront {
           removed: info.bindings.length,
         };
       }),
-      [M.leaseTimeToLive]: method(
+      [M.leaseTimeToLive]: served(
         REGISTRY_PARAMS[M.leaseTimeToLive],
-        (p) => {
-          this.#needEtcd();
-          return this.#timeToLive(p.id);
-        },
+        (p) => this.#timeToLive(p.id),
       ),
-      [M.leaseList]: method(REGISTRY_PARAMS[M.leaseList], async () => {
-        this.#needEtcd();
+      [M.leaseList]: served(REGISTRY_PARAMS[M.leaseList], async () => {
         const listed = await etcd.leaseClient.leaseLeases();
         const leases: LeaseInfo[] = [];
         for (const { ID } of listed.leases ?? []) {
@@ -459,8 +466,7 @@ export class EtcdFront {
         }
         return { leases };
       }),
-      [M.bind]: method(REGISTRY_PARAMS[M.bind], async (p) => {
-        this.#needEtcd();
+      [M.bind]: served(REGISTRY_PARAMS[M.bind], async (p) => {
         const { base } = p.name;
         if (p.scope === "local") {
           notServed("a local-scope bind")();
@@ -562,8 +568,7 @@ export class EtcdFront {
         if (ttlMs !== undefined) result.ttlMs = ttlMs;
         return result;
       }),
-      [M.unbind]: method(REGISTRY_PARAMS[M.unbind], async (p) => {
-        this.#needEtcd();
+      [M.unbind]: served(REGISTRY_PARAMS[M.unbind], async (p) => {
         if (p.scope === "local") notServed("a local-scope unbind")();
         const key = this.#key(p.name, p.id);
         this.#unbound.add(key);
@@ -586,8 +591,7 @@ export class EtcdFront {
           removed: Number(deleted.deleted),
         };
       }),
-      [M.setState]: method(REGISTRY_PARAMS[M.setState], async (p) => {
-        this.#needEtcd();
+      [M.setState]: served(REGISTRY_PARAMS[M.setState], async (p) => {
         if (p.scope === "local") notServed("a local-scope setState")();
         const key = this.#key(p.name, p.id);
         const existing = (await etcd.get(key).exec()).kvs[0];
@@ -636,8 +640,7 @@ export class EtcdFront {
         }
         return { revision: Number(done.header.revision) };
       }),
-      [M.lookup]: method(REGISTRY_PARAMS[M.lookup], async (p) => {
-        this.#needEtcd();
+      [M.lookup]: served(REGISTRY_PARAMS[M.lookup], async (p) => {
         const { base, query } = p.name;
         const { bindings, revision } = await this.#bindingsOf(
           base,
@@ -674,8 +677,7 @@ export class EtcdFront {
         };
         return result;
       }),
-      [M.list]: method(REGISTRY_PARAMS[M.list], async (p) => {
-        this.#needEtcd();
+      [M.list]: served(REGISTRY_PARAMS[M.list], async (p) => {
         const answer = p.consistency === "serializable" ? null : await etcd
           .getAll().prefix(`${this.#prefix}b/${p.prefix ?? ""}`).exec();
         const all = answer === null
@@ -705,8 +707,7 @@ export class EtcdFront {
           })),
         };
       }),
-      [M.watch]: method(REGISTRY_PARAMS[M.watch], async (p) => {
-        this.#needEtcd();
+      [M.watch]: served(REGISTRY_PARAMS[M.watch], async (p) => {
         const watchId = p.watchId ?? `w${++this.#watchIds}`;
         const current = Number(
           (await etcd.get(`${this.#prefix}`).exec()).header.revision,
@@ -740,7 +741,10 @@ export class EtcdFront {
         watcher.on("error", (error: Error) => {
           // etcd ended the watch: the client watches again from where it
           // stopped (on this front or another), missing nothing.
-          this.#log(`etcd watch ${watchId}: ${error.message}`);
+          this.#log(
+            `etcd watch ${watchId} ended (${error.message}); the client watches again`,
+            "warn",
+          );
           if (watches.get(watchId) !== watch) return;
           watches.delete(watchId);
           this.#endWatch(watch);
@@ -754,8 +758,7 @@ export class EtcdFront {
         });
         return { watchId, revision: current, compactRevision: 0 };
       }),
-      [M.unwatch]: method(REGISTRY_PARAMS[M.unwatch], async (p) => {
-        this.#needEtcd();
+      [M.unwatch]: served(REGISTRY_PARAMS[M.unwatch], async (p) => {
         const watch = watches.get(p.watchId);
         watches.delete(p.watchId);
         if (watch !== undefined) await this.#endWatch(watch);
@@ -825,10 +828,43 @@ export class EtcdFront {
     ];
   }
 
-  /** Throws UNAVAILABLE, saying why, until etcd answered once. */
-  #needEtcd(): void {
+  /**
+   * Runs a method's etcd work: UNAVAILABLE, saying why, until etcd
+   * answered once; an error of etcd or its client (unreachable, no
+   * quorum, a circuit opened) as UNAVAILABLE naming etcd, so that clients
+   * retry another front and people know where to look. The first such
+   * failure is logged, and etcd's recovery.
+   */
+  async #etcdCall<T>(run: () => T | Promise<T>): Promise<T> {
     if (this.#mirror === undefined) {
       throw new RpcError(UNAVAILABLE, `Unavailable: ${this.#unreachable}`);
+    }
+    try {
+      const result = await run();
+      if (this.#etcdFailing !== null) {
+        this.#etcdFailing = null;
+        this.#log(`etcd answers again`);
+      }
+      return result;
+    } catch (error) {
+      if (error instanceof RpcError) throw error;
+      const why = String((error as Error).message ?? error).split(". ")[0]
+        .replace(/\s+/g, " ").slice(0, 200);
+      if (this.#etcdFailing === null) {
+        this.#etcdFailing = why;
+        this.#log(
+          `etcd at ${
+            this.#options.endpoints.join(", ")
+          } fails calls (${why}): answering UNAVAILABLE until it answers again`,
+          "warn",
+        );
+      }
+      throw new RpcError(
+        UNAVAILABLE,
+        `Unavailable: etcd did not serve this call (${why}): check that a quorum of etcd's members at ${
+          this.#options.endpoints.join(", ")
+        } runs; the client tries another front meanwhile`,
+      );
     }
   }
 

@@ -33,7 +33,7 @@ export class EtcdHealth {
   readonly #etcd: Etcd3;
   readonly #mirror: EtcdMirror;
   readonly #prefix: string;
-  readonly #log: (line: string) => void;
+  readonly #log: (line: string, level?: "info" | "warn") => void;
   readonly #checker: HealthChecker;
   readonly #stopListening: () => void;
   #campaign: Campaign | null = null;
@@ -48,7 +48,7 @@ export class EtcdHealth {
     mirror: EtcdMirror,
     prefix: string,
     value: string,
-    log: (line: string) => void,
+    log: (line: string, level?: "info" | "warn") => void,
   ) {
     this.#etcd = etcd;
     this.#mirror = mirror;
@@ -56,7 +56,7 @@ export class EtcdHealth {
     this.#log = log;
     this.#checker = new HealthChecker({
       propose: (command) => this.#write(command),
-      log: (line) => log(line),
+      log: (line, level) => log(line, level === "warn" ? "warn" : "info"),
     });
     this.#stopListening = mirror.listen((change) => {
       if (change.kind === "bindings") this.#update();
