@@ -67,6 +67,24 @@ export const TLS_TRUST_HINT =
 export const TLS_SCHEME_HINT =
   "If the registry (or server) serves TLS, a tcp:// URL cannot reach it (it closes the connection at once): use tls://host:port URLs.";
 
+/** What to do when a tls:// port closes the connection at once. */
+export const TLS_CLIENT_CERT_HINT =
+  "The registry closed the TLS connection at once: if it asks for client certificates (--tls-client-ca; an etcd front reachable from other hosts does), pass --cert FILE and --key FILE (or RAFTER_CERT and RAFTER_KEY) with a certificate of that CA (rafter cert …).";
+
+/**
+ * Whether `message` (a connection closed at once) may come from a
+ * tls:// port that wants a client certificate this client did not give.
+ */
+export function mayWantClientCert(
+  message: string,
+  urls: readonly string[],
+  cert: boolean,
+): boolean {
+  return !cert && urls.some((url) => url.startsWith("tls://")) &&
+    /closed before the response|the peer closed the connection|connection reset/i
+      .test(message);
+}
+
 /**
  * Whether `message` (a connection closed at once) may come from a
  * tcp:// URL pointed at a TLS port, given the URLs used.
@@ -242,6 +260,15 @@ function registryHint(error: unknown, context: Context): string {
   if (isTlsTrustProblem(chain)) return `\n${TLS_TRUST_HINT}`;
   if (mayBeTlsPort(chain, sibling?.urls ?? globals.registry)) {
     return `\n${TLS_SCHEME_HINT}`;
+  }
+  if (
+    mayWantClientCert(
+      chain,
+      sibling?.urls ?? globals.registry,
+      globals.tls?.certFile !== undefined,
+    )
+  ) {
+    return `\n${TLS_CLIENT_CERT_HINT}`;
   }
   if (error.code === UNAUTHENTICATED || error.code === PERMISSION_DENIED) {
     return accessHint(error, context);

@@ -311,6 +311,28 @@ Deno.test("rafter call and lookup of name@b that find no endpoint say it is in c
       misplaced.err.split("\n")[1],
       `"hello@b?version=1" is a local name: the @b of a sibling cluster goes after the query, as in 'hello?version=1@b'.`,
     );
+    // rafter watch hello@b says it does not follow the suffix, and how to
+    // watch b (stopped at once, as Ctrl-C would).
+    const stop = new AbortController();
+    const watchErr: string[] = [];
+    const watching = runCli(["watch", "hello@b"], {
+      out: () => {},
+      err: (line) => {
+        watchErr.push(line);
+        if (/^watching /.test(line)) stop.abort();
+      },
+      env: (name) => name === "RAFTER_REGISTRY" ? local : undefined,
+      signal: stop.signal,
+    });
+    const ceiling = setTimeout(() => stop.abort(), 10_000);
+    await watching;
+    clearTimeout(ceiling);
+    assert.ok(
+      watchErr.includes(
+        `note: rafter watch does not follow "@b" yet: it watches the local name "hello@b"; to watch hello in cluster b, run rafter --registry ${b.url} watch hello`,
+      ),
+      watchErr.join("\n"),
+    );
     // A cluster the local registry does not know.
     const unknown = await rafter(local, "call", "hello@c", "greet");
     expectCode(unknown, EXIT.notFound);

@@ -230,7 +230,7 @@ Deno.test({
         console.log(`rafter status on a front:\n${out.join("\n")}`);
         assert.match(
           out.join("\n"),
-          /: front over etcd at http:\/\/127\.0\.0\.1:\d+.* \(--engine etcd\)/,
+          /^1 front over etcd at http:\/\/127\.0\.0\.1:\d+.* \(--engine etcd: .*; etcd answers every front; /m,
         );
         // etcd gone: the front says so (UNAVAILABLE, naming etcd), and
         // logs it once, not a stack trace per call.
@@ -256,6 +256,18 @@ Deno.test({
         } finally {
           connection.close();
         }
+        // rafter status tells that etcd does not answer (exit 1).
+        const downOut: string[] = [];
+        const downCode = await runCli(["--registry", url, "status"], {
+          out: (line) => downOut.push(line),
+          err: (line) => downOut.push(line),
+          env: () => undefined,
+        });
+        assert.equal(downCode, 1, downOut.join("\n"));
+        assert.match(
+          downOut.join("\n"),
+          /etcd does not answer n1 \(.*\): check that a quorum of etcd's members runs/,
+        );
         const logged = front.lines.join("");
         assert.equal(
           logged.match(/fails calls \(/g)?.length,
@@ -263,6 +275,36 @@ Deno.test({
           logged,
         );
         assert.doesNotMatch(logged, / {4}at /, "no stack trace");
+        // etcd back: the front says so, follows etcd again (its copy sees
+        // a bind made after), and is still the same process.
+        await Promise.all(members.names.map((name) => members.restart(name)));
+        await waitFor(
+          () => /etcd answers again/.test(front.lines.join("")),
+          "the front to see etcd again",
+          30_000,
+        );
+        const after = connect([url], { deadlineMs: 15_000 });
+        try {
+          await after.bind("svc/late", {
+            id: "l1",
+            url: "tcp://127.0.0.1:9110",
+          });
+          await waitFor(
+            async () =>
+              (await after.lookup("svc/late", { consistency: "serializable" }))
+                .endpoints.length === 1,
+            "the front's copy to follow etcd again",
+            15_000,
+          );
+        } finally {
+          after.close();
+        }
+        assert.equal(front.child.pid > 0, true);
+        const exited = await Promise.race([
+          front.child.status.then(() => true),
+          new Promise((r) => setTimeout(() => r(false), 500)),
+        ]);
+        assert.equal(exited, false, front.lines.join(""));
       } finally {
         await front.stop();
       }
@@ -448,6 +490,38 @@ Deno.test({
                 JSON.stringify(view.names)
               }`,
             );
+            // The CLI: without a client certificate it says to pass one;
+            // with one it works.
+            const cli = async (...args: string[]) => {
+              const lines: string[] = [];
+              const code = await runCli(
+                ["--registry", url, "--timeout-ms", "1500", ...args],
+                {
+                  out: (line) => lines.push(line),
+                  err: (line) => lines.push(line),
+                  env: () => undefined,
+                },
+              );
+              return { code, text: lines.join("\n") };
+            };
+            const noCert = await cli("--cacert", pki.caFile, "lookup", "svc");
+            assert.notEqual(noCert.code, 0, noCert.text);
+            assert.match(
+              noCert.text,
+              /asks for client certificates \(--tls-client-ca.*pass --cert FILE and --key FILE/,
+            );
+            const withCert = await cli(
+              "--cacert",
+              pki.caFile,
+              "--cert",
+              pki.certs.client.certFile,
+              "--key",
+              pki.certs.client.keyFile,
+              "lookup",
+              "svc",
+            );
+            assert.equal(withCert.code, 0, withCert.text);
+            assert.match(withCert.text, /s1/);
             // Prometheus metrics: the calls it served and what etcd holds.
             const metrics = await (await fetch(
               `http://127.0.0.1:${metricsPort}/metrics`,

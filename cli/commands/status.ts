@@ -101,6 +101,43 @@ export async function status(context: Context): Promise<number> {
     }
     return EXIT.unavailable;
   }
+  // Fronts over etcd (--engine etcd) have no Raft of their own: each
+  // says whether etcd answers it.
+  const engineOf = (status: unknown) =>
+    (status as {
+      engine?: {
+        kind?: string;
+        endpoints?: string[];
+        reachable?: boolean;
+        problem?: string | null;
+      };
+    }).engine;
+  const fronts = answered.filter((n) => engineOf(n.status)?.kind === "etcd");
+  if (fronts.length > 0 && fronts.length === answered.length) {
+    const down = fronts.filter((n) => engineOf(n.status)?.reachable === false);
+    if (!globals.json) {
+      out(
+        `${fronts.length} front${fronts.length === 1 ? "" : "s"} over etcd at ${
+          (engineOf(fronts[0].status)?.endpoints ?? []).join(", ")
+        } (--engine etcd: term and commit are etcd's, see etcdctl endpoint status); ${
+          down.length === 0
+            ? "etcd answers every front"
+            : `etcd does not answer ${
+              down.map((n) =>
+                `${n.status!.id}${
+                  engineOf(n.status)?.problem
+                    ? ` (${engineOf(n.status)!.problem})`
+                    : ""
+                }`
+              ).join(", ")
+            }: check that a quorum of etcd's members runs`
+        }; ${answeredSummary(nodes)}`,
+      );
+    }
+    return down.length === 0 && answered.length === nodes.length
+      ? EXIT.ok
+      : EXIT.failed;
+  }
   const degraded = answeredMembers.length < members.length || leader === null;
   if (!globals.json) {
     const summary = leader === null
@@ -112,21 +149,6 @@ export async function status(context: Context): Promise<number> {
           answered[0].status!.term
       }`;
     out(`${summary}; ${answeredSummary(nodes)}`);
-    // Fronts over etcd (--engine etcd) have no Raft of their own.
-    const engineOf = (status: unknown) =>
-      (status as { engine?: { kind?: string; endpoints?: string[] } })
-        .engine;
-    const fronts = answered.filter((n) => engineOf(n.status)?.kind === "etcd");
-    if (fronts.length > 0) {
-      const endpoints = engineOf(fronts[0].status)?.endpoints ?? [];
-      out(
-        `${fronts.map((n) => n.status!.id).join(", ")}: front${
-          fronts.length === 1 ? "" : "s"
-        } over etcd at ${
-          endpoints.join(", ")
-        } (--engine etcd): term and commit are etcd's to tell (etcdctl endpoint status)`,
-      );
-    }
   }
   return degraded ? EXIT.failed : EXIT.ok;
 }

@@ -8,6 +8,7 @@
  */
 
 import { WatchClient } from "../../stub/registry_client/watch.ts";
+import { clusterSuffix } from "../../stub/client.ts";
 import type { WatchEvent } from "../../protocol/registry.ts";
 import { optionalInteger } from "../args.ts";
 import { cliDialer, type Command, type Context } from "../context.ts";
@@ -48,6 +49,22 @@ export async function watch(
   // Fail fast (exit 3) when no registry node answers, and learn the
   // revision to start from, so nothing between this and the watch is lost.
   const listed = await client.list(prefix);
+  // A sibling's suffix is not followed here (client.watch does): say so,
+  // rather than watch a local name that nothing binds.
+  const at = clusterSuffix(prefix);
+  if (at !== null && !globals.json) {
+    const urls = (await client.clusters().catch(() => ({})) as Record<
+      string,
+      string[]
+    >)[at.cluster];
+    if (urls !== undefined) {
+      err(
+        `note: rafter watch does not follow "@${at.cluster}" yet: it watches the local name "${prefix}"; to watch ${at.base} in cluster ${at.cluster}, run rafter --registry ${
+          urls.join(",")
+        } watch ${at.base}`,
+      );
+    }
+  }
   const from = fromRevision ?? listed.revision + 1;
   const interrupted = new AbortController();
   const onSigint = () => interrupted.abort();

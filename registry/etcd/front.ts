@@ -44,10 +44,7 @@ import {
   WATCH_LOADS_NOTIFICATION,
   type WatchEvent,
 } from "../../protocol/registry.ts";
-import {
-  minTtlProblem,
-  REGISTRY_PARAMS,
-} from "../../protocol/registry_params.ts";
+import { REGISTRY_PARAMS } from "../../protocol/registry_params.ts";
 import { method } from "../../rpc/server/method.ts";
 import type { Methods, RpcSession } from "../../rpc/server/method.ts";
 import type { RpcServer, ServeOptions } from "../../rpc/server/server.ts";
@@ -411,8 +408,12 @@ export class EtcdFront {
       );
     };
     const grant = async (ttlMs: number, field: string) => {
-      const problem = minTtlProblem(ttlMs, field, MIN_TTL_MS);
-      if (problem !== null) throw new RpcError(INVALID_PARAMS, problem);
+      if (ttlMs < MIN_TTL_MS) {
+        throw new RpcError(
+          INVALID_PARAMS,
+          `"${field}" is ${ttlMs} ms; a lease over etcd lives at least ${MIN_TTL_MS} ms (etcd counts whole seconds): ask for ${MIN_TTL_MS} ms or more`,
+        );
+      }
       return await etcd.leaseClient.leaseGrant({
         TTL: Math.ceil(ttlMs / 1000),
         ID: 0,
@@ -423,7 +424,7 @@ export class EtcdFront {
         const granted = await grant(p.ttlMs, "ttlMs");
         return {
           id: granted.ID,
-          ttlMs: p.ttlMs,
+          ttlMs: Number(granted.TTL) * 1000, // whole seconds, as etcd keeps it
           revision: Number(granted.header.revision),
         };
       }),
@@ -474,8 +475,9 @@ export class EtcdFront {
         let leaseId = p.leaseId ?? null;
         let ttlMs: number | undefined;
         if (p.grant !== undefined) {
-          leaseId = (await grant(p.grant.ttlMs, "grant.ttlMs")).ID;
-          ttlMs = p.grant.ttlMs;
+          const granted = await grant(p.grant.ttlMs, "grant.ttlMs");
+          leaseId = granted.ID;
+          ttlMs = Number(granted.TTL) * 1000; // rounded up, as etcd keeps it
         } else if (leaseId !== null) {
           await this.#timeToLive(leaseId); // LEASE_NOT_FOUND when gone
         }
@@ -747,7 +749,9 @@ export class EtcdFront {
           );
           if (watches.get(watchId) !== watch) return;
           watches.delete(watchId);
-          this.#endWatch(watch);
+          // Already cancelled by etcd: cancelling again makes etcd3 meet
+          // an answer for a watcher it dropped, and throw (uncaught).
+          this.#endWatch(watch, false);
           session.notify(WATCH_CANCELLED_NOTIFICATION, {
             watchId,
             code: WATCH_CANCELLED,
@@ -789,8 +793,8 @@ export class EtcdFront {
       {
         name: "rafter_etcd_reachable",
         help:
-          "1 once this front has read the bindings from etcd, 0 while it has not reached etcd yet.",
-        value: mirror === undefined ? 0 : 1,
+          "1 while etcd answers this front; 0 before it first did, and from a failed etcd call until it answers again (asked every second).",
+        value: this.etcdReachable ? 1 : 0,
       },
       {
         name: "rafter_etcd_health_checker",
@@ -840,12 +844,7 @@ export class EtcdFront {
       throw new RpcError(UNAVAILABLE, `Unavailable: ${this.#unreachable}`);
     }
     try {
-      const result = await run();
-      if (this.#etcdFailing !== null) {
-        this.#etcdFailing = null;
-        this.#log(`etcd answers again`);
-      }
-      return result;
+      return await run();
     } catch (error) {
       if (error instanceof RpcError) throw error;
       const why = String((error as Error).message ?? error).split(". ")[0]
@@ -858,6 +857,7 @@ export class EtcdFront {
           } fails calls (${why}): answering UNAVAILABLE until it answers again`,
           "warn",
         );
+        void this.#probeUntilBack();
       }
       throw new RpcError(
         UNAVAILABLE,
@@ -866,6 +866,30 @@ export class EtcdFront {
         } runs; the client tries another front meanwhile`,
       );
     }
+  }
+
+  /**
+   * While etcd fails calls: asks it every second (a read of one key, as a
+   * linearizable read needs a quorum) and logs when it answers again, so
+   * that recovery is told when it happens, not at the next call, and a
+   * call served from the copy never counts as etcd answering.
+   */
+  async #probeUntilBack(): Promise<void> {
+    while (this.#etcdFailing !== null && !this.#closed) {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      try {
+        await this.#etcd.get(`${this.#prefix}probe`).exec();
+        this.#etcdFailing = null;
+        this.#log(`etcd answers again`);
+      } catch {
+        // Still failing: ask again in a second.
+      }
+    }
+  }
+
+  /** Whether etcd answers this front now (it read the bindings, and no call failed since). */
+  get etcdReachable(): boolean {
+    return this.#mirror !== undefined && this.#etcdFailing === null;
   }
 
   /** Registry events of a response of an etcd watch on the bindings. */
@@ -939,12 +963,12 @@ export class EtcdFront {
       .lease(leaseId).exec();
   }
 
-  async #endWatch(watch: OpenWatch): Promise<void> {
+  async #endWatch(watch: OpenWatch, cancel = true): Promise<void> {
     const watcher = watch.watcher;
     watch.watcher = null;
     if (watcher === null) return;
     this.#watchCount--;
-    await watcher.cancel().catch(() => {});
+    if (cancel) await watcher.cancel().catch(() => {});
   }
 
   /**
@@ -1028,7 +1052,10 @@ export class EtcdFront {
       snapshotIndex: 0,
       revision: this.#mirror?.revision ?? 0,
       compactRevision: 0,
-      leases: 0,
+      leases: new Set(
+        [...this.#mirror?.bindings.values() ?? []].map((b) => b.stored.leaseId)
+          .filter((id) => id !== null),
+      ).size,
       watchers: this.#watchCount,
       electionTimeoutMs: 0,
       minTtlMs: MIN_TTL_MS,
@@ -1039,6 +1066,10 @@ export class EtcdFront {
         kind: "etcd",
         endpoints: [...this.#options.endpoints],
         checksHealth: this.checksHealth,
+        reachable: this.etcdReachable,
+        problem: this.#mirror === undefined
+          ? this.#unreachable
+          : this.#etcdFailing,
       },
     };
   }

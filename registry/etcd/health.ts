@@ -95,7 +95,8 @@ export class EtcdHealth {
       if (this.#campaign !== campaign) return;
       if (this.#checker.running) {
         this.#log(
-          `health checks: this front lost its election (${error.message}); campaigning again`,
+          `health checks: this front stops running them: its election lease in etcd ended (etcd3: "${error.message}"); it campaigns again`,
+          "warn",
         );
       }
       this.#stopProbing();

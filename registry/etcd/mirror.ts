@@ -111,7 +111,10 @@ export function parseStored(kv: IKeyValue): Stored | null {
 /** A live copy of the bindings and loads under a front's prefix. */
 export class EtcdMirror {
   readonly #prefix: string;
-  readonly #watcher: Watcher;
+  readonly #etcd: Etcd3;
+  readonly #log: (line: string, level?: "info" | "warn") => void;
+  #watcher: Watcher | null = null;
+  #closed = false;
   /** By key. */
   readonly bindings = new Map<string, Mirrored>();
   /** Loads by lease id. */
@@ -120,48 +123,129 @@ export class EtcdMirror {
   /** The revision the copy is current to. */
   revision: number;
 
-  private constructor(prefix: string, watcher: Watcher, revision: number) {
+  private constructor(
+    etcd: Etcd3,
+    prefix: string,
+    log: (line: string, level?: "info" | "warn") => void,
+  ) {
+    this.#etcd = etcd;
     this.#prefix = prefix;
-    this.#watcher = watcher;
-    this.revision = revision;
+    this.#log = log;
+    this.revision = 0;
   }
 
   /** Reads every key under `prefix`, then follows it. */
   static async start(
     etcd: Etcd3,
     prefix: string,
-    log: (line: string) => void,
+    log: (line: string, level?: "info" | "warn") => void,
   ): Promise<EtcdMirror> {
-    const all = await etcd.getAll().prefix(prefix).exec();
-    const revision = Number(all.header.revision);
-    const watcher = await etcd.watch().prefix(prefix).startRevision(
-      String(revision + 1),
+    const mirror = new EtcdMirror(etcd, prefix, log);
+    await mirror.#read();
+    await mirror.#follow();
+    return mirror;
+  }
+
+  /** Replaces the copy with every key under the prefix, as etcd has it now. */
+  async #read(): Promise<void> {
+    const all = await this.#etcd.getAll().prefix(this.#prefix).exec();
+    const before = new Map(this.loads);
+    this.bindings.clear();
+    this.loads.clear();
+    this.revision = Number(all.header.revision);
+    for (const kv of all.kvs) this.#put(kv, false);
+    for (const [leaseId] of before) {
+      if (!this.loads.has(leaseId)) {
+        this.#emit({ kind: "load", leaseId, load: null });
+      }
+    }
+    for (const [leaseId, load] of this.loads) {
+      if (before.get(leaseId) !== load) {
+        this.#emit({ kind: "load", leaseId, load });
+      }
+    }
+    this.#emit({ kind: "bindings" });
+  }
+
+  /**
+   * Follows the prefix from the revision after the copy's. When etcd ends
+   * the watch (a member restarted, the history was compacted), the copy
+   * follows again from where it was, or reads everything again if that
+   * revision is gone; until then it may be behind, never torn.
+   */
+  async #follow(): Promise<void> {
+    const prefix = this.#prefix;
+    const watcher = await this.#etcd.watch().prefix(prefix).startRevision(
+      String(this.revision + 1),
     ).create();
-    const mirror = new EtcdMirror(prefix, watcher, revision);
-    for (const kv of all.kvs) mirror.#put(kv);
+    if (this.#closed) {
+      await watcher.cancel().catch(() => {});
+      return;
+    }
+    this.#watcher = watcher;
     watcher.on("data", (response) => {
       let bindings = false;
       for (const event of response.events) {
         const key = event.kv.key.toString();
         if (event.type === "Put") {
-          bindings = mirror.#put(event.kv) || bindings;
+          bindings = this.#put(event.kv) || bindings;
         } else if (key.startsWith(`${prefix}b/`)) {
-          bindings = mirror.bindings.delete(key) || bindings;
+          bindings = this.bindings.delete(key) || bindings;
         } else if (key.startsWith(`${prefix}load/`)) {
           const leaseId = key.slice(prefix.length + 5);
-          if (mirror.loads.delete(leaseId)) {
-            mirror.#emit({ kind: "load", leaseId, load: null });
+          if (this.loads.delete(leaseId)) {
+            this.#emit({ kind: "load", leaseId, load: null });
           }
         }
       }
-      mirror.revision = Math.max(
-        mirror.revision,
-        Number(response.header.revision),
-      );
-      if (bindings) mirror.#emit({ kind: "bindings" });
+      this.revision = Math.max(this.revision, Number(response.header.revision));
+      if (bindings) this.#emit({ kind: "bindings" });
     });
-    watcher.on("error", (error: Error) => log(`etcd mirror: ${error.message}`));
-    return mirror;
+    watcher.on("error", (error: Error) => {
+      // etcd cancelled it: do not cancel it again (etcd3 would get an
+      // answer for a watcher it no longer knows, and throw).
+      if (this.#watcher !== watcher) return;
+      this.#watcher = null;
+      this.#log(
+        `etcd ended the front's watch of its bindings (${error.message}): following again from revision ${
+          this.revision + 1
+        }`,
+        "warn",
+      );
+      void this.#refollow();
+    });
+  }
+
+  /** Follows again after the watch ended, reading everything again if need be (bounded retries, 1 s apart, until closed). */
+  async #refollow(): Promise<void> {
+    for (let attempt = 0; !this.#closed; attempt++) {
+      try {
+        try {
+          await this.#etcd.get(this.#prefix).revision(this.revision + 1)
+            .exec();
+        } catch (error) {
+          if (!/compacted/i.test(String((error as Error).message))) {
+            throw error;
+          }
+          await this.#read(); // the revision is gone: start over
+        }
+        await this.#follow();
+        this.#log(
+          `the front follows etcd again from revision ${this.revision + 1}`,
+        );
+        return;
+      } catch (error) {
+        if (attempt === 0) {
+          this.#log(
+            `cannot follow etcd yet (${
+              (error as Error).message
+            }); trying every second`,
+            "warn",
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
   }
 
   /** Calls `listener` on each change until the returned function is called. */
@@ -208,12 +292,15 @@ export class EtcdMirror {
 
   /** Stops following etcd. */
   async close(): Promise<void> {
+    this.#closed = true;
     this.#listeners.clear();
-    await this.#watcher.cancel();
+    const watcher = this.#watcher;
+    this.#watcher = null;
+    await watcher?.cancel();
   }
 
   /** Applies a put; whether it was a binding's. */
-  #put(kv: IKeyValue): boolean {
+  #put(kv: IKeyValue, emit = true): boolean {
     const key = kv.key.toString();
     if (key.startsWith(`${this.#prefix}b/`)) {
       const binding = bindingOf(this.#prefix, kv);
@@ -226,7 +313,7 @@ export class EtcdMirror {
       const load = Number(kv.value.toString());
       if (Number.isFinite(load) && this.loads.get(leaseId) !== load) {
         this.loads.set(leaseId, load);
-        this.#emit({ kind: "load", leaseId, load });
+        if (emit) this.#emit({ kind: "load", leaseId, load });
       }
     }
     return false;

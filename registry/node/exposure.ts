@@ -123,12 +123,12 @@ export function frontExposureProblems(options: {
   if (insecure || isLoopbackHost(listen.hostname)) return [];
   if (tls === undefined) {
     return [
-      `the client port listens on ${listen.hostname}, which other hosts can reach, without TLS and without client certificates (an etcd front serves no tokens): pass --tls-cert, --tls-key and --tls-client-ca (rafter cert … makes them), or --insecure`,
+      `the client port listens on ${listen.hostname}, which other hosts can reach, without TLS and without client certificates (an etcd front serves no tokens): pass --tls-cert, --tls-key and --tls-client-ca (rafter cert … makes them)`,
     ];
   }
   if (tls.caFile === undefined) {
     return [
-      `the client port listens on ${listen.hostname} with TLS but without client certificates, and an etcd front serves no tokens, so anyone who reaches it could revoke any lease: pass --tls-client-ca (clients then need a certificate of that CA), or --insecure`,
+      `the client port listens on ${listen.hostname} with TLS but without client certificates, and an etcd front serves no tokens, so anyone who reaches it could revoke any lease: pass --tls-client-ca (clients then need a certificate of that CA)`,
     ];
   }
   return [];
