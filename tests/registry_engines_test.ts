@@ -230,7 +230,11 @@ Deno.test({
         console.log(`rafter status on a front:\n${out.join("\n")}`);
         assert.match(
           out.join("\n"),
-          /^1 front over etcd at http:\/\/127\.0\.0\.1:\d+.* \(--engine etcd: .*; etcd answers every front; /m,
+          /^1 front over etcd at http:\/\/127\.0\.0\.1:\d+.* \(--engine etcd: .*; etcd answers every front; 1 of 1 fronts answered/m,
+        );
+        assert.match(
+          out.join("\n"),
+          /^n1 +tcp:\S+ +front +- +- +- +- +\d+ +-$/m,
         );
         // etcd gone: the front says so (UNAVAILABLE, naming etcd), and
         // logs it once, not a stack trace per call.
@@ -283,6 +287,7 @@ Deno.test({
           "the front to see etcd again",
           30_000,
         );
+        const backAt = Date.now();
         const after = connect([url], { deadlineMs: 15_000 });
         try {
           await after.bind("svc/late", {
@@ -295,6 +300,11 @@ Deno.test({
                 .endpoints.length === 1,
             "the front's copy to follow etcd again",
             15_000,
+          );
+          console.log(
+            `measured: etcd back: the front's copy showed a new bind ${
+              Date.now() - backAt
+            } ms after the front logged etcd answering again`,
           );
         } finally {
           after.close();

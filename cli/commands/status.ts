@@ -131,7 +131,9 @@ export async function status(context: Context): Promise<number> {
                 }`
               ).join(", ")
             }: check that a quorum of etcd's members runs`
-        }; ${answeredSummary(nodes)}`,
+        }; ${
+          answeredSummary(nodes).replace(/members answered/, "fronts answered")
+        }`,
       );
     }
     return down.length === 0 && answered.length === nodes.length
@@ -258,6 +260,22 @@ function statusTable(
           "-",
           "-",
           n.error ?? "",
+        ];
+      }
+      const engine = (s as { engine?: { kind?: string; problem?: string } })
+        .engine;
+      if (engine?.kind === "etcd") {
+        // A front over etcd: no Raft role, term or log of its own.
+        return [
+          s.id,
+          s.url,
+          "front",
+          "-",
+          "-",
+          "-",
+          "-",
+          String(s.revision),
+          engine.problem ? `etcd: ${engine.problem}` : "-",
         ];
       }
       const problems = [...memberProblems(s), ...securityProblems(s)];

@@ -203,6 +203,9 @@ export class EtcdFront {
         "grpc.keepalive_time_ms": 10_000,
         "grpc.keepalive_timeout_ms": 3_000,
       },
+      // Watches reconnect within a second of etcd coming back (etcd3's
+      // default backs off up to 30 s, leaving the front's copy that stale).
+      faultHandling: { watchBackoff: new CappedBackoff(100, 1_000) },
     });
     this.#prefix = options.prefix ?? "/rafter/";
     this.#log = options.log ?? ((line) => console.error(line));
@@ -291,6 +294,7 @@ export class EtcdFront {
           this.#log,
         );
         this.#ready.resolve();
+        void this.#probeEtcd();
         mirror.listen(() => this.#dashboard.changed());
         this.#dashboard.changed();
         if (attempt > 1) this.#log(`etcd at ${where} answers: serving`);
@@ -847,18 +851,7 @@ export class EtcdFront {
       return await run();
     } catch (error) {
       if (error instanceof RpcError) throw error;
-      const why = String((error as Error).message ?? error).split(". ")[0]
-        .replace(/\s+/g, " ").slice(0, 200);
-      if (this.#etcdFailing === null) {
-        this.#etcdFailing = why;
-        this.#log(
-          `etcd at ${
-            this.#options.endpoints.join(", ")
-          } fails calls (${why}): answering UNAVAILABLE until it answers again`,
-          "warn",
-        );
-        void this.#probeUntilBack();
-      }
+      const why = this.#etcdFails(error);
       throw new RpcError(
         UNAVAILABLE,
         `Unavailable: etcd did not serve this call (${why}): check that a quorum of etcd's members at ${
@@ -869,22 +862,45 @@ export class EtcdFront {
   }
 
   /**
-   * While etcd fails calls: asks it every second (a read of one key, as a
-   * linearizable read needs a quorum) and logs when it answers again, so
-   * that recovery is told when it happens, not at the next call, and a
-   * call served from the copy never counts as etcd answering.
+   * Asks etcd every 2 s (every second while it fails) with a read of one
+   * key (linearizable: it needs a quorum), so that an idle front notices
+   * an outage too, and recovery is told when it happens, not at the next
+   * call; a call served from the copy never counts as etcd answering.
    */
-  async #probeUntilBack(): Promise<void> {
-    while (this.#etcdFailing !== null && !this.#closed) {
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+  async #probeEtcd(): Promise<void> {
+    while (!this.#closed) {
+      await new Promise((resolve) =>
+        setTimeout(resolve, this.#etcdFailing === null ? 2_000 : 1_000)
+      );
+      if (this.#closed) return;
       try {
         await this.#etcd.get(`${this.#prefix}probe`).exec();
-        this.#etcdFailing = null;
-        this.#log(`etcd answers again`);
-      } catch {
-        // Still failing: ask again in a second.
+        if (this.#etcdFailing !== null) {
+          this.#etcdFailing = null;
+          this.#log(`etcd answers again`);
+        }
+      } catch (error) {
+        this.#etcdFails(error);
       }
     }
+  }
+
+  /** Notes that etcd failed a call: logged once per outage. */
+  #etcdFails(error: unknown): string {
+    const raw = String((error as Error)?.message ?? error);
+    const why = /circuit breaker is open/i.test(raw)
+      ? "every etcd member failed its recent calls, so the etcd client waits before trying them again"
+      : raw.split(". ")[0].replace(/\s+/g, " ").slice(0, 200);
+    if (this.#etcdFailing === null) {
+      this.#etcdFailing = why;
+      this.#log(
+        `etcd at ${
+          this.#options.endpoints.join(", ")
+        } fails calls (${why}): answering UNAVAILABLE until it answers again`,
+        "warn",
+      );
+    }
+    return why;
   }
 
   /** Whether etcd answers this front now (it read the bindings, and no call failed since). */
@@ -1072,6 +1088,24 @@ export class EtcdFront {
           : this.#etcdFailing,
       },
     };
+  }
+}
+
+/**
+ * etcd3's watch reconnection backoff (cockatiel's `IBackoff` shape):
+ * doubling from `initialMs` up to `maxMs`.
+ */
+class CappedBackoff {
+  readonly duration: number;
+  readonly #max: number;
+
+  constructor(initialMs: number, maxMs: number) {
+    this.duration = Math.min(initialMs, maxMs);
+    this.#max = maxMs;
+  }
+
+  next(): CappedBackoff {
+    return new CappedBackoff(this.duration * 2, this.#max);
   }
 }
 

@@ -91,11 +91,11 @@ export class EtcdHealth {
       this.#checker.start();
       this.#timer = setInterval(() => this.#checker.tick(), TICK_MS);
     });
-    campaign.on("error", (error: Error) => {
+    campaign.on("error", () => {
       if (this.#campaign !== campaign) return;
       if (this.#checker.running) {
         this.#log(
-          `health checks: this front stops running them: its election lease in etcd ended (etcd3: "${error.message}"); it campaigns again`,
+          `health checks: this front stops running them: its election lease in etcd ended (etcd unreachable, or this front was paused); it campaigns again`,
           "warn",
         );
       }
