@@ -25,7 +25,15 @@
  */
 
 // deno-lint-ignore no-import-prefix
-import { Etcd3, type IKeyValue, type Watcher } from "npm:etcd3@1.1.2";
+import {
+  Etcd3,
+  type IKeyValue,
+  isRecoverableError,
+  type Watcher,
+} from "npm:etcd3@1.1.2";
+// etcd3's own fault-handling library (its dependency, the same version).
+// deno-lint-ignore no-import-prefix
+import { ConstantBackoff, handleWhen, retry } from "npm:cockatiel@3.2.1";
 import {
   type BindResult,
   COMPACTED,
@@ -205,7 +213,20 @@ export class EtcdFront {
       },
       // Watches reconnect within a second of etcd coming back (etcd3's
       // default backs off up to 30 s, leaving the front's copy that stale).
-      faultHandling: { watchBackoff: new CappedBackoff(100, 1_000) },
+      faultHandling: {
+        watchBackoff: new CappedBackoff(100, 1_000),
+        // Each retry goes to another member. etcd3's default retries
+        // recoverable errors only: once a dead member's circuit breaker
+        // opens, a call that lands there fails at once ("circuit breaker
+        // is open") instead of trying a live member; that counts too.
+        global: retry(
+          handleWhen((error) =>
+            isRecoverableError(error) ||
+            /circuit breaker is open/i.test(String(error?.message))
+          ),
+          { maxAttempts: 5, backoff: new ConstantBackoff(20) },
+        ),
+      },
     });
     this.#prefix = options.prefix ?? "/rafter/";
     this.#log = options.log ?? ((line) => console.error(line));
