@@ -25,12 +25,9 @@
  */
 
 // deno-lint-ignore no-import-prefix
-import {
-  Etcd3,
-  type IKeyValue,
-  isRecoverableError,
-  type Watcher,
-} from "npm:etcd3@1.1.2";
+import { Etcd3, type IKeyValue, type Watcher } from "npm:etcd3@1.1.2";
+// deno-lint-ignore no-import-prefix
+import { isRecoverableError } from "npm:etcd3@1.1.2";
 // etcd3's own fault-handling library (its dependency, the same version).
 // deno-lint-ignore no-import-prefix
 import { ConstantBackoff, handleWhen, retry } from "npm:cockatiel@3.2.1";
